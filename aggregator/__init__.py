@@ -1,0 +1,15 @@
+"""The aggregator: accumulates reports into sufficient statistics and assembles the model."""
+
+from .estimators import ESTIMATORS, build_model, normsub_estimator, paper_estimator, project_to_simplex
+from .model import NaiveBayesModel
+from .statistics import CollectionStatistics
+
+__all__ = [
+    "ESTIMATORS",
+    "CollectionStatistics",
+    "NaiveBayesModel",
+    "build_model",
+    "normsub_estimator",
+    "paper_estimator",
+    "project_to_simplex",
+]

@@ -1,0 +1,93 @@
+"""From estimated counts to Naive Bayes probabilities.
+
+Every estimator reads only the aggregated statistics (post-processing), so none costs privacy.
+
+- ``paper``: section 3.1 of Yilmaz et al. as written. ``P(C_j) = E_j / Σ E``, from the class
+  input's reports alone; ``P(F_i = y | C_z) = E_{y,z} / Σ_h E_{h,z}`` from feature ``i``'s
+  reports; every estimate that is not positive is set to 1 first.
+- ``normsub``: each input's estimated histogram is projected onto the counts it can be (non-negative,
+  summing to the number of reports on that input: "Norm-Sub", the Euclidean projection onto the
+  scaled simplex); class priors pool the class-count estimates of every input (the class input's
+  histogram and each feature's joint histogram summed over feature values), weighted by the inverse of
+  their variance; conditionals get one pseudo-count per cell so no category has probability zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .model import NaiveBayesModel
+from .statistics import CollectionStatistics
+
+
+def project_to_simplex(estimate: np.ndarray, total: float) -> np.ndarray:
+    """The closest vector (Euclidean) to ``estimate`` with non-negative entries summing to ``total``.
+
+    This equals Norm-Sub: subtract one constant δ from every entry and clip at zero, with δ chosen
+    so the result sums to ``total``. Returns zeros when ``total`` is 0.
+    """
+    estimate = np.asarray(estimate, dtype=float)
+    if total <= 0:
+        return np.zeros_like(estimate)
+    ordered = np.sort(estimate)[::-1]
+    cumulative = np.cumsum(ordered) - total
+    ranks = np.arange(1, estimate.size + 1)
+    # Largest r with ordered[r-1] > (cumsum_r - total) / r: those entries stay positive.
+    r = np.flatnonzero(ordered * ranks > cumulative)[-1] + 1
+    delta = cumulative[r - 1] / r
+    return np.maximum(estimate - delta, 0.0)
+
+
+def paper_estimator(stats: CollectionStatistics) -> NaiveBayesModel:
+    """Section 3.1 exactly: raw estimates, non-positive ones set to 1."""
+    spec, k = stats.spec, stats.spec.n_classes
+    counts = stats.estimated_counts()
+    class_count = np.where(counts[0] > 0, counts[0], 1.0)
+    category_count = []
+    for joint in counts[1:]:
+        joint = np.where(joint > 0, joint, 1.0)
+        # Joint index a·k + c: rows are feature values, columns classes; the model wants (k, n_i).
+        category_count.append(joint.reshape(-1, k).T)
+    return NaiveBayesModel(spec, class_count, category_count)
+
+
+def normsub_estimator(stats: CollectionStatistics, pseudo_count: float = 1.0) -> NaiveBayesModel:
+    """Norm-Sub consistent histograms, inverse-variance pooled class priors, one pseudo-count per cell."""
+    spec, k = stats.spec, stats.spec.n_classes
+    counts = stats.estimated_counts()
+    projected = [project_to_simplex(c, s.n) for c, s in zip(counts, stats.states)]
+
+    # Class proportions from every input, each with the variance of its class-count estimate:
+    # a feature input sums n_i cells per class, so its class count carries n_i cells' noise.
+    proportions, weights = [], []
+    for oracle, state, hist in zip(spec.oracles, stats.states, projected):
+        if state.n == 0:
+            continue
+        by_class = hist.reshape(-1, k).sum(axis=0)
+        cells_per_class = oracle.domain_size // k
+        variance = cells_per_class * oracle.variance(state.n)[0] / state.n**2
+        proportions.append(by_class / state.n)
+        weights.append(1.0 / variance)
+    if proportions:
+        prior = np.average(np.array(proportions), axis=0, weights=np.array(weights))
+    else:
+        prior = np.full(k, 1.0 / k)
+    class_count = prior * max(stats.n_reports, 1) + pseudo_count
+
+    category_count = [hist.reshape(-1, k).T + pseudo_count for hist in projected[1:]]
+    return NaiveBayesModel(spec, class_count, category_count)
+
+
+ESTIMATORS: dict[str, Callable[[CollectionStatistics], NaiveBayesModel]] = {
+    "paper": paper_estimator,
+    "normsub": normsub_estimator,
+}
+
+
+def build_model(stats: CollectionStatistics, estimator: str = "paper") -> NaiveBayesModel:
+    """The Naive Bayes model the named estimator assembles from ``stats``."""
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"unknown estimator {estimator!r}; choose one of {', '.join(ESTIMATORS)}")
+    return ESTIMATORS[estimator](stats)

@@ -1,0 +1,82 @@
+"""The assembled Naive Bayes model: predicts from raw records, exports to scikit-learn."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import logsumexp
+from sklearn.naive_bayes import CategoricalNB
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import OrdinalEncoder
+
+from participant.encoding import encode_features
+from participant.spec import CollectionSpec
+
+
+class NaiveBayesModel:
+    """A categorical Naive Bayes model over the spec's features and classes.
+
+    ``class_log_prior`` has shape ``(k,)``; ``feature_log_prob[i]`` has shape ``(k, n_i)`` and
+    holds ``log P(F_i = category | class)`` in spec order, as scikit-learn's ``CategoricalNB`` does.
+    ``class_count`` and ``category_count`` are the (post-processed) estimated counts behind them.
+    """
+
+    def __init__(self, spec: CollectionSpec, class_count, category_count):
+        self.spec = spec
+        self.classes_ = np.asarray(spec.classes, dtype=object)
+        self.class_count = np.asarray(class_count, dtype=float)
+        self.category_count = [np.asarray(c, dtype=float) for c in category_count]
+        if (self.class_count <= 0).any() or any((c <= 0).any() for c in self.category_count):
+            raise ValueError("counts must be positive; post-process estimates before building a model")
+        self.class_log_prior = np.log(self.class_count) - np.log(self.class_count.sum())
+        self.feature_log_prob = [np.log(c) - np.log(c.sum(axis=1, keepdims=True)) for c in self.category_count]
+
+    @property
+    def class_prior(self) -> np.ndarray:
+        return np.exp(self.class_log_prior)
+
+    def joint_log_likelihood_codes(self, codes: np.ndarray) -> np.ndarray:
+        """``log P(c) + Σ_i log P(x_i | c)`` for integer-coded rows; shape ``(m, k)``."""
+        jll = np.tile(self.class_log_prior, (codes.shape[0], 1))
+        for i, table in enumerate(self.feature_log_prob):
+            jll += table[:, codes[:, i]].T
+        return jll
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        """Log posterior class probabilities of raw records ``X`` (m, n); shape ``(m, k)``."""
+        jll = self.joint_log_likelihood_codes(encode_features(X, self.spec))
+        return jll - logsumexp(jll, axis=1, keepdims=True)
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Posterior class probabilities, shape ``(m, k)``, columns in ``classes_`` order."""
+        return np.exp(self.predict_log_proba(X))
+
+    def predict(self, X) -> np.ndarray:
+        """The most probable class label of each raw record; shape ``(m,)``."""
+        jll = self.joint_log_likelihood_codes(encode_features(X, self.spec))
+        return self.classes_[np.argmax(jll, axis=1)]
+
+    def score(self, X, y) -> float:
+        """Accuracy on raw records ``X`` with labels ``y``."""
+        return float(np.mean(self.predict(X) == np.asarray(y, dtype=object)))
+
+    def to_sklearn(self) -> CategoricalNB:
+        """A fitted ``CategoricalNB`` on ordinal codes (category index in spec order), holding
+        this model's probabilities. ``partial_fit`` on it would recompute them from the counts."""
+        nb = CategoricalNB()
+        nb.classes_ = np.asarray(self.spec.classes)
+        nb.n_features_in_ = len(self.spec.features)
+        nb.n_categories_ = np.array([len(f.categories) for f in self.spec.features])
+        nb.class_count_ = self.class_count.copy()
+        nb.category_count_ = [c.copy() for c in self.category_count]
+        nb.class_log_prior_ = self.class_log_prior.copy()
+        nb.feature_log_prob_ = [t.copy() for t in self.feature_log_prob]
+        return nb
+
+    def to_sklearn_pipeline(self) -> Pipeline:
+        """``OrdinalEncoder`` (spec categories) then :meth:`to_sklearn`: takes raw records."""
+        categories = [list(f.categories) for f in self.spec.features]
+        width = max(len(c) for c in categories)
+        sample = np.array([[c[min(j, len(c) - 1)] for c in categories] for j in range(width)], dtype=object)
+        encoder = OrdinalEncoder(categories=categories, dtype=np.int64).fit(sample)
+        return Pipeline([("encode", encoder), ("nb", self.to_sklearn())])
+

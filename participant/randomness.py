@@ -1,0 +1,47 @@
+"""A cryptographically secure random source with the slice of numpy's ``Generator`` API the
+protocols use (``random`` and ``integers``).
+
+Every draw reads the operating system's CSPRNG (``os.urandom``). A participant's report must not
+be predictable from earlier reports or from a seed, which a numpy bit generator cannot promise.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+_DOUBLE_UNIT = 2.0**-53
+
+
+class SecureGenerator:
+    """Uniform draws from ``os.urandom``; a drop-in for ``numpy.random.Generator`` in ``protocols``."""
+
+    @staticmethod
+    def _words(count: int) -> np.ndarray:
+        return np.frombuffer(os.urandom(8 * count), dtype=np.uint64)
+
+    def random(self, size=None):
+        """Uniform floats in [0, 1) with 53 random bits each; a float when ``size`` is None."""
+        count = 1 if size is None else int(np.prod(size))
+        draws = (self._words(count) >> np.uint64(11)).astype(np.float64) * _DOUBLE_UNIT
+        return float(draws[0]) if size is None else draws.reshape(size)
+
+    def integers(self, low, high=None, size=None):
+        """Uniform integers in [low, high) (or [0, low) when ``high`` is None), without modulo bias."""
+        if high is None:
+            low, high = 0, low
+        span = int(high) - int(low)
+        if span <= 0:
+            raise ValueError("high must be greater than low")
+        count = 1 if size is None else int(np.prod(size))
+        # Reject words at or above the largest multiple of span below 2**64.
+        limit = np.uint64((2**64 // span) * span - 1)
+        out = np.empty(count, dtype=np.int64)
+        filled = 0
+        while filled < count:
+            words = self._words(count - filled)
+            words = words[words <= limit]
+            out[filled : filled + words.size] = (words % np.uint64(span)).astype(np.int64) + int(low)
+            filled += words.size
+        return int(out[0]) if size is None else out.reshape(size)

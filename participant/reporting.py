@@ -1,0 +1,98 @@
+"""Building reports: choose the one input each person reports, and randomise it.
+
+The same vectorised functions serve one person (the :class:`Participant`) and a simulated
+population of thousands, so the simulator exercises exactly the code an app runs.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .encoding import encode_record, input_values
+from .errors import RecordError
+from .randomness import SecureGenerator
+from .spec import CollectionSpec
+
+
+def choose_inputs(spec: CollectionSpec, m: int, rng) -> np.ndarray:
+    """For each of ``m`` people, the index of the one input they report, uniform over the
+    ``n + 1`` inputs and independent of their data; shape ``(m,)``."""
+    return np.asarray(rng.integers(0, spec.n_inputs, size=m), dtype=np.int64)
+
+
+@dataclass
+class PerturbedInputs:
+    """Reports of a population, grouped by the input they carry.
+
+    ``people[i]`` holds the row numbers (into the population) of those who reported input ``i``
+    and ``reports[i]`` their reports, in the same order.
+    """
+
+    people: list[np.ndarray]
+    reports: list[np.ndarray]
+
+
+def perturb_population(spec: CollectionSpec, inputs: np.ndarray, chosen: np.ndarray, rng) -> PerturbedInputs:
+    """Randomise, for every person, the input ``chosen`` for them.
+
+    ``inputs`` is ``(m, n + 1)`` from :func:`participant.encoding.input_values`; each person's
+    report is drawn by the spec's protocol at the spec's ε on their chosen input alone.
+    """
+    people, reports = [], []
+    for i, oracle in enumerate(spec.oracles):
+        rows = np.flatnonzero(chosen == i)
+        people.append(rows)
+        reports.append(oracle.perturb(inputs[rows, i], rng))
+    return PerturbedInputs(people, reports)
+
+
+@dataclass(frozen=True)
+class Report:
+    """One person's report: which input it carries and its randomised payload.
+
+    ``payload`` is one row of the protocol's reports (an int for DE, a bit vector for SUE/OUE, a
+    float vector for SHE/THE). ``report_id`` is 16 random bytes that make retries idempotent.
+    """
+
+    input: int
+    payload: np.ndarray
+    report_id: bytes = field(default_factory=lambda: secrets.token_bytes(16))
+
+
+class Participant:
+    """One person's side of a collection.
+
+    ``rng`` defaults to :class:`SecureGenerator` (the OS CSPRNG); pass a seeded numpy
+    ``Generator`` only in simulations.
+    """
+
+    def __init__(self, spec: CollectionSpec, rng=None):
+        self.spec = spec
+        self.rng = SecureGenerator() if rng is None else rng
+
+    def report(self, record: Mapping[str, object], group: int | None = None) -> Report:
+        """The one report for ``record`` (a mapping of every feature name and the label to its value).
+
+        ``group`` is the input index the operator assigned, required when the spec's
+        ``input_selection`` is ``"assigned"`` and refused otherwise. Raises
+        :class:`~participant.errors.RecordError` for bad input; nothing is randomised then.
+        """
+        codes, label = encode_record(record, self.spec)
+        if self.spec.input_selection == "assigned":
+            if group is None or isinstance(group, bool) or not isinstance(group, (int, np.integer)):
+                raise RecordError("group", "this collection assigns inputs: pass the group index you were given")
+            if not 0 <= group < self.spec.n_inputs:
+                raise RecordError("group", f"must lie in [0, {self.spec.n_inputs - 1}], got {group}")
+            chosen = np.array([group])
+        else:
+            if group is not None:
+                raise RecordError("group", "this collection picks the input at random; do not pass a group")
+            chosen = choose_inputs(self.spec, 1, self.rng)
+        inputs = input_values(codes[None, :], np.array([label]), self.spec.n_classes)
+        perturbed = perturb_population(self.spec, inputs, chosen, self.rng)
+        i = int(chosen[0])
+        return Report(input=i, payload=perturbed.reports[i][0])

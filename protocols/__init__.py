@@ -1,0 +1,48 @@
+"""LDP mechanisms: frequency oracles (DE, SUE, OUE, SHE, THE). Pure mathematics, no I/O."""
+
+from .base import FrequencyOracle, OracleState, PureOracle
+from .direct import DirectEncoding
+from .histogram import SummationHistogramEncoding, ThresholdHistogramEncoding
+from .unary import OptimisedUnaryEncoding, SymmetricUnaryEncoding, UnaryEncoding
+
+FREQUENCY_ORACLES: dict[str, type[FrequencyOracle]] = {
+    cls.name: cls
+    for cls in (
+        DirectEncoding,
+        SymmetricUnaryEncoding,
+        OptimisedUnaryEncoding,
+        SummationHistogramEncoding,
+        ThresholdHistogramEncoding,
+    )
+}
+
+DEFAULT_THETA = 0.25
+
+
+def make_oracle(protocol: str, epsilon: float, domain_size: int, theta: float = DEFAULT_THETA) -> FrequencyOracle:
+    """The frequency oracle named ``protocol`` (one of :data:`FREQUENCY_ORACLES`)."""
+    try:
+        cls = FREQUENCY_ORACLES[protocol]
+    except KeyError:
+        raise ValueError(
+            f"unknown protocol {protocol!r}; choose one of {', '.join(FREQUENCY_ORACLES)}"
+        ) from None
+    if cls is ThresholdHistogramEncoding:
+        return cls(epsilon, domain_size, theta=theta)
+    return cls(epsilon, domain_size)
+
+
+__all__ = [
+    "DEFAULT_THETA",
+    "FREQUENCY_ORACLES",
+    "DirectEncoding",
+    "FrequencyOracle",
+    "OptimisedUnaryEncoding",
+    "OracleState",
+    "PureOracle",
+    "SummationHistogramEncoding",
+    "SymmetricUnaryEncoding",
+    "ThresholdHistogramEncoding",
+    "UnaryEncoding",
+    "make_oracle",
+]

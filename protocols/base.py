@@ -1,0 +1,126 @@
+"""The frequency-oracle interface shared by every protocol, and its mergeable aggregate state.
+
+A frequency oracle lets each of ``m`` people hold one value from ``{0, ..., d-1}`` and send one
+randomised report that is ε-locally differentially private: for any two values ``v1, v2`` and any
+report ``o``, ``Pr[o | v1] <= e^ε · Pr[o | v2]``. The aggregator sums reports into an
+:class:`OracleState` and turns it into unbiased estimates of how many people hold each value.
+
+Randomness: every ``perturb`` takes ``rng``, any object with numpy ``Generator``'s ``random(size)``
+and ``integers(low, high, size)`` methods. Simulations pass a seeded ``numpy.random.Generator``;
+the participant library passes a cryptographically secure source.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+
+@dataclass
+class OracleState:
+    """Sufficient statistics of a set of reports for one input.
+
+    ``n`` is the number of reports and ``support`` (shape ``(d,)``, float64) the per-value sum of
+    what the protocol counts for each value (report counts, set bits, or summed noisy values).
+    Two states of the same oracle add, so shards and restarts merge exactly.
+    """
+
+    n: int
+    support: np.ndarray
+
+    @classmethod
+    def empty(cls, domain_size: int) -> OracleState:
+        return cls(0, np.zeros(domain_size, dtype=np.float64))
+
+    def __add__(self, other: OracleState) -> OracleState:
+        if self.support.shape != other.support.shape:
+            raise ValueError(
+                f"cannot merge states of domain sizes {self.support.shape[0]} and {other.support.shape[0]}"
+            )
+        return OracleState(self.n + other.n, self.support + other.support)
+
+
+class FrequencyOracle(ABC):
+    """An ε-LDP frequency oracle over the domain ``{0, ..., domain_size - 1}``."""
+
+    name: ClassVar[str]
+
+    def __init__(self, epsilon: float, domain_size: int):
+        if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+            raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+        if int(domain_size) != domain_size or domain_size < 2:
+            raise ValueError(f"domain_size must be an integer >= 2, got {domain_size!r}")
+        self.epsilon = float(epsilon)
+        self.domain_size = int(domain_size)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(epsilon={self.epsilon}, domain_size={self.domain_size})"
+
+    def _check_values(self, values) -> np.ndarray:
+        values = np.asarray(values)
+        if values.ndim != 1 or not np.issubdtype(values.dtype, np.integer):
+            raise ValueError("values must be a 1-d array of integers")
+        if values.size and (values.min() < 0 or values.max() >= self.domain_size):
+            raise ValueError(f"values must lie in [0, {self.domain_size - 1}]")
+        return values.astype(np.int64, copy=False)
+
+    @abstractmethod
+    def perturb(self, values, rng) -> np.ndarray:
+        """Randomise each person's value; returns one report per value (row ``i`` for ``values[i]``)."""
+
+    @abstractmethod
+    def support(self, reports: np.ndarray) -> np.ndarray:
+        """Per-value sum over ``reports`` of what the estimator counts; shape ``(d,)``, float64."""
+
+    def aggregate(self, reports: np.ndarray) -> OracleState:
+        """The mergeable state of ``reports``."""
+        return OracleState(int(len(reports)), self.support(reports).astype(np.float64))
+
+    @abstractmethod
+    def estimate(self, state: OracleState) -> np.ndarray:
+        """Unbiased estimate of how many reporters hold each value; shape ``(d,)``, may be negative."""
+
+    @abstractmethod
+    def variance(self, n: int, true_counts=None) -> np.ndarray:
+        """Exact variance of :meth:`estimate` for ``n`` reporters, per value; shape ``(d,)``.
+
+        ``true_counts`` (shape ``(d,)``) are how many of the ``n`` hold each value; omitted, they
+        are taken as zero, the approximation Wang et al. (2017) use to compare protocols.
+        """
+
+    @abstractmethod
+    def log_likelihood(self, reports: np.ndarray, value: int) -> np.ndarray:
+        """Natural log of Pr[report | value] (a density for continuous reports), one per report.
+
+        This is the mechanism's distribution as the privacy proof uses it; tests check that
+        :meth:`perturb` samples from it and that its worst-case log-ratio is at most ε.
+        """
+
+
+class PureOracle(FrequencyOracle):
+    """A 'pure' protocol (Wang et al. 2017): a report supports value ``i`` with probability ``p``
+    if the person holds ``i`` and ``q`` otherwise, independently across people.
+
+    The estimate of value ``i``'s count is ``(c_i - n·q) / (p - q)`` where ``c_i`` counts the
+    reports that support ``i``.
+    """
+
+    @property
+    @abstractmethod
+    def p(self) -> float: ...
+
+    @property
+    @abstractmethod
+    def q(self) -> float: ...
+
+    def estimate(self, state: OracleState) -> np.ndarray:
+        return (state.support - state.n * self.q) / (self.p - self.q)
+
+    def variance(self, n: int, true_counts=None) -> np.ndarray:
+        t = np.zeros(self.domain_size) if true_counts is None else np.asarray(true_counts, float)
+        p, q = self.p, self.q
+        return (t * p * (1 - p) + (n - t) * q * (1 - q)) / (p - q) ** 2

@@ -1,0 +1,44 @@
+"""Direct encoding (DE), also called generalised randomised response."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .base import PureOracle
+
+
+class DirectEncoding(PureOracle):
+    """Report the true value with probability ``p = e^ε / (e^ε + d - 1)``, otherwise one of the
+    other ``d - 1`` values uniformly (each with ``q = 1 / (e^ε + d - 1)``); ``p / q = e^ε``.
+
+    Reports are integers in ``[0, d)``, shape ``(m,)``.
+    """
+
+    name = "DE"
+
+    @property
+    def p(self) -> float:
+        e = math.exp(self.epsilon)
+        return e / (e + self.domain_size - 1)
+
+    @property
+    def q(self) -> float:
+        return 1.0 / (math.exp(self.epsilon) + self.domain_size - 1)
+
+    def perturb(self, values, rng) -> np.ndarray:
+        values = self._check_values(values)
+        m = values.shape[0]
+        # An index among the other d-1 values, shifted past the true one.
+        other = rng.integers(0, self.domain_size - 1, size=m)
+        other += other >= values
+        keep = rng.random(m) < self.p
+        return np.where(keep, values, other)
+
+    def support(self, reports: np.ndarray) -> np.ndarray:
+        return np.bincount(np.asarray(reports, dtype=np.int64), minlength=self.domain_size).astype(float)
+
+    def log_likelihood(self, reports: np.ndarray, value: int) -> np.ndarray:
+        reports = np.asarray(reports)
+        return np.where(reports == value, math.log(self.p), math.log(self.q))

@@ -1,0 +1,65 @@
+"""Unary encodings: symmetric (SUE, basic RAPPOR) and optimised (OUE)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .base import PureOracle
+
+
+class UnaryEncoding(PureOracle):
+    """Encode value ``v`` as a length-``d`` one-hot bit vector and flip each bit independently:
+    bit ``v`` is reported as 1 with probability ``p``, every other bit with probability ``q``.
+    Two values' vectors differ in two bits, so the worst-case ratio is
+    ``p(1-q) / ((1-p) q)``, which both variants set to ``e^ε``.
+
+    Reports are boolean arrays of shape ``(m, d)``.
+    """
+
+    def perturb(self, values, rng) -> np.ndarray:
+        values = self._check_values(values)
+        m = values.shape[0]
+        bits = rng.random((m, self.domain_size)) < self.q
+        bits[np.arange(m), values] = rng.random(m) < self.p
+        return bits
+
+    def support(self, reports: np.ndarray) -> np.ndarray:
+        return np.count_nonzero(reports, axis=0).astype(float)
+
+    def log_likelihood(self, reports: np.ndarray, value: int) -> np.ndarray:
+        bits = np.asarray(reports, dtype=bool)
+        on = np.full(self.domain_size, math.log(self.q))
+        off = np.full(self.domain_size, math.log1p(-self.q))
+        on[value], off[value] = math.log(self.p), math.log1p(-self.p)
+        return np.where(bits, on, off).sum(axis=-1)
+
+
+class SymmetricUnaryEncoding(UnaryEncoding):
+    """SUE: ``p = e^{ε/2} / (e^{ε/2} + 1)``, ``q = 1 - p``."""
+
+    name = "SUE"
+
+    @property
+    def p(self) -> float:
+        h = math.exp(self.epsilon / 2)
+        return h / (h + 1)
+
+    @property
+    def q(self) -> float:
+        return 1.0 / (math.exp(self.epsilon / 2) + 1)
+
+
+class OptimisedUnaryEncoding(UnaryEncoding):
+    """OUE: ``p = 1/2``, ``q = 1 / (e^ε + 1)``, which minimises the estimate's variance."""
+
+    name = "OUE"
+
+    @property
+    def p(self) -> float:
+        return 0.5
+
+    @property
+    def q(self) -> float:
+        return 1.0 / (math.exp(self.epsilon) + 1)

@@ -1,0 +1,1 @@
+"""The simulator: replays data sets as populations of participants and measures accuracy."""

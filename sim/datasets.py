@@ -1,0 +1,181 @@
+"""Loading the UCI data sets the paper evaluates on, and any categorical CSV.
+
+Where data files are looked for, in order: the folder passed as ``data_dir`` (``--data-dir``), the
+folder in the ``LDPNB_DATA`` environment variable, ``../shared/datasets`` beside the project (and
+beside the working directory), and the download cache ``~/.cache/ldpnb``. When none holds the file
+and the machine is online, it is downloaded from the UCI repository into the cache.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ENV_VAR = "LDPNB_DATA"
+CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ldpnb"
+_UCI = "https://archive.ics.uci.edu/ml/machine-learning-databases/"
+
+
+class DatasetNotFound(FileNotFoundError):
+    """No data file where the loader looked; the message lists the places and how to fix it."""
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """Where a data set's file is and how to parse it."""
+
+    name: str
+    filename: str
+    columns: tuple[str, ...]
+    label_column: int
+    url: str | None
+    delimiter: str = ","
+
+
+@dataclass
+class Dataset:
+    """A categorical data set: raw values ``X`` (m, n) and labels ``y`` (m,), both as strings.
+
+    ``categories[i]`` lists feature ``i``'s values and ``classes`` the labels, sorted: the public
+    domain a collection spec declares.
+    """
+
+    name: str
+    X: np.ndarray
+    y: np.ndarray
+    feature_names: tuple[str, ...]
+    label_name: str
+
+    @property
+    def categories(self) -> list[list[str]]:
+        return [sorted(set(self.X[:, i].tolist())) for i in range(self.X.shape[1])]
+
+    @property
+    def classes(self) -> list[str]:
+        return sorted(set(self.y.tolist()))
+
+
+def _board(columns: str, rows: int) -> tuple[str, ...]:
+    return tuple(f"{c}{r}" for c in columns for r in range(1, rows + 1))
+
+
+_CHESS = (
+    "bkblk bknwy bkon8 bkona bkspr bkxbq bkxcr bkxwp blxwp bxqsq cntxt dsopp dwipd hdchk katri mulch "
+    "qxmsq r2ar8 reskd reskr rimmx rkxwp rxmsq simpl skach skewr skrxp spcop stlmt thrsk wkcti wkna8 "
+    "wknck wkovl wkpos wtoeg"
+).split()
+_MUSHROOM = (
+    "cap-shape cap-surface cap-color bruises odor gill-attachment gill-spacing gill-size gill-color "
+    "stalk-shape stalk-root stalk-surface-above-ring stalk-surface-below-ring stalk-color-above-ring "
+    "stalk-color-below-ring veil-type veil-color ring-number ring-type spore-print-color population habitat"
+).split()
+
+DATASETS: dict[str, DatasetInfo] = {
+    "car": DatasetInfo(
+        "car",
+        "car.data",
+        ("buying", "maint", "doors", "persons", "lug_boot", "safety", "class"),
+        -1,
+        _UCI + "car/car.data",
+    ),
+    "chess": DatasetInfo(
+        "chess", "kr-vs-kp.data", (*_CHESS, "class"), -1, _UCI + "chess/king-rook-vs-king-pawn/kr-vs-kp.data"
+    ),
+    "mushroom": DatasetInfo(
+        "mushroom", "agaricus-lepiota.data", ("class", *_MUSHROOM), 0, _UCI + "mushroom/agaricus-lepiota.data"
+    ),
+    # UCI publishes connect-4 only compressed (.Z), which Python cannot read: no download.
+    "connect-4": DatasetInfo("connect-4", "connect-4.data", (*_board("abcdefg", 6), "class"), -1, None),
+}
+ALIASES = {"kr-vs-kp": "chess", "connect4": "connect-4", "agaricus-lepiota": "mushroom"}
+
+
+def dataset_names() -> list[str]:
+    return list(DATASETS)
+
+
+def search_dirs(data_dir: str | os.PathLike | None = None) -> list[Path]:
+    """The folders searched for data files, in order."""
+    dirs = []
+    if data_dir:
+        dirs.append(Path(data_dir))
+    if os.environ.get(ENV_VAR):
+        dirs.append(Path(os.environ[ENV_VAR]))
+    project_root = Path(__file__).resolve().parents[1]
+    dirs += [project_root.parent / "shared" / "datasets", Path.cwd().parent / "shared" / "datasets", CACHE_DIR]
+    unique = []
+    for d in dirs:
+        if d not in unique:
+            unique.append(d)
+    return unique
+
+
+def find_data_file(info: DatasetInfo, data_dir=None, download: bool = True) -> Path:
+    """The path of ``info``'s file, downloading it into the cache if allowed and possible."""
+    dirs = search_dirs(data_dir)
+    for d in dirs:
+        if (d / info.filename).is_file():
+            return d / info.filename
+    problem = "no download address is known for it"
+    if download and info.url:
+        target = CACHE_DIR / info.filename
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with urllib.request.urlopen(info.url, timeout=20) as response:
+                data = response.read()
+            target.write_bytes(data)
+            return target
+        except (urllib.error.URLError, OSError) as exc:
+            problem = f"downloading {info.url} failed ({exc})"
+    looked = "\n  ".join(str(d) for d in dirs)
+    raise DatasetNotFound(
+        f"data set {info.name!r}: {info.filename} was not found; looked in:\n  {looked}\n"
+        f"and {problem}. Put {info.filename} in one of those folders, or point at its folder "
+        f"with --data-dir DIR or the {ENV_VAR} environment variable."
+    )
+
+
+def load_dataset(name: str, data_dir=None, download: bool = True) -> Dataset:
+    """Load one of :data:`DATASETS` (or an alias) as a :class:`Dataset`."""
+    key = ALIASES.get(name, name)
+    if key not in DATASETS:
+        raise ValueError(f"unknown data set {name!r}; choose one of {', '.join(DATASETS)} or pass --csv FILE")
+    info = DATASETS[key]
+    path = find_data_file(info, data_dir, download)
+    table = np.loadtxt(path, dtype=str, delimiter=info.delimiter, ndmin=2)
+    if table.shape[1] != len(info.columns):
+        raise ValueError(f"{path}: expected {len(info.columns)} columns, found {table.shape[1]}")
+    label = info.label_column % table.shape[1]
+    features = [i for i in range(table.shape[1]) if i != label]
+    return Dataset(
+        key,
+        table[:, features].astype(object),
+        table[:, label].astype(object),
+        tuple(info.columns[i] for i in features),
+        info.columns[label],
+    )
+
+
+def load_csv(path: str | os.PathLike, label: str) -> Dataset:
+    """A CSV file with a header row and categorical columns; ``label`` names the class column."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetNotFound(f"CSV file {path} does not exist")
+    table = np.loadtxt(path, dtype=str, delimiter=",", ndmin=2)
+    header, rows = [h.strip() for h in table[0]], np.char.strip(table[1:])
+    if label not in header:
+        raise ValueError(f"{path}: no column named {label!r}; the header has {header}")
+    j = header.index(label)
+    features = [i for i in range(len(header)) if i != j]
+    return Dataset(
+        path.stem,
+        rows[:, features].astype(object),
+        rows[:, j].astype(object),
+        tuple(header[i] for i in features),
+        label,
+    )
