@@ -9,7 +9,7 @@ Every estimator reads only the aggregated statistics (post-processing), so none 
   summing to the number of reports on that input: "Norm-Sub", the Euclidean projection onto the
   scaled simplex); class priors pool the class-count estimates of every input (the class input's
   histogram and each feature's joint histogram summed over feature values), weighted by the inverse of
-  their variance; conditionals get one pseudo-count per cell so no category has probability zero.
+  their variance, then projected onto the simplex; conditionals get one pseudo-count per cell so no category has probability zero.
 """
 
 from __future__ import annotations
@@ -59,19 +59,20 @@ def normsub_estimator(stats: CollectionStatistics, pseudo_count: float = 1.0) ->
     counts = stats.estimated_counts()
     projected = [project_to_simplex(c, s.n) for c, s in zip(counts, stats.states)]
 
-    # Class proportions from every input, each with the variance of its class-count estimate:
-    # a feature input sums n_i cells per class, so its class count carries n_i cells' noise.
+    # Class proportions from every input, from the unbiased (unprojected) estimates, each weighted
+    # by the inverse variance of its class-count estimate: a feature input sums n_i cells per
+    # class, so its class count carries n_i cells' noise.
     proportions, weights = [], []
-    for oracle, state, hist in zip(spec.oracles, stats.states, projected):
+    for oracle, state, raw in zip(spec.oracles, stats.states, counts):
         if state.n == 0:
             continue
-        by_class = hist.reshape(-1, k).sum(axis=0)
         cells_per_class = oracle.domain_size // k
         variance = cells_per_class * oracle.variance(state.n)[0] / state.n**2
-        proportions.append(by_class / state.n)
+        proportions.append(raw.reshape(-1, k).sum(axis=0) / state.n)
         weights.append(1.0 / variance)
     if proportions:
-        prior = np.average(np.array(proportions), axis=0, weights=np.array(weights))
+        pooled = np.average(np.array(proportions), axis=0, weights=np.array(weights))
+        prior = project_to_simplex(pooled, 1.0)
     else:
         prior = np.full(k, 1.0 / k)
     class_count = prior * max(stats.n_reports, 1) + pseudo_count

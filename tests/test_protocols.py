@@ -1,0 +1,155 @@
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from protocols import (
+    FREQUENCY_ORACLES,
+    DirectEncoding,
+    OptimisedUnaryEncoding,
+    OracleState,
+    SymmetricUnaryEncoding,
+    ThresholdHistogramEncoding,
+    make_oracle,
+)
+from protocols.noise import laplace
+
+from .protocol_checks import (
+    TRUE_COUNTS,
+    empirical_variance_ratio,
+    estimate_z_scores,
+    sampling_pvalue,
+    worst_log_ratio,
+)
+
+PROTOCOLS = list(FREQUENCY_ORACLES)
+# Bound on |z| for 6 cells: two-sided 4.5 sigma, a false alarm about once in 20,000 runs.
+Z_BOUND = 4.5
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("epsilon", [0.1, 1.0, 4.0])
+def test_worst_case_ratio_is_exactly_e_to_the_epsilon(protocol, epsilon):
+    oracle = make_oracle(protocol, epsilon, 3)
+    ratio = worst_log_ratio(oracle)
+    assert ratio <= epsilon + 1e-9
+    # Every protocol here spends its whole budget: the bound is attained, not just respected.
+    assert ratio == pytest.approx(epsilon, rel=1e-9)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_perturb_samples_from_the_declared_distribution(protocol):
+    oracle = make_oracle(protocol, 1.0, 4)
+    for value in (0, 3):
+        assert sampling_pvalue(oracle, value) > 1e-4
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("epsilon", [0.5, 2.0])
+def test_estimates_fall_within_variance_bounds(protocol, epsilon):
+    z = estimate_z_scores(make_oracle(protocol, epsilon, len(TRUE_COUNTS)))
+    assert np.abs(z).max() < Z_BOUND
+    assert (z**2).sum() < stats.chi2.ppf(1 - 1e-5, len(z))
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_variance_formula_matches_repeated_collections(protocol):
+    ratio = empirical_variance_ratio(make_oracle(protocol, 1.0, len(TRUE_COUNTS)))
+    # 300 repeats: the sample variance has relative sd sqrt(2/299) = 0.08; 4 sd either side.
+    assert np.all((ratio > 0.67) & (ratio < 1.33)), ratio
+
+
+def test_parameters_match_section_2_2_1():
+    e = math.exp(1.0)
+    de = DirectEncoding(1.0, 5)
+    assert (de.p, de.q) == pytest.approx((e / (e + 4), 1 / (e + 4)))
+    sue = SymmetricUnaryEncoding(1.0, 5)
+    assert (sue.p, sue.q) == pytest.approx((math.sqrt(e) / (math.sqrt(e) + 1), 1 / (math.sqrt(e) + 1)))
+    oue = OptimisedUnaryEncoding(1.0, 5)
+    assert (oue.p, oue.q) == pytest.approx((0.5, 1 / (e + 1)))
+    the = ThresholdHistogramEncoding(1.0, 5, theta=0.25)
+    # Pr[1 + Lap(2) > 0.25] and Pr[Lap(2) > 0.25], straight from the Laplace distribution.
+    assert the.p == pytest.approx(stats.laplace(loc=1, scale=2).sf(0.25))
+    assert the.q == pytest.approx(stats.laplace(scale=2).sf(0.25))
+    assert make_oracle("THE", 1.0, 5).theta == 0.25
+
+
+def test_states_merge_exactly():
+    oracle = make_oracle("OUE", 1.0, 8)
+    rng = np.random.default_rng(5)
+    reports = oracle.perturb(rng.integers(0, 8, 1000), rng)
+    merged = oracle.aggregate(reports[:300]) + oracle.aggregate(reports[300:])
+    whole = oracle.aggregate(reports)
+    assert merged.n == whole.n == 1000
+    np.testing.assert_array_equal(merged.support, whole.support)
+    with pytest.raises(ValueError, match="domain sizes"):
+        merged + OracleState.empty(4)
+
+
+def test_invalid_parameters_are_refused():
+    with pytest.raises(ValueError, match="epsilon"):
+        make_oracle("DE", 0.0, 4)
+    with pytest.raises(ValueError, match="domain_size"):
+        make_oracle("DE", 1.0, 1)
+    with pytest.raises(ValueError, match="unknown protocol"):
+        make_oracle("RAPPOR", 1.0, 4)
+    with pytest.raises(ValueError, match="theta"):
+        make_oracle("THE", 1.0, 4, theta=1.5)
+    with pytest.raises(ValueError, match=r"\[0, 3\]"):
+        make_oracle("DE", 1.0, 4).perturb(np.array([4]), np.random.default_rng(0))
+
+
+def test_laplace_sampler_has_the_laplace_distribution():
+    draws = laplace(np.random.default_rng(0), 2.0, 50_000)
+    assert np.isfinite(draws).all()
+    assert stats.kstest(draws, stats.laplace(scale=2.0).cdf).pvalue > 1e-4
+
+
+# Deliberately broken protocols: the checks above must catch each of them.
+
+
+class TrueBitTooOften(OptimisedUnaryEncoding):
+    """Reports the true bit as 1 with probability 0.7 while the estimator assumes p = 0.5."""
+
+    def perturb(self, values, rng):
+        bits = rng.random((len(values), self.domain_size)) < self.q
+        bits[np.arange(len(values)), values] = rng.random(len(values)) < 0.7
+        return bits
+
+
+class OverconfidentSUE(SymmetricUnaryEncoding):
+    """Uses e^ε instead of e^{ε/2} for SUE's p: accurate, but only 2ε-LDP."""
+
+    @property
+    def p(self):
+        return math.exp(self.epsilon) / (math.exp(self.epsilon) + 1)
+
+    @property
+    def q(self):
+        return 1 - self.p
+
+
+class WrongDirectEncoding(DirectEncoding):
+    """Keeps the true value with probability e^ε/(e^ε + 1), ignoring the domain size."""
+
+    def perturb(self, values, rng):
+        other = rng.integers(0, self.domain_size - 1, size=len(values))
+        other += other >= values
+        e = math.exp(self.epsilon)
+        return np.where(rng.random(len(values)) < e / (e + 1), values, other)
+
+
+def test_a_wrong_true_bit_probability_fails_sampling_and_estimation():
+    broken = TrueBitTooOften(1.0, 4)
+    assert sampling_pvalue(broken, 0) < 1e-6
+    assert np.abs(estimate_z_scores(TrueBitTooOften(1.0, len(TRUE_COUNTS)))).max() > Z_BOUND
+
+
+def test_a_wrong_direct_encoding_fails_sampling_and_estimation():
+    assert sampling_pvalue(WrongDirectEncoding(1.0, 4), 0) < 1e-6
+    assert np.abs(estimate_z_scores(WrongDirectEncoding(1.0, len(TRUE_COUNTS)))).max() > Z_BOUND
+
+
+def test_an_over_budget_protocol_fails_the_privacy_ratio():
+    assert worst_log_ratio(OverconfidentSUE(1.0, 3)) == pytest.approx(2.0)

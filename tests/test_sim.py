@@ -1,0 +1,110 @@
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from sim.cli import main
+from sim.datasets import DatasetInfo, DatasetNotFound, find_data_file, load_csv, load_dataset
+from sim.experiment import run_once
+
+# Row and class counts from ../shared/datasets/README.md.
+EXPECTED = {
+    "car": (1728, 6, {"unacc": 1210, "acc": 384, "good": 69, "vgood": 65}),
+    "chess": (3196, 36, {"won": 1669, "nowin": 1527}),
+    "mushroom": (8124, 22, {"e": 4208, "p": 3916}),
+    "connect-4": (67557, 42, {"win": 44473, "loss": 16635, "draw": 6449}),
+}
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_datasets_parse_as_their_readme_says(name):
+    rows, features, classes = EXPECTED[name]
+    data = load_dataset(name, download=False)
+    assert data.X.shape == (rows, features)
+    values, counts = np.unique(data.y.astype(str), return_counts=True)
+    assert dict(zip(values.tolist(), counts.tolist())) == classes
+
+
+def test_mushroom_label_is_the_first_column_and_missing_is_a_category():
+    data = load_dataset("mushroom", download=False)
+    assert data.label_name == "class"
+    assert data.feature_names[0] == "cap-shape"
+    stalk_root = data.feature_names.index("stalk-root")
+    assert (data.X[:, stalk_root] == "?").sum() == 2480
+
+
+def test_a_missing_file_says_where_it_looked_and_how_to_fix_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("LDPNB_DATA", str(tmp_path / "env"))
+    info = DatasetInfo("nothing", "nothing.data", ("a", "class"), -1, url=None)
+    with pytest.raises(DatasetNotFound) as err:
+        find_data_file(info, tmp_path / "given")
+    message = str(err.value)
+    assert str(tmp_path / "given") in message and str(tmp_path / "env") in message
+    assert "--data-dir" in message and "LDPNB_DATA" in message
+
+
+def test_csv_with_a_header_row(tmp_path):
+    path = tmp_path / "survey.csv"
+    path.write_text("colour,size,outcome\nred,big,yes\nblue,small,no\nred,small,yes\n")
+    data = load_csv(path, "outcome")
+    assert data.feature_names == ("colour", "size")
+    assert data.X.tolist() == [["red", "big"], ["blue", "small"], ["red", "small"]]
+    assert data.classes == ["no", "yes"]
+    with pytest.raises(ValueError, match="no column named 'label'"):
+        load_csv(path, "label")
+
+
+def test_runs_are_deterministic_given_the_seed():
+    data = load_dataset("car", download=False)
+    a = run_once(data, "OUE", 1.0, seed=3, estimators=("paper", "normsub"))
+    b = run_once(data, "OUE", 1.0, seed=3, estimators=("paper", "normsub"))
+    assert a.accuracy == b.accuracy
+    assert a.n_train == 1382
+
+
+def test_large_epsilon_approaches_non_private_accuracy():
+    data = load_dataset("car", download=False)
+    runs = [run_once(data, "DE", 20.0, seed=s, estimators=("normsub",)) for s in range(5)]
+    private = np.mean([r.accuracy["normsub"] for r in runs])
+    nonprivate = np.mean([r.nonprivate_accuracy for r in runs])
+    # Each input is estimated from ~1/7 of the people, so a small gap remains even without noise.
+    assert private > nonprivate - 0.06
+
+
+def test_cli_json_has_the_documented_fields(capsys):
+    assert main(["--dataset", "car", "--protocol", "OUE", "--eps", "1", "--reps", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for field in ("dataset", "protocol", "eps", "reps", "estimator", "accuracy_mean", "accuracy_std", "nonprivate_mean"):
+        assert field in out
+    assert (out["dataset"], out["protocol"], out["eps"], out["reps"], out["estimator"]) == ("car", "OUE", 1.0, 3, "paper")
+    assert out["eps_per_person"] == 1.0 and out["reports_per_person"] == 1
+    assert 0.8 < out["nonprivate_mean"] < 0.9
+
+
+def test_cli_orientation_figures():
+    # The orientation: car/OUE/ε=1 near 0.55, mushroom/DE/ε=1 near 0.86 (paper estimator).
+    # 10 repetitions: the mean's sd is about 0.02 (car) and 0.013 (mushroom).
+    for dataset, protocol, low in (("car", "OUE", 0.48), ("mushroom", "DE", 0.80)):
+        data = load_dataset(dataset, download=False)
+        acc = np.mean([run_once(data, protocol, 1.0, seed=s).accuracy["paper"] for s in range(10)])
+        assert acc > low, (dataset, acc)
+
+
+def test_cli_text_output_and_errors(capsys, tmp_path):
+    assert main(["--dataset", "car", "--eps", "2", "--reps", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "eps=2 per person" in text and "non-private" in text
+    assert main(["--dataset", "car", "--data-dir", str(tmp_path), "--reps", "1"]) == 0  # falls back to shared
+    with pytest.raises(SystemExit):
+        main(["--csv", "x.csv"])
+    assert "--label" in capsys.readouterr().err
+    assert main(["--csv", str(tmp_path / "missing.csv"), "--label", "y"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_help_explains_the_privacy_budget():
+    out = subprocess.run([sys.executable, "-m", "sim", "--help"], capture_output=True, text=True, check=True).stdout
+    assert "exactly one randomised report" in out
+    assert "--estimator" in out and "--data-dir" in out
