@@ -9,7 +9,10 @@ Every estimator reads only the aggregated statistics (post-processing), so none 
   summing to the number of reports on that input: "Norm-Sub", the Euclidean projection onto the
   scaled simplex); class priors pool the class-count estimates of every input (the class input's
   histogram and each feature's joint histogram summed over feature values), weighted by the inverse of
-  their variance, then projected onto the simplex; conditionals get one pseudo-count per cell so no category has probability zero.
+  their variance, then projected onto the simplex; conditionals are smoothed with a pseudo-count
+  per cell equal to the standard deviation of that cell's estimate. The smoothing matters most:
+  when the noise swamps a feature's counts its conditionals flatten and the prior decides, instead
+  of noise deciding (car at ε = 0.5 goes from about 0.41 to 0.61 accuracy; see the README table).
 """
 
 from __future__ import annotations
@@ -53,11 +56,11 @@ def paper_estimator(stats: CollectionStatistics) -> NaiveBayesModel:
     return NaiveBayesModel(spec, class_count, category_count)
 
 
-def normsub_estimator(stats: CollectionStatistics, pseudo_count: float = 1.0) -> NaiveBayesModel:
-    """Norm-Sub consistent histograms, inverse-variance pooled class priors, one pseudo-count per cell."""
+def normsub_estimator(stats: CollectionStatistics, smoothing: float = 1.0) -> NaiveBayesModel:
+    """Norm-Sub consistent histograms, inverse-variance pooled class priors, and conditionals
+    smoothed by ``smoothing`` standard deviations of each cell's estimate (in counts)."""
     spec, k = stats.spec, stats.spec.n_classes
     counts = stats.estimated_counts()
-    projected = [project_to_simplex(c, s.n) for c, s in zip(counts, stats.states)]
 
     # Class proportions from every input, from the unbiased (unprojected) estimates, each weighted
     # by the inverse variance of its class-count estimate: a feature input sums n_i cells per
@@ -75,9 +78,12 @@ def normsub_estimator(stats: CollectionStatistics, pseudo_count: float = 1.0) ->
         prior = project_to_simplex(pooled, 1.0)
     else:
         prior = np.full(k, 1.0 / k)
-    class_count = prior * max(stats.n_reports, 1) + pseudo_count
+    class_count = np.maximum(prior * stats.n_reports, 1.0)
 
-    category_count = [hist.reshape(-1, k).T + pseudo_count for hist in projected[1:]]
+    category_count = []
+    for oracle, state, raw in zip(spec.oracles[1:], stats.states[1:], counts[1:]):
+        pseudo_count = smoothing * np.sqrt(oracle.variance(max(state.n, 1))[0])
+        category_count.append(project_to_simplex(raw, state.n).reshape(-1, k).T + pseudo_count)
     return NaiveBayesModel(spec, class_count, category_count)
 
 
