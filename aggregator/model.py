@@ -30,6 +30,22 @@ class NaiveBayesModel:
         self.class_log_prior = np.log(self.class_count) - np.log(self.class_count.sum())
         self.feature_log_prob = [np.log(c) - np.log(c.sum(axis=1, keepdims=True)) for c in self.category_count]
 
+    def to_dict(self) -> dict:
+        """Plain JSON/msgpack types: the spec, the counts, and the log-probabilities they imply."""
+        return {
+            "spec": self.spec.to_dict(),
+            "classes": list(self.spec.classes),
+            "class_count": self.class_count.tolist(),
+            "category_count": [c.tolist() for c in self.category_count],
+            "class_log_prior": self.class_log_prior.tolist(),
+            "feature_log_prob": [t.tolist() for t in self.feature_log_prob],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> NaiveBayesModel:
+        """The model :meth:`to_dict` describes (rebuilt from its counts)."""
+        return cls(CollectionSpec.from_dict(data["spec"]), data["class_count"], data["category_count"])
+
     @property
     def class_prior(self) -> np.ndarray:
         return np.exp(self.class_log_prior)
@@ -79,4 +95,3 @@ class NaiveBayesModel:
         sample = np.array([[c[min(j, len(c) - 1)] for c in categories] for j in range(width)], dtype=object)
         encoder = OrdinalEncoder(categories=categories, dtype=np.int64).fit(sample)
         return Pipeline([("encode", encoder), ("nb", self.to_sklearn())])
-

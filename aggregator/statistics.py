@@ -20,6 +20,12 @@ class CollectionStatistics:
         self.spec = spec
         self.states = [OracleState.empty(d) for d in spec.domain_sizes]
 
+    def copy(self) -> CollectionStatistics:
+        """An independent copy (states are immutable values, so the list is all that is copied)."""
+        other = CollectionStatistics(self.spec)
+        other.states = list(self.states)
+        return other
+
     @property
     def n_reports(self) -> int:
         return sum(s.n for s in self.states)

@@ -50,9 +50,7 @@ def encode_features(X, spec: CollectionSpec) -> np.ndarray:
     """Category codes of a table of raw values, shape ``(m, n)`` with columns in spec order."""
     X = np.asarray(X, dtype=object)
     if X.ndim != 2 or X.shape[1] != len(spec.features):
-        raise RecordError(
-            "features", f"expected a table with {len(spec.features)} columns, got shape {X.shape}"
-        )
+        raise RecordError("features", f"expected a table with {len(spec.features)} columns, got shape {X.shape}")
     codes = np.empty(X.shape, dtype=np.int64)
     for i, feature in enumerate(spec.features):
         codes[:, i] = encode_column(X[:, i], feature.categories, feature.name)

@@ -88,8 +88,10 @@ class CollectionSpec:
             raise SpecError(f"label must be a non-empty name distinct from the features, got {self.label!r}")
         if self.protocol not in FREQUENCY_ORACLES:
             raise SpecError(f"protocol must be one of {', '.join(FREQUENCY_ORACLES)}, got {self.protocol!r}")
-        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, float)) or not (
-            math.isfinite(self.epsilon) and self.epsilon > 0
+        if (
+            isinstance(self.epsilon, bool)
+            or not isinstance(self.epsilon, (int, float))
+            or not (math.isfinite(self.epsilon) and self.epsilon > 0)
         ):
             raise SpecError(f"epsilon must be a finite number > 0, got {self.epsilon!r}")
         if not isinstance(self.theta, (int, float)) or not 0 < self.theta < 1:

@@ -24,9 +24,7 @@ def make_oracle(protocol: str, epsilon: float, domain_size: int, theta: float = 
     try:
         cls = FREQUENCY_ORACLES[protocol]
     except KeyError:
-        raise ValueError(
-            f"unknown protocol {protocol!r}; choose one of {', '.join(FREQUENCY_ORACLES)}"
-        ) from None
+        raise ValueError(f"unknown protocol {protocol!r}; choose one of {', '.join(FREQUENCY_ORACLES)}") from None
     if cls is ThresholdHistogramEncoding:
         return cls(epsilon, domain_size, theta=theta)
     return cls(epsilon, domain_size)

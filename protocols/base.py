@@ -78,7 +78,7 @@ class FrequencyOracle(ABC):
 
     def aggregate(self, reports: np.ndarray) -> OracleState:
         """The mergeable state of ``reports``."""
-        return OracleState(int(len(reports)), self.support(reports).astype(np.float64))
+        return OracleState(len(reports), self.support(reports).astype(np.float64))
 
     @abstractmethod
     def estimate(self, state: OracleState) -> np.ndarray:

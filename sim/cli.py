@@ -43,12 +43,22 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--csv", metavar="FILE", help="a CSV file with a header row and categorical columns")
     parser.add_argument("--label", metavar="COLUMN", help="the class column of --csv")
     parser.add_argument("--data-dir", metavar="DIR", help=f"folder holding the UCI files (or set ${ENV_VAR})")
-    parser.add_argument("--protocol", choices=list(FREQUENCY_ORACLES), default="OUE", help="frequency oracle (default OUE)")
-    parser.add_argument("--eps", type=float, default=1.0, help="epsilon each person spends on their one report (default 1)")
+    parser.add_argument(
+        "--protocol", choices=list(FREQUENCY_ORACLES), default="OUE", help="frequency oracle (default OUE)"
+    )
+    parser.add_argument(
+        "--eps", type=float, default=1.0, help="epsilon each person spends on their one report (default 1)"
+    )
     parser.add_argument("--theta", type=float, default=DEFAULT_THETA, help="THE threshold (default 0.25)")
-    parser.add_argument("--estimator", choices=list(ESTIMATORS), default="paper", help="how counts become probabilities (default paper)")
-    parser.add_argument("--reps", type=int, default=10, help="repetitions, each a fresh random 80/20 split (default 10)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the first repetition; repetition r uses seed+r (default 0)")
+    parser.add_argument(
+        "--estimator", choices=list(ESTIMATORS), default="paper", help="how counts become probabilities (default paper)"
+    )
+    parser.add_argument(
+        "--reps", type=int, default=10, help="repetitions, each a fresh random 80/20 split (default 10)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the first repetition; repetition r uses seed+r (default 0)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     return parser
 

@@ -64,16 +64,8 @@ def _board(columns: str, rows: int) -> tuple[str, ...]:
     return tuple(f"{c}{r}" for c in columns for r in range(1, rows + 1))
 
 
-_CHESS = (
-    "bkblk bknwy bkon8 bkona bkspr bkxbq bkxcr bkxwp blxwp bxqsq cntxt dsopp dwipd hdchk katri mulch "
-    "qxmsq r2ar8 reskd reskr rimmx rkxwp rxmsq simpl skach skewr skrxp spcop stlmt thrsk wkcti wkna8 "
-    "wknck wkovl wkpos wtoeg"
-).split()
-_MUSHROOM = (
-    "cap-shape cap-surface cap-color bruises odor gill-attachment gill-spacing gill-size gill-color "
-    "stalk-shape stalk-root stalk-surface-above-ring stalk-surface-below-ring stalk-color-above-ring "
-    "stalk-color-below-ring veil-type veil-color ring-number ring-type spore-print-color population habitat"
-).split()
+_CHESS = ["bkblk", "bknwy", "bkon8", "bkona", "bkspr", "bkxbq", "bkxcr", "bkxwp", "blxwp", "bxqsq", "cntxt", "dsopp", "dwipd", "hdchk", "katri", "mulch", "qxmsq", "r2ar8", "reskd", "reskr", "rimmx", "rkxwp", "rxmsq", "simpl", "skach", "skewr", "skrxp", "spcop", "stlmt", "thrsk", "wkcti", "wkna8", "wknck", "wkovl", "wkpos", "wtoeg"]
+_MUSHROOM = ["cap-shape", "cap-surface", "cap-color", "bruises", "odor", "gill-attachment", "gill-spacing", "gill-size", "gill-color", "stalk-shape", "stalk-root", "stalk-surface-above-ring", "stalk-surface-below-ring", "stalk-color-above-ring", "stalk-color-below-ring", "veil-type", "veil-color", "ring-number", "ring-type", "spore-print-color", "population", "habitat"]
 
 DATASETS: dict[str, DatasetInfo] = {
     "car": DatasetInfo(

@@ -62,9 +62,7 @@ def run_once(
     """One repetition: a random 80/20 split and one collection, scored by every named estimator
     on the same reports. Deterministic given ``seed``."""
     spec = spec_for(dataset, protocol, epsilon, theta)
-    X_train, X_test, y_train, y_test = train_test_split(
-        dataset.X, dataset.y, test_size=TEST_SIZE, random_state=seed
-    )
+    X_train, X_test, y_train, y_test = train_test_split(dataset.X, dataset.y, test_size=TEST_SIZE, random_state=seed)
     stats = collect(spec, X_train, y_train, np.random.default_rng(seed))
     accuracy = {name: build_model(stats, name).score(X_test, y_test) for name in estimators}
     return RunResult(seed, accuracy, nonprivate_accuracy(spec, X_train, y_train, X_test, y_test), len(y_train))

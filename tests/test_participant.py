@@ -36,7 +36,10 @@ def test_spec_round_trips_through_json_and_msgpack(spec):
     assert CollectionSpec.from_json(spec.to_json()) == spec
     assert CollectionSpec.from_msgpack(spec.to_msgpack()) == spec
     assert json.loads(spec.to_json())["protocol"] == "DE"
-    assert msgpack.unpackb(spec.to_msgpack())["features"][0] == {"name": "age", "categories": ["Young", "Medium", "Old"]}
+    assert msgpack.unpackb(spec.to_msgpack())["features"][0] == {
+        "name": "age",
+        "categories": ["Young", "Medium", "Old"],
+    }
 
 
 def test_spec_states_what_a_person_spends(spec):

@@ -76,9 +76,24 @@ def test_large_epsilon_approaches_non_private_accuracy():
 def test_cli_json_has_the_documented_fields(capsys):
     assert main(["--dataset", "car", "--protocol", "OUE", "--eps", "1", "--reps", "3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    for field in ("dataset", "protocol", "eps", "reps", "estimator", "accuracy_mean", "accuracy_std", "nonprivate_mean"):
+    for field in (
+        "dataset",
+        "protocol",
+        "eps",
+        "reps",
+        "estimator",
+        "accuracy_mean",
+        "accuracy_std",
+        "nonprivate_mean",
+    ):
         assert field in out
-    assert (out["dataset"], out["protocol"], out["eps"], out["reps"], out["estimator"]) == ("car", "OUE", 1.0, 3, "paper")
+    assert (out["dataset"], out["protocol"], out["eps"], out["reps"], out["estimator"]) == (
+        "car",
+        "OUE",
+        1.0,
+        3,
+        "paper",
+    )
     assert out["eps_per_person"] == 1.0 and out["reports_per_person"] == 1
     assert 0.8 < out["nonprivate_mean"] < 0.9
 

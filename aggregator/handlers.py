@@ -1,0 +1,260 @@
+"""HTTP handlers of the aggregator service."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import secrets
+from pathlib import Path
+
+import msgpack
+from aiohttp import web
+
+from participant.errors import SpecError
+from participant.spec import CollectionSpec
+from participant.wire import ReportError, decode_report, unpack
+
+from .auth import require_admin
+from .errors import APIError
+from .estimators import ESTIMATORS, build_model
+from .keys import CONFIG, EXECUTOR, METRICS, STORE, WRITER
+from .metrics import UNKNOWN_COLLECTION
+from .store import Collection, CollectionExists, IncomingReport
+
+routes = web.RouteTableDef()
+
+MSGPACK = "application/msgpack"
+MSGPACK_TYPES = {MSGPACK, "application/x-msgpack", "application/vnd.msgpack"}
+COLLECTION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+DEFAULT_MIN_REPORTS = 100
+DEFAULT_ESTIMATOR = "normsub"
+OPENAPI_PATH = Path(__file__).with_name("openapi.json")
+
+
+def respond(request: web.Request, data, status: int = 200) -> web.Response:
+    """JSON, or msgpack when the client's Accept header asks for it."""
+    if any(t in request.headers.get("Accept", "") for t in MSGPACK_TYPES):
+        return web.Response(body=msgpack.packb(data), status=status, content_type=MSGPACK)
+    return web.json_response(data, status=status)
+
+
+async def read_body(request: web.Request):
+    """The request body decoded from JSON or msgpack by its Content-Type (413 past the size limit)."""
+    body = await request.read()
+    if request.content_type in MSGPACK_TYPES:
+        try:
+            return unpack(body)
+        except ReportError as exc:
+            raise APIError(400, str(exc), reason="malformed") from None
+    if request.content_type == "application/json":
+        try:
+            return json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise APIError(400, f"body is not valid JSON: {exc}", reason="malformed") from None
+    raise APIError(415, f"send application/json or {MSGPACK}, not {request.content_type!r}")
+
+
+def get_collection(request: web.Request) -> Collection:
+    collection_id = request.match_info["collection_id"]
+    collection = request.app[STORE].collections.get(collection_id)
+    if collection is None:
+        raise APIError(404, f"no collection {collection_id!r}")
+    return collection
+
+
+def require_released(request: web.Request, collection: Collection):
+    """The collection's statistics, or 409 saying how many reports are still missing."""
+    stats = request.app[STORE].statistics[collection.id]
+    missing = collection.min_reports - stats.n_reports
+    if missing > 0:
+        raise APIError(
+            409,
+            f"collection {collection.id!r} has {stats.n_reports} reports; estimates are released at "
+            f"{collection.min_reports}, so {missing} more are needed",
+            reports=stats.n_reports,
+            min_reports=collection.min_reports,
+            missing=missing,
+        )
+    return stats
+
+
+@routes.get("/healthz")
+async def healthz(request: web.Request) -> web.Response:
+    store = request.app[STORE]
+    await asyncio.get_running_loop().run_in_executor(request.app[EXECUTOR], store.get_setting, "schema")
+    return web.json_response({"status": "ok", "collections": len(store.collections)})
+
+
+@routes.get("/metrics")
+async def metrics(request: web.Request) -> web.Response:
+    store = request.app[STORE]
+    text = request.app[METRICS].render({cid: s.n_reports for cid, s in store.statistics.items()})
+    return web.Response(text=text, content_type="text/plain", charset="utf-8", headers={"X-Format": "prometheus-0.0.4"})
+
+
+@routes.get("/openapi.json")
+async def openapi(request: web.Request) -> web.Response:
+    return web.Response(body=OPENAPI_PATH.read_bytes(), content_type="application/json")
+
+
+@routes.post("/collections")
+async def create_collection(request: web.Request) -> web.Response:
+    require_admin(request, request.app[CONFIG].admin_token_hash)
+    data = await read_body(request)
+    if not isinstance(data, dict) or "spec" not in data:
+        raise APIError(400, "send {'spec': {...}, 'min_reports': N, 'id': optional}")
+    unknown = set(data) - {"spec", "min_reports", "id"}
+    if unknown:
+        raise APIError(400, f"unknown fields: {', '.join(sorted(map(str, unknown)))}")
+    try:
+        spec = CollectionSpec.from_dict(data["spec"])
+    except SpecError as exc:
+        raise APIError(400, f"invalid spec: {exc}") from None
+    min_reports = data.get("min_reports", DEFAULT_MIN_REPORTS)
+    if isinstance(min_reports, bool) or not isinstance(min_reports, int) or min_reports < 0:
+        raise APIError(400, "min_reports must be an integer >= 0")
+    collection_id = data.get("id") or secrets.token_urlsafe(9)
+    if not isinstance(collection_id, str) or not COLLECTION_ID.match(collection_id):
+        raise APIError(400, "id must be 1-64 letters, digits, '-' or '_'")
+    loop = asyncio.get_running_loop()
+    try:
+        collection = await loop.run_in_executor(
+            request.app[EXECUTOR], request.app[STORE].create_collection, collection_id, spec, min_reports
+        )
+    except CollectionExists:
+        raise APIError(409, f"collection {collection_id!r} exists; specs are immutable") from None
+    response = respond(request, collection.to_dict(), status=201)
+    response.headers["Location"] = f"/collections/{collection.id}"
+    return response
+
+
+@routes.get("/collections/{collection_id}")
+async def get_spec(request: web.Request) -> web.Response:
+    collection = get_collection(request)
+    return respond(request, {**collection.to_dict(), "privacy": collection.spec.privacy_statement()})
+
+
+@routes.post("/collections/{collection_id}/reports")
+async def post_reports(request: web.Request) -> web.Response:
+    """One report (a map), or a batch ``{"reports": [...]}`` answered report by report."""
+    app = request.app
+    collection_id = request.match_info["collection_id"]
+    collection = app[STORE].collections.get(collection_id)
+    if collection is None:
+        app[METRICS].reject(UNKNOWN_COLLECTION, "unknown_collection")
+        raise APIError(404, f"no collection {collection_id!r}")
+    metrics = app[METRICS]
+    if request.content_type not in MSGPACK_TYPES:
+        metrics.reject(collection.id, "wrong_content_type")
+        raise APIError(415, f"reports are sent as {MSGPACK}")
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        metrics.reject(collection.id, "too_large")
+        raise
+    try:
+        obj = unpack(body)
+    except ReportError as exc:
+        metrics.reject(collection.id, exc.reason)
+        raise APIError(400, str(exc), reason=exc.reason) from None
+
+    if isinstance(obj, dict) and "reports" in obj:
+        return await _post_batch(request, collection, obj)
+    try:
+        report_id, input_index, row = decode_report(collection.spec, obj)
+    except ReportError as exc:
+        metrics.reject(collection.id, exc.reason)
+        raise APIError(400, str(exc), reason=exc.reason) from None
+    (accepted,) = await app[WRITER].submit([IncomingReport(collection.id, report_id, input_index, row)])
+    if accepted:
+        metrics.accepted[collection.id] += 1
+        return respond(request, {"status": "accepted"}, status=201)
+    metrics.duplicate[collection.id] += 1
+    return respond(request, {"status": "duplicate"}, status=200)
+
+
+async def _post_batch(request: web.Request, collection: Collection, obj: dict) -> web.Response:
+    app, metrics = request.app, request.app[METRICS]
+    reports = obj["reports"]
+    if set(obj) != {"reports"} or not isinstance(reports, list):
+        metrics.reject(collection.id, "malformed")
+        raise APIError(400, "a batch is {'reports': [report, ...]} and nothing else", reason="malformed")
+    limit = app[CONFIG].max_batch
+    if len(reports) > limit:
+        metrics.reject(collection.id, "batch_too_large", len(reports))
+        raise APIError(413, f"a batch holds at most {limit} reports, got {len(reports)}", reason="batch_too_large")
+    results: list[dict] = [{}] * len(reports)
+    valid, positions = [], []
+    for position, item in enumerate(reports):
+        try:
+            report_id, input_index, row = decode_report(collection.spec, item)
+        except ReportError as exc:
+            metrics.reject(collection.id, exc.reason)
+            results[position] = {"status": "rejected", "reason": exc.reason, "error": str(exc)}
+            continue
+        valid.append(IncomingReport(collection.id, report_id, input_index, row))
+        positions.append(position)
+    accepted = await app[WRITER].submit(valid) if valid else []
+    for position, is_new in zip(positions, accepted):
+        results[position] = {"status": "accepted" if is_new else "duplicate"}
+    n_accepted = sum(accepted)
+    metrics.accepted[collection.id] += n_accepted
+    metrics.duplicate[collection.id] += len(accepted) - n_accepted
+    summary = {
+        "accepted": n_accepted,
+        "duplicate": len(accepted) - n_accepted,
+        "rejected": len(reports) - len(accepted),
+        "results": results,
+    }
+    return respond(request, summary)
+
+
+def _estimator(request: web.Request) -> str:
+    name = request.query.get("estimator", DEFAULT_ESTIMATOR)
+    if name not in ESTIMATORS:
+        raise APIError(400, f"unknown estimator {name!r}; choose one of {', '.join(ESTIMATORS)}")
+    return name
+
+
+@routes.get("/collections/{collection_id}/estimates")
+async def estimates(request: web.Request) -> web.Response:
+    collection = get_collection(request)
+    stats = require_released(request, collection)
+    spec = collection.spec
+    inputs = []
+    for name, oracle, state, estimate in zip(spec.input_names, spec.oracles, stats.states, stats.estimated_counts()):
+        inputs.append(
+            {
+                "name": name,
+                "reports": state.n,
+                "domain_size": oracle.domain_size,
+                "estimate": estimate.tolist(),
+                "variance": oracle.variance(state.n).tolist(),
+            }
+        )
+    return respond(
+        request,
+        {
+            "collection": collection.id,
+            "reports": stats.n_reports,
+            "layout": "input 0 is the class (index c); input i > 0 is feature i-1 jointly with the class (index a*k + c)",
+            "inputs": inputs,
+        },
+    )
+
+
+@routes.get("/collections/{collection_id}/model")
+async def model(request: web.Request) -> web.Response:
+    collection = get_collection(request)
+    estimator = _estimator(request)
+    stats = require_released(request, collection)
+    return respond(
+        request,
+        {
+            "collection": collection.id,
+            "estimator": estimator,
+            "reports": stats.n_reports,
+            **build_model(stats, estimator).to_dict(),
+        },
+    )

@@ -1,0 +1,28 @@
+"""Typed keys of the objects the application holds (aiohttp's ``AppKey`` convention)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from .metrics import Metrics
+from .store import Store
+from .writer import ReportWriter
+
+
+@dataclass(frozen=True)
+class Config:
+    """Service settings. ``max_body_bytes`` caps a request body, ``max_batch`` a batch's reports."""
+
+    admin_token_hash: str
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_batch: int = 10_000
+
+
+CONFIG = web.AppKey("config", Config)
+STORE = web.AppKey("store", Store)
+EXECUTOR = web.AppKey("executor", ThreadPoolExecutor)
+WRITER = web.AppKey("writer", ReportWriter)
+METRICS = web.AppKey("metrics", Metrics)

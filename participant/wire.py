@@ -1,0 +1,138 @@
+"""The msgpack wire format of reports, and its validation.
+
+One report is a map ``{"id": <16 bytes>, "input": <int>, "value": <payload>}`` where the payload
+depends on the collection's protocol:
+
+- DE: an integer in ``[0, d)``;
+- SUE, OUE: the bit vector packed into ``ceil(d / 8)`` bytes, most significant bit first
+  (``numpy.packbits``), padding bits zero;
+- SHE, THE: ``d`` little-endian float64 values as ``8·d`` bytes, all finite.
+
+``d`` is the domain size of the input the report carries (``k`` for the class, ``n_i·k`` for
+feature ``i``). A batch is ``{"reports": [report, ...]}``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import msgpack
+import numpy as np
+
+from protocols import FrequencyOracle, UnaryEncoding
+from protocols.histogram import _HistogramPerturbation
+
+from .reporting import Report
+from .spec import CollectionSpec
+
+REPORT_ID_BYTES = 16
+# A histogram component beyond 1 + 1000 Laplace scales is refused: an honest report has one with
+# probability below d·e^-1000, while a huge value would swamp the sums.
+SCALES_ALLOWED = 1000.0
+
+
+class ReportError(ValueError):
+    """A report that cannot be counted. ``reason`` is a short machine-readable cause (used as a
+    metrics label) and the message says what is wrong."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+def payload_kind(oracle: FrequencyOracle) -> str:
+    if isinstance(oracle, UnaryEncoding):
+        return "bits"
+    if isinstance(oracle, _HistogramPerturbation):
+        return "floats"
+    return "index"
+
+
+def encode_payload(oracle: FrequencyOracle, row) -> int | bytes:
+    """One report row of ``oracle`` in its wire form."""
+    kind = payload_kind(oracle)
+    if kind == "bits":
+        return np.packbits(np.asarray(row, dtype=bool)).tobytes()
+    if kind == "floats":
+        return np.asarray(row, dtype="<f8").tobytes()
+    return int(row)
+
+
+def report_to_wire(report: Report, spec: CollectionSpec) -> dict:
+    """The msgpack-ready map of ``report``."""
+    return {
+        "id": report.report_id,
+        "input": report.input,
+        "value": encode_payload(spec.oracles[report.input], report.payload),
+    }
+
+
+def pack_report(report: Report, spec: CollectionSpec) -> bytes:
+    return msgpack.packb(report_to_wire(report, spec))
+
+
+def pack_batch(reports: list[Report], spec: CollectionSpec) -> bytes:
+    return msgpack.packb({"reports": [report_to_wire(r, spec) for r in reports]})
+
+
+def decode_payload(oracle: FrequencyOracle, value, input_index: int) -> np.ndarray | int:
+    """The report row for a wire payload, validated; raises :class:`ReportError`."""
+    d = oracle.domain_size
+    kind = payload_kind(oracle)
+    if kind == "index":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ReportError("wrong_type", f"value of input {input_index} must be an integer")
+        if not 0 <= value < d:
+            raise ReportError("out_of_range", f"value of input {input_index} must lie in [0, {d - 1}], got {value}")
+        return value
+    if not isinstance(value, bytes):
+        raise ReportError("wrong_type", f"value of input {input_index} must be bytes ({kind})")
+    if kind == "bits":
+        expected = math.ceil(d / 8)
+        if len(value) != expected:
+            raise ReportError(
+                "wrong_length", f"value of input {input_index} must be {expected} bytes ({d} bits), got {len(value)}"
+            )
+        bits = np.unpackbits(np.frombuffer(value, dtype=np.uint8))
+        if bits[d:].any():
+            raise ReportError("out_of_range", f"value of input {input_index} sets padding bits beyond bit {d}")
+        return bits[:d].astype(bool)
+    if len(value) != 8 * d:
+        raise ReportError(
+            "wrong_length", f"value of input {input_index} must be {8 * d} bytes ({d} float64), got {len(value)}"
+        )
+    floats = np.frombuffer(value, dtype="<f8")
+    limit = 1.0 + SCALES_ALLOWED * oracle.scale
+    if not np.isfinite(floats).all() or np.abs(floats).max() > limit:
+        raise ReportError(
+            "out_of_range", f"value of input {input_index} must hold finite floats of magnitude <= {limit:g}"
+        )
+    return floats.astype(np.float64)
+
+
+def decode_report(spec: CollectionSpec, obj) -> tuple[bytes, int, np.ndarray | int]:
+    """``(report_id, input_index, row)`` of one wire report map; raises :class:`ReportError`."""
+    if not isinstance(obj, dict):
+        raise ReportError("wrong_type", "a report must be a map with keys id, input, value")
+    extra = set(obj) - {"id", "input", "value"}
+    if extra:
+        raise ReportError("malformed", f"unknown report fields: {', '.join(sorted(map(str, extra)))}")
+    for key in ("id", "input", "value"):
+        if key not in obj:
+            raise ReportError("malformed", f"report is missing {key!r}")
+    report_id, input_index = obj["id"], obj["input"]
+    if not isinstance(report_id, bytes) or len(report_id) != REPORT_ID_BYTES:
+        raise ReportError("wrong_type", f"id must be {REPORT_ID_BYTES} random bytes")
+    if isinstance(input_index, bool) or not isinstance(input_index, int):
+        raise ReportError("wrong_type", "input must be an integer")
+    if not 0 <= input_index < spec.n_inputs:
+        raise ReportError("out_of_range", f"input must lie in [0, {spec.n_inputs - 1}], got {input_index}")
+    return report_id, input_index, decode_payload(spec.oracles[input_index], obj["value"], input_index)
+
+
+def unpack(body: bytes):
+    """The msgpack object in ``body``; raises :class:`ReportError` ("malformed") if it is not msgpack."""
+    try:
+        return msgpack.unpackb(body, raw=False, strict_map_key=True)
+    except Exception as exc:  # msgpack raises several unrelated types for bad input
+        raise ReportError("malformed", f"body is not valid msgpack: {type(exc).__name__}: {exc}") from None

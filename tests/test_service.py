@@ -1,0 +1,411 @@
+import asyncio
+import re
+import sqlite3
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import msgpack
+import numpy as np
+import pytest
+from aiohttp import web
+
+from aggregator import CollectionStatistics, NaiveBayesModel, build_model
+from aggregator.app import create_app, open_store, start_site
+from aggregator.store import Store
+from participant import choose_inputs, encode_features, encode_labels, input_values, perturb_population
+from participant.client import AlreadyReported, AsyncClient, Client, Ledger, ReportRejected, SubmissionFailed
+from participant.reporting import Report
+from participant.wire import pack_batch, pack_report
+
+from .conftest import TABLE_1, table_1_spec
+
+ADMIN = "s3cret-admin-token"
+AUTH = {"Authorization": f"Bearer {ADMIN}"}
+MSGPACK = {"Content-Type": "application/msgpack"}
+X1 = np.array([row[:3] for row in TABLE_1], dtype=object)
+Y1 = np.array([row[3] for row in TABLE_1], dtype=object)
+
+
+@dataclass
+class Service:
+    url: str
+    session: aiohttp.ClientSession
+    store: Store
+    db_path: str
+
+    async def create(self, spec, collection_id="c1", min_reports=0):
+        async with self.session.post(
+            f"{self.url}/collections",
+            json={"spec": spec.to_dict(), "id": collection_id, "min_reports": min_reports},
+            headers=AUTH,
+        ) as r:
+            assert r.status == 201, await r.text()
+            return await r.json()
+
+    async def post(self, path, body, headers=MSGPACK):
+        async with self.session.post(self.url + path, data=body, headers=headers) as r:
+            return r.status, await r.json()
+
+    async def get(self, path):
+        async with self.session.get(self.url + path) as r:
+            return r.status, await r.json()
+
+
+@pytest.fixture
+async def service(tmp_path):
+    db_path = str(tmp_path / "aggregator.sqlite3")
+    store, _ = open_store(db_path, ADMIN)
+    runner, url = await start_site(create_app(store, max_body_bytes=64 * 1024, max_batch=500))
+    async with aiohttp.ClientSession() as session:
+        yield Service(url, session, store, db_path)
+    await runner.cleanup()
+    store.close()
+
+
+def simulated_reports(spec, reps=200, seed=0) -> list[Report]:
+    """The in-process simulator's reports for Table 1 repeated ``reps`` times, one per person."""
+    X, y = np.tile(X1, (reps, 1)), np.tile(Y1, reps)
+    rng = np.random.default_rng(seed)
+    inputs = input_values(encode_features(X, spec), encode_labels(y, spec), spec.n_classes)
+    perturbed = perturb_population(spec, inputs, choose_inputs(spec, len(y), rng), rng)
+    return [Report(i, row) for i, reports in enumerate(perturbed.reports) for row in reports]
+
+
+def in_process_model(spec, reports, estimator="normsub") -> NaiveBayesModel:
+    stats = CollectionStatistics(spec)
+    for i in range(spec.n_inputs):
+        rows = [r.payload for r in reports if r.input == i]
+        if rows:
+            stats.add(i, np.array(rows))
+    return build_model(stats, estimator)
+
+
+async def test_admin_endpoints_need_the_right_token(service):
+    spec = table_1_spec()
+    body = {"spec": spec.to_dict(), "id": "c1"}
+    async with service.session.post(f"{service.url}/collections", json=body) as r:
+        assert r.status == 401 and "Bearer" in (await r.json())["error"]
+    async with service.session.post(
+        f"{service.url}/collections", json=body, headers={"Authorization": "Bearer nope"}
+    ) as r:
+        assert r.status == 403
+    async with service.session.post(
+        f"{service.url}/collections", json=body, headers={"Authorization": "Basic xyz"}
+    ) as r:
+        assert r.status == 401
+    assert service.store.collections == {}
+    await service.create(spec)
+    # Only the token's hash is stored.
+    raw = b"".join(Path(service.db_path + suffix).read_bytes() for suffix in ("", "-wal"))
+    assert ADMIN.encode() not in raw
+
+
+async def test_specs_are_published_and_immutable(service):
+    spec = table_1_spec(protocol="OUE")
+    await service.create(spec, min_reports=7)
+    status, data = await service.get("/collections/c1")
+    assert status == 200 and data["spec"] == spec.to_dict() and data["min_reports"] == 7
+    assert "epsilon=1-LDP per person" in data["privacy"]
+    async with service.session.post(
+        f"{service.url}/collections", json={"spec": table_1_spec(protocol="DE").to_dict(), "id": "c1"}, headers=AUTH
+    ) as r:
+        assert r.status == 409
+    assert (await service.get("/collections/c1"))[1]["spec"]["protocol"] == "OUE"
+    async with service.session.post(
+        f"{service.url}/collections", json={"spec": {**spec.to_dict(), "epsilon": -1}}, headers=AUTH
+    ) as r:
+        assert r.status == 400 and "epsilon" in (await r.json())["error"]
+
+
+@pytest.mark.parametrize("protocol", ["DE", "OUE", "SHE"])
+async def test_model_over_http_equals_the_in_process_model(service, protocol):
+    spec = table_1_spec(protocol=protocol, epsilon=2.0)
+    await service.create(spec)
+    reports = simulated_reports(spec)
+    session = service.session
+    clients = [AsyncClient(service.url, ledger=None, session=session) for _ in reports]
+    statuses = await asyncio.gather(*(c.send_report("c1", pack_report(r, spec)) for c, r in zip(clients, reports)))
+    assert statuses == ["accepted"] * len(reports)
+    status, data = await service.get("/collections/c1/model")
+    assert status == 200 and data["reports"] == len(reports)
+    remote = NaiveBayesModel.from_dict(data)
+    local = in_process_model(spec, reports)
+    np.testing.assert_allclose(remote.class_count, local.class_count, rtol=1e-12)
+    np.testing.assert_array_equal(remote.predict(X1), local.predict(X1))
+    np.testing.assert_allclose(remote.predict_proba(X1), local.predict_proba(X1), rtol=1e-9)
+
+
+async def test_participant_clients_submit_records(service, tmp_path):
+    spec = table_1_spec(protocol="OUE")
+    await service.create(spec)
+    records = [dict(zip(["age", "income", "gender", "missed_payment"], row)) for row in TABLE_1]
+    for n, record in enumerate(records):
+        async with AsyncClient(service.url, ledger=tmp_path / f"ledger-{n}.json") as client:
+            assert await client.submit("c1", record) == "accepted"
+    assert service.store.statistics["c1"].n_reports == len(records)
+
+
+async def test_retries_and_duplicates_are_counted_once(service):
+    spec = table_1_spec(protocol="OUE")
+    await service.create(spec)
+    reports = simulated_reports(spec, reps=5)
+    first = pack_report(reports[0], spec)
+    assert await service.post("/collections/c1/reports", first) == (201, {"status": "accepted"})
+    assert await service.post("/collections/c1/reports", first) == (200, {"status": "duplicate"})
+    # A batch repeating an old report, and one of its own twice.
+    batch = pack_batch([reports[0], reports[1], reports[2], reports[1]], spec)
+    status, data = await service.post("/collections/c1/reports", batch)
+    assert status == 200
+    assert [r["status"] for r in data["results"]] == ["duplicate", "accepted", "accepted", "duplicate"]
+    assert (data["accepted"], data["duplicate"], data["rejected"]) == (2, 2, 0)
+    # Concurrent copies of one report: exactly one is accepted.
+    body = pack_report(reports[3], spec)
+    answers = await asyncio.gather(*(service.post("/collections/c1/reports", body) for _ in range(20)))
+    assert sorted(a[1]["status"] for a in answers) == ["accepted"] + ["duplicate"] * 19
+    assert service.store.statistics["c1"].n_reports == 4
+    assert service.store.count_reports("c1") == 4
+
+
+async def test_statistics_after_restart_equal_a_recomputation(service, tmp_path):
+    spec = table_1_spec(protocol="THE")
+    await service.create(spec)
+    reports = simulated_reports(spec, reps=30)
+    for lo in range(0, len(reports), 70):
+        status, _ = await service.post("/collections/c1/reports", pack_batch(reports[lo : lo + 70], spec))
+        assert status == 200
+    _, before = await service.get("/collections/c1/estimates")
+
+    reopened = Store(service.db_path)
+    try:
+        running = reopened.statistics["c1"]
+        recomputed = reopened.recompute_statistics("c1")
+        assert running.n_reports == recomputed.n_reports == len(reports)
+        for a, b in zip(running.states, recomputed.states):
+            np.testing.assert_array_equal(a.support, b.support)
+        np.testing.assert_allclose(
+            np.concatenate(running.estimated_counts()),
+            np.concatenate([np.array(i["estimate"]) for i in before["inputs"]]),
+        )
+    finally:
+        reopened.close()
+
+
+async def test_estimates_wait_for_the_minimum_number_of_reports(service):
+    spec = table_1_spec(protocol="DE")
+    await service.create(spec, min_reports=50)
+    reports = simulated_reports(spec, reps=3)
+    await service.post("/collections/c1/reports", pack_batch(reports, spec))
+    for path in ("/collections/c1/estimates", "/collections/c1/model"):
+        status, data = await service.get(path)
+        assert status == 409 and data["missing"] == 20 and "20 more" in data["error"]
+    await service.post("/collections/c1/reports", pack_batch(simulated_reports(spec, reps=2, seed=1), spec))
+    status, data = await service.get("/collections/c1/estimates")
+    assert status == 200 and data["reports"] == 50
+    assert [i["domain_size"] for i in data["inputs"]] == [2, 6, 6, 4]
+    assert (await service.get("/collections/c1/model?estimator=paper"))[0] == 200
+    assert (await service.get("/collections/c1/model?estimator=bogus"))[0] == 400
+
+
+def wire(report_id=b"r" * 16, input=1, value=0):
+    return {"id": report_id, "input": input, "value": value}
+
+
+BAD_REPORTS = [
+    (b"\xc1\x00garbage", "malformed", 400),
+    (msgpack.packb([1, 2, 3]), "wrong_type", 400),
+    (msgpack.packb({"id": "not-bytes-at-all", "input": 1, "value": b"\x00"}), "wrong_type", 400),
+    (msgpack.packb(wire(report_id=b"short")), "wrong_type", 400),
+    (msgpack.packb({"id": b"r" * 16, "input": 1}), "malformed", 400),
+    (msgpack.packb({**wire(value=b"\x00"), "extra": 1}), "malformed", 400),
+    (msgpack.packb(wire(input=9, value=b"\x00")), "out_of_range", 400),
+    (msgpack.packb(wire(input=True, value=b"\x00")), "wrong_type", 400),
+    (msgpack.packb(wire(value=7)), "wrong_type", 400),
+    (msgpack.packb(wire(value=b"\x00\x00")), "wrong_length", 400),
+    (msgpack.packb(wire(value=b"\x01")), "out_of_range", 400),  # padding bit beyond bit 6
+    (msgpack.packb({"reports": "not a list"}), "malformed", 400),
+]
+
+
+async def test_bad_reports_get_4xx_naming_the_problem_and_count_nothing(service):
+    spec = table_1_spec(protocol="OUE")
+    await service.create(spec)
+    for body, reason, status in BAD_REPORTS:
+        got, data = await service.post("/collections/c1/reports", body)
+        assert (got, data.get("reason")) == (status, reason), (body, data)
+        assert data["error"]
+    assert (
+        await service.post(
+            "/collections/c1/reports", msgpack.packb(wire(value=b"\x00")), {"Content-Type": "application/json"}
+        )
+    )[0] == 415
+    assert (await service.post("/collections/nope/reports", msgpack.packb(wire(value=b"\x00"))))[0] == 404
+    status, data = await service.post("/collections/c1/reports", b"\x00" * (65 * 1024))
+    assert status == 413 and "size" in data["error"]
+    too_many = msgpack.packb({"reports": [wire(value=b"\x00")] * 501})
+    assert (await service.post("/collections/c1/reports", too_many))[0] == 413
+    # A batch mixing good and bad reports: the good one counts, the bad ones are refused.
+    good = simulated_reports(spec, reps=1)[0]
+    mixed = msgpack.packb({"reports": [wire(value=b"\xff"), pack_report_map(good, spec), wire(value=3.5)]})
+    status, data = await service.post("/collections/c1/reports", mixed)
+    assert status == 200 and [r["status"] for r in data["results"]] == ["rejected", "accepted", "rejected"]
+
+    assert service.store.statistics["c1"].n_reports == 1
+    assert service.store.count_reports("c1") == 1
+    async with service.session.get(f"{service.url}/metrics") as r:
+        text = await r.text()
+    rejected = dict(re.findall(r'ldpnb_reports_rejected_total\{collection="c1",reason="(\w+)"\} (\d+)', text))
+    assert rejected == {
+        "malformed": "4",
+        "wrong_type": "6",
+        "out_of_range": "3",
+        "wrong_length": "1",
+        "too_large": "1",
+        "batch_too_large": "501",
+        "wrong_content_type": "1",
+    }
+    assert 'ldpnb_reports_rejected_total{collection="_unknown",reason="unknown_collection"} 1' in text
+    assert 'ldpnb_reports_accepted_total{collection="c1"} 1' in text
+    assert (await service.get("/healthz")) == (200, {"status": "ok", "collections": 1})
+
+
+def pack_report_map(report, spec):
+    return msgpack.unpackb(pack_report(report, spec))
+
+
+async def test_histogram_reports_must_be_finite(service):
+    spec = table_1_spec(protocol="SHE")
+    await service.create(spec)
+    nan = np.zeros(6)
+    nan[2] = np.nan
+    status, data = await service.post("/collections/c1/reports", msgpack.packb(wire(value=nan.astype("<f8").tobytes())))
+    assert status == 400 and data["reason"] == "out_of_range"
+    assert service.store.statistics["c1"].n_reports == 0
+
+
+async def test_unknown_routes_and_methods_answer_json(service):
+    status, data = await service.get("/nowhere")
+    assert status == 404 and "error" in data
+    async with service.session.delete(f"{service.url}/healthz") as r:
+        assert r.status == 405 and "error" in await r.json()
+    status, data = await service.get("/openapi.json")
+    assert status == 200 and "/collections/{collection_id}/reports" in data["paths"]
+
+
+async def test_the_ledger_refuses_a_second_report(service, tmp_path):
+    spec = table_1_spec(protocol="OUE")
+    await service.create(spec)
+    record = dict(zip(["age", "income", "gender", "missed_payment"], TABLE_1[0]))
+    ledger = tmp_path / "ledger.json"
+    async with AsyncClient(service.url, ledger=ledger) as client:
+        assert await client.submit("c1", record) == "accepted"
+    async with AsyncClient(service.url, ledger=ledger) as client:
+        with pytest.raises(AlreadyReported, match="epsilon twice"):
+            await client.submit("c1", record)
+    assert service.store.statistics["c1"].n_reports == 1
+
+
+async def test_an_unacknowledged_report_is_resent_unchanged(service, tmp_path):
+    spec = table_1_spec(protocol="OUE")
+    await service.create(spec)
+    record = dict(zip(["age", "income", "gender", "missed_payment"], TABLE_1[1]))
+    ledger = Ledger(tmp_path / "ledger.json")
+    # An address where nothing listens: every attempt fails, the report stays pending.
+    with socket_closed_port() as port:
+        dead = AsyncClient(f"http://127.0.0.1:{port}", ledger=ledger, retries=2, backoff=0.01)
+        with pytest.raises(SubmissionFailed, match="3 attempts"):
+            await dead.submit("c1", record, spec=spec)
+        await dead.close()
+    key = f"http://127.0.0.1:{port}/collections/c1"
+    pending = ledger.pending_body(key)
+    assert pending is not None
+    # The same ledger entry, now pointed at the live service, sends exactly that report.
+    live = AsyncClient(service.url, ledger=ledger)
+    assert await live.send_report("c1", pending) == "accepted"
+    assert await live.send_report("c1", pending) == "duplicate"
+    await live.close()
+
+
+async def test_retries_through_server_errors(tmp_path):
+    attempts = []
+
+    async def flaky(request):
+        attempts.append(1)
+        if len(attempts) < 3:
+            return web.json_response({"error": "try later"}, status=503)
+        return web.json_response({"status": "accepted"}, status=201)
+
+    app = web.Application()
+    app.router.add_post("/collections/c1/reports", flaky)
+    runner, url = await start_site(app)
+    try:
+        async with AsyncClient(url, ledger=None, retries=3, backoff=0.01) as client:
+            assert await client.send_report("c1", b"\x80") == "accepted"
+        assert len(attempts) == 3
+        async with AsyncClient(url, ledger=None, retries=0) as client:
+            attempts.clear()
+            with pytest.raises(SubmissionFailed, match="503"):
+                await client.send_report("c1", b"\x80")
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_rejected_report_is_not_retried(service):
+    async with AsyncClient(service.url, ledger=None, retries=3) as client:
+        with pytest.raises(ReportRejected) as err:
+            await client.send_report("missing", b"\x80")
+    assert err.value.status == 404
+
+
+class socket_closed_port:
+    """A loopback port that was free a moment ago."""
+
+    def __enter__(self):
+        import socket
+
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        return port
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_serve_command_prints_where_it_listens_and_the_token_once(tmp_path):
+    db = tmp_path / "cli.sqlite3"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aggregator", "serve", "--db", str(db), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        token_line = proc.stdout.readline()
+        listen_line = proc.stdout.readline()
+        assert token_line.startswith("admin token (shown once")
+        token = token_line.rsplit(" ", 1)[1].strip()
+        url = listen_line.split("listening on ")[1].split(" ")[0]
+        spec = table_1_spec()
+        client = Client(url, ledger=tmp_path / "ledger.json")
+
+        async def create():
+            async with aiohttp.ClientSession() as s, s.post(
+                f"{url}/collections",
+                json={"spec": spec.to_dict(), "id": "x"},
+                headers={"Authorization": f"Bearer {token}"},
+            ) as r:
+                return r.status
+
+        assert asyncio.run(create()) == 201
+        assert client.fetch_spec("x") == spec
+        record = dict(zip(["age", "income", "gender", "missed_payment"], TABLE_1[0]))
+        assert client.submit("x", record) == "accepted"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("select count(*) from reports").fetchone()[0] == 1
