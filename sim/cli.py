@@ -25,7 +25,7 @@ non-private Naive Bayes trained on the same split."""
 EPILOG = f"""\
 examples:
   python -m sim --dataset car --protocol OUE --eps 1
-  python -m sim --dataset mushroom --protocol DE --eps 1 --reps 20 --estimator normsub --json
+  python -m sim --dataset mushroom --protocol DE --eps 1 --reps 20 --estimator paper --json
   python -m sim --csv survey.csv --label outcome --protocol SUE --eps 2
 
 data: files are read from --data-dir, ${ENV_VAR}, ../shared/datasets, or downloaded from UCI."""
@@ -51,7 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--theta", type=float, default=DEFAULT_THETA, help="THE threshold (default 0.25)")
     parser.add_argument(
-        "--estimator", choices=list(ESTIMATORS), default="paper", help="how counts become probabilities (default paper)"
+        "--estimator",
+        choices=list(ESTIMATORS),
+        default="normsub",
+        help="how counts become probabilities: normsub (default) or paper (section 3.1 as written)",
     )
     parser.add_argument(
         "--reps", type=int, default=10, help="repetitions, each a fresh random 80/20 split (default 10)"
