@@ -92,7 +92,7 @@ def test_cli_json_has_the_documented_fields(capsys):
         "OUE",
         1.0,
         3,
-        "paper",
+        "normsub",
     )
     assert out["eps_per_person"] == 1.0 and out["reports_per_person"] == 1
     assert 0.8 < out["nonprivate_mean"] < 0.9
