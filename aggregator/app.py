@@ -64,7 +64,8 @@ async def start_site(app: web.Application, host: str = "127.0.0.1", port: int = 
     base URL actually bound (port 0 picks a free port)."""
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    # A deep accept backlog: load tests open hundreds of connections at once.
+    site = web.TCPSite(runner, host, port, backlog=2048)
     await site.start()
     bound_host, bound_port = runner.addresses[0][:2]
     if ":" in bound_host:

@@ -6,21 +6,23 @@ import asyncio
 import json
 import re
 import secrets
+from collections import Counter
 from pathlib import Path
 
 import msgpack
+import numpy as np
 from aiohttp import web
 
 from participant.errors import SpecError
 from participant.spec import CollectionSpec
-from participant.wire import ReportError, decode_report, unpack
+from participant.wire import ReportError, check_report, decode_values, unpack
 
 from .auth import require_admin
 from .errors import APIError
 from .estimators import ESTIMATORS, build_model
 from .keys import CONFIG, EXECUTOR, METRICS, STORE, WRITER
 from .metrics import UNKNOWN_COLLECTION
-from .store import Collection, CollectionExists, IncomingReport
+from .store import Collection, CollectionExists, IncomingBatch
 
 routes = web.RouteTableDef()
 
@@ -161,53 +163,81 @@ async def post_reports(request: web.Request) -> web.Response:
 
     if isinstance(obj, dict) and "reports" in obj:
         return await _post_batch(request, collection, obj)
-    try:
-        report_id, input_index, row = decode_report(collection.spec, obj)
-    except ReportError as exc:
-        metrics.reject(collection.id, exc.reason)
-        raise APIError(400, str(exc), reason=exc.reason) from None
-    (accepted,) = await app[WRITER].submit([IncomingReport(collection.id, report_id, input_index, row)])
-    if accepted:
-        metrics.accepted[collection.id] += 1
-        return respond(request, {"status": "accepted"}, status=201)
-    metrics.duplicate[collection.id] += 1
-    return respond(request, {"status": "duplicate"}, status=200)
+    results = await _ingest(request, collection, [obj])
+    outcome = results[0]
+    if outcome["status"] == "rejected":
+        raise APIError(400, outcome["error"], reason=outcome["reason"])
+    return respond(request, {"status": outcome["status"]}, status=201 if outcome["status"] == "accepted" else 200)
 
 
 async def _post_batch(request: web.Request, collection: Collection, obj: dict) -> web.Response:
-    app, metrics = request.app, request.app[METRICS]
+    metrics = request.app[METRICS]
     reports = obj["reports"]
-    if set(obj) != {"reports"} or not isinstance(reports, list):
+    if len(obj) != 1 or not isinstance(reports, list):
         metrics.reject(collection.id, "malformed")
         raise APIError(400, "a batch is {'reports': [report, ...]} and nothing else", reason="malformed")
-    limit = app[CONFIG].max_batch
+    limit = request.app[CONFIG].max_batch
     if len(reports) > limit:
         metrics.reject(collection.id, "batch_too_large", len(reports))
         raise APIError(413, f"a batch holds at most {limit} reports, got {len(reports)}", reason="batch_too_large")
-    results: list[dict] = [{}] * len(reports)
-    valid, positions = [], []
-    for position, item in enumerate(reports):
-        try:
-            report_id, input_index, row = decode_report(collection.spec, item)
-        except ReportError as exc:
-            metrics.reject(collection.id, exc.reason)
-            results[position] = {"status": "rejected", "reason": exc.reason, "error": str(exc)}
-            continue
-        valid.append(IncomingReport(collection.id, report_id, input_index, row))
-        positions.append(position)
-    accepted = await app[WRITER].submit(valid) if valid else []
-    for position, is_new in zip(positions, accepted):
-        results[position] = {"status": "accepted" if is_new else "duplicate"}
-    n_accepted = sum(accepted)
-    metrics.accepted[collection.id] += n_accepted
-    metrics.duplicate[collection.id] += len(accepted) - n_accepted
+    results = await _ingest(request, collection, reports)
+    counts = Counter(r["status"] for r in results)
     summary = {
-        "accepted": n_accepted,
-        "duplicate": len(accepted) - n_accepted,
-        "rejected": len(reports) - len(accepted),
+        "accepted": counts["accepted"],
+        "duplicate": counts["duplicate"],
+        "rejected": counts["rejected"],
         "results": results,
     }
     return respond(request, summary)
+
+
+async def _ingest(request: web.Request, collection: Collection, reports: list) -> list[dict]:
+    """Validate, store and count ``reports``; returns one result per report, in order.
+
+    Per-report checks run first; payloads are then decoded together per input (vectorised);
+    every valid report goes to the writer in one submission.
+    """
+    spec, metrics = collection.spec, request.app[METRICS]
+    results: list[dict] = [{"status": "accepted"}] * len(reports)
+    groups: dict[int, tuple[list[int], list[bytes], list]] = {}
+    for position, item in enumerate(reports):
+        try:
+            report_id, input_index, value = check_report(spec, item)
+        except ReportError as exc:
+            results[position] = _rejected(metrics, collection.id, exc.reason, str(exc))
+            continue
+        positions, ids, values = groups.setdefault(input_index, ([], [], []))
+        positions.append(position)
+        ids.append(report_id)
+        values.append(value)
+
+    batches, batch_positions = [], []
+    for input_index, (positions, ids, values) in groups.items():
+        rows, bad, message = decode_values(spec.oracles[input_index], values, input_index)
+        for j in np.flatnonzero(bad):
+            results[positions[j]] = _rejected(metrics, collection.id, "out_of_range", message)
+        good = np.flatnonzero(~bad)
+        if good.size:
+            keep = good.tolist()
+            batches.append(
+                IncomingBatch(collection.id, input_index, [ids[j] for j in keep], [values[j] for j in keep], rows[good])
+            )
+            batch_positions.append([positions[j] for j in keep])
+    if not batches:
+        return results
+    outcomes = await request.app[WRITER].submit(batches)
+    for positions, accepted in zip(batch_positions, outcomes):
+        n_new = int(accepted.sum())
+        metrics.accepted[collection.id] += n_new
+        metrics.duplicate[collection.id] += len(positions) - n_new
+        for position in np.asarray(positions)[~accepted]:
+            results[position] = {"status": "duplicate"}
+    return results
+
+
+def _rejected(metrics, collection_id: str, reason: str, message: str) -> dict:
+    metrics.reject(collection_id, reason)
+    return {"status": "rejected", "reason": reason, "error": message}
 
 
 def _estimator(request: web.Request) -> str:

@@ -20,7 +20,7 @@ import numpy as np
 from sqlite_utils import Database
 
 from participant.spec import CollectionSpec
-from participant.wire import decode_payload, encode_payload
+from participant.wire import decode_values
 from protocols import OracleState
 
 from .statistics import CollectionStatistics
@@ -38,6 +38,7 @@ class Collection:
     spec: CollectionSpec
     min_reports: int
     created_at: float
+    key: int = 0  # the collections table's rowid: reports are keyed by it, a short integer
 
     def to_dict(self) -> dict:
         return {
@@ -49,13 +50,18 @@ class Collection:
 
 
 @dataclass(frozen=True)
-class IncomingReport:
-    """A validated report waiting to be stored: ``row`` is its decoded protocol report."""
+class IncomingBatch:
+    """Validated reports of one collection, all carrying the same input, waiting to be stored:
+    their ids, their wire values (stored as received) and their decoded rows (for the statistics)."""
 
     collection_id: str
-    report_id: bytes
     input: int
-    row: np.ndarray | int
+    report_ids: list[bytes]
+    values: list
+    rows: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.report_ids)
 
 
 class Store:
@@ -68,7 +74,7 @@ class Store:
         self._create_schema()
         self.collections: dict[str, Collection] = {}
         self.statistics: dict[str, CollectionStatistics] = {}
-        for row in self.db.query("SELECT * FROM collections"):
+        for row in self.db.query("SELECT rowid AS key, * FROM collections"):
             collection = self._collection_from_row(row)
             self.collections[collection.id] = collection
             self.statistics[collection.id] = self._load_statistics(collection)
@@ -86,9 +92,9 @@ class Store:
             )
         if "reports" not in db.table_names():
             db.execute(
-                "CREATE TABLE reports (collection_id TEXT NOT NULL REFERENCES collections(id), "
+                "CREATE TABLE reports (collection INTEGER NOT NULL, "
                 "report_id BLOB NOT NULL, input INTEGER NOT NULL, value NOT NULL, received_at REAL NOT NULL, "
-                "PRIMARY KEY (collection_id, report_id)) WITHOUT ROWID"
+                "PRIMARY KEY (collection, report_id)) WITHOUT ROWID"
             )
         if "statistics" not in db.table_names():
             db.execute(
@@ -110,20 +116,23 @@ class Store:
 
     @staticmethod
     def _collection_from_row(row) -> Collection:
-        return Collection(row["id"], CollectionSpec.from_json(row["spec"]), row["min_reports"], row["created_at"])
+        return Collection(
+            row["id"], CollectionSpec.from_json(row["spec"]), row["min_reports"], row["created_at"], row["key"]
+        )
 
     def create_collection(self, collection_id: str, spec: CollectionSpec, min_reports: int) -> Collection:
         """Store a new collection with empty statistics; raises :class:`CollectionExists`."""
         if collection_id in self.collections:
             raise CollectionExists(collection_id)
-        collection = Collection(collection_id, spec, int(min_reports), time.time())
+        created_at = time.time()
         conn = self.db.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute(
+            cursor = conn.execute(
                 "INSERT INTO collections (id, spec, min_reports, created_at) VALUES (?, ?, ?, ?)",
-                (collection_id, json.dumps(spec.to_dict()), collection.min_reports, collection.created_at),
+                (collection_id, json.dumps(spec.to_dict()), int(min_reports), created_at),
             )
+            collection = Collection(collection_id, spec, int(min_reports), created_at, cursor.lastrowid)
             conn.executemany(
                 "INSERT INTO statistics (collection_id, input, n, support) VALUES (?, ?, 0, ?)",
                 [(collection_id, i, np.zeros(d).tobytes()) for i, d in enumerate(spec.domain_sizes)],
@@ -149,54 +158,65 @@ class Store:
         stats = CollectionStatistics(spec)
         for i, oracle in enumerate(spec.oracles):
             values = [
-                row["value"]
-                for row in self.db.query(
-                    "SELECT value FROM reports WHERE collection_id = ? AND input = ?", [collection_id, i]
+                row[0]
+                for row in self.db.execute(
+                    "SELECT value FROM reports WHERE collection = ? AND input = ? ORDER BY received_at, report_id",
+                    [collection.key, i],
                 )
             ]
             if values:
-                stats.add(i, np.array([decode_payload(oracle, v, i) for v in values]))
+                stats.add(i, decode_values(oracle, values, i)[0])
         return stats
 
     def count_reports(self, collection_id: str) -> int:
-        return self.db.execute("SELECT count(*) FROM reports WHERE collection_id = ?", [collection_id]).fetchone()[0]
+        key = self.collections[collection_id].key
+        return self.db.execute("SELECT count(*) FROM reports WHERE collection = ?", [key]).fetchone()[0]
 
     # reports
 
-    def ingest(self, reports: list[IncomingReport]) -> list[bool]:
-        """Store ``reports`` and update their collections' statistics in one durable transaction.
+    def ingest(self, batches: list[IncomingBatch]) -> list[np.ndarray]:
+        """Store every batch and update the statistics in one durable transaction.
 
-        Returns, per report, True if it was new and is now counted, False if its id was already
-        stored for its collection (earlier or earlier in this list). On any error nothing is stored.
+        Returns, per batch, a boolean array: True where the report was new and is now counted,
+        False where its id was already stored for the collection (before, or earlier in this
+        call). On any error the transaction rolls back and nothing is stored.
         """
         now = time.time()
         conn = self.db.conn
-        accepted: list[bool] = []
-        # (collection, input) -> rows newly accepted
-        fresh: dict[tuple[str, int], list] = {}
+        updated: dict[str, CollectionStatistics] = {}
+        # Concurrent requests' batches for the same (collection, input) are inserted and counted
+        # together: one insert statement and one statistics update per group.
+        groups: dict[tuple[str, int], list[int]] = {}
+        for b, batch in enumerate(batches):
+            groups.setdefault((batch.collection_id, batch.input), []).append(b)
+        results: list[np.ndarray] = [np.zeros(0, dtype=bool)] * len(batches)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            cursor = conn.cursor()
-            for r in reports:
-                spec = self.collections[r.collection_id].spec
-                value = encode_payload(spec.oracles[r.input], r.row)
-                cursor.execute(
-                    "INSERT OR IGNORE INTO reports (collection_id, report_id, input, value, received_at) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (r.collection_id, r.report_id, r.input, value, now),
+            for (cid, i), members in groups.items():
+                parts = [batches[b] for b in members]
+                merged = (
+                    parts[0]
+                    if len(parts) == 1
+                    else IncomingBatch(
+                        cid,
+                        i,
+                        [rid for p in parts for rid in p.report_ids],
+                        [v for p in parts for v in p.values],
+                        np.concatenate([p.rows for p in parts]),
+                    )
                 )
-                is_new = cursor.rowcount == 1
-                accepted.append(is_new)
-                if is_new:
-                    fresh.setdefault((r.collection_id, r.input), []).append(r.row)
-            updated: dict[str, CollectionStatistics] = {}
-            for (cid, i), rows in fresh.items():
+                accepted = self._insert(conn, self.collections[cid].key, merged, now)
+                bounds = np.cumsum([len(p) for p in parts])[:-1]
+                for b, mask in zip(members, np.split(accepted, bounds)):
+                    results[b] = mask
+                if not accepted.any():
+                    continue
                 if cid not in updated:
                     updated[cid] = self.statistics[cid].copy()
                 stats = updated[cid]
-                stats.add(i, np.array(rows))
+                stats.add(i, merged.rows[accepted])
                 state = stats.states[i]
-                cursor.execute(
+                conn.execute(
                     "UPDATE statistics SET n = ?, support = ? WHERE collection_id = ? AND input = ?",
                     (state.n, state.support.tobytes(), cid, i),
                 )
@@ -206,4 +226,25 @@ class Store:
             raise
         # Readers see a collection's statistics change only as a whole, and only once committed.
         self.statistics.update(updated)
+        return results
+
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, key: int, batch: IncomingBatch, now: float) -> np.ndarray:
+        """Insert the batch's new reports; returns which were new. Fast path: one executemany,
+        which is right when every id is new; when some were not, redo row by row."""
+        rows = [(key, rid, batch.input, v, now) for rid, v in zip(batch.report_ids, batch.values)]
+        sql = "INSERT OR IGNORE INTO reports (collection, report_id, input, value, received_at) VALUES (?, ?, ?, ?, ?)"
+        conn.execute("SAVEPOINT batch")
+        before = conn.total_changes
+        conn.executemany(sql, rows)
+        if conn.total_changes - before == len(rows):
+            conn.execute("RELEASE batch")
+            return np.ones(len(rows), dtype=bool)
+        conn.execute("ROLLBACK TO batch")
+        accepted = np.zeros(len(rows), dtype=bool)
+        cursor = conn.cursor()
+        for j, row in enumerate(rows):
+            cursor.execute(sql, row)
+            accepted[j] = cursor.rowcount == 1
+        conn.execute("RELEASE batch")
         return accepted

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import Executor
 
-from .store import IncomingReport, Store
+import numpy as np
+
+from .store import IncomingBatch, Store
 
 MAX_REPORTS_PER_TRANSACTION = 20_000
 
@@ -18,7 +20,7 @@ class ReportWriter:
     def __init__(self, store: Store, executor: Executor):
         self.store = store
         self.executor = executor
-        self.queue: asyncio.Queue[tuple[list[IncomingReport], asyncio.Future]] = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[list[IncomingBatch], asyncio.Future]] = asyncio.Queue()
         self.task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -32,21 +34,22 @@ class ReportWriter:
             except asyncio.CancelledError:
                 pass
 
-    async def submit(self, reports: list[IncomingReport]) -> list[bool]:
-        """Store ``reports``; returns per report whether it was new (True) or a duplicate."""
+    async def submit(self, batches: list[IncomingBatch]) -> list[np.ndarray]:
+        """Store ``batches``; returns per batch a mask of the reports that were new (True) and
+        not duplicates. Returns once the transaction holding them has committed."""
         future = asyncio.get_running_loop().create_future()
-        await self.queue.put((reports, future))
+        await self.queue.put((batches, future))
         return await future
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
             pending = [await self.queue.get()]
-            size = len(pending[0][0])
+            size = sum(map(len, pending[0][0]))
             while not self.queue.empty() and size < MAX_REPORTS_PER_TRANSACTION:
                 pending.append(self.queue.get_nowait())
-                size += len(pending[-1][0])
-            combined = [r for reports, _ in pending for r in reports]
+                size += sum(map(len, pending[-1][0]))
+            combined = [batch for batches, _ in pending for batch in batches]
             try:
                 accepted = await loop.run_in_executor(self.executor, self.store.ingest, combined)
             except Exception as exc:  # the whole transaction rolled back: nobody is acknowledged
@@ -55,7 +58,7 @@ class ReportWriter:
                         future.set_exception(exc)
                 continue
             start = 0
-            for reports, future in pending:
+            for batches, future in pending:
                 if not future.done():
-                    future.set_result(accepted[start : start + len(reports)])
-                start += len(reports)
+                    future.set_result(accepted[start : start + len(batches)])
+                start += len(batches)

@@ -75,8 +75,9 @@ def pack_batch(reports: list[Report], spec: CollectionSpec) -> bytes:
     return msgpack.packb({"reports": [report_to_wire(r, spec) for r in reports]})
 
 
-def decode_payload(oracle: FrequencyOracle, value, input_index: int) -> np.ndarray | int:
-    """The report row for a wire payload, validated; raises :class:`ReportError`."""
+def check_value(oracle: FrequencyOracle, value, input_index: int) -> None:
+    """Type and length checks of one wire payload; raises :class:`ReportError`. What needs the
+    decoded values (padding bits, finiteness) is checked by :func:`decode_values`."""
     d = oracle.domain_size
     kind = payload_kind(oracle)
     if kind == "index":
@@ -84,50 +85,74 @@ def decode_payload(oracle: FrequencyOracle, value, input_index: int) -> np.ndarr
             raise ReportError("wrong_type", f"value of input {input_index} must be an integer")
         if not 0 <= value < d:
             raise ReportError("out_of_range", f"value of input {input_index} must lie in [0, {d - 1}], got {value}")
-        return value
+        return
     if not isinstance(value, bytes):
         raise ReportError("wrong_type", f"value of input {input_index} must be bytes ({kind})")
+    expected = math.ceil(d / 8) if kind == "bits" else 8 * d
+    if len(value) != expected:
+        unit = f"{d} bits" if kind == "bits" else f"{d} float64"
+        raise ReportError(
+            "wrong_length", f"value of input {input_index} must be {expected} bytes ({unit}), got {len(value)}"
+        )
+
+
+def decode_values(oracle: FrequencyOracle, values: list, input_index: int) -> tuple[np.ndarray, np.ndarray, str]:
+    """Decode payloads that passed :func:`check_value`, all at once.
+
+    Returns ``(rows, bad, message)``: the protocol's report rows (one per value), a boolean mask
+    of the values that must be refused (reason ``out_of_range``), and the message for them.
+    """
+    d = oracle.domain_size
+    kind = payload_kind(oracle)
+    m = len(values)
+    if kind == "index":
+        return np.array(values, dtype=np.int64), np.zeros(m, dtype=bool), ""
     if kind == "bits":
-        expected = math.ceil(d / 8)
-        if len(value) != expected:
-            raise ReportError(
-                "wrong_length", f"value of input {input_index} must be {expected} bytes ({d} bits), got {len(value)}"
-            )
-        bits = np.unpackbits(np.frombuffer(value, dtype=np.uint8))
-        if bits[d:].any():
-            raise ReportError("out_of_range", f"value of input {input_index} sets padding bits beyond bit {d}")
-        return bits[:d].astype(bool)
-    if len(value) != 8 * d:
-        raise ReportError(
-            "wrong_length", f"value of input {input_index} must be {8 * d} bytes ({d} float64), got {len(value)}"
-        )
-    floats = np.frombuffer(value, dtype="<f8")
+        bits = np.unpackbits(np.frombuffer(b"".join(values), dtype=np.uint8)).reshape(m, -1)
+        bad = bits[:, d:].any(axis=1)
+        return bits[:, :d].astype(bool), bad, f"value of input {input_index} sets padding bits beyond bit {d}"
+    floats = np.frombuffer(b"".join(values), dtype="<f8").reshape(m, d).astype(np.float64)
     limit = 1.0 + SCALES_ALLOWED * oracle.scale
-    if not np.isfinite(floats).all() or np.abs(floats).max() > limit:
-        raise ReportError(
-            "out_of_range", f"value of input {input_index} must hold finite floats of magnitude <= {limit:g}"
-        )
-    return floats.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.abs(floats) <= limit).all(axis=1)  # NaN compares false, so it is bad too
+    return floats, bad, f"value of input {input_index} must hold finite floats of magnitude <= {limit:g}"
 
 
-def decode_report(spec: CollectionSpec, obj) -> tuple[bytes, int, np.ndarray | int]:
-    """``(report_id, input_index, row)`` of one wire report map; raises :class:`ReportError`."""
+def decode_payload(oracle: FrequencyOracle, value, input_index: int):
+    """The report row of one wire payload, validated; raises :class:`ReportError`."""
+    check_value(oracle, value, input_index)
+    rows, bad, message = decode_values(oracle, [value], input_index)
+    if bad[0]:
+        raise ReportError("out_of_range", message)
+    return rows[0]
+
+
+def check_report(spec: CollectionSpec, obj) -> tuple[bytes, int, int | bytes]:
+    """``(report_id, input_index, wire value)`` of one report map after the per-report checks;
+    raises :class:`ReportError`."""
     if not isinstance(obj, dict):
         raise ReportError("wrong_type", "a report must be a map with keys id, input, value")
-    extra = set(obj) - {"id", "input", "value"}
-    if extra:
-        raise ReportError("malformed", f"unknown report fields: {', '.join(sorted(map(str, extra)))}")
-    for key in ("id", "input", "value"):
-        if key not in obj:
-            raise ReportError("malformed", f"report is missing {key!r}")
-    report_id, input_index = obj["id"], obj["input"]
+    if len(obj) != 3 or "id" not in obj or "input" not in obj or "value" not in obj:
+        extra = set(obj) - {"id", "input", "value"}
+        if extra:
+            raise ReportError("malformed", f"unknown report fields: {', '.join(sorted(map(str, extra)))}")
+        missing = [k for k in ("id", "input", "value") if k not in obj]
+        raise ReportError("malformed", f"report is missing {missing[0]!r}")
+    report_id, input_index, value = obj["id"], obj["input"], obj["value"]
     if not isinstance(report_id, bytes) or len(report_id) != REPORT_ID_BYTES:
         raise ReportError("wrong_type", f"id must be {REPORT_ID_BYTES} random bytes")
     if isinstance(input_index, bool) or not isinstance(input_index, int):
         raise ReportError("wrong_type", "input must be an integer")
     if not 0 <= input_index < spec.n_inputs:
         raise ReportError("out_of_range", f"input must lie in [0, {spec.n_inputs - 1}], got {input_index}")
-    return report_id, input_index, decode_payload(spec.oracles[input_index], obj["value"], input_index)
+    check_value(spec.oracles[input_index], value, input_index)
+    return report_id, input_index, value
+
+
+def decode_report(spec: CollectionSpec, obj) -> tuple[bytes, int, np.ndarray | int]:
+    """``(report_id, input_index, row)`` of one wire report map; raises :class:`ReportError`."""
+    report_id, input_index, value = check_report(spec, obj)
+    return report_id, input_index, decode_payload(spec.oracles[input_index], value, input_index)
 
 
 def unpack(body: bytes):

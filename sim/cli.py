@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import numpy as np
@@ -14,6 +15,7 @@ from protocols import DEFAULT_THETA, FREQUENCY_ORACLES
 
 from .datasets import ENV_VAR, DatasetNotFound, dataset_names, load_csv, load_dataset
 from .experiment import run_once
+from .http_replay import LocalAggregator, run_over_http
 
 DESCRIPTION = """\
 Simulate a local-DP Naive Bayes collection: every training row of a data set becomes one
@@ -63,6 +65,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=int, default=0, help="seed of the first repetition; repetition r uses seed+r (default 0)"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    http = parser.add_argument_group("over HTTP (--via http)")
+    http.add_argument(
+        "--via",
+        choices=["process", "http"],
+        default="process",
+        help="process: the aggregator core in this process (default); http: every training row is a "
+        "participant client posting its report to an aggregator service",
+    )
+    http.add_argument("--aggregator", metavar="URL", help="an aggregator to use; omitted, a local one is started")
+    http.add_argument(
+        "--admin-token",
+        default=os.environ.get("LDPNB_ADMIN_TOKEN"),
+        help="the --aggregator's admin token, to create the collection (or $LDPNB_ADMIN_TOKEN)",
+    )
+    http.add_argument("--clients", type=int, default=256, help="participants in flight at once (default 256)")
     return parser
 
 
@@ -75,16 +92,23 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--eps must be > 0")
     if args.reps < 1:
         parser.error("--reps must be at least 1")
+    if args.aggregator and not args.admin_token:
+        parser.error("--aggregator needs --admin-token (or $LDPNB_ADMIN_TOKEN) to create a collection")
+    if args.clients < 1:
+        parser.error("--clients must be at least 1")
     try:
         data = load_csv(args.csv, args.label) if args.csv else load_dataset(args.dataset, args.data_dir)
     except (DatasetNotFound, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
-    results = [
-        run_once(data, args.protocol, args.eps, args.seed + r, (args.estimator,), args.theta)
-        for r in tqdm(range(args.reps), desc=f"{data.name} {args.protocol} eps={args.eps:g}", delay=1.0, unit="rep")
-    ]
+    if args.via == "http":
+        results = run_http(args, data)
+    else:
+        results = [
+            run_once(data, args.protocol, args.eps, args.seed + r, (args.estimator,), args.theta)
+            for r in tqdm(range(args.reps), desc=f"{data.name} {args.protocol} eps={args.eps:g}", delay=1.0, unit="rep")
+        ]
     accuracy = np.array([r.accuracy[args.estimator] for r in results])
     nonprivate = np.array([r.nonprivate_accuracy for r in results])
     summary = {
@@ -104,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.protocol == "THE":
         summary["theta"] = args.theta
+    summary["via"] = args.via
+    if args.via == "http":
+        summary["reports_per_second"] = float(np.mean([r.reports_per_second for r in results]))
     if args.json:
         print(json.dumps(summary))
     else:
@@ -113,4 +140,26 @@ def main(argv: list[str] | None = None) -> int:
             f"  LDP Naive Bayes accuracy  {summary['accuracy_mean']:.4f} ± {summary['accuracy_std']:.4f}\n"
             f"  non-private Naive Bayes   {summary['nonprivate_mean']:.4f} ± {summary['nonprivate_std']:.4f}"
         )
+        if args.via == "http":
+            print(
+                f"  ingest over HTTP          {summary['reports_per_second']:,.0f} reports/s ({args.clients} clients in flight)"
+            )
     return 0
+
+
+def run_http(args, data) -> list:
+    """The repetitions over HTTP, against ``--aggregator`` or a local aggregator started for them."""
+
+    def reps(url: str, token: str) -> list:
+        return [
+            run_over_http(
+                data, args.protocol, args.eps, args.seed + r, args.estimator, args.theta, url, token, args.clients
+            )
+            for r in range(args.reps)
+        ]
+
+    if args.aggregator:
+        return reps(args.aggregator.rstrip("/"), args.admin_token)
+    with LocalAggregator() as local:
+        print(f"started a local aggregator at {local.url}", file=sys.stderr)
+        return reps(local.url, local.admin_token)

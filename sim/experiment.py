@@ -10,7 +10,7 @@ from sklearn.naive_bayes import CategoricalNB
 
 from aggregator import CollectionStatistics, build_model
 from participant import CollectionSpec, Feature, choose_inputs, encode_features, encode_labels, input_values
-from participant.reporting import perturb_population
+from participant.reporting import PerturbedInputs, perturb_population
 from protocols import DEFAULT_THETA
 
 from .datasets import Dataset
@@ -34,14 +34,24 @@ class RunResult:
     n_train: int
 
 
-def collect(spec: CollectionSpec, X_train, y_train, rng) -> CollectionStatistics:
-    """Every training row becomes one participant sending one report; returns the aggregate."""
+def simulate_reports(spec: CollectionSpec, X_train, y_train, rng) -> PerturbedInputs:
+    """Every training row becomes one participant with one report, drawn from ``rng``."""
     codes, labels = encode_features(X_train, spec), encode_labels(y_train, spec)
     inputs = input_values(codes, labels, spec.n_classes)
     chosen = choose_inputs(spec, len(labels), rng)
+    return perturb_population(spec, inputs, chosen, rng)
+
+
+def collect(spec: CollectionSpec, X_train, y_train, rng) -> CollectionStatistics:
+    """The aggregate of :func:`simulate_reports`, computed in process."""
     stats = CollectionStatistics(spec)
-    stats.add_population(perturb_population(spec, inputs, chosen, rng))
+    stats.add_population(simulate_reports(spec, X_train, y_train, rng))
     return stats
+
+
+def split(dataset: Dataset, seed: int):
+    """The random 80/20 split of repetition ``seed``: ``X_train, X_test, y_train, y_test``."""
+    return train_test_split(dataset.X, dataset.y, test_size=TEST_SIZE, random_state=seed)
 
 
 def nonprivate_accuracy(spec: CollectionSpec, X_train, y_train, X_test, y_test) -> float:
@@ -62,7 +72,7 @@ def run_once(
     """One repetition: a random 80/20 split and one collection, scored by every named estimator
     on the same reports. Deterministic given ``seed``."""
     spec = spec_for(dataset, protocol, epsilon, theta)
-    X_train, X_test, y_train, y_test = train_test_split(dataset.X, dataset.y, test_size=TEST_SIZE, random_state=seed)
+    X_train, X_test, y_train, y_test = split(dataset, seed)
     stats = collect(spec, X_train, y_train, np.random.default_rng(seed))
     accuracy = {name: build_model(stats, name).score(X_test, y_test) for name in estimators}
     return RunResult(seed, accuracy, nonprivate_accuracy(spec, X_train, y_train, X_test, y_test), len(y_train))

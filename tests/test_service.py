@@ -393,11 +393,14 @@ def test_serve_command_prints_where_it_listens_and_the_token_once(tmp_path):
         client = Client(url, ledger=tmp_path / "ledger.json")
 
         async def create():
-            async with aiohttp.ClientSession() as s, s.post(
-                f"{url}/collections",
-                json={"spec": spec.to_dict(), "id": "x"},
-                headers={"Authorization": f"Bearer {token}"},
-            ) as r:
+            async with (
+                aiohttp.ClientSession() as s,
+                s.post(
+                    f"{url}/collections",
+                    json={"spec": spec.to_dict(), "id": "x"},
+                    headers={"Authorization": f"Bearer {token}"},
+                ) as r,
+            ):
                 return r.status
 
         assert asyncio.run(create()) == 201
