@@ -123,3 +123,14 @@ def test_help_explains_the_privacy_budget():
     out = subprocess.run([sys.executable, "-m", "sim", "--help"], capture_output=True, text=True, check=True).stdout
     assert "exactly one randomised report" in out
     assert "--estimator" in out and "--data-dir" in out
+
+
+def test_http_replay_matches_the_in_process_accuracy(capsys):
+    common = ["--dataset", "car", "--protocol", "OUE", "--eps", "1", "--reps", "2", "--seed", "5", "--json"]
+    assert main(common) == 0
+    in_process = json.loads(capsys.readouterr().out)
+    assert main([*common, "--via", "http", "--clients", "64"]) == 0
+    over_http = json.loads(capsys.readouterr().out)
+    assert over_http["via"] == "http" and over_http["reports_per_second"] > 0
+    assert over_http["accuracy_mean"] == in_process["accuracy_mean"]
+    assert over_http["nonprivate_mean"] == in_process["nonprivate_mean"]
