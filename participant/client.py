@@ -57,7 +57,7 @@ class Ledger:
     """
 
     def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
+        self.path = Path(path).expanduser()
 
     def _read(self) -> dict:
         if not self.path.exists():
