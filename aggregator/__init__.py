@@ -1,6 +1,6 @@
 """The aggregator: accumulates reports into sufficient statistics and assembles the model."""
 
-from .estimators import ESTIMATORS, build_model, normsub_estimator, paper_estimator, project_to_simplex
+from .estimators import ESTIMATORS, build_model, model_from_dict, normsub_estimator, paper_estimator, project_to_simplex
 from .model import NaiveBayesModel
 from .statistics import CollectionStatistics
 
@@ -9,6 +9,7 @@ __all__ = [
     "CollectionStatistics",
     "NaiveBayesModel",
     "build_model",
+    "model_from_dict",
     "normsub_estimator",
     "paper_estimator",
     "project_to_simplex",

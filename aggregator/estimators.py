@@ -93,8 +93,23 @@ ESTIMATORS: dict[str, Callable[[CollectionStatistics], NaiveBayesModel]] = {
 }
 
 
-def build_model(stats: CollectionStatistics, estimator: str = "paper") -> NaiveBayesModel:
-    """The Naive Bayes model the named estimator assembles from ``stats``."""
+def build_model(stats: CollectionStatistics, estimator: str = "normsub"):
+    """The Naive Bayes model the named estimator assembles from ``stats``: a
+    :class:`NaiveBayesModel` for a discrete spec, a :class:`~aggregator.gaussian.GaussianModel`
+    for a Gaussian one."""
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; choose one of {', '.join(ESTIMATORS)}")
+    if stats.spec.model == "gaussian":
+        from .gaussian import gaussian_estimator  # gaussian imports this module
+
+        return gaussian_estimator(stats, estimator)
     return ESTIMATORS[estimator](stats)
+
+
+def model_from_dict(data: dict):
+    """The model a ``to_dict()`` (or the service's /model answer) describes."""
+    if "theta" in data:
+        from .gaussian import GaussianModel
+
+        return GaussianModel.from_dict(data)
+    return NaiveBayesModel.from_dict(data)

@@ -258,7 +258,7 @@ async def estimates(request: web.Request) -> web.Response:
             {
                 "name": name,
                 "reports": state.n,
-                "domain_size": oracle.domain_size,
+                "size": oracle.state_size,
                 "estimate": estimate.tolist(),
                 "variance": oracle.variance(state.n).tolist(),
             }
@@ -268,7 +268,8 @@ async def estimates(request: web.Request) -> web.Response:
         {
             "collection": collection.id,
             "reports": stats.n_reports,
-            "layout": "input 0 is the class (index c); input i > 0 is feature i-1 jointly with the class (index a*k + c)",
+            "layout": "input 0 is the class (index c); for a discrete model input i > 0 is feature i-1 jointly "
+            "with the class (index a*k + c); for a gaussian model the estimate is the mean class-hiding vector",
             "inputs": inputs,
         },
     )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 from scipy.special import logsumexp
 from sklearn.naive_bayes import CategoricalNB
 from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import OrdinalEncoder
+from sklearn.preprocessing import FunctionTransformer, OrdinalEncoder
 
 from participant.encoding import encode_features
 from participant.spec import CollectionSpec
@@ -89,7 +91,12 @@ class NaiveBayesModel:
         return nb
 
     def to_sklearn_pipeline(self) -> Pipeline:
-        """``OrdinalEncoder`` (spec categories) then :meth:`to_sklearn`: takes raw records."""
+        """The spec's encoding then :meth:`to_sklearn`: takes raw records. Categorical features
+        go through an ``OrdinalEncoder`` with the spec's categories; continuous ones through the
+        spec's preparation and equal-width bins."""
+        if self.spec.continuous is not None:
+            encode = FunctionTransformer(partial(encode_features, spec=self.spec))
+            return Pipeline([("encode", encode), ("nb", self.to_sklearn())])
         categories = [list(f.categories) for f in self.spec.features]
         width = max(len(c) for c in categories)
         sample = np.array([[c[min(j, len(c) - 1)] for c in categories] for j in range(width)], dtype=object)

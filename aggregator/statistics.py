@@ -18,7 +18,7 @@ class CollectionStatistics:
 
     def __init__(self, spec: CollectionSpec):
         self.spec = spec
-        self.states = [OracleState.empty(d) for d in spec.domain_sizes]
+        self.states = [OracleState.empty(o.state_size) for o in spec.oracles]
 
     def copy(self) -> CollectionStatistics:
         """An independent copy (states are immutable values, so the list is all that is copied)."""

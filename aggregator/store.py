@@ -135,7 +135,7 @@ class Store:
             collection = Collection(collection_id, spec, int(min_reports), created_at, cursor.lastrowid)
             conn.executemany(
                 "INSERT INTO statistics (collection_id, input, n, support) VALUES (?, ?, 0, ?)",
-                [(collection_id, i, np.zeros(d).tobytes()) for i, d in enumerate(spec.domain_sizes)],
+                [(collection_id, i, np.zeros(o.state_size).tobytes()) for i, o in enumerate(spec.oracles)],
             )
             conn.execute("COMMIT")
         except BaseException:

@@ -3,7 +3,15 @@
 Each person spends the collection's ε once: exactly one report per person per collection.
 """
 
-from .encoding import encode_features, encode_labels, encode_record, input_values, joint_decode, joint_encode
+from .encoding import (
+    encode_features,
+    encode_labels,
+    encode_record,
+    input_values,
+    joint_decode,
+    joint_encode,
+    population_inputs,
+)
 from .errors import RecordError, SpecError
 from .randomness import SecureGenerator
 from .reporting import Participant, PerturbedInputs, Report, choose_inputs, perturb_population
@@ -26,4 +34,5 @@ __all__ = [
     "joint_decode",
     "joint_encode",
     "perturb_population",
+    "population_inputs",
 ]

@@ -47,7 +47,12 @@ def encode_labels(labels, spec: CollectionSpec) -> np.ndarray:
 
 
 def encode_features(X, spec: CollectionSpec) -> np.ndarray:
-    """Category codes of a table of raw values, shape ``(m, n)`` with columns in spec order."""
+    """Category codes of a table of raw values, shape ``(m, n)`` with columns in spec order.
+
+    For continuous features the codes are the equal-width bins of the prepared coordinates."""
+    if spec.continuous is not None:
+        prep = spec.continuous
+        return prep.discretise(prep.transform(X))
     X = np.asarray(X, dtype=object)
     if X.ndim != 2 or X.shape[1] != len(spec.features):
         raise RecordError("features", f"expected a table with {len(spec.features)} columns, got shape {X.shape}")
@@ -57,16 +62,51 @@ def encode_features(X, spec: CollectionSpec) -> np.ndarray:
     return codes
 
 
-def encode_record(record: Mapping[str, object], spec: CollectionSpec) -> tuple[np.ndarray, int]:
-    """One person's record (a mapping holding every feature and the label) as
-    ``(feature codes (n,), class code)``; raises :class:`RecordError` naming a missing or bad field."""
+def raw_field_names(spec: CollectionSpec) -> tuple[str, ...]:
+    """The fields a person's record holds: the raw features, then the label."""
+    raw = spec.continuous.inputs if spec.continuous is not None else spec.features
+    return (*(f.name for f in raw), spec.label)
+
+
+def encode_record(record: Mapping[str, object], spec: CollectionSpec) -> tuple[np.ndarray, np.ndarray]:
+    """One person's record (a mapping holding every raw feature and the label) as a raw feature
+    row ``(1, p)`` and a class code ``(1,)``; raises :class:`RecordError` naming a missing or bad field."""
     if not isinstance(record, Mapping):
         raise RecordError("record", "must be a mapping of field name to value")
-    for name in spec.input_names:
+    names = raw_field_names(spec)
+    for name in names:
         if name not in record or record[name] is None:
             raise RecordError(name, "missing")
-    row = np.array([[record[f.name] for f in spec.features]], dtype=object)
-    return encode_features(row, spec)[0], int(encode_labels([record[spec.label]], spec)[0])
+    row = np.array([[record[name] for name in names[:-1]]], dtype=object)
+    if spec.continuous is not None:
+        for name, value in zip(names, row[0]):
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise RecordError(name, f"must be a number, got {value!r}")
+    else:
+        encode_features(row, spec)  # validates every category now, before anything is randomised
+    return row, encode_labels([record[spec.label]], spec)
+
+
+def population_inputs(spec: CollectionSpec, X, y) -> list[np.ndarray]:
+    """Every person's value for every input, as one array per input (first axis: people).
+
+    Discrete model: the class code, then each feature's joint input ``a·k + c``. Gaussian model:
+    the class code, then class-hiding vectors: each prepared coordinate ``z`` at the person's
+    class position (and zeros elsewhere), and ``z²`` likewise, per the spec's approach.
+    """
+    labels = encode_labels(y, spec)
+    if spec.model == "discrete":
+        codes = encode_features(X, spec)
+        joint = joint_encode(codes, labels[:, None], spec.n_classes)
+        return [labels, *joint.T]
+    Z = spec.continuous.transform(X)
+    m, r = Z.shape
+    hidden = np.zeros((m, r, spec.n_classes))
+    hidden[np.arange(m), :, labels] = Z
+    squares = hidden**2
+    if spec.approach == 3:
+        return [labels, *(v for i in range(r) for v in (hidden[:, i, :], squares[:, i, :]))]
+    return [labels, hidden.reshape(m, -1), squares.reshape(m, -1)]
 
 
 def input_values(feature_codes: np.ndarray, class_codes: np.ndarray, n_classes: int) -> np.ndarray:

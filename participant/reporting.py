@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .encoding import encode_record, input_values
+from .encoding import encode_record, population_inputs
 from .errors import RecordError
 from .randomness import SecureGenerator
 from .spec import CollectionSpec
@@ -36,17 +36,21 @@ class PerturbedInputs:
     reports: list[np.ndarray]
 
 
-def perturb_population(spec: CollectionSpec, inputs: np.ndarray, chosen: np.ndarray, rng) -> PerturbedInputs:
+def perturb_population(spec: CollectionSpec, inputs, chosen: np.ndarray, rng) -> PerturbedInputs:
     """Randomise, for every person, the input ``chosen`` for them.
 
-    ``inputs`` is ``(m, n + 1)`` from :func:`participant.encoding.input_values`; each person's
-    report is drawn by the spec's protocol at the spec's ε on their chosen input alone.
+    ``inputs`` holds one array per input (first axis: people), from
+    :func:`participant.encoding.population_inputs`; a 2-d integer matrix ``(m, n + 1)`` from
+    :func:`participant.encoding.input_values` works too. Each person's report is drawn by that
+    input's mechanism at the spec's ε on their chosen input alone.
     """
+    if isinstance(inputs, np.ndarray):
+        inputs = list(inputs.T)
     people, reports = [], []
     for i, oracle in enumerate(spec.oracles):
         rows = np.flatnonzero(chosen == i)
         people.append(rows)
-        reports.append(oracle.perturb(inputs[rows, i], rng))
+        reports.append(oracle.perturb(inputs[i][rows], rng))
     return PerturbedInputs(people, reports)
 
 
@@ -75,13 +79,13 @@ class Participant:
         self.rng = SecureGenerator() if rng is None else rng
 
     def report(self, record: Mapping[str, object], group: int | None = None) -> Report:
-        """The one report for ``record`` (a mapping of every feature name and the label to its value).
+        """The one report for ``record`` (a mapping of every raw feature name and the label to its value).
 
         ``group`` is the input index the operator assigned, required when the spec's
         ``input_selection`` is ``"assigned"`` and refused otherwise. Raises
         :class:`~participant.errors.RecordError` for bad input; nothing is randomised then.
         """
-        codes, label = encode_record(record, self.spec)
+        row, _ = encode_record(record, self.spec)
         if self.spec.input_selection == "assigned":
             if group is None or isinstance(group, bool) or not isinstance(group, (int, np.integer)):
                 raise RecordError("group", "this collection assigns inputs: pass the group index you were given")
@@ -92,7 +96,7 @@ class Participant:
             if group is not None:
                 raise RecordError("group", "this collection picks the input at random; do not pass a group")
             chosen = choose_inputs(self.spec, 1, self.rng)
-        inputs = input_values(codes[None, :], np.array([label]), self.spec.n_classes)
+        inputs = population_inputs(self.spec, row, [record[self.spec.label]])
         perturbed = perturb_population(self.spec, inputs, chosen, self.rng)
         i = int(chosen[0])
         return Report(input=i, payload=perturbed.reports[i][0])

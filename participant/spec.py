@@ -19,11 +19,15 @@ from typing import Any
 
 import msgpack
 
-from protocols import DEFAULT_THETA, FREQUENCY_ORACLES, FrequencyOracle, make_oracle
+from protocols import DEFAULT_THETA, FREQUENCY_ORACLES, Mechanism, make_oracle
+from protocols.mean import LaplaceMean, OneBitMean
 
+from .continuous import Preparation
 from .errors import SpecError
 
 INPUT_SELECTIONS = ("uniform", "assigned")
+MODELS = ("discrete", "gaussian")
+APPROACHES = (1, 2, 3)
 SPEC_VERSION = 1
 
 
@@ -62,6 +66,12 @@ class CollectionSpec:
     randomisation. ``input_selection`` is ``"uniform"`` (each person picks the input they report
     uniformly at random) or ``"assigned"`` (the operator assigns each person an input group, and
     the participant is told its index).
+
+    Continuous records: ``continuous`` (a :class:`~participant.continuous.Preparation`) declares
+    the raw features' ranges, an optional projection and, for ``model="discrete"``, the number of
+    equal-width bins; the categorical ``features`` are then derived (one per prepared coordinate,
+    categories ``bin0 …``). ``model="gaussian"`` estimates per-class means and variances instead,
+    with the multi-dimensional ``approach`` 1, 2 or 3 of section 2.2.3 (see :attr:`oracles`).
     """
 
     features: tuple[Feature, ...]
@@ -71,13 +81,37 @@ class CollectionSpec:
     theta: float = DEFAULT_THETA
     label: str = "class"
     input_selection: str = "uniform"
-    oracles: tuple[FrequencyOracle, ...] = field(init=False, repr=False, compare=False)
+    continuous: Preparation | None = None
+    model: str = "discrete"
+    approach: int = 3
+    oracles: tuple[Mechanism, ...] = field(init=False, repr=False, compare=False)
+    input_names: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
+        if self.model not in MODELS:
+            raise SpecError(f"model must be one of {MODELS}, got {self.model!r}")
+        continuous = self.continuous
+        if isinstance(continuous, dict):
+            continuous = Preparation.from_dict(continuous)
+            object.__setattr__(self, "continuous", continuous)
         features = tuple(f if isinstance(f, Feature) else Feature(**f) for f in self.features or ())
-        if not features:
+        if continuous is not None and self.model == "discrete":
+            if continuous.bins is None:
+                raise SpecError("a discrete model of continuous features needs bins (equal-width bins per coordinate)")
+            derived = tuple(Feature(name, continuous.bin_labels()) for name in continuous.output_names)
+            if features and features != derived:
+                raise SpecError("features are derived from the continuous preparation; leave them out")
+            features = derived
+        if self.model == "gaussian":
+            if continuous is None:
+                raise SpecError("a gaussian model needs continuous features (the 'continuous' field)")
+            if features:
+                raise SpecError("a gaussian model takes continuous features only; leave 'features' out")
+            if self.approach not in APPROACHES:
+                raise SpecError(f"approach must be one of {APPROACHES}, got {self.approach!r}")
+        elif not features:
             raise SpecError("features must list at least one feature")
-        names = [f.name for f in features]
+        names = [f.name for f in features] or list(continuous.output_names)
         if len(set(names)) != len(names):
             raise SpecError(f"feature names must be unique, got {names!r}")
         object.__setattr__(self, "features", features)
@@ -100,8 +134,43 @@ class CollectionSpec:
             raise SpecError(f"input_selection must be one of {INPUT_SELECTIONS}, got {self.input_selection!r}")
         object.__setattr__(self, "epsilon", float(self.epsilon))
         object.__setattr__(self, "theta", float(self.theta))
-        oracles = tuple(make_oracle(self.protocol, self.epsilon, d, self.theta) for d in self.domain_sizes)
+        k = len(self.classes)
+        class_oracle = make_oracle(self.protocol, self.epsilon, k, self.theta)
+        if self.model == "discrete":
+            oracles = (
+                class_oracle,
+                *(make_oracle(self.protocol, self.epsilon, len(f.categories) * k, self.theta) for f in features),
+            )
+            input_names = (self.label, *names)
+        else:
+            oracles, input_names = self._gaussian_inputs(class_oracle, continuous.output_names)
         object.__setattr__(self, "oracles", oracles)
+        object.__setattr__(self, "input_names", input_names)
+
+    def _gaussian_inputs(self, class_oracle, names) -> tuple[tuple[Mechanism, ...], tuple[str, ...]]:
+        """Inputs of a Gaussian collection. Reports are class-hiding vectors: length ``k``, the
+        value (or its square) at the person's class, zeros elsewhere, every entry in [-1, 1].
+
+        - Approach 3: one input per (coordinate, value or square); Laplace with sensitivity 2.
+        - Approach 1: one input with all ``r`` coordinates' vectors (``r·k`` entries) and one with
+          their squares; Laplace with sensitivity ``2r`` (noise scaled to the dimension count).
+        - Approach 2: the same two inputs through the one-bit mechanism over the ``r·k`` entries
+          (a zero entry gives an unbiased coin, so the class stays hidden).
+        Plus the class input. Every person reports exactly one input, with the whole ε.
+        """
+        k, r, eps = len(self.classes), len(names), self.epsilon
+        if self.approach == 3:
+            oracles = [class_oracle]
+            input_names = [self.label]
+            for name in names:
+                oracles += [LaplaceMean(eps, k, 2.0), LaplaceMean(eps, k, 2.0)]
+                input_names += [f"{name}:value", f"{name}:square"]
+            return tuple(oracles), tuple(input_names)
+        if self.approach == 1:
+            pair = (LaplaceMean(eps, r * k, 2.0 * r), LaplaceMean(eps, r * k, 2.0 * r))
+        else:
+            pair = (OneBitMean(eps, r * k), OneBitMean(eps, r * k))
+        return (class_oracle, *pair), (self.label, "values", "squares")
 
     @property
     def n_classes(self) -> int:
@@ -109,18 +178,14 @@ class CollectionSpec:
 
     @property
     def n_inputs(self) -> int:
-        """``n + 1``: the class label, then each feature jointly encoded with the class."""
-        return len(self.features) + 1
-
-    @property
-    def input_names(self) -> tuple[str, ...]:
-        return (self.label, *(f.name for f in self.features))
+        """How many inputs a person may report one of: ``n + 1`` for a discrete model (the class
+        label, then each feature jointly encoded with the class)."""
+        return len(self.oracles)
 
     @property
     def domain_sizes(self) -> tuple[int, ...]:
-        """Domain size of each input: ``k`` for the class, ``n_i · k`` for feature ``i``."""
-        k = len(self.classes)
-        return (k, *(len(f.categories) * k for f in self.features))
+        """Domain size of each input of a discrete model: ``k`` for the class, ``n_i · k`` for feature ``i``."""
+        return tuple(o.state_size for o in self.oracles)
 
     @property
     def epsilon_per_person(self) -> float:
@@ -128,14 +193,19 @@ class CollectionSpec:
         return self.epsilon
 
     def privacy_statement(self) -> str:
+        how = f"one {self.protocol} report"
+        if self.model == "gaussian":
+            mechanism = self.oracles[1]
+            detail = f"scale {mechanism.scale:g}" if isinstance(mechanism, LaplaceMean) else "one bit"
+            how = f"one report (class by {self.protocol}, values by {mechanism.name}, {detail})"
         return (
-            f"Each person sends one {self.protocol} report with epsilon={self.epsilon:g}: "
+            f"Each person sends {how} with epsilon={self.epsilon:g}: "
             f"epsilon={self.epsilon_per_person:g}-LDP per person for the whole record "
             f"({self.n_inputs} inputs, one reported)."
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "version": SPEC_VERSION,
             "features": [f.to_dict() for f in self.features],
             "classes": list(self.classes),
@@ -145,6 +215,13 @@ class CollectionSpec:
             "theta": self.theta,
             "input_selection": self.input_selection,
         }
+        if self.continuous is not None:
+            del out["features"]  # derived from the preparation
+            out["continuous"] = self.continuous.to_dict()
+            out["model"] = self.model
+            if self.model == "gaussian":
+                out["approach"] = self.approach
+        return out
 
     @classmethod
     def from_dict(cls, data: Any) -> CollectionSpec:
@@ -156,13 +233,15 @@ class CollectionSpec:
         if version != SPEC_VERSION:
             raise SpecError(f"unsupported spec version {version!r}; this library reads version {SPEC_VERSION}")
         known = {"features", "classes", "label", "protocol", "epsilon", "theta", "input_selection"}
+        known |= {"continuous", "model", "approach"}
         unknown = set(data) - known
         if unknown:
             raise SpecError(f"unknown spec fields: {', '.join(sorted(unknown))}")
-        missing = {"features", "classes", "protocol", "epsilon"} - set(data)
+        required = {"classes", "protocol", "epsilon"} | ({"features"} if "continuous" not in data else set())
+        missing = required - set(data)
         if missing:
             raise SpecError(f"missing spec fields: {', '.join(sorted(missing))}")
-        features = data.pop("features")
+        features = data.pop("features", [])
         if not isinstance(features, (list, tuple)) or not all(isinstance(f, dict) for f in features):
             raise SpecError("features must be a list of {name, categories} mappings")
         try:

@@ -6,10 +6,12 @@ depends on the collection's protocol:
 - DE: an integer in ``[0, d)``;
 - SUE, OUE: the bit vector packed into ``ceil(d / 8)`` bytes, most significant bit first
   (``numpy.packbits``), padding bits zero;
-- SHE, THE: ``d`` little-endian float64 values as ``8·d`` bytes, all finite.
+- SHE, THE and the Laplace mean mechanism: ``d`` little-endian float64 values as ``8·d`` bytes,
+  all finite and within the mechanism's bound.
+- the one-bit mean mechanism: an integer ``2·j + u`` (coordinate ``j``, bit ``u``).
 
-``d`` is the domain size of the input the report carries (``k`` for the class, ``n_i·k`` for
-feature ``i``). A batch is ``{"reports": [report, ...]}``.
+``d`` is the mechanism's ``wire_length`` (the domain size for frequency oracles: ``k`` for the
+class, ``n_i·k`` for feature ``i``). A batch is ``{"reports": [report, ...]}``.
 """
 
 from __future__ import annotations
@@ -19,16 +21,12 @@ import math
 import msgpack
 import numpy as np
 
-from protocols import FrequencyOracle, UnaryEncoding
-from protocols.histogram import _HistogramPerturbation
+from protocols import Mechanism
 
 from .reporting import Report
 from .spec import CollectionSpec
 
 REPORT_ID_BYTES = 16
-# A histogram component beyond 1 + 1000 Laplace scales is refused: an honest report has one with
-# probability below d·e^-1000, while a huge value would swamp the sums.
-SCALES_ALLOWED = 1000.0
 
 
 class ReportError(ValueError):
@@ -40,20 +38,11 @@ class ReportError(ValueError):
         self.reason = reason
 
 
-def payload_kind(oracle: FrequencyOracle) -> str:
-    if isinstance(oracle, UnaryEncoding):
-        return "bits"
-    if isinstance(oracle, _HistogramPerturbation):
-        return "floats"
-    return "index"
-
-
-def encode_payload(oracle: FrequencyOracle, row) -> int | bytes:
-    """One report row of ``oracle`` in its wire form."""
-    kind = payload_kind(oracle)
-    if kind == "bits":
+def encode_payload(mechanism: Mechanism, row) -> int | bytes:
+    """One report row of ``mechanism`` in its wire form."""
+    if mechanism.wire_kind == "bits":
         return np.packbits(np.asarray(row, dtype=bool)).tobytes()
-    if kind == "floats":
+    if mechanism.wire_kind == "floats":
         return np.asarray(row, dtype="<f8").tobytes()
     return int(row)
 
@@ -75,11 +64,11 @@ def pack_batch(reports: list[Report], spec: CollectionSpec) -> bytes:
     return msgpack.packb({"reports": [report_to_wire(r, spec) for r in reports]})
 
 
-def check_value(oracle: FrequencyOracle, value, input_index: int) -> None:
+def check_value(oracle: Mechanism, value, input_index: int) -> None:
     """Type and length checks of one wire payload; raises :class:`ReportError`. What needs the
     decoded values (padding bits, finiteness) is checked by :func:`decode_values`."""
-    d = oracle.domain_size
-    kind = payload_kind(oracle)
+    d = oracle.wire_length
+    kind = oracle.wire_kind
     if kind == "index":
         if isinstance(value, bool) or not isinstance(value, int):
             raise ReportError("wrong_type", f"value of input {input_index} must be an integer")
@@ -96,14 +85,14 @@ def check_value(oracle: FrequencyOracle, value, input_index: int) -> None:
         )
 
 
-def decode_values(oracle: FrequencyOracle, values: list, input_index: int) -> tuple[np.ndarray, np.ndarray, str]:
+def decode_values(oracle: Mechanism, values: list, input_index: int) -> tuple[np.ndarray, np.ndarray, str]:
     """Decode payloads that passed :func:`check_value`, all at once.
 
     Returns ``(rows, bad, message)``: the protocol's report rows (one per value), a boolean mask
     of the values that must be refused (reason ``out_of_range``), and the message for them.
     """
-    d = oracle.domain_size
-    kind = payload_kind(oracle)
+    d = oracle.wire_length
+    kind = oracle.wire_kind
     m = len(values)
     if kind == "index":
         return np.array(values, dtype=np.int64), np.zeros(m, dtype=bool), ""
@@ -112,13 +101,13 @@ def decode_values(oracle: FrequencyOracle, values: list, input_index: int) -> tu
         bad = bits[:, d:].any(axis=1)
         return bits[:, :d].astype(bool), bad, f"value of input {input_index} sets padding bits beyond bit {d}"
     floats = np.frombuffer(b"".join(values), dtype="<f8").reshape(m, d).astype(np.float64)
-    limit = 1.0 + SCALES_ALLOWED * oracle.scale
+    limit = oracle.wire_bound
     with np.errstate(invalid="ignore"):
         bad = ~(np.abs(floats) <= limit).all(axis=1)  # NaN compares false, so it is bad too
     return floats, bad, f"value of input {input_index} must hold finite floats of magnitude <= {limit:g}"
 
 
-def decode_payload(oracle: FrequencyOracle, value, input_index: int):
+def decode_payload(oracle: Mechanism, value, input_index: int):
     """The report row of one wire payload, validated; raises :class:`ReportError`."""
     check_value(oracle, value, input_index)
     rows, bad, message = decode_values(oracle, [value], input_index)

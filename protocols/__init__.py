@@ -1,6 +1,6 @@
 """LDP mechanisms: frequency oracles (DE, SUE, OUE, SHE, THE). Pure mathematics, no I/O."""
 
-from .base import FrequencyOracle, OracleState, PureOracle
+from .base import FrequencyOracle, Mechanism, OracleState, PureOracle
 from .direct import DirectEncoding
 from .histogram import SummationHistogramEncoding, ThresholdHistogramEncoding
 from .unary import OptimisedUnaryEncoding, SymmetricUnaryEncoding, UnaryEncoding
@@ -35,6 +35,7 @@ __all__ = [
     "FREQUENCY_ORACLES",
     "DirectEncoding",
     "FrequencyOracle",
+    "Mechanism",
     "OptimisedUnaryEncoding",
     "OracleState",
     "PureOracle",

@@ -44,18 +44,73 @@ class OracleState:
         return OracleState(self.n + other.n, self.support + other.support)
 
 
-class FrequencyOracle(ABC):
-    """An ε-LDP frequency oracle over the domain ``{0, ..., domain_size - 1}``."""
+def check_epsilon(epsilon) -> float:
+    if isinstance(epsilon, bool) or not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    return float(epsilon)
+
+
+class Mechanism(ABC):
+    """An ε-LDP mechanism whose reports sum into a mergeable :class:`OracleState`.
+
+    ``state_size`` is the length of the summed support vector. The wire attributes say how one
+    report travels: ``wire_kind`` is ``"index"`` (an integer in ``[0, wire_length)``), ``"bits"``
+    (``wire_length`` bits) or ``"floats"`` (``wire_length`` float64, each of magnitude at most
+    ``wire_bound``).
+    """
 
     name: ClassVar[str]
+    epsilon: float
+    state_size: int
+    wire_kind: ClassVar[str]
+    wire_length: int
+    wire_bound: float = math.inf
+
+    @abstractmethod
+    def perturb(self, values, rng) -> np.ndarray:
+        """Randomise each person's value; returns one report per value (row ``i`` for ``values[i]``)."""
+
+    @abstractmethod
+    def support(self, reports: np.ndarray) -> np.ndarray:
+        """Sum over ``reports`` of what the estimator counts; shape ``(state_size,)``, float64."""
+
+    def aggregate(self, reports: np.ndarray) -> OracleState:
+        """The mergeable state of ``reports``."""
+        return OracleState(int(len(reports)), self.support(reports).astype(np.float64))
+
+    @abstractmethod
+    def estimate(self, state: OracleState) -> np.ndarray:
+        """The unbiased estimate the state supports; shape ``(state_size,)``."""
+
+    @abstractmethod
+    def variance(self, n: int, true_counts=None) -> np.ndarray:
+        """Variance of :meth:`estimate` for ``n`` reports, per coordinate; shape ``(state_size,)``."""
+
+    @abstractmethod
+    def log_likelihood(self, reports: np.ndarray, value) -> np.ndarray:
+        """Natural log of Pr[report | value] (a density for continuous reports), one per report.
+
+        This is the mechanism's distribution as the privacy proof uses it; tests check that
+        :meth:`perturb` samples from it and that its worst-case log-ratio is at most ε.
+        """
+
+
+class FrequencyOracle(Mechanism):
+    """An ε-LDP frequency oracle over the domain ``{0, ..., domain_size - 1}``."""
 
     def __init__(self, epsilon: float, domain_size: int):
-        if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
-            raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+        self.epsilon = check_epsilon(epsilon)
         if int(domain_size) != domain_size or domain_size < 2:
             raise ValueError(f"domain_size must be an integer >= 2, got {domain_size!r}")
-        self.epsilon = float(epsilon)
         self.domain_size = int(domain_size)
+
+    @property
+    def state_size(self) -> int:
+        return self.domain_size
+
+    @property
+    def wire_length(self) -> int:
+        return self.domain_size
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(epsilon={self.epsilon}, domain_size={self.domain_size})"
@@ -69,18 +124,6 @@ class FrequencyOracle(ABC):
         return values.astype(np.int64, copy=False)
 
     @abstractmethod
-    def perturb(self, values, rng) -> np.ndarray:
-        """Randomise each person's value; returns one report per value (row ``i`` for ``values[i]``)."""
-
-    @abstractmethod
-    def support(self, reports: np.ndarray) -> np.ndarray:
-        """Per-value sum over ``reports`` of what the estimator counts; shape ``(d,)``, float64."""
-
-    def aggregate(self, reports: np.ndarray) -> OracleState:
-        """The mergeable state of ``reports``."""
-        return OracleState(len(reports), self.support(reports).astype(np.float64))
-
-    @abstractmethod
     def estimate(self, state: OracleState) -> np.ndarray:
         """Unbiased estimate of how many reporters hold each value; shape ``(d,)``, may be negative."""
 
@@ -90,14 +133,6 @@ class FrequencyOracle(ABC):
 
         ``true_counts`` (shape ``(d,)``) are how many of the ``n`` hold each value; omitted, they
         are taken as zero, the approximation Wang et al. (2017) use to compare protocols.
-        """
-
-    @abstractmethod
-    def log_likelihood(self, reports: np.ndarray, value: int) -> np.ndarray:
-        """Natural log of Pr[report | value] (a density for continuous reports), one per report.
-
-        This is the mechanism's distribution as the privacy proof uses it; tests check that
-        :meth:`perturb` samples from it and that its worst-case log-ratio is at most ε.
         """
 
 

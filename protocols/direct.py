@@ -17,6 +17,7 @@ class DirectEncoding(PureOracle):
     """
 
     name = "DE"
+    wire_kind = "index"
 
     @property
     def p(self) -> float:

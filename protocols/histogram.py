@@ -21,11 +21,17 @@ class _HistogramPerturbation:
 
     epsilon: float
     domain_size: int
+    wire_kind = "floats"
 
     @property
     def scale(self) -> float:
         """Laplace scale ``b = 2/ε`` (L1 sensitivity 2 of the one-hot vector)."""
         return 2.0 / self.epsilon
+
+    @property
+    def wire_bound(self) -> float:
+        # Beyond 1 + 1000 scales an honest report has a component with probability < d·e^-1000.
+        return 1.0 + 1000.0 * self.scale
 
     def perturb(self, values, rng) -> np.ndarray:
         values = self._check_values(values)

@@ -18,6 +18,8 @@ class UnaryEncoding(PureOracle):
     Reports are boolean arrays of shape ``(m, d)``.
     """
 
+    wire_kind = "bits"
+
     def perturb(self, values, rng) -> np.ndarray:
         values = self._check_values(values)
         m = values.shape[0]

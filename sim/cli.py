@@ -14,7 +14,7 @@ from aggregator import ESTIMATORS
 from protocols import DEFAULT_THETA, FREQUENCY_ORACLES
 
 from .datasets import ENV_VAR, DatasetNotFound, dataset_names, load_csv, load_dataset
-from .experiment import run_once
+from .experiment import PAPER_BINS, Setup, run_once
 from .http_replay import LocalAggregator, run_over_http
 
 DESCRIPTION = """\
@@ -65,6 +65,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=int, default=0, help="seed of the first repetition; repetition r uses seed+r (default 0)"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    cont = parser.add_argument_group("continuous data sets (australian, diabetes)")
+    cont.add_argument(
+        "--model",
+        choices=["discrete", "gaussian"],
+        default="discrete",
+        help="discrete: equal-width bins, then the categorical pipeline (default); gaussian: LDP Gaussian NB",
+    )
+    cont.add_argument("--bins", type=int, help="bins per coordinate (default: the paper's, 2 australian, 4 diabetes)")
+    cont.add_argument(
+        "--reduce", choices=["pca", "dca"], help="project before perturbing (fitted on the training split)"
+    )
+    cont.add_argument("--components", type=int, default=1, help="coordinates kept by --reduce (default 1)")
+    cont.add_argument(
+        "--approach",
+        type=int,
+        choices=[1, 2, 3],
+        default=3,
+        help="gaussian model: 1 all coordinates with noise scaled by their number, 2 one-bit mechanism, "
+        "3 one input per person (default)",
+    )
     http = parser.add_argument_group("over HTTP (--via http)")
     http.add_argument(
         "--via",
@@ -101,12 +121,25 @@ def main(argv: list[str] | None = None) -> int:
     except (DatasetNotFound, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    setup = Setup(args.model, args.bins, args.reduce, args.components if args.reduce else None, args.approach)
+    if not data.continuous and (args.model != "discrete" or args.reduce):
+        parser.error(f"{data.name} is categorical: --model gaussian and --reduce apply to australian and diabetes")
+    if args.reduce and not 1 <= args.components <= data.X.shape[1]:
+        parser.error(f"--components must lie in [1, {data.X.shape[1]}]")
+    if args.bins is not None and args.bins < 2:
+        parser.error("--bins must be at least 2")
+    if args.reduce:
+        print(
+            f"note: the {args.reduce.upper()} projection is fitted on the training split, i.e. on the surveyed "
+            "people, to reproduce the paper; a real collection fits it on a separate reference sample.",
+            file=sys.stderr,
+        )
 
     if args.via == "http":
-        results = run_http(args, data)
+        results = run_http(args, data, setup)
     else:
         results = [
-            run_once(data, args.protocol, args.eps, args.seed + r, (args.estimator,), args.theta)
+            run_once(data, args.protocol, args.eps, args.seed + r, (args.estimator,), args.theta, setup)
             for r in tqdm(range(args.reps), desc=f"{data.name} {args.protocol} eps={args.eps:g}", delay=1.0, unit="rep")
         ]
     accuracy = np.array([r.accuracy[args.estimator] for r in results])
@@ -128,6 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.protocol == "THE":
         summary["theta"] = args.theta
+    if data.continuous:
+        summary.update(model=args.model, reduce=args.reduce, components=setup.components)
+        if args.model == "discrete":
+            summary["bins"] = args.bins or PAPER_BINS.get(data.name, 4)
+        else:
+            summary["approach"] = args.approach
     summary["via"] = args.via
     if args.via == "http":
         summary["reports_per_second"] = float(np.mean([r.reports_per_second for r in results]))
@@ -137,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{data.name}: {args.protocol}, eps={args.eps:g} per person (one report each, "
             f"{summary['n_train']} participants), estimator {args.estimator}, {args.reps} reps\n"
-            f"  LDP Naive Bayes accuracy  {summary['accuracy_mean']:.4f} ± {summary['accuracy_std']:.4f}\n"
+            + (f"  {setup.describe()}\n" if data.continuous else "")
+            + f"  LDP Naive Bayes accuracy  {summary['accuracy_mean']:.4f} ± {summary['accuracy_std']:.4f}\n"
             f"  non-private Naive Bayes   {summary['nonprivate_mean']:.4f} ± {summary['nonprivate_std']:.4f}"
         )
         if args.via == "http":
@@ -147,13 +187,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run_http(args, data) -> list:
+def run_http(args, data, setup: Setup) -> list:
     """The repetitions over HTTP, against ``--aggregator`` or a local aggregator started for them."""
 
     def reps(url: str, token: str) -> list:
         return [
             run_over_http(
-                data, args.protocol, args.eps, args.seed + r, args.estimator, args.theta, url, token, args.clients
+                data,
+                args.protocol,
+                args.eps,
+                args.seed + r,
+                args.estimator,
+                args.theta,
+                url,
+                token,
+                args.clients,
+                setup,
             )
             for r in range(args.reps)
         ]

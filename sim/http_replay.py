@@ -20,14 +20,14 @@ import aiohttp
 import numpy as np
 from tqdm import tqdm
 
-from aggregator.model import NaiveBayesModel
+from aggregator import model_from_dict
 from participant.client import AsyncClient
 from participant.reporting import PerturbedInputs, Report
 from participant.spec import CollectionSpec
 from participant.wire import pack_report
 
 from .datasets import Dataset
-from .experiment import RunResult, nonprivate_accuracy, simulate_reports, spec_for, split
+from .experiment import RunResult, Setup, nonprivate_accuracy, simulate_reports, spec_for, split
 
 
 class LocalAggregator:
@@ -111,7 +111,7 @@ class HttpRun(RunResult):
         return self.n_train / self.seconds
 
 
-async def _replay(url, admin_token, spec, bodies, clients, estimator, desc) -> tuple[NaiveBayesModel, float]:
+async def _replay(url, admin_token, spec, bodies, clients, estimator, desc) -> tuple:
     connector = aiohttp.TCPConnector(limit=clients)
     async with aiohttp.ClientSession(connector=connector) as session:
         collection_id = await create_collection(session, url, admin_token, spec)
@@ -123,7 +123,7 @@ async def _replay(url, admin_token, spec, bodies, clients, estimator, desc) -> t
             data = await r.json()
             if r.status != 200:
                 raise RuntimeError(f"fetching the model failed ({r.status}): {data.get('error')}")
-    return NaiveBayesModel.from_dict(data), seconds
+    return model_from_dict(data), seconds
 
 
 def run_over_http(
@@ -136,11 +136,12 @@ def run_over_http(
     url: str,
     admin_token: str,
     clients: int,
+    setup: Setup | None = None,
 ) -> HttpRun:
     """One repetition over HTTP against the aggregator at ``url``: a fresh collection, one
     participant client per training row, the model fetched back and scored on the test split."""
-    spec = spec_for(dataset, protocol, epsilon, theta)
     X_train, X_test, y_train, y_test = split(dataset, seed)
+    spec = spec_for(dataset, protocol, epsilon, theta, setup, X_train, y_train)
     bodies = participant_bodies(spec, simulate_reports(spec, X_train, y_train, np.random.default_rng(seed)))
     model, seconds = asyncio.run(
         _replay(url, admin_token, spec, bodies, clients, estimator, f"seed {seed}: participants")

@@ -204,7 +204,7 @@ async def test_estimates_wait_for_the_minimum_number_of_reports(service):
     await service.post("/collections/c1/reports", pack_batch(simulated_reports(spec, reps=2, seed=1), spec))
     status, data = await service.get("/collections/c1/estimates")
     assert status == 200 and data["reports"] == 50
-    assert [i["domain_size"] for i in data["inputs"]] == [2, 6, 6, 4]
+    assert [i["size"] for i in data["inputs"]] == [2, 6, 6, 4]
     assert (await service.get("/collections/c1/model?estimator=paper"))[0] == 200
     assert (await service.get("/collections/c1/model?estimator=bogus"))[0] == 400
 

@@ -1,0 +1,129 @@
+"""LDP Gaussian Naive Bayes: per-class means and variances from class-hiding reports (section 3.2).
+
+Every non-class report is a class-hiding vector (the value, or its square, at the person's class
+position, zeros elsewhere) with noise. The mean of such reports over a group estimates
+``P(C_j)·μ_j`` at position ``j``, so the aggregator divides by the estimated ``P(C_j)``. The
+variance is ``E[x²] - E[x]²`` from the two disjoint groups; a non-positive variance (common when
+noise dominates) is raised to :data:`VARIANCE_FLOOR`, in the prepared units where every coordinate
+lies in [-1, 1].
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import logsumexp
+from sklearn.naive_bayes import GaussianNB
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import FunctionTransformer
+
+from participant.spec import CollectionSpec
+
+from .estimators import project_to_simplex
+from .statistics import CollectionStatistics
+
+VARIANCE_FLOOR = 1e-3
+
+
+class GaussianModel:
+    """Gaussian Naive Bayes over the spec's prepared coordinates.
+
+    ``class_prior`` has shape ``(k,)``; ``theta`` and ``var`` (means and variances per class and
+    coordinate) have shape ``(k, r)``, as scikit-learn's ``GaussianNB`` holds them.
+    """
+
+    def __init__(self, spec: CollectionSpec, class_prior, theta, var):
+        self.spec = spec
+        self.classes_ = np.asarray(spec.classes, dtype=object)
+        self.class_prior = np.asarray(class_prior, dtype=float)
+        self.theta = np.asarray(theta, dtype=float)
+        self.var = np.asarray(var, dtype=float)
+        if (self.class_prior <= 0).any() or (self.var <= 0).any():
+            raise ValueError("class priors and variances must be positive")
+
+    def joint_log_likelihood_prepared(self, Z: np.ndarray) -> np.ndarray:
+        """``log P(c) + Σ_i log N(z_i; θ_ci, σ²_ci)`` for prepared coordinates; shape ``(m, k)``."""
+        quad = ((Z[:, None, :] - self.theta[None]) ** 2 / self.var[None]).sum(axis=2)
+        norm = np.log(2 * np.pi * self.var).sum(axis=1)
+        return np.log(self.class_prior) - 0.5 * (norm[None] + quad)
+
+    def _jll(self, X) -> np.ndarray:
+        return self.joint_log_likelihood_prepared(self.spec.continuous.transform(X))
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        jll = self._jll(X)
+        return jll - logsumexp(jll, axis=1, keepdims=True)
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Posterior class probabilities of raw records, shape ``(m, k)``."""
+        return np.exp(self.predict_log_proba(X))
+
+    def predict(self, X) -> np.ndarray:
+        """The most probable class label of each raw record; shape ``(m,)``."""
+        return self.classes_[np.argmax(self._jll(X), axis=1)]
+
+    def score(self, X, y) -> float:
+        return float(np.mean(self.predict(X) == np.asarray(y, dtype=object)))
+
+    def to_sklearn(self) -> GaussianNB:
+        """A fitted ``GaussianNB`` over the prepared coordinates (see :meth:`to_sklearn_pipeline`)."""
+        nb = GaussianNB(priors=self.class_prior)
+        nb.classes_ = np.asarray(self.spec.classes)
+        nb.n_features_in_ = self.theta.shape[1]
+        nb.class_prior_ = self.class_prior.copy()
+        nb.class_count_ = self.class_prior.copy()
+        nb.theta_ = self.theta.copy()
+        nb.var_ = self.var.copy()
+        nb.epsilon_ = 0.0
+        return nb
+
+    def to_sklearn_pipeline(self) -> Pipeline:
+        """The spec's preparation (clip, normalise, project) then :meth:`to_sklearn`: takes raw records."""
+        return Pipeline([("prepare", FunctionTransformer(self.spec.continuous.transform)), ("nb", self.to_sklearn())])
+
+    def to_dict(self) -> dict:
+        return {
+            "spec": self.spec.to_dict(),
+            "classes": list(self.spec.classes),
+            "class_prior": self.class_prior.tolist(),
+            "theta": self.theta.tolist(),
+            "var": self.var.tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> GaussianModel:
+        return cls(CollectionSpec.from_dict(data["spec"]), data["class_prior"], data["theta"], data["var"])
+
+
+def class_prior(stats: CollectionStatistics, estimator: str) -> np.ndarray:
+    """``P(C_j)`` from the class input: ``paper`` sets non-positive counts to 1 and normalises;
+    ``normsub`` projects the estimated proportions onto the simplex (floored at 1e-3)."""
+    state = stats.states[0]
+    counts = stats.spec.oracles[0].estimate(state)
+    if estimator == "paper":
+        counts = np.where(counts > 0, counts, 1.0)
+        return counts / counts.sum()
+    if state.n == 0:
+        return np.full(len(counts), 1.0 / len(counts))
+    prior = np.maximum(project_to_simplex(counts / state.n, 1.0), 1e-3)
+    return prior / prior.sum()
+
+
+def gaussian_estimator(stats: CollectionStatistics, estimator: str = "normsub") -> GaussianModel:
+    """Means and variances per class and coordinate; ``normsub`` also clips the means to [-1, 1]
+    and the mean squares to [0, 1], the ranges the prepared values cannot leave."""
+    spec = stats.spec
+    k, r = spec.n_classes, len(spec.continuous.output_names)
+    prior = class_prior(stats, estimator)
+    estimates = [oracle.estimate(state) for oracle, state in zip(spec.oracles, stats.states)]
+    if spec.approach == 3:
+        first = np.array(estimates[1::2]).T  # (k, r): P(C_j)·E[z | C_j]
+        second = np.array(estimates[2::2]).T
+    else:
+        first, second = estimates[1].reshape(r, k).T, estimates[2].reshape(r, k).T
+    theta = first / prior[:, None]
+    mean_square = second / prior[:, None]
+    if estimator == "normsub":
+        theta = np.clip(theta, -1.0, 1.0)
+        mean_square = np.clip(mean_square, 0.0, 1.0)
+    var = np.maximum(mean_square - theta**2, VARIANCE_FLOOR)
+    return GaussianModel(spec, prior, theta, var)
