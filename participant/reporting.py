@@ -85,6 +85,8 @@ class Participant:
         ``input_selection`` is ``"assigned"`` and refused otherwise. Raises
         :class:`~participant.errors.RecordError` for bad input; nothing is randomised then.
         """
+        if self.spec.budget != "one-report":
+            raise RecordError("budget", f"this collection's budget is {self.spec.budget!r}: use reports()")
         row, _ = encode_record(record, self.spec)
         if self.spec.input_selection == "assigned":
             if group is None or isinstance(group, bool) or not isinstance(group, (int, np.integer)):
@@ -100,3 +102,12 @@ class Participant:
         perturbed = perturb_population(self.spec, inputs, chosen, self.rng)
         i = int(chosen[0])
         return Report(input=i, payload=perturbed.reports[i][0])
+
+    def reports(self, record: Mapping[str, object]) -> list[Report]:
+        """One report per input, for collections whose budget is ``per-input`` or ``split``
+        (the person spends ``spec.epsilon_per_person``)."""
+        if self.spec.budget == "one-report":
+            raise RecordError("budget", "this collection takes one report per person: use report()")
+        row, _ = encode_record(record, self.spec)
+        inputs = population_inputs(self.spec, row, [record[self.spec.label]])
+        return [Report(i, oracle.perturb(inputs[i], self.rng)[0]) for i, oracle in enumerate(self.spec.oracles)]

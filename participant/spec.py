@@ -27,6 +27,7 @@ from .errors import SpecError
 
 INPUT_SELECTIONS = ("uniform", "assigned")
 MODELS = ("discrete", "gaussian")
+BUDGETS = ("one-report", "per-input", "split")
 APPROACHES = (1, 2, 3)
 SPEC_VERSION = 1
 
@@ -67,6 +68,11 @@ class CollectionSpec:
     uniformly at random) or ``"assigned"`` (the operator assigns each person an input group, and
     the participant is told its index).
 
+    ``budget`` says what each person sends and so spends: ``"one-report"`` (default: one input,
+    ε per person), ``"per-input"`` (every input, each at ε: ``n_inputs·ε`` per person, which is
+    what the paper's discrete figures appear to measure) or ``"split"`` (every input at
+    ``ε / n_inputs``: ε per person by sequential composition).
+
     Continuous records: ``continuous`` (a :class:`~participant.continuous.Preparation`) declares
     the raw features' ranges, an optional projection and, for ``model="discrete"``, the number of
     equal-width bins; the categorical ``features`` are then derived (one per prepared coordinate,
@@ -84,6 +90,7 @@ class CollectionSpec:
     continuous: Preparation | None = None
     model: str = "discrete"
     approach: int = 3
+    budget: str = "one-report"
     oracles: tuple[Mechanism, ...] = field(init=False, repr=False, compare=False)
     input_names: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
@@ -130,24 +137,31 @@ class CollectionSpec:
             raise SpecError(f"epsilon must be a finite number > 0, got {self.epsilon!r}")
         if not isinstance(self.theta, (int, float)) or not 0 < self.theta < 1:
             raise SpecError(f"theta must lie in (0, 1), got {self.theta!r}")
+        if self.budget not in BUDGETS:
+            raise SpecError(f"budget must be one of {BUDGETS}, got {self.budget!r}")
         if self.input_selection not in INPUT_SELECTIONS:
             raise SpecError(f"input_selection must be one of {INPUT_SELECTIONS}, got {self.input_selection!r}")
         object.__setattr__(self, "epsilon", float(self.epsilon))
         object.__setattr__(self, "theta", float(self.theta))
         k = len(self.classes)
-        class_oracle = make_oracle(self.protocol, self.epsilon, k, self.theta)
+        if self.model == "discrete":
+            count = len(features) + 1
+        else:
+            count = 2 * len(continuous.output_names) + 1 if self.approach == 3 else 3
+        eps = self.epsilon / count if self.budget == "split" else self.epsilon
+        class_oracle = make_oracle(self.protocol, eps, k, self.theta)
         if self.model == "discrete":
             oracles = (
                 class_oracle,
-                *(make_oracle(self.protocol, self.epsilon, len(f.categories) * k, self.theta) for f in features),
+                *(make_oracle(self.protocol, eps, len(f.categories) * k, self.theta) for f in features),
             )
             input_names = (self.label, *names)
         else:
-            oracles, input_names = self._gaussian_inputs(class_oracle, continuous.output_names)
+            oracles, input_names = self._gaussian_inputs(class_oracle, continuous.output_names, eps)
         object.__setattr__(self, "oracles", oracles)
         object.__setattr__(self, "input_names", input_names)
 
-    def _gaussian_inputs(self, class_oracle, names) -> tuple[tuple[Mechanism, ...], tuple[str, ...]]:
+    def _gaussian_inputs(self, class_oracle, names, eps: float) -> tuple[tuple[Mechanism, ...], tuple[str, ...]]:
         """Inputs of a Gaussian collection. Reports are class-hiding vectors: length ``k``, the
         value (or its square) at the person's class, zeros elsewhere, every entry in [-1, 1].
 
@@ -158,7 +172,7 @@ class CollectionSpec:
           (a zero entry gives an unbiased coin, so the class stays hidden).
         Plus the class input. Every person reports exactly one input, with the whole ε.
         """
-        k, r, eps = len(self.classes), len(names), self.epsilon
+        k, r = len(self.classes), len(names)
         if self.approach == 3:
             oracles = [class_oracle]
             input_names = [self.label]
@@ -188,9 +202,18 @@ class CollectionSpec:
         return tuple(o.state_size for o in self.oracles)
 
     @property
+    def reports_per_person(self) -> int:
+        return 1 if self.budget == "one-report" else self.n_inputs
+
+    @property
+    def epsilon_per_input(self) -> float:
+        """The ε of each report."""
+        return self.oracles[0].epsilon
+
+    @property
     def epsilon_per_person(self) -> float:
-        """The ε one person spends on this collection: one report, so exactly ``epsilon``."""
-        return self.epsilon
+        """The ε one person spends on this collection, by sequential composition over their reports."""
+        return self.reports_per_person * self.epsilon_per_input
 
     def privacy_statement(self) -> str:
         how = f"one {self.protocol} report"
@@ -198,6 +221,12 @@ class CollectionSpec:
             mechanism = self.oracles[1]
             detail = f"scale {mechanism.scale:g}" if isinstance(mechanism, LaplaceMean) else "one bit"
             how = f"one report (class by {self.protocol}, values by {mechanism.name}, {detail})"
+        if self.budget != "one-report":
+            return (
+                f"Each person sends {self.n_inputs} {self.protocol} reports, one per input, each with "
+                f"epsilon={self.epsilon_per_input:g}: epsilon={self.epsilon_per_person:g}-LDP per person "
+                f"for the whole record (budget {self.budget})."
+            )
         return (
             f"Each person sends {how} with epsilon={self.epsilon:g}: "
             f"epsilon={self.epsilon_per_person:g}-LDP per person for the whole record "
@@ -215,6 +244,8 @@ class CollectionSpec:
             "theta": self.theta,
             "input_selection": self.input_selection,
         }
+        if self.budget != "one-report":
+            out["budget"] = self.budget
         if self.continuous is not None:
             del out["features"]  # derived from the preparation
             out["continuous"] = self.continuous.to_dict()
@@ -233,7 +264,7 @@ class CollectionSpec:
         if version != SPEC_VERSION:
             raise SpecError(f"unsupported spec version {version!r}; this library reads version {SPEC_VERSION}")
         known = {"features", "classes", "label", "protocol", "epsilon", "theta", "input_selection"}
-        known |= {"continuous", "model", "approach"}
+        known |= {"continuous", "model", "approach", "budget"}
         unknown = set(data) - known
         if unknown:
             raise SpecError(f"unknown spec fields: {', '.join(sorted(unknown))}")

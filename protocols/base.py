@@ -78,6 +78,12 @@ class Mechanism(ABC):
         """The mergeable state of ``reports``."""
         return OracleState(int(len(reports)), self.support(reports).astype(np.float64))
 
+    def simulate(self, values, rng) -> OracleState:
+        """The state of the reports of people holding ``values``, drawn from its exact
+        distribution. By default by perturbing every value; mechanisms whose state has a closed-form
+        distribution override this so the cost grows with the domain, not with the people."""
+        return self.aggregate(self.perturb(values, rng))
+
     @abstractmethod
     def estimate(self, state: OracleState) -> np.ndarray:
         """The unbiased estimate the state supports; shape ``(state_size,)``."""
@@ -114,6 +120,15 @@ class FrequencyOracle(Mechanism):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(epsilon={self.epsilon}, domain_size={self.domain_size})"
+
+    def simulate(self, values, rng) -> OracleState:
+        return self.simulate_counts(np.bincount(self._check_values(values), minlength=self.domain_size), rng)
+
+    def simulate_counts(self, counts, rng) -> OracleState:
+        """The state of the reports of a population with histogram ``counts`` (shape ``(d,)``),
+        drawn from its exact distribution; by default by perturbing every person."""
+        values = np.repeat(np.arange(self.domain_size), np.asarray(counts, dtype=np.int64))
+        return self.aggregate(self.perturb(values, rng))
 
     def _check_values(self, values) -> np.ndarray:
         values = np.asarray(values)
@@ -154,6 +169,14 @@ class PureOracle(FrequencyOracle):
 
     def estimate(self, state: OracleState) -> np.ndarray:
         return (state.support - state.n * self.q) / (self.p - self.q)
+
+    def simulate_counts(self, counts, rng) -> OracleState:
+        """Exact: value ``i``'s support count is Binomial(n_i, p) + Binomial(n - n_i, q), independent
+        across values (every report supports each value independently)."""
+        counts = np.asarray(counts, dtype=np.int64)
+        n = int(counts.sum())
+        support = rng.binomial(counts, self.p) + rng.binomial(n - counts, self.q)
+        return OracleState(n, support.astype(np.float64))
 
     def variance(self, n: int, true_counts=None) -> np.ndarray:
         t = np.zeros(self.domain_size) if true_counts is None else np.asarray(true_counts, float)

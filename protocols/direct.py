@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .base import PureOracle
+from .base import OracleState, PureOracle
 
 
 class DirectEncoding(PureOracle):
@@ -36,6 +36,17 @@ class DirectEncoding(PureOracle):
         other += other >= values
         keep = rng.random(m) < self.p
         return np.where(keep, values, other)
+
+    def simulate_counts(self, counts, rng) -> OracleState:
+        """Exact: the n_v people holding v report multinomially (p at v, q elsewhere); the reports
+        of a DE population are one multinomial per true value, summed. (DE's support counts are
+        not independent across values, so the per-value binomials of the parent class would be wrong.)"""
+        counts = np.asarray(counts, dtype=np.int64)
+        d = self.domain_size
+        probabilities = np.full((d, d), self.q)
+        np.fill_diagonal(probabilities, self.p)
+        support = rng.multinomial(counts, probabilities).sum(axis=0)
+        return OracleState(int(counts.sum()), support.astype(np.float64))
 
     def support(self, reports: np.ndarray) -> np.ndarray:
         return np.bincount(np.asarray(reports, dtype=np.int64), minlength=self.domain_size).astype(float)

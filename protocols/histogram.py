@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .base import FrequencyOracle, PureOracle
+from .base import FrequencyOracle, OracleState, PureOracle
 from .noise import laplace, laplace_log_density
 
 
@@ -57,6 +57,16 @@ class SummationHistogramEncoding(_HistogramPerturbation, FrequencyOracle):
 
     def estimate(self, state) -> np.ndarray:
         return state.support.copy()
+
+    def simulate_counts(self, counts, rng) -> OracleState:
+        """Exact: component i sums n_i ones and n Laplace(b) draws; a sum of n Laplace(b) is the
+        difference of two Gamma(n, b) draws."""
+        counts = np.asarray(counts, dtype=np.int64)
+        n = int(counts.sum())
+        if n == 0:
+            return OracleState.empty(self.domain_size)
+        noise = rng.gamma(n, self.scale, self.domain_size) - rng.gamma(n, self.scale, self.domain_size)
+        return OracleState(n, counts + noise)
 
     def variance(self, n: int, true_counts=None) -> np.ndarray:
         # Each report adds one Laplace(b) draw of variance 2b² to every component.

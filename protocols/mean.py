@@ -73,6 +73,16 @@ class LaplaceMean(Mechanism):
     def support(self, reports: np.ndarray) -> np.ndarray:
         return np.asarray(reports, dtype=float).sum(axis=0)
 
+    def simulate(self, values, rng) -> OracleState:
+        """Exact: the summed inputs plus, per coordinate, a sum of n Laplace draws (a difference of
+        two Gamma(n, scale) draws)."""
+        values = _check_vectors(values, self.dim)
+        n = values.shape[0]
+        if n == 0:
+            return OracleState.empty(self.dim)
+        noise = rng.gamma(n, self.scale, self.dim) - rng.gamma(n, self.scale, self.dim)
+        return OracleState(n, values.sum(axis=0) + noise)
+
     def estimate(self, state: OracleState) -> np.ndarray:
         """The mean report, shape ``(dim,)``; zeros when there are no reports."""
         return state.support / state.n if state.n else np.zeros(self.dim)

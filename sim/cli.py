@@ -14,7 +14,7 @@ from aggregator import ESTIMATORS
 from protocols import DEFAULT_THETA, FREQUENCY_ORACLES
 
 from .datasets import ENV_VAR, DatasetNotFound, dataset_names, load_csv, load_dataset
-from .experiment import PAPER_BINS, Setup, run_once
+from .experiment import PAPER_BINS, Setup, run_once, spec_for, split
 from .http_replay import LocalAggregator, run_over_http
 
 DESCRIPTION = """\
@@ -65,6 +65,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=int, default=0, help="seed of the first repetition; repetition r uses seed+r (default 0)"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument(
+        "--budget",
+        choices=["one-report", "per-input", "split"],
+        default="one-report",
+        help="one-report: each person reports one input at --eps (default; spends --eps); per-input: every "
+        "input at --eps (spends (n+1)·eps, what the paper's figures appear to measure); split: every input "
+        "at eps/(n+1) (spends --eps)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=["replay", "fast"],
+        default="replay",
+        help="replay: every participant's report is drawn (default); fast: each aggregate is drawn from "
+        "its exact distribution",
+    )
     cont = parser.add_argument_group("continuous data sets (australian, diabetes)")
     cont.add_argument(
         "--model",
@@ -116,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--aggregator needs --admin-token (or $LDPNB_ADMIN_TOKEN) to create a collection")
     if args.clients < 1:
         parser.error("--clients must be at least 1")
+    if args.via == "http" and (args.budget != "one-report" or args.mode != "replay"):
+        parser.error("--via http replays one report per person: it takes neither --budget nor --mode fast")
     try:
         data = load_csv(args.csv, args.label) if args.csv else load_dataset(args.dataset, args.data_dir)
     except (DatasetNotFound, ValueError) as exc:
@@ -135,11 +152,23 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
 
+    X_first, _, y_first, _ = split(data, args.seed)
+    spec = spec_for(data, args.protocol, args.eps, args.theta, setup, X_first, y_first, args.budget)
     if args.via == "http":
         results = run_http(args, data, setup)
     else:
         results = [
-            run_once(data, args.protocol, args.eps, args.seed + r, (args.estimator,), args.theta, setup)
+            run_once(
+                data,
+                args.protocol,
+                args.eps,
+                args.seed + r,
+                (args.estimator,),
+                args.theta,
+                setup,
+                args.budget,
+                args.mode,
+            )
             for r in tqdm(range(args.reps), desc=f"{data.name} {args.protocol} eps={args.eps:g}", delay=1.0, unit="rep")
         ]
     accuracy = np.array([r.accuracy[args.estimator] for r in results])
@@ -148,8 +177,9 @@ def main(argv: list[str] | None = None) -> int:
         "dataset": data.name,
         "protocol": args.protocol,
         "eps": args.eps,
-        "eps_per_person": args.eps,
-        "reports_per_person": 1,
+        "budget": args.budget,
+        "eps_per_person": spec.epsilon_per_person,
+        "reports_per_person": spec.reports_per_person,
         "reps": args.reps,
         "seed": args.seed,
         "estimator": args.estimator,
@@ -174,8 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(summary))
     else:
         print(
-            f"{data.name}: {args.protocol}, eps={args.eps:g} per person (one report each, "
-            f"{summary['n_train']} participants), estimator {args.estimator}, {args.reps} reps\n"
+            f"{data.name}: {args.protocol}, {describe_budget(spec)}, {summary['n_train']} participants, "
+            f"estimator {args.estimator}, {args.reps} reps ({args.mode})\n"
             + (f"  {setup.describe()}\n" if data.continuous else "")
             + f"  LDP Naive Bayes accuracy  {summary['accuracy_mean']:.4f} ± {summary['accuracy_std']:.4f}\n"
             f"  non-private Naive Bayes   {summary['nonprivate_mean']:.4f} ± {summary['nonprivate_std']:.4f}"
@@ -185,6 +215,16 @@ def main(argv: list[str] | None = None) -> int:
                 f"  ingest over HTTP          {summary['reports_per_second']:,.0f} reports/s ({args.clients} clients in flight)"
             )
     return 0
+
+
+def describe_budget(spec) -> str:
+    """What each simulated person spends, in words."""
+    if spec.budget == "one-report":
+        return f"eps={spec.epsilon:g} per person (one report each)"
+    return (
+        f"budget {spec.budget}: {spec.reports_per_person} reports at eps={spec.epsilon_per_input:g}, "
+        f"so eps={spec.epsilon_per_person:g} per person"
+    )
 
 
 def run_http(args, data, setup: Setup) -> list:

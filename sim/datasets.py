@@ -12,6 +12,7 @@ import os
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -59,11 +60,11 @@ class Dataset:
     def continuous(self) -> bool:
         return self.ranges is not None
 
-    @property
+    @cached_property
     def categories(self) -> list[list[str]]:
         return [sorted(set(self.X[:, i].tolist())) for i in range(self.X.shape[1])]
 
-    @property
+    @cached_property
     def classes(self) -> list[str]:
         return sorted(set(self.y.tolist()))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import sparse
 from sklearn.model_selection import train_test_split
 from sklearn.naive_bayes import CategoricalNB, GaussianNB
 
@@ -53,6 +54,7 @@ def spec_for(
     setup: Setup | None = None,
     X_train=None,
     y_train=None,
+    budget: str = "one-report",
 ) -> CollectionSpec:
     """The collection spec an operator would publish for ``dataset``: its documented domains, or
     for a continuous data set its declared ranges, with a projection fitted on
@@ -64,7 +66,9 @@ def spec_for(
         if setup != Setup(model="discrete", bins=setup.bins):
             raise ValueError(f"{dataset.name} is categorical: it takes neither --model gaussian nor --reduce")
         features = [Feature(name, cats) for name, cats in zip(dataset.feature_names, dataset.categories)]
-        return CollectionSpec(features, dataset.classes, protocol, epsilon, theta=theta, label=dataset.label_name)
+        return CollectionSpec(
+            features, dataset.classes, protocol, epsilon, theta=theta, label=dataset.label_name, budget=budget
+        )
     inputs = tuple(ContinuousFeature(name, lo, hi) for name, (lo, hi) in zip(dataset.feature_names, dataset.ranges))
     projection = None
     if setup.reduce:
@@ -80,6 +84,7 @@ def spec_for(
         continuous=Preparation(inputs, projection, bins),
         model=setup.model,
         approach=setup.approach,
+        budget=budget,
     )
 
 
@@ -100,11 +105,38 @@ def simulate_reports(spec: CollectionSpec, X_train, y_train, rng) -> PerturbedIn
     return perturb_population(spec, inputs, chosen, rng)
 
 
-def collect(spec: CollectionSpec, X_train, y_train, rng) -> CollectionStatistics:
-    """The aggregate of :func:`simulate_reports`, computed in process."""
+MODES = ("replay", "fast")
+
+
+def simulate_collection(
+    spec: CollectionSpec, inputs: list[np.ndarray], rng, mode: str = "replay"
+) -> CollectionStatistics:
+    """The aggregate of a population whose values for every input are ``inputs``.
+
+    ``replay`` draws every person's report with the participant code; ``fast`` draws each
+    input's state from its exact distribution (see ``Mechanism.simulate``), so its cost grows with
+    the domain size, not with the people. Who reports what follows ``spec.budget``.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     stats = CollectionStatistics(spec)
-    stats.add_population(simulate_reports(spec, X_train, y_train, rng))
+    m = len(inputs[0])
+    if spec.budget == "one-report":
+        chosen = choose_inputs(spec, m, rng)
+        if mode == "replay":
+            stats.add_population(perturb_population(spec, inputs, chosen, rng))
+        else:
+            stats.states = [o.simulate(inputs[i][chosen == i], rng) for i, o in enumerate(spec.oracles)]
+    elif mode == "replay":
+        stats.states = [o.aggregate(o.perturb(inputs[i], rng)) for i, o in enumerate(spec.oracles)]
+    else:
+        stats.states = [o.simulate(inputs[i], rng) for i, o in enumerate(spec.oracles)]
     return stats
+
+
+def collect(spec: CollectionSpec, X_train, y_train, rng, mode: str = "replay") -> CollectionStatistics:
+    """Every training row becomes one participant; returns the aggregate of their reports."""
+    return simulate_collection(spec, population_inputs(spec, X_train, y_train), rng, mode)
 
 
 def split(dataset: Dataset, seed: int):
@@ -133,11 +165,120 @@ def run_once(
     estimators: tuple[str, ...] = ("paper",),
     theta: float = DEFAULT_THETA,
     setup: Setup | None = None,
+    budget: str = "one-report",
+    mode: str = "replay",
 ) -> RunResult:
     """One repetition: a random 80/20 split and one collection, scored by every named estimator
     on the same reports. Deterministic given ``seed``."""
+    if not dataset.continuous:
+        return runner_for(dataset).run(protocol, epsilon, seed, estimators, theta, budget, mode)
     X_train, X_test, y_train, y_test = split(dataset, seed)
-    spec = spec_for(dataset, protocol, epsilon, theta, setup, X_train, y_train)
-    stats = collect(spec, X_train, y_train, np.random.default_rng(seed))
+    spec = spec_for(dataset, protocol, epsilon, theta, setup, X_train, y_train, budget)
+    stats = collect(spec, X_train, y_train, np.random.default_rng(seed), mode)
     accuracy = {name: build_model(stats, name).score(X_test, y_test) for name in estimators}
     return RunResult(seed, accuracy, nonprivate_accuracy(spec, X_train, y_train, X_test, y_test), len(y_train))
+
+
+class Runner:
+    """Repeated collections on one categorical data set, with what depends on neither protocol,
+    ε nor seed computed once (integer codes) and what depends on the seed alone cached (splits,
+    non-private accuracy). Scoring runs on integer codes."""
+
+    def __init__(self, dataset: Dataset):
+        self.dataset = dataset
+        base = spec_for(dataset, "DE", 1.0)
+        self.k = base.n_classes
+        self.codes = encode_features(dataset.X, base)
+        self.labels = encode_labels(dataset.y, base)
+        self.n_categories = [len(f.categories) for f in base.features]
+        self.category_offsets = np.concatenate([[0], np.cumsum(self.n_categories)])
+        self.input_offsets = np.concatenate([[0], np.cumsum(base.domain_sizes)])
+        self._specs: dict[tuple, CollectionSpec] = {}
+        self._splits: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
+        self._onehots: dict[int, sparse.csr_matrix] = {}
+        self._histograms: dict[int, np.ndarray] = {}
+        # keys[p, i]: person p's value of input i, offset into one flat histogram of all inputs.
+        joint = self.codes * self.k + self.labels[:, None]
+        self.keys = np.column_stack([self.labels, joint]) + self.input_offsets[:-1]
+
+    def spec(self, protocol: str, epsilon: float, theta: float, budget: str) -> CollectionSpec:
+        key = (protocol, epsilon, theta, budget)
+        if key not in self._specs:
+            self._specs[key] = spec_for(self.dataset, protocol, epsilon, theta, budget=budget)
+        return self._specs[key]
+
+    def split(self, seed: int) -> tuple[np.ndarray, np.ndarray, float]:
+        """Train and test row indices of repetition ``seed`` (the same split as :func:`split`),
+        and the non-private accuracy on it."""
+        if seed not in self._splits:
+            train, test = train_test_split(np.arange(len(self.labels)), test_size=TEST_SIZE, random_state=seed)
+            nb = CategoricalNB(min_categories=self.n_categories).fit(self.codes[train], self.labels[train])
+            self._splits[seed] = (train, test, float(nb.score(self.codes[test], self.labels[test])))
+        return self._splits[seed]
+
+    def _test_onehot(self, seed: int) -> sparse.csr_matrix:
+        """The test rows' categories one-hot, ``(m_test, Σ n_i)``: scoring is one sparse product."""
+        if seed not in self._onehots:
+            _, test, _ = self.split(seed)
+            flat = (self.codes[test] + self.category_offsets[:-1]).ravel()
+            m, n = len(test), self.codes.shape[1]
+            rows = np.repeat(np.arange(m), n)
+            self._onehots[seed] = sparse.csr_matrix(
+                (np.ones(m * n), (rows, flat)), shape=(m, self.category_offsets[-1])
+            )
+        return self._onehots[seed]
+
+    def _fast_statistics(self, spec: CollectionSpec, seed: int, rng) -> CollectionStatistics:
+        """Fast mode: every input's histogram from one bincount, then each state drawn exactly."""
+        train, _, _ = self.split(seed)
+        if spec.budget == "one-report":
+            chosen = choose_inputs(spec, len(train), rng)
+            histogram = np.bincount(self.keys[train, chosen], minlength=self.input_offsets[-1])
+        else:
+            if seed not in self._histograms:
+                self._histograms[seed] = np.bincount(self.keys[train].ravel(), minlength=self.input_offsets[-1])
+            histogram = self._histograms[seed]
+        stats = CollectionStatistics(spec)
+        stats.states = [
+            oracle.simulate_counts(histogram[self.input_offsets[i] : self.input_offsets[i + 1]], rng)
+            for i, oracle in enumerate(spec.oracles)
+        ]
+        return stats
+
+    def run(
+        self,
+        protocol: str,
+        epsilon: float,
+        seed: int,
+        estimators: tuple[str, ...] = ("paper",),
+        theta: float = DEFAULT_THETA,
+        budget: str = "one-report",
+        mode: str = "replay",
+    ) -> RunResult:
+        spec = self.spec(protocol, epsilon, theta, budget)
+        train, test, nonprivate = self.split(seed)
+        rng = np.random.default_rng(seed)
+        if mode == "fast":
+            stats = self._fast_statistics(spec, seed, rng)
+        else:
+            labels = self.labels[train]
+            inputs = [labels, *(self.codes[train] * self.k + labels[:, None]).T]
+            stats = simulate_collection(spec, inputs, rng, mode)
+        onehot, test_labels = self._test_onehot(seed), self.labels[test]
+        accuracy = {}
+        for name in estimators:
+            model = build_model(stats, name)
+            jll = onehot @ np.concatenate(model.feature_log_prob, axis=1).T + model.class_log_prior
+            accuracy[name] = float(np.mean(np.argmax(jll, axis=1) == test_labels))
+        return RunResult(seed, accuracy, nonprivate, len(train))
+
+
+_RUNNERS: dict[int, Runner] = {}
+
+
+def runner_for(dataset: Dataset) -> Runner:
+    """The (cached) :class:`Runner` of ``dataset``."""
+    key = id(dataset)
+    if key not in _RUNNERS or _RUNNERS[key].dataset is not dataset:
+        _RUNNERS[key] = Runner(dataset)
+    return _RUNNERS[key]
