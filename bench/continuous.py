@@ -40,9 +40,19 @@ def main() -> None:
             if name == "diabetes" and reduce == "pca":
                 components = 6
             for protocol in ("DE", "OUE"):
-                jobs.append((name, f"discrete {protocol}", protocol, Setup("discrete", None, reduce, components), label))
+                jobs.append(
+                    (name, f"discrete {protocol}", protocol, Setup("discrete", None, reduce, components), label)
+                )
             for approach in (1, 2, 3):
-                jobs.append((name, f"gaussian A{approach}", "DE", Setup("gaussian", None, reduce, 1 if reduce else None, approach), label))
+                jobs.append(
+                    (
+                        name,
+                        f"gaussian A{approach}",
+                        "DE",
+                        Setup("gaussian", None, reduce, 1 if reduce else None, approach),
+                        label,
+                    )
+                )
     data = {n: load_dataset(n) for n in ("australian", "diabetes")}
     for name, model, protocol, setup, label in tqdm(jobs, desc="settings"):
         values = [cell(data[name], protocol, eps, setup, args.reps) for eps in epsilons]

@@ -25,6 +25,9 @@ frequencies, assembles the model, and its accuracy on the held-out 20%% is print
 non-private Naive Bayes trained on the same split."""
 
 EPILOG = f"""\
+subcommands:
+  python -m sim sweep --help     accuracy over a grid of protocols and ε, as CSV and plots
+
 examples:
   python -m sim --dataset car --protocol OUE --eps 1
   python -m sim --dataset mushroom --protocol DE --eps 1 --reps 20 --estimator paper --json
@@ -119,6 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["sweep"]:
+        from .sweep import main as sweep
+
+        return sweep(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.csv and not args.label:

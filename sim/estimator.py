@@ -1,0 +1,108 @@
+"""A scikit-learn classifier whose ``fit`` simulates an LDP collection of its training rows."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.preprocessing import OrdinalEncoder
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from aggregator import build_model
+from participant.spec import CollectionSpec, Feature
+from protocols import DEFAULT_THETA
+
+from .experiment import simulate_collection
+
+
+class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
+    """Categorical Naive Bayes learned from locally differentially private reports.
+
+    ``fit(X, y)`` treats every training row as one participant of a collection with the given
+    ``protocol`` and ``epsilon`` (each person spends ``epsilon`` with the default
+    ``budget="one-report"``; see :class:`~participant.spec.CollectionSpec`), simulates their
+    reports (``mode="fast"`` draws the aggregates from their exact distribution, ``"replay"``
+    every report), and assembles the model with ``estimator``. Features are categorical: every
+    distinct value is a category (``categories="auto"``) or the lists given in ``categories``
+    are the declared domains. Unknown categories at prediction time contribute no evidence.
+
+    Parameters mirror the simulator's options; ``random_state`` seeds the simulated randomness.
+    """
+
+    def __init__(
+        self,
+        protocol: str = "OUE",
+        epsilon: float = 1.0,
+        estimator: str = "normsub",
+        mode: str = "fast",
+        budget: str = "one-report",
+        theta: float = DEFAULT_THETA,
+        categories="auto",
+        random_state=None,
+    ):
+        self.protocol = protocol
+        self.epsilon = epsilon
+        self.estimator = estimator
+        self.mode = mode
+        self.budget = budget
+        self.theta = theta
+        self.categories = categories
+        self.random_state = random_state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.categorical = True
+        # Accuracy is bounded by the privacy noise, so score-based checks do not apply.
+        tags.classifier_tags.poor_score = True
+        return tags
+
+    def fit(self, X, y):
+        """Simulate the collection of ``X, y`` (one participant per row) and assemble the model."""
+        X, y = validate_data(self, X, y, dtype=None)
+        check_classification_targets(y)
+        self.classes_, labels = np.unique(y, return_inverse=True)
+        if len(self.classes_) < 2:
+            raise ValueError(f"LDPNaiveBayes needs at least two classes; y has {len(self.classes_)} class")
+        self.encoder_ = OrdinalEncoder(
+            categories=self.categories, handle_unknown="use_encoded_value", unknown_value=-1, dtype=np.int64
+        ).fit(X)
+        features = []
+        for i, cats in enumerate(self.encoder_.categories_):
+            names = [str(c) for c in cats]
+            if len(set(names)) != len(names):
+                names = [f"{j}:{c}" for j, c in enumerate(cats)]
+            features.append(Feature(f"x{i}", names))
+        classes = [str(c) for c in self.classes_]
+        if len(set(classes)) != len(classes):
+            classes = [f"{j}:{c}" for j, c in enumerate(self.classes_)]
+        self.spec_ = CollectionSpec(
+            features, classes, self.protocol, self.epsilon, theta=self.theta, budget=self.budget
+        )
+        codes = self.encoder_.transform(X)
+        k = len(self.classes_)
+        inputs = [labels, *(codes * k + labels[:, None]).T]
+        rng = np.random.default_rng(self.random_state)
+        self.model_ = build_model(simulate_collection(self.spec_, inputs, rng, self.mode), self.estimator)
+        return self
+
+    def _joint_log_likelihood(self, X) -> np.ndarray:
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=None, reset=False)
+        codes = self.encoder_.transform(X)
+        jll = np.tile(self.model_.class_log_prior, (codes.shape[0], 1))
+        for i, table in enumerate(self.model_.feature_log_prob):
+            known = codes[:, i] >= 0
+            jll[known] += table[:, codes[known, i]].T
+        return jll
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        jll = self._joint_log_likelihood(X)
+        return jll - np.logaddexp.reduce(jll, axis=1, keepdims=True)
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Posterior class probabilities, shape ``(m, k)``, columns in ``classes_`` order."""
+        return np.exp(self.predict_log_proba(X))
+
+    def predict(self, X) -> np.ndarray:
+        jll = self._joint_log_likelihood(X)
+        return self.classes_[np.argmax(jll, axis=1)]

@@ -1,0 +1,98 @@
+"""Summaries and plots of a sweep's ``runs.csv``, in the layout of the paper's figures 2-4."""
+
+from __future__ import annotations
+
+import csv
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from .sweep import CELL_FIELDS
+
+
+def summarise(runs_csv: Path) -> list[dict]:
+    """Mean and standard deviation of accuracy per cell and estimator; also written next to the
+    runs as ``summary.csv``."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    with open(runs_csv, newline="") as f:
+        for row in csv.DictReader(f):
+            groups[tuple(row[k] for k in [*CELL_FIELDS, "estimator"])].append(row)
+    summary = []
+    for key, rows in sorted(groups.items()):
+        acc = np.array([float(r["accuracy"]) for r in rows])
+        nonprivate = np.array([float(r["nonprivate_accuracy"]) for r in rows])
+        summary.append(
+            {
+                **dict(zip([*CELL_FIELDS, "estimator"], key)),
+                "eps_per_person": rows[0]["eps_per_person"],
+                "reps": len(rows),
+                "accuracy_mean": acc.mean(),
+                "accuracy_std": acc.std(),
+                "nonprivate_mean": nonprivate.mean(),
+            }
+        )
+    with open(Path(runs_csv).with_name("summary.csv"), "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(summary[0]) if summary else ["empty"])
+        writer.writeheader()
+        writer.writerows(summary)
+    return summary
+
+
+def _series_label(row: dict, by: str) -> str:
+    if by == "protocol":
+        label = row["protocol"]
+    elif by == "reduce":
+        label = {"": "original", "pca": "PCA", "dca": "DCA"}[row["reduce"]]
+    else:
+        label = f"{row['estimator']}"
+    if row["budget"] != "one-report":
+        # Say what a person really spends: every input at ε.
+        factor = float(row["eps_per_person"]) / float(row["eps"])
+        label += f" ({row['budget']}: {factor:g}·ε per person)"
+    return label
+
+
+def plot_sweep(summary: list[dict], out: Path) -> list[Path]:
+    """One figure per (data set, model, budget, estimator): accuracy against ε, a line per
+    protocol (or per reduction for continuous data, with a panel per protocol or approach), a band
+    of ± one standard deviation, and the non-private accuracy dotted. Writes PNG and SVG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figures: dict[tuple, list[dict]] = defaultdict(list)
+    for row in summary:
+        figures[(row["dataset"], row["model"], row["budget"], row["estimator"])].append(row)
+    written = []
+    for (dataset, model, budget, estimator), rows in figures.items():
+        continuous = any(r["reduce"] for r in rows) or model == "gaussian"
+        panel_key = ("approach" if model == "gaussian" else "protocol") if continuous else None
+        series_key = "reduce" if continuous else "protocol"
+        panels = sorted({r[panel_key] for r in rows}) if panel_key else [None]
+        fig, axes = plt.subplots(1, len(panels), figsize=(max(7, 5 * len(panels)), 4.5), squeeze=False, sharey=True)
+        for ax, panel in zip(axes[0], panels):
+            subset = [r for r in rows if panel is None or r[panel_key] == panel]
+            for name in sorted({r[series_key] for r in subset}):
+                line = sorted((r for r in subset if r[series_key] == name), key=lambda r: float(r["eps"]))
+                eps = np.array([float(r["eps"]) for r in line])
+                mean = np.array([r["accuracy_mean"] for r in line])
+                std = np.array([r["accuracy_std"] for r in line])
+                (handle,) = ax.plot(eps, mean, marker="o", label=_series_label(line[0], series_key))
+                ax.fill_between(eps, mean - std, mean + std, color=handle.get_color(), alpha=0.15)
+                ax.plot(eps, [r["nonprivate_mean"] for r in line], linestyle=":", color=handle.get_color())
+            title = dataset if panel is None else f"{dataset}, {panel_key} {panel}"
+            ax.set_title(title)
+            ax.set_xlabel("ε (per report)")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+        axes[0][0].set_ylabel("accuracy (dotted: without privacy)")
+        fig.suptitle(f"LDP Naive Bayes, {model} model, budget {budget}, estimator {estimator}", fontsize=10)
+        fig.tight_layout()
+        stem = out / f"{dataset}-{model}-{budget}-{estimator}"
+        for suffix in (".png", ".svg"):
+            fig.savefig(stem.with_suffix(suffix), dpi=120)
+            written.append(stem.with_suffix(suffix))
+        plt.close(fig)
+    return written

@@ -1,0 +1,229 @@
+"""``python -m sim sweep``: accuracy over a grid of settings, as a tidy CSV and a plot.
+
+Every (data set, protocol, ε, setting) cell is repeated ``--reps`` times with seeds
+``seed, seed+1, …`` (the same splits across cells, so cells compare pairwise). Rows are appended
+to ``runs.csv`` in the output folder as cells finish; rerunning the same command skips every
+(cell, repetition) already there, so an interrupted sweep resumes. Cells run in parallel
+processes and the result does not depend on how many.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from aggregator import ESTIMATORS
+from protocols import DEFAULT_THETA, FREQUENCY_ORACLES
+
+from .datasets import dataset_names, load_dataset
+from .experiment import Setup, run_once, spec_for, split
+
+FIELDS = [
+    "dataset",
+    "protocol",
+    "eps",
+    "estimator",
+    "budget",
+    "eps_per_person",
+    "model",
+    "reduce",
+    "components",
+    "bins",
+    "approach",
+    "mode",
+    "rep",
+    "seed",
+    "accuracy",
+    "nonprivate_accuracy",
+]
+CELL_FIELDS = ["dataset", "protocol", "eps", "budget", "model", "reduce", "components", "bins", "approach", "mode"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the grid; its repetitions differ only in the seed."""
+
+    dataset: str
+    protocol: str
+    eps: float
+    budget: str
+    model: str
+    reduce: str
+    components: int
+    bins: int
+    approach: int
+    mode: str
+
+    def key(self) -> tuple:
+        return tuple(str(v) for v in asdict(self).values())
+
+    def setup(self) -> Setup:
+        return Setup(self.model, self.bins or None, self.reduce or None, self.components or None, self.approach)
+
+
+_DATA: dict[str, object] = {}
+
+
+def run_cell(cell: Cell, reps: list[int], base_seed: int, estimators: tuple[str, ...], data_dir) -> list[dict]:
+    """The rows of ``reps`` repetitions of ``cell`` (one per estimator and repetition)."""
+    if cell.dataset not in _DATA:
+        _DATA[cell.dataset] = load_dataset(cell.dataset, data_dir)
+    data = _DATA[cell.dataset]
+    setup = cell.setup()
+    X_train, _, y_train, _ = split(data, base_seed)
+    per_person = spec_for(data, cell.protocol, cell.eps, DEFAULT_THETA, setup, X_train, y_train, cell.budget)
+    rows = []
+    for rep in reps:
+        seed = base_seed + rep
+        result = run_once(data, cell.protocol, cell.eps, seed, estimators, DEFAULT_THETA, setup, cell.budget, cell.mode)
+        for name in estimators:
+            rows.append(
+                {
+                    **{k: getattr(cell, k) for k in CELL_FIELDS},
+                    "estimator": name,
+                    "eps_per_person": per_person.epsilon_per_person,
+                    "rep": rep,
+                    "seed": seed,
+                    "accuracy": result.accuracy[name],
+                    "nonprivate_accuracy": result.nonprivate_accuracy,
+                }
+            )
+    return rows
+
+
+def done_reps(path: Path, estimators: tuple[str, ...]) -> dict[tuple, set[int]]:
+    """Per cell key, the repetitions ``runs.csv`` already holds for every estimator."""
+    seen: dict[tuple, dict[int, set[str]]] = {}
+    if path.exists():
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                seen.setdefault(tuple(row[k] for k in CELL_FIELDS), {}).setdefault(int(row["rep"]), set()).add(
+                    row["estimator"]
+                )
+    return {key: {rep for rep, names in reps.items() if set(estimators) <= names} for key, reps in seen.items()}
+
+
+def build_cells(args) -> list[Cell]:
+    cells = []
+    for dataset in args.datasets:
+        for protocol in args.protocols:
+            for eps in args.eps:
+                for reduce in args.reduce:
+                    for approach in args.approaches if args.model == "gaussian" else [3]:
+                        components = args.components if reduce else 0
+                        cells.append(
+                            Cell(
+                                dataset,
+                                protocol,
+                                eps,
+                                args.budget,
+                                args.model,
+                                reduce,
+                                components,
+                                args.bins,
+                                approach,
+                                args.mode,
+                            )
+                        )
+    return cells
+
+
+def _list(kind):
+    return lambda text: [kind(x) for x in text.split(",") if x]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m sim sweep",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example (the paper's figure 2 for car):\n"
+        "  python -m sim sweep --datasets car --protocols DE,SUE,OUE,SHE,THE --eps 0.5,1,2,3,4,5 --reps 100 "
+        "--out results/car",
+    )
+    parser.add_argument(
+        "--datasets", type=_list(str), required=True, help=f"comma-separated: {', '.join(dataset_names())}"
+    )
+    parser.add_argument(
+        "--protocols", type=_list(str), default=list(FREQUENCY_ORACLES), help="comma-separated (default all)"
+    )
+    parser.add_argument("--eps", type=_list(float), default=[0.5, 1, 2, 3, 4, 5], help="comma-separated ε values")
+    parser.add_argument("--reps", type=int, default=100, help="repetitions per cell (default 100)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of repetition 0 (default 0)")
+    parser.add_argument(
+        "--estimators", type=_list(str), default=["normsub"], help=f"comma-separated: {', '.join(ESTIMATORS)}"
+    )
+    parser.add_argument("--budget", choices=["one-report", "per-input", "split"], default="one-report")
+    parser.add_argument("--mode", choices=["fast", "replay"], default="fast", help="default fast (exact distribution)")
+    parser.add_argument("--model", choices=["discrete", "gaussian"], default="discrete")
+    parser.add_argument(
+        "--reduce", type=_list(str), default=[""], help="continuous data: e.g. ',pca,dca' (empty: original)"
+    )
+    parser.add_argument("--components", type=int, default=1)
+    parser.add_argument("--bins", type=int, default=0, help="0: the paper's bins per data set")
+    parser.add_argument("--approaches", type=_list(int), default=[1, 2, 3], help="gaussian model: comma-separated")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
+    parser.add_argument("--data-dir", metavar="DIR")
+    parser.add_argument("--out", required=True, help="output folder: runs.csv, summary.csv and plots")
+    parser.add_argument("--no-plot", action="store_true")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for name in args.estimators:
+        if name not in ESTIMATORS:
+            parser.error(f"unknown estimator {name!r}")
+    for name in args.protocols:
+        if name not in FREQUENCY_ORACLES:
+            parser.error(f"unknown protocol {name!r}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "runs.csv"
+    estimators = tuple(args.estimators)
+    done = done_reps(path, estimators)
+    todo = []
+    for cell in build_cells(args):
+        missing = [r for r in range(args.reps) if r not in done.get(cell.key(), set())]
+        if missing:
+            todo.append((cell, missing))
+    total = sum(len(m) for _, m in todo)
+    skipped = len(build_cells(args)) * args.reps - total
+    if skipped:
+        print(f"resuming: {skipped} runs already in {path}", file=sys.stderr)
+    new_file = not path.exists()
+    with open(path, "a", newline="") as f, tqdm(total=total, desc="sweep", unit="run") as progress:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        if new_file:
+            writer.writeheader()
+        if args.jobs <= 1:
+            for cell, missing in todo:
+                writer.writerows(run_cell(cell, missing, args.seed, estimators, args.data_dir))
+                f.flush()
+                progress.update(len(missing))
+        else:
+            with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+                futures = {
+                    pool.submit(run_cell, cell, missing, args.seed, estimators, args.data_dir): len(missing)
+                    for cell, missing in todo
+                }
+                for future in as_completed(futures):
+                    writer.writerows(future.result())
+                    f.flush()
+                    progress.update(futures[future])
+    from .plots import plot_sweep, summarise
+
+    summary = summarise(path)
+    print(f"{len(summary)} cells summarised in {out / 'summary.csv'}", file=sys.stderr)
+    if not args.no_plot:
+        for written in plot_sweep(summary, out):
+            print(f"plot: {written}", file=sys.stderr)
+    return 0
