@@ -19,7 +19,7 @@ from typing import Any
 
 import msgpack
 
-from protocols import DEFAULT_THETA, FREQUENCY_ORACLES, Mechanism, make_oracle
+from protocols import DEFAULT_THETA, PROTOCOL_NAMES, Mechanism, make_oracle
 from protocols.mean import LaplaceMean, OneBitMean
 
 from .continuous import Preparation
@@ -127,8 +127,8 @@ class CollectionSpec:
             raise SpecError("classes must list at least two class labels")
         if not isinstance(self.label, str) or not self.label or self.label in names:
             raise SpecError(f"label must be a non-empty name distinct from the features, got {self.label!r}")
-        if self.protocol not in FREQUENCY_ORACLES:
-            raise SpecError(f"protocol must be one of {', '.join(FREQUENCY_ORACLES)}, got {self.protocol!r}")
+        if self.protocol not in PROTOCOL_NAMES:
+            raise SpecError(f"protocol must be one of {', '.join(PROTOCOL_NAMES)}, got {self.protocol!r}")
         if (
             isinstance(self.epsilon, bool)
             or not isinstance(self.epsilon, (int, float))

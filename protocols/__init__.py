@@ -17,10 +17,17 @@ FREQUENCY_ORACLES: dict[str, type[FrequencyOracle]] = {
 }
 
 DEFAULT_THETA = 0.25
+# Not a protocol of its own: per input, whichever of DE and OUE has the smaller estimate variance
+# for that domain size and ε (DE when d < 3e^ε + 2).
+ADAPTIVE = "auto"
+PROTOCOL_NAMES = (*FREQUENCY_ORACLES, ADAPTIVE)
 
 
 def make_oracle(protocol: str, epsilon: float, domain_size: int, theta: float = DEFAULT_THETA) -> FrequencyOracle:
-    """The frequency oracle named ``protocol`` (one of :data:`FREQUENCY_ORACLES`)."""
+    """The frequency oracle named ``protocol`` (one of :data:`FREQUENCY_ORACLES`, or ``"auto"``)."""
+    if protocol == ADAPTIVE:
+        candidates = [DirectEncoding(epsilon, domain_size), OptimisedUnaryEncoding(epsilon, domain_size)]
+        return min(candidates, key=lambda oracle: oracle.variance(1)[0])
     try:
         cls = FREQUENCY_ORACLES[protocol]
     except KeyError:
@@ -31,7 +38,9 @@ def make_oracle(protocol: str, epsilon: float, domain_size: int, theta: float = 
 
 
 __all__ = [
+    "ADAPTIVE",
     "DEFAULT_THETA",
+    "PROTOCOL_NAMES",
     "FREQUENCY_ORACLES",
     "DirectEncoding",
     "FrequencyOracle",

@@ -11,7 +11,7 @@ import numpy as np
 from tqdm import tqdm
 
 from aggregator import ESTIMATORS
-from protocols import DEFAULT_THETA, FREQUENCY_ORACLES
+from protocols import DEFAULT_THETA, PROTOCOL_NAMES
 
 from .datasets import ENV_VAR, DatasetNotFound, dataset_names, load_csv, load_dataset
 from .experiment import PAPER_BINS, Setup, run_once, spec_for, split
@@ -49,7 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--label", metavar="COLUMN", help="the class column of --csv")
     parser.add_argument("--data-dir", metavar="DIR", help=f"folder holding the UCI files (or set ${ENV_VAR})")
     parser.add_argument(
-        "--protocol", choices=list(FREQUENCY_ORACLES), default="OUE", help="frequency oracle (default OUE)"
+        "--protocol",
+        choices=list(PROTOCOL_NAMES),
+        default="auto",
+        help="frequency oracle; auto (default): per input DE or OUE, whichever has the smaller variance",
     )
     parser.add_argument(
         "--eps", type=float, default=1.0, help="epsilon each person spends on their one report (default 1)"

@@ -31,7 +31,7 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
 
     def __init__(
         self,
-        protocol: str = "OUE",
+        protocol: str = "auto",
         epsilon: float = 1.0,
         estimator: str = "normsub",
         mode: str = "fast",

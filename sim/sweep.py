@@ -20,7 +20,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from aggregator import ESTIMATORS
-from protocols import DEFAULT_THETA, FREQUENCY_ORACLES
+from protocols import DEFAULT_THETA, FREQUENCY_ORACLES, PROTOCOL_NAMES
 
 from .datasets import dataset_names, load_dataset
 from .experiment import Setup, run_once, spec_for, split
@@ -183,7 +183,7 @@ def main(argv: list[str]) -> int:
         if name not in ESTIMATORS:
             parser.error(f"unknown estimator {name!r}")
     for name in args.protocols:
-        if name not in FREQUENCY_ORACLES:
+        if name not in PROTOCOL_NAMES:
             parser.error(f"unknown protocol {name!r}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
