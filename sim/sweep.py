@@ -139,6 +139,15 @@ def _list(kind):
     return lambda text: [kind(x) for x in text.split(",") if x]
 
 
+def _reductions(text: str) -> list[str]:
+    """``original,pca,dca`` (an empty item also means the original features)."""
+    out = ["" if x.strip() in ("", "original", "none") else x.strip() for x in text.split(",")]
+    bad = set(out) - {"", "pca", "dca"}
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown reduction {sorted(bad)[0]!r}; use original, pca or dca")
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m sim sweep",
@@ -164,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mode", choices=["fast", "replay"], default="fast", help="default fast (exact distribution)")
     parser.add_argument("--model", choices=["discrete", "gaussian"], default="discrete")
     parser.add_argument(
-        "--reduce", type=_list(str), default=[""], help="continuous data: e.g. ',pca,dca' (empty: original)"
+        "--reduce", type=_reductions, default=[""], help="continuous data: comma-separated original, pca, dca"
     )
     parser.add_argument("--components", type=int, default=1)
     parser.add_argument("--bins", type=int, default=0, help="0: the paper's bins per data set")

@@ -140,3 +140,14 @@ def test_the_sklearn_estimator_works_with_cross_validation_and_grid_search():
     # Same seed, same split as the simulator: the estimator's fit is the same collection.
     spec = spec_for(data, "OUE", 1.0)
     assert LDPNaiveBayes().fit(data.X, data.y).spec_.domain_sizes == spec.domain_sizes
+
+
+def test_continuous_sweeps_cover_original_and_reduced_features(tmp_path):
+    args = ["sweep", "--datasets", "australian", "--protocols", "DE", "--model", "gaussian", "--eps", "1"]
+    out = tmp_path / "fig4"
+    assert main([*args, "--reps", "2", "--reduce", "original,dca", "--approaches", "2,3", "--out", str(out)]) == 0
+    rows = read_runs(out / "runs.csv")
+    assert {(r["reduce"], r["approach"]) for r in rows} == {("", "2"), ("", "3"), ("dca", "2"), ("dca", "3")}
+    assert (out / "australian-gaussian-one-report-normsub.png").exists()
+    with pytest.raises(SystemExit):
+        main([*args, "--reduce", "lda", "--out", str(out)])
