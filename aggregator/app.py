@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from aiohttp import web
@@ -10,7 +9,7 @@ from aiohttp import web
 from .auth import SETTING_KEY, hash_token, new_token
 from .errors import error_middleware
 from .handlers import routes
-from .keys import CONFIG, EXECUTOR, METRICS, STORE, WRITER, Config
+from .keys import CONFIG, METRICS, STORE, WRITER, Config
 from .metrics import Metrics
 from .store import Store
 from .writer import ReportWriter
@@ -48,15 +47,11 @@ def create_app(store: Store, max_body_bytes: int = 8 * 1024 * 1024, max_batch: i
 
 
 async def _writer_context(app: web.Application):
-    # One thread owns the SQLite connection: every store call runs on it, in order.
-    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ldpnb-store")
-    app[EXECUTOR] = executor
-    writer = ReportWriter(app[STORE], executor)
+    writer = ReportWriter(app[STORE])
     app[WRITER] = writer
     writer.start()
     yield
     await writer.stop()
-    executor.shutdown(wait=True)
 
 
 async def start_site(app: web.Application, host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, str]:

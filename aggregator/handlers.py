@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import secrets
@@ -15,12 +14,12 @@ from aiohttp import web
 
 from participant.errors import SpecError
 from participant.spec import CollectionSpec
-from participant.wire import ReportError, check_report, decode_values, unpack
+from participant.wire import ReportError, check_report, decode_payload, decode_values, unpack
 
 from .auth import require_admin
 from .errors import APIError
 from .estimators import ESTIMATORS, build_model
-from .keys import CONFIG, EXECUTOR, METRICS, STORE, WRITER
+from .keys import CONFIG, METRICS, STORE, WRITER
 from .metrics import UNKNOWN_COLLECTION
 from .store import Collection, CollectionExists, IncomingBatch
 
@@ -84,7 +83,7 @@ def require_released(request: web.Request, collection: Collection):
 @routes.get("/healthz")
 async def healthz(request: web.Request) -> web.Response:
     store = request.app[STORE]
-    await asyncio.get_running_loop().run_in_executor(request.app[EXECUTOR], store.get_setting, "schema")
+    store.get_setting("schema")  # the database answers
     return web.json_response({"status": "ok", "collections": len(store.collections)})
 
 
@@ -119,11 +118,8 @@ async def create_collection(request: web.Request) -> web.Response:
     collection_id = data.get("id") or secrets.token_urlsafe(9)
     if not isinstance(collection_id, str) or not COLLECTION_ID.match(collection_id):
         raise APIError(400, "id must be 1-64 letters, digits, '-' or '_'")
-    loop = asyncio.get_running_loop()
     try:
-        collection = await loop.run_in_executor(
-            request.app[EXECUTOR], request.app[STORE].create_collection, collection_id, spec, min_reports
-        )
+        collection = request.app[STORE].create_collection(collection_id, spec, min_reports)
     except CollectionExists:
         raise APIError(409, f"collection {collection_id!r} exists; specs are immutable") from None
     response = respond(request, collection.to_dict(), status=201)
@@ -163,8 +159,7 @@ async def post_reports(request: web.Request) -> web.Response:
 
     if isinstance(obj, dict) and "reports" in obj:
         return await _post_batch(request, collection, obj)
-    results = await _ingest(request, collection, [obj])
-    outcome = results[0]
+    outcome = await _ingest_one(request, collection, obj)
     if outcome["status"] == "rejected":
         raise APIError(400, outcome["error"], reason=outcome["reason"])
     return respond(request, {"status": outcome["status"]}, status=201 if outcome["status"] == "accepted" else 200)
@@ -233,6 +228,23 @@ async def _ingest(request: web.Request, collection: Collection, reports: list) -
         for position in np.asarray(positions)[~accepted]:
             results[position] = {"status": "duplicate"}
     return results
+
+
+async def _ingest_one(request: web.Request, collection: Collection, obj) -> dict:
+    """:func:`_ingest` for a single report, without the grouping a batch needs."""
+    metrics = request.app[METRICS]
+    try:
+        report_id, input_index, value = check_report(collection.spec, obj)
+        row = decode_payload(collection.spec.oracles[input_index], value, input_index)
+    except ReportError as exc:
+        return _rejected(metrics, collection.id, exc.reason, str(exc))
+    batch = IncomingBatch(collection.id, input_index, [report_id], [value], np.asarray([row]))
+    (accepted,) = await request.app[WRITER].submit([batch])
+    if accepted[0]:
+        metrics.accepted[collection.id] += 1
+        return {"status": "accepted"}
+    metrics.duplicate[collection.id] += 1
+    return {"status": "duplicate"}
 
 
 def _rejected(metrics, collection_id: str, reason: str, message: str) -> dict:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -23,6 +22,5 @@ class Config:
 
 CONFIG = web.AppKey("config", Config)
 STORE = web.AppKey("store", Store)
-EXECUTOR = web.AppKey("executor", ThreadPoolExecutor)
 WRITER = web.AppKey("writer", ReportWriter)
 METRICS = web.AppKey("metrics", Metrics)

@@ -1,13 +1,14 @@
 """Group commit: reports from concurrent requests are stored in shared durable transactions.
 
 Each request waits until the transaction holding its reports has committed, so an acknowledged
-report is on disk, while many requests share one fsync.
+report is on disk, while many requests share one fsync. The transaction runs on the event loop's
+thread: a durable SQLite commit here takes well under a millisecond per request group, and a
+separate store thread was slower (the two threads convoy on the GIL).
 """
 
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import Executor
 
 import numpy as np
 
@@ -17,10 +18,10 @@ MAX_REPORTS_PER_TRANSACTION = 20_000
 
 
 class ReportWriter:
-    def __init__(self, store: Store, executor: Executor):
+    def __init__(self, store: Store):
         self.store = store
-        self.executor = executor
-        self.queue: asyncio.Queue[tuple[list[IncomingBatch], asyncio.Future]] = asyncio.Queue()
+        self.pending: list[tuple[list[IncomingBatch], asyncio.Future]] = []
+        self.wakeup = asyncio.Event()
         self.task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -38,27 +39,36 @@ class ReportWriter:
         """Store ``batches``; returns per batch a mask of the reports that were new (True) and
         not duplicates. Returns once the transaction holding them has committed."""
         future = asyncio.get_running_loop().create_future()
-        await self.queue.put((batches, future))
+        self.pending.append((batches, future))
+        self.wakeup.set()
         return await future
 
+    def _take(self) -> list[tuple[list[IncomingBatch], asyncio.Future]]:
+        taken, size = [], 0
+        while self.pending and size < MAX_REPORTS_PER_TRANSACTION:
+            item = self.pending.pop(0)
+            taken.append(item)
+            size += sum(map(len, item[0]))
+        if not self.pending:
+            self.wakeup.clear()
+        return taken
+
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
-            pending = [await self.queue.get()]
-            size = sum(map(len, pending[0][0]))
-            while not self.queue.empty() and size < MAX_REPORTS_PER_TRANSACTION:
-                pending.append(self.queue.get_nowait())
-                size += sum(map(len, pending[-1][0]))
-            combined = [batch for batches, _ in pending for batch in batches]
+            await self.wakeup.wait()
+            # Let every request that is ready join this transaction.
+            await asyncio.sleep(0)
+            group = self._take()
+            combined = [batch for batches, _ in group for batch in batches]
             try:
-                accepted = await loop.run_in_executor(self.executor, self.store.ingest, combined)
+                accepted = self.store.ingest(combined)
             except Exception as exc:  # the whole transaction rolled back: nobody is acknowledged
-                for _, future in pending:
+                for _, future in group:
                     if not future.done():
                         future.set_exception(exc)
                 continue
             start = 0
-            for batches, future in pending:
+            for batches, future in group:
                 if not future.done():
                     future.set_result(accepted[start : start + len(batches)])
                 start += len(batches)
