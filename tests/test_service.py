@@ -206,6 +206,9 @@ async def test_estimates_wait_for_the_minimum_number_of_reports(service):
     assert status == 200 and data["reports"] == 50
     assert [i["size"] for i in data["inputs"]] == [2, 6, 6, 4]
     assert (await service.get("/collections/c1/model?estimator=paper"))[0] == 200
+    async with service.session.get(f"{service.url}/collections/c1/model", headers={"Accept": "application/msgpack"}) as r:
+        assert r.status == 200 and r.content_type == "application/msgpack"
+        assert msgpack.unpackb(await r.read())["reports"] == 50
     assert (await service.get("/collections/c1/model?estimator=bogus"))[0] == 400
 
 
