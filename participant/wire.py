@@ -22,6 +22,7 @@ import msgpack
 import numpy as np
 
 from protocols import Mechanism
+from protocols.noise import GRID
 
 from .reporting import Report
 from .spec import CollectionSpec
@@ -103,8 +104,16 @@ def decode_values(oracle: Mechanism, values: list, input_index: int) -> tuple[np
     floats = np.frombuffer(b"".join(values), dtype="<f8").reshape(m, d).astype(np.float64)
     limit = oracle.wire_bound
     with np.errstate(invalid="ignore"):
-        bad = ~(np.abs(floats) <= limit).all(axis=1)  # NaN compares false, so it is bad too
-    return floats, bad, f"value of input {input_index} must hold finite floats of magnitude <= {limit:g}"
+        steps = floats / GRID
+        # NaN compares false, so it is bad too; honest reports are points of the release grid.
+        bad = ~((np.abs(floats) <= limit) & (steps == np.round(steps))).all(axis=1)
+    return (
+        floats,
+        bad,
+        (
+            f"value of input {input_index} must hold finite multiples of 2^-10 (the release grid) of magnitude <= {limit:g}"
+        ),
+    )
 
 
 def decode_payload(oracle: Mechanism, value, input_index: int):

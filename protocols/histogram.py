@@ -1,9 +1,12 @@
 """Histogram encodings: summation (SHE) and thresholding (THE).
 
-Both share the participant's side: encode value ``v`` as a length-``d`` one-hot vector of floats and
-add independent Laplace(2/ε) noise to every component. Two values' vectors differ by 2 in L1
-norm, so the density ratio is at most ``e^{ε·2/2} = e^ε``. They differ only in what the
-aggregator counts, which is post-processing and costs no privacy.
+Both share the participant's side: encode value ``v`` as a length-``d`` one-hot vector and add
+independent noise to every component. The paper adds Laplace(2/ε); to avoid the floating-point
+leak of textbook Laplace sampling, the noise here is its discrete counterpart on the grid
+``protocols.noise.GRID``: ``GRID·K`` with ``K ~ DLap(r)``, ``r = exp(-ε·GRID/2)``. Two values'
+vectors differ by 2 in L1 norm, so the probability ratio of any report is at most ``r^{-2/GRID} =
+e^ε``, exactly. The two encodings differ only in what the aggregator counts, which is
+post-processing and costs no privacy.
 """
 
 from __future__ import annotations
@@ -13,7 +16,15 @@ import math
 import numpy as np
 
 from .base import FrequencyOracle, OracleState, PureOracle
-from .noise import laplace, laplace_log_density
+from .noise import (
+    GRID,
+    discrete_laplace,
+    discrete_laplace_sf,
+    discrete_laplace_variance,
+    grid_log_likelihood,
+    grid_ratio,
+    sum_of_discrete_laplace,
+)
 
 
 class _HistogramPerturbation:
@@ -25,8 +36,13 @@ class _HistogramPerturbation:
 
     @property
     def scale(self) -> float:
-        """Laplace scale ``b = 2/ε`` (L1 sensitivity 2 of the one-hot vector)."""
+        """The scale ``b = 2/ε`` of the paper's Laplace noise (L1 sensitivity 2 of the one-hot vector)."""
         return 2.0 / self.epsilon
+
+    @property
+    def r(self) -> float:
+        """The discrete Laplace parameter ``exp(-ε·GRID/2)``."""
+        return grid_ratio(self.epsilon, 2.0)
 
     @property
     def wire_bound(self) -> float:
@@ -36,15 +52,14 @@ class _HistogramPerturbation:
     def perturb(self, values, rng) -> np.ndarray:
         values = self._check_values(values)
         m = values.shape[0]
-        reports = laplace(rng, self.scale, (m, self.domain_size))
+        reports = GRID * discrete_laplace(rng, self.r, (m, self.domain_size))
         reports[np.arange(m), values] += 1.0
         return reports
 
     def log_likelihood(self, reports: np.ndarray, value: int) -> np.ndarray:
-        reports = np.asarray(reports, dtype=float)
         onehot = np.zeros(self.domain_size)
         onehot[value] = 1.0
-        return laplace_log_density(reports - onehot, self.scale).sum(axis=-1)
+        return grid_log_likelihood(reports, onehot, self.r)
 
 
 class SummationHistogramEncoding(_HistogramPerturbation, FrequencyOracle):
@@ -59,26 +74,26 @@ class SummationHistogramEncoding(_HistogramPerturbation, FrequencyOracle):
         return state.support.copy()
 
     def simulate_counts(self, counts, rng) -> OracleState:
-        """Exact: component i sums n_i ones and n Laplace(b) draws; a sum of n Laplace(b) is the
-        difference of two Gamma(n, b) draws."""
+        """Exact: component i sums n_i ones and n DLap(r) grid draws (a difference of two
+        negative binomials)."""
         counts = np.asarray(counts, dtype=np.int64)
         n = int(counts.sum())
-        if n == 0:
-            return OracleState.empty(self.domain_size)
-        noise = rng.gamma(n, self.scale, self.domain_size) - rng.gamma(n, self.scale, self.domain_size)
+        noise = GRID * sum_of_discrete_laplace(rng, self.r, n, self.domain_size)
         return OracleState(n, counts + noise)
 
     def variance(self, n: int, true_counts=None) -> np.ndarray:
-        # Each report adds one Laplace(b) draw of variance 2b² to every component.
-        return np.full(self.domain_size, n * 2.0 * self.scale**2)
+        # Each report adds one GRID·DLap(r) draw to every component (about the 2b² of Laplace(b)).
+        return np.full(self.domain_size, n * GRID**2 * discrete_laplace_variance(self.r))
 
 
 class ThresholdHistogramEncoding(_HistogramPerturbation, PureOracle):
     """THE: the aggregator counts a component as supporting its value when it exceeds θ.
 
-    With Laplace(b), b = 2/ε, ``p = Pr[1 + L > θ] = 1 - ½·e^{-(1-θ)ε/2}`` and
+    With the paper's Laplace(b), b = 2/ε, ``p = Pr[1 + L > θ] = 1 - ½·e^{-(1-θ)ε/2}`` and
     ``q = Pr[L > θ] = ½·e^{-θε/2}`` for θ in (0, 1). (The paper's text prints
-    ``p = 1 - ½·e^{ε(1-θ)/2}``, which is negative: a sign slip.) The paper's experiments use θ = 0.25.
+    ``p = 1 - ½·e^{ε(1-θ)/2}``, which is negative: a sign slip.) With the grid noise actually
+    used, ``p`` and ``q`` are the same probabilities under ``GRID·DLap(r)``, computed exactly; they
+    differ from the Laplace ones by about ε·GRID. The paper's experiments use θ = 0.25.
     """
 
     name = "THE"
@@ -94,11 +109,13 @@ class ThresholdHistogramEncoding(_HistogramPerturbation, PureOracle):
 
     @property
     def p(self) -> float:
-        return 1.0 - 0.5 * math.exp(-(1.0 - self.theta) * self.epsilon / 2.0)
+        """``Pr[1 + GRID·K > θ] = Pr[K >= floor((θ - 1)/GRID) + 1]``."""
+        return float(discrete_laplace_sf(math.floor((self.theta - 1.0) / GRID) + 1, self.r))
 
     @property
     def q(self) -> float:
-        return 0.5 * math.exp(-self.theta * self.epsilon / 2.0)
+        """``Pr[GRID·K > θ] = Pr[K >= floor(θ/GRID) + 1]``."""
+        return float(discrete_laplace_sf(math.floor(self.theta / GRID) + 1, self.r))
 
     def support(self, reports: np.ndarray) -> np.ndarray:
         return np.count_nonzero(np.asarray(reports) > self.theta, axis=0).astype(float)

@@ -11,7 +11,15 @@ import math
 import numpy as np
 
 from .base import Mechanism, OracleState, check_epsilon
-from .noise import laplace, laplace_log_density
+from .noise import (
+    GRID,
+    discrete_laplace,
+    discrete_laplace_log_pmf,
+    discrete_laplace_variance,
+    grid_ratio,
+    round_to_grid,
+    sum_of_discrete_laplace,
+)
 
 
 def _check_vectors(values, dim: int) -> np.ndarray:
@@ -24,8 +32,11 @@ def _check_vectors(values, dim: int) -> np.ndarray:
 
 
 class LaplaceMean(Mechanism):
-    """Add Laplace(Δ/ε) noise to every coordinate, where ``sensitivity`` Δ bounds the L1 distance
-    between any two inputs the encoding can produce.
+    """The Laplace mechanism of scale Δ/ε on every coordinate, where ``sensitivity`` Δ bounds the
+    L1 distance between any two inputs the encoding can produce; released on a grid (see
+    :mod:`protocols.noise`): each coordinate is rounded to the grid at random (unbiased), then
+    ``GRID·K`` with ``K ~ DLap(exp(-ε·GRID/Δ))`` is added. For any two inputs the ratio of any
+    output's probability is at most e^ε.
 
     For a class-hiding vector (the value at its class's position, zeros elsewhere) Δ = 2: two
     such vectors differ by at most |v| + |v'| <= 2 (different classes) or |v - v'| <= 2 (same
@@ -54,6 +65,10 @@ class LaplaceMean(Mechanism):
         return self.sensitivity / self.epsilon
 
     @property
+    def r(self) -> float:
+        return grid_ratio(self.epsilon, self.sensitivity)
+
+    @property
     def state_size(self) -> int:
         return self.dim
 
@@ -68,33 +83,43 @@ class LaplaceMean(Mechanism):
 
     def perturb(self, values, rng) -> np.ndarray:
         values = _check_vectors(values, self.dim)
-        return values + laplace(rng, self.scale, values.shape)
+        return round_to_grid(rng, values) + GRID * discrete_laplace(rng, self.r, values.shape)
 
     def support(self, reports: np.ndarray) -> np.ndarray:
         return np.asarray(reports, dtype=float).sum(axis=0)
 
     def simulate(self, values, rng) -> OracleState:
-        """Exact: the summed inputs plus, per coordinate, a sum of n Laplace draws (a difference of
-        two Gamma(n, scale) draws)."""
+        """Exact: the summed grid-rounded inputs plus, per coordinate, a sum of n DLap draws (a
+        difference of two negative binomials)."""
         values = _check_vectors(values, self.dim)
         n = values.shape[0]
-        if n == 0:
-            return OracleState.empty(self.dim)
-        noise = rng.gamma(n, self.scale, self.dim) - rng.gamma(n, self.scale, self.dim)
-        return OracleState(n, values.sum(axis=0) + noise)
+        noise = GRID * sum_of_discrete_laplace(rng, self.r, n, self.dim)
+        return OracleState(n, round_to_grid(rng, values).sum(axis=0) + noise)
 
     def estimate(self, state: OracleState) -> np.ndarray:
         """The mean report, shape ``(dim,)``; zeros when there are no reports."""
         return state.support / state.n if state.n else np.zeros(self.dim)
 
     def variance(self, n: int, true_counts=None) -> np.ndarray:
-        """Variance of the noise in the mean of ``n`` reports: ``2 (Δ/ε)² / n`` per coordinate."""
-        return np.full(self.dim, 2.0 * self.scale**2 / max(n, 1))
+        """Upper bound on the variance of the noise in the mean of ``n`` reports, per coordinate:
+        the grid noise (about ``2 (Δ/ε)²``) plus at most ``GRID²/4`` from the rounding, over ``n``."""
+        per_report = GRID**2 * (discrete_laplace_variance(self.r) + 0.25)
+        return np.full(self.dim, per_report / max(n, 1))
 
     def log_likelihood(self, reports: np.ndarray, value) -> np.ndarray:
-        return laplace_log_density(np.asarray(reports, dtype=float) - np.asarray(value, dtype=float), self.scale).sum(
-            axis=-1
-        )
+        """Exact: per coordinate, the rounding's two grid points weighted by their probabilities,
+        each convolved with the grid noise; ``-inf`` off the grid."""
+        scaled = np.asarray(value, dtype=float) / GRID
+        lower = np.floor(scaled)
+        up = scaled - lower
+        steps = np.asarray(reports, dtype=float) / GRID
+        on_grid = np.isclose(steps, np.round(steps), rtol=0, atol=1e-6)
+        k = np.round(steps)
+        with np.errstate(divide="ignore"):
+            p = (1 - up) * np.exp(discrete_laplace_log_pmf(k - lower, self.r)) + up * np.exp(
+                discrete_laplace_log_pmf(k - lower - 1, self.r)
+            )
+            return np.where(on_grid, np.log(p), -np.inf).sum(axis=-1)
 
 
 class OneBitMean(Mechanism):

@@ -10,6 +10,22 @@ from scipy import stats
 
 from protocols import FrequencyOracle, UnaryEncoding
 from protocols.histogram import _HistogramPerturbation
+from protocols.noise import GRID, discrete_laplace_sf
+
+
+def discrete_laplace_pvalue(noise: np.ndarray, r: float) -> float:
+    """p-value that ``noise`` is GRID·DLap(r): chi-square over bins of the grid steps (0 if any
+    value is off the grid)."""
+    steps = noise / GRID
+    if not np.array_equal(steps, np.round(steps)):
+        return 0.0
+    scale = 1 / (1 - r)  # about the Laplace scale in grid steps
+    edges = np.round(np.array([-3, -1.5, -0.7, -0.25, 0, 0.25, 0.7, 1.5, 3]) * scale)
+    # Bin j holds the steps k with edges[j-1] < k <= edges[j] (first and last bins unbounded).
+    below = 1 - discrete_laplace_sf(edges + 1, r)  # P(K <= edge)
+    expected = np.diff(np.concatenate([[0.0], below, [1.0]])) * len(steps)
+    observed = np.bincount(np.searchsorted(edges, steps, side="left"), minlength=len(edges) + 1)
+    return float(stats.chisquare(observed, expected).pvalue)
 
 
 def output_space(oracle: FrequencyOracle) -> np.ndarray:
@@ -19,7 +35,7 @@ def output_space(oracle: FrequencyOracle) -> np.ndarray:
     if isinstance(oracle, UnaryEncoding):
         return np.array(list(itertools.product([False, True], repeat=d)))
     if isinstance(oracle, _HistogramPerturbation):
-        grid = [-1.5, -0.25, 0.0, 0.3, 0.5, 1.0, 1.2, 2.5]
+        grid = [-1.5, -0.25, 0.0, 0.3125, 0.5, 1.0, 1.25, 2.5]  # points of the release grid
         return np.array(list(itertools.product(grid, repeat=d)))
     return np.arange(d)
 
@@ -39,7 +55,7 @@ def sampling_pvalue(oracle: FrequencyOracle, value: int, n: int = 40_000, seed: 
     if isinstance(oracle, _HistogramPerturbation):
         noise = reports.copy()
         noise[:, value] -= 1.0
-        return float(stats.kstest(noise.ravel(), stats.laplace(scale=oracle.scale).cdf).pvalue)
+        return discrete_laplace_pvalue(noise.ravel(), oracle.r)
     outputs = output_space(oracle)
     expected = np.exp(oracle.log_likelihood(outputs, value)) * n
     if isinstance(oracle, UnaryEncoding):

@@ -6,6 +6,9 @@ import pytest
 from scipy import stats
 
 from protocols.mean import LaplaceMean, OneBitMean
+from protocols.noise import GRID
+
+from .protocol_checks import discrete_laplace_pvalue
 
 
 def class_hiding_inputs(k: int, values=(-1.0, -0.4, 0.0, 0.7, 1.0)) -> np.ndarray:
@@ -28,7 +31,7 @@ def worst_log_ratio(mechanism, inputs: np.ndarray, outputs: np.ndarray) -> float
 def test_class_hiding_laplace_is_exactly_epsilon_ldp(epsilon):
     k = 3
     mechanism = LaplaceMean(epsilon, k, sensitivity=2.0)
-    grid = [-2.5, -1.0, -0.2, 0.0, 0.5, 1.0, 2.0]
+    grid = [-2.5, -1.0, -0.25, 0.0, 0.5, 1.0, 2.0]
     outputs = np.array(list(itertools.product(grid, repeat=k)))
     ratio = worst_log_ratio(mechanism, class_hiding_inputs(k), outputs)
     assert ratio <= epsilon + 1e-9
@@ -68,10 +71,12 @@ def test_one_bit_mechanism_is_exactly_epsilon_ldp(epsilon):
 
 def test_laplace_mean_samples_from_its_distribution():
     mechanism = LaplaceMean(1.0, 3, 2.0)
-    x = np.array([[0.0, 0.6, 0.0]])
+    x = np.array([[0.0, 0.5, 0.0]])  # on the grid: no rounding
     reports = mechanism.perturb(np.repeat(x, 20_000, axis=0), np.random.default_rng(0))
-    noise = (reports - x).ravel()
-    assert stats.kstest(noise, stats.laplace(scale=2.0).cdf).pvalue > 1e-4
+    assert discrete_laplace_pvalue((reports - x).ravel(), mechanism.r) > 1e-4
+    # Off the grid, the likelihood still sums to one over the outputs (rounding included).
+    outputs = np.arange(-60_000, 60_001)[:, None] * GRID  # ±30 Laplace scales
+    assert np.exp(mechanism.log_likelihood(outputs, np.array([0.3]))).sum() == pytest.approx(1.0, abs=1e-3)
 
 
 def test_one_bit_samples_from_its_distribution():

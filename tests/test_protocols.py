@@ -13,10 +13,19 @@ from protocols import (
     ThresholdHistogramEncoding,
     make_oracle,
 )
-from protocols.noise import laplace
+from protocols.noise import (
+    GRID,
+    discrete_laplace,
+    discrete_laplace_log_pmf,
+    discrete_laplace_variance,
+    grid_ratio,
+    round_to_grid,
+    sum_of_discrete_laplace,
+)
 
 from .protocol_checks import (
     TRUE_COUNTS,
+    discrete_laplace_pvalue,
     empirical_variance_ratio,
     estimate_z_scores,
     sampling_pvalue,
@@ -69,9 +78,14 @@ def test_parameters_match_section_2_2_1():
     oue = OptimisedUnaryEncoding(1.0, 5)
     assert (oue.p, oue.q) == pytest.approx((0.5, 1 / (e + 1)))
     the = ThresholdHistogramEncoding(1.0, 5, theta=0.25)
-    # Pr[1 + Lap(2) > 0.25] and Pr[Lap(2) > 0.25], straight from the Laplace distribution.
-    assert the.p == pytest.approx(stats.laplace(loc=1, scale=2).sf(0.25))
-    assert the.q == pytest.approx(stats.laplace(scale=2).sf(0.25))
+    # The paper's Pr[1 + Lap(2) > 0.25] and Pr[Lap(2) > 0.25], up to the grid's discretisation...
+    assert the.p == pytest.approx(stats.laplace(loc=1, scale=2).sf(0.25), rel=2e-3)
+    assert the.q == pytest.approx(stats.laplace(scale=2).sf(0.25), rel=2e-3)
+    # ...and exactly the grid noise's probabilities, summed term by term.
+    k = np.arange(-200_000, 200_001)
+    pmf = np.exp(discrete_laplace_log_pmf(k, the.r))
+    assert the.p == pytest.approx(pmf[1 + k * GRID > 0.25].sum(), rel=1e-9)
+    assert the.q == pytest.approx(pmf[k * GRID > 0.25].sum(), rel=1e-9)
     assert make_oracle("THE", 1.0, 5).theta == 0.25
 
 
@@ -100,10 +114,24 @@ def test_invalid_parameters_are_refused():
         make_oracle("DE", 1.0, 4).perturb(np.array([4]), np.random.default_rng(0))
 
 
-def test_laplace_sampler_has_the_laplace_distribution():
-    draws = laplace(np.random.default_rng(0), 2.0, 50_000)
-    assert np.isfinite(draws).all()
-    assert stats.kstest(draws, stats.laplace(scale=2.0).cdf).pvalue > 1e-4
+def test_discrete_laplace_sampler_has_its_distribution():
+    r = grid_ratio(1.0, 2.0)
+    draws = discrete_laplace(np.random.default_rng(0), r, 100_000)
+    assert draws.dtype == np.int64
+    assert discrete_laplace_pvalue(draws * GRID, r) > 1e-4
+    assert draws.var() == pytest.approx(discrete_laplace_variance(r), rel=0.03)
+    sums = sum_of_discrete_laplace(np.random.default_rng(1), r, 50, 20_000)
+    assert sums.var() == pytest.approx(50 * discrete_laplace_variance(r), rel=0.05)
+
+
+def test_reports_with_real_numbers_lie_on_the_grid():
+    rng = np.random.default_rng(2)
+    for oracle in (make_oracle("SHE", 0.7, 5), make_oracle("THE", 3.0, 5)):
+        steps = oracle.perturb(rng.integers(0, 5, 2000), rng) / GRID
+        assert np.array_equal(steps, np.round(steps))
+    rounded = round_to_grid(rng, np.full(200_000, 0.3))
+    assert set(np.unique(rounded)) == {307 * GRID, 308 * GRID}
+    assert rounded.mean() == pytest.approx(0.3, abs=4 * GRID / np.sqrt(200_000))
 
 
 # Deliberately broken protocols: the checks above must catch each of them.

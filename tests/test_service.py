@@ -206,7 +206,9 @@ async def test_estimates_wait_for_the_minimum_number_of_reports(service):
     assert status == 200 and data["reports"] == 50
     assert [i["size"] for i in data["inputs"]] == [2, 6, 6, 4]
     assert (await service.get("/collections/c1/model?estimator=paper"))[0] == 200
-    async with service.session.get(f"{service.url}/collections/c1/model", headers={"Accept": "application/msgpack"}) as r:
+    async with service.session.get(
+        f"{service.url}/collections/c1/model", headers={"Accept": "application/msgpack"}
+    ) as r:
         assert r.status == 200 and r.content_type == "application/msgpack"
         assert msgpack.unpackb(await r.read())["reports"] == 50
     assert (await service.get("/collections/c1/model?estimator=bogus"))[0] == 400
@@ -278,13 +280,19 @@ def pack_report_map(report, spec):
     return msgpack.unpackb(pack_report(report, spec))
 
 
-async def test_histogram_reports_must_be_finite(service):
+async def test_histogram_reports_must_be_finite_and_on_the_grid(service):
     spec = table_1_spec(protocol="SHE")
     await service.create(spec)
     nan = np.zeros(6)
     nan[2] = np.nan
     status, data = await service.post("/collections/c1/reports", msgpack.packb(wire(value=nan.astype("<f8").tobytes())))
     assert status == 400 and data["reason"] == "out_of_range"
+    off_grid = np.zeros(6)
+    off_grid[1] = 0.3  # not a multiple of 2^-10: no honest participant sends it
+    status, data = await service.post(
+        "/collections/c1/reports", msgpack.packb(wire(value=off_grid.astype("<f8").tobytes()))
+    )
+    assert status == 400 and "grid" in data["error"]
     assert service.store.statistics["c1"].n_reports == 0
 
 
