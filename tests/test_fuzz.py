@@ -1,0 +1,142 @@
+"""Fuzzing: the report decoder and every endpoint of a real server must refuse bad input with a
+4xx (or ReportError), never crash, and never count an invalid report."""
+
+import asyncio
+import threading
+import urllib.request
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aggregator.app import create_app, open_store, start_site
+from participant.wire import ReportError, decode_report, unpack
+
+from .conftest import table_1_spec
+
+ADMIN = "fuzz-admin-token"
+OPENAPI = Path(__file__).resolve().parents[1] / "aggregator" / "openapi.json"
+
+# Anything msgpack can carry.
+values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats() | st.text(max_size=20) | st.binary(max_size=40),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5),
+    max_leaves=20,
+)
+near_reports = st.fixed_dictionaries(
+    {
+        "id": st.binary(min_size=0, max_size=20),
+        "input": st.integers(-3, 8) | st.booleans() | st.none(),
+        "value": st.integers(-3, 100) | st.binary(max_size=70) | st.floats() | st.text(max_size=3),
+    },
+    optional={"extra": st.integers()},
+)
+
+
+@pytest.mark.parametrize("protocol", ["DE", "OUE", "SHE"])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(obj=values | near_reports)
+def test_the_decoder_only_ever_accepts_valid_reports_or_raises_report_error(protocol, obj):
+    spec = table_1_spec(protocol=protocol)
+    try:
+        report_id, input_index, row = decode_report(spec, obj)
+    except ReportError as exc:
+        assert exc.reason and str(exc)
+        return
+    assert isinstance(report_id, bytes) and len(report_id) == 16
+    oracle = spec.oracles[input_index]
+    if protocol == "DE":
+        assert 0 <= int(row) < oracle.domain_size
+    else:
+        assert np.shape(row) == (oracle.domain_size,)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_unpacking_arbitrary_bytes_only_raises_report_error(body):
+    try:
+        unpack(body)
+    except ReportError as exc:
+        assert exc.reason == "malformed"
+
+
+class ThreadedServer:
+    """The real service, SQLite file and all, on a loopback port, served from its own thread."""
+
+    def __init__(self, db_path):
+        self.store, _ = open_store(db_path, ADMIN)
+        self.store.create_collection("c1", table_1_spec(protocol="OUE"), 0)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        app = create_app(self.store, max_body_bytes=64 * 1024, max_batch=100)
+        self.runner, self.url = asyncio.run_coroutine_threadsafe(start_site(app), self.loop).result()
+        self.app = app
+
+    def close(self):
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.store.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    server = ThreadedServer(tmp_path_factory.mktemp("fuzz") / "fuzz.sqlite3")
+    yield server
+    server.close()
+
+
+def _packable(value):
+    """``value`` with integers msgpack cannot carry (beyond 64 bits) turned into strings."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**64 else str(value)
+    if isinstance(value, dict):
+        return {str(k): _packable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_packable(v) for v in value]
+    return value
+
+
+@schemathesis.serializer("application/msgpack")
+def _msgpack(ctx, value):
+    return msgpack.packb(_packable(value))
+
+
+schema = schemathesis.openapi.from_path(OPENAPI)
+
+
+@schema.parametrize()
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+def test_no_endpoint_answers_5xx(case, server):
+    for headers in ({"Authorization": f"Bearer {ADMIN}"}, {}):
+        response = case.call(base_url=server.url, headers=headers, timeout=10)
+        assert response.status_code < 500, (case.method, case.path, response.text)
+        if response.status_code >= 400:
+            assert "error" in response.json()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.binary(max_size=300) | values.map(msgpack.packb) | near_reports.map(msgpack.packb))
+def test_random_report_bodies_are_refused_and_never_counted(server, body):
+    before = server.store.count_reports("c1")
+    request = urllib.request.Request(
+        f"{server.url}/collections/c1/reports", data=body, headers={"Content-Type": "application/msgpack"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            status = response.status
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    assert status < 500
+    after = server.store.count_reports("c1")
+    if status >= 400:
+        assert after == before
+    # The running statistics always equal what is stored.
+    assert server.store.statistics["c1"].n_reports == after
