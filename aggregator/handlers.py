@@ -21,6 +21,7 @@ from .errors import APIError
 from .estimators import ESTIMATORS, build_model
 from .keys import CONFIG, METRICS, STORE, WRITER
 from .metrics import UNKNOWN_COLLECTION
+from .plausibility import plausibility
 from .store import Collection, CollectionExists, IncomingBatch
 
 routes = web.RouteTableDef()
@@ -90,7 +91,10 @@ async def healthz(request: web.Request) -> web.Response:
 @routes.get("/metrics")
 async def metrics(request: web.Request) -> web.Response:
     store = request.app[STORE]
-    text = request.app[METRICS].render({cid: s.n_reports for cid, s in store.statistics.items()})
+    text = request.app[METRICS].render(
+        {cid: s.n_reports for cid, s in store.statistics.items()},
+        {cid: plausibility(s)["flagged"] for cid, s in store.statistics.items()},
+    )
     return web.Response(text=text, content_type="text/plain", charset="utf-8", headers={"X-Format": "prometheus-0.0.4"})
 
 
@@ -250,6 +254,14 @@ async def _ingest_one(request: web.Request, collection: Collection, obj) -> dict
 def _rejected(metrics, collection_id: str, reason: str, message: str) -> dict:
     metrics.reject(collection_id, reason)
     return {"status": "rejected", "reason": reason, "error": message}
+
+
+@routes.get("/collections/{collection_id}/plausibility")
+async def plausibility_check(request: web.Request) -> web.Response:
+    """Poisoning checks on the collection's running statistics (admin: they describe every report)."""
+    require_admin(request, request.app[CONFIG].admin_token_hash)
+    collection = get_collection(request)
+    return respond(request, {"collection": collection.id, **plausibility(request.app[STORE].statistics[collection.id])})
 
 
 def _estimator(request: web.Request) -> str:

@@ -18,8 +18,9 @@ class Metrics:
     def reject(self, collection: str, reason: str, count: int = 1) -> None:
         self.rejected[(collection, reason)] += count
 
-    def render(self, stored_reports: dict[str, int]) -> str:
-        """The exposition text; ``stored_reports`` maps collection id to reports counted in total."""
+    def render(self, stored_reports: dict[str, int], implausible: dict[str, bool]) -> str:
+        """The exposition text; ``stored_reports`` maps collection id to reports counted in total,
+        ``implausible`` to whether its reports fail the poisoning checks."""
         lines = [
             "# HELP ldpnb_reports_accepted_total Reports stored and counted since the service started.",
             "# TYPE ldpnb_reports_accepted_total counter",
@@ -36,5 +37,8 @@ class Metrics:
             "# HELP ldpnb_collection_reports Reports counted in each collection's statistics.",
             "# TYPE ldpnb_collection_reports gauge",
             *(f'ldpnb_collection_reports{{collection="{c}"}} {n}' for c, n in sorted(stored_reports.items())),
+            "# HELP ldpnb_collection_implausible 1 when the collection's reports fail a poisoning check.",
+            "# TYPE ldpnb_collection_implausible gauge",
+            *(f'ldpnb_collection_implausible{{collection="{c}"}} {int(f)}' for c, f in sorted(implausible.items())),
         ]
         return "\n".join(lines) + "\n"

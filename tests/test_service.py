@@ -423,3 +423,21 @@ def test_serve_command_prints_where_it_listens_and_the_token_once(tmp_path):
         proc.wait(timeout=10)
     with sqlite3.connect(db) as conn:
         assert conn.execute("select count(*) from reports").fetchone()[0] == 1
+
+
+async def test_poisoned_collections_are_flagged_for_the_operator(service):
+    spec = table_1_spec(protocol="OUE")
+    await service.create(spec)
+    await service.post("/collections/c1/reports", pack_batch(simulated_reports(spec, reps=100), spec))
+    assert (await service.get("/collections/c1/plausibility"))[0] == 401
+    async with service.session.get(f"{service.url}/collections/c1/plausibility", headers=AUTH) as r:
+        assert r.status == 200 and (await r.json())["flagged"] is False
+    # 60 fake reports on the age input, every bit set.
+    fakes = {"reports": [wire(report_id=bytes([i]) * 16, input=1, value=b"\xfc") for i in range(60)]}
+    status, data = await service.post("/collections/c1/reports", msgpack.packb(fakes))
+    assert data["accepted"] == 60  # each is a valid report; only their aggregate gives them away
+    async with service.session.get(f"{service.url}/collections/c1/plausibility", headers=AUTH) as r:
+        result = await r.json()
+    assert result["flagged"] and result["inputs"][1]["flagged"]
+    async with service.session.get(f"{service.url}/metrics") as r:
+        assert 'ldpnb_collection_implausible{collection="c1"} 1' in await r.text()
