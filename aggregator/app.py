@@ -9,8 +9,9 @@ from aiohttp import web
 from .auth import SETTING_KEY, hash_token, new_token
 from .errors import error_middleware
 from .handlers import routes
-from .keys import CONFIG, METRICS, STORE, WRITER, Config
+from .keys import CONFIG, LIMITER, METRICS, STORE, WRITER, Config
 from .metrics import Metrics
+from .ratelimit import RateLimiter
 from .store import Store
 from .writer import ReportWriter
 
@@ -32,13 +33,19 @@ def open_store(db_path: str | Path, admin_token: str | None = None) -> tuple[Sto
     return store, shown
 
 
-def create_app(store: Store, max_body_bytes: int = 8 * 1024 * 1024, max_batch: int = 10_000) -> web.Application:
-    """The service over ``store`` (whose settings hold the admin token's hash)."""
+def create_app(
+    store: Store, max_body_bytes: int = 8 * 1024 * 1024, max_batch: int = 10_000, rate_limit: int = 0
+) -> web.Application:
+    """The service over ``store`` (whose settings hold the admin token's hash). ``rate_limit``
+    caps the reports one address may send to one collection per minute (0: no cap); past it the
+    service answers 429 with Retry-After."""
     token_hash = store.get_setting(SETTING_KEY)
     if token_hash is None:
         raise ValueError("the store has no admin token; open it with open_store()")
     app = web.Application(middlewares=[error_middleware], client_max_size=max_body_bytes)
-    app[CONFIG] = Config(token_hash, max_body_bytes, max_batch)
+    app[CONFIG] = Config(token_hash, max_body_bytes, max_batch, rate_limit)
+    if rate_limit:
+        app[LIMITER] = RateLimiter(rate_limit)
     app[STORE] = store
     app[METRICS] = Metrics()
     app.add_routes(routes)

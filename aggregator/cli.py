@@ -37,6 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-body", type=int, default=8 * 1024 * 1024, help="largest request body in bytes (default 8 MiB)"
     )
     serve.add_argument("--max-batch", type=int, default=10_000, help="most reports in one batch (default 10000)")
+    serve.add_argument(
+        "--rate-limit",
+        type=int,
+        default=0,
+        help="reports one address may send to one collection per minute; beyond it 429 (default 0: no limit)",
+    )
     return parser
 
 
@@ -44,7 +50,9 @@ async def serve(args) -> None:
     store, shown = open_store(args.db, args.admin_token)
     if shown:
         print(f"admin token (shown once; only its hash is stored): {shown}", flush=True)
-    runner, url = await start_site(create_app(store, args.max_body, args.max_batch), args.host, args.port)
+    runner, url = await start_site(
+        create_app(store, args.max_body, args.max_batch, args.rate_limit), args.host, args.port
+    )
     print(f"ldpnb aggregator listening on {url} (database {os.path.abspath(args.db)}); Ctrl-C stops it", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

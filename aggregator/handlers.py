@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import secrets
 from collections import Counter
@@ -19,7 +20,7 @@ from participant.wire import ReportError, check_report, decode_payload, decode_v
 from .auth import require_admin
 from .errors import APIError
 from .estimators import ESTIMATORS, build_model
-from .keys import CONFIG, METRICS, STORE, WRITER
+from .keys import CONFIG, LIMITER, METRICS, STORE, WRITER
 from .metrics import UNKNOWN_COLLECTION
 from .plausibility import plausibility
 from .store import Collection, CollectionExists, IncomingBatch
@@ -160,6 +161,18 @@ async def post_reports(request: web.Request) -> web.Response:
     except ReportError as exc:
         metrics.reject(collection.id, exc.reason)
         raise APIError(400, str(exc), reason=exc.reason) from None
+    if LIMITER in app:
+        count = len(obj["reports"]) if isinstance(obj, dict) and isinstance(obj.get("reports"), list) else 1
+        wait = app[LIMITER].take(collection.id, request.remote or "", count)
+        if wait:
+            metrics.reject(collection.id, "rate_limited", count)
+            retry = "3600" if math.isinf(wait) else str(math.ceil(wait))
+            raise APIError(
+                429,
+                f"more than {app[CONFIG].rate_limit} reports per minute from this address; retry in {retry} s",
+                headers={"Retry-After": retry},
+                reason="rate_limited",
+            )
 
     if isinstance(obj, dict) and "reports" in obj:
         return await _post_batch(request, collection, obj)

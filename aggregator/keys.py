@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from .metrics import Metrics
+from .ratelimit import RateLimiter
 from .store import Store
 from .writer import ReportWriter
 
@@ -18,9 +19,11 @@ class Config:
     admin_token_hash: str
     max_body_bytes: int = 8 * 1024 * 1024
     max_batch: int = 10_000
+    rate_limit: int = 0  # reports per collection per minute from one address; 0: no limit
 
 
 CONFIG = web.AppKey("config", Config)
 STORE = web.AppKey("store", Store)
 WRITER = web.AppKey("writer", ReportWriter)
 METRICS = web.AppKey("metrics", Metrics)
+LIMITER = web.AppKey("limiter", RateLimiter)

@@ -441,3 +441,50 @@ async def test_poisoned_collections_are_flagged_for_the_operator(service):
     assert result["flagged"] and result["inputs"][1]["flagged"]
     async with service.session.get(f"{service.url}/metrics") as r:
         assert 'ldpnb_collection_implausible{collection="c1"} 1' in await r.text()
+
+
+async def test_a_flood_from_one_address_gets_429_and_the_service_stays_up(tmp_path):
+    store, _ = open_store(tmp_path / "limited.sqlite3", ADMIN)
+    runner, url = await start_site(create_app(store, rate_limit=20))
+    spec = table_1_spec(protocol="DE")
+    store.create_collection("c1", spec, 0)
+    reports = simulated_reports(spec, reps=5)
+    try:
+        async with aiohttp.ClientSession() as session:
+            statuses, retry_after = [], None
+            for r in reports[:30]:
+                async with session.post(
+                    f"{url}/collections/c1/reports", data=pack_report(r, spec), headers=MSGPACK
+                ) as resp:
+                    statuses.append(resp.status)
+                    if resp.status == 429:
+                        retry_after = resp.headers["Retry-After"]
+                        assert "per minute" in (await resp.json())["error"]
+            assert statuses[:20] == [201] * 20 and set(statuses[20:]) == {429}
+            assert int(retry_after) >= 1
+            # A batch larger than the whole allowance is refused as one.
+            async with session.post(
+                f"{url}/collections/c1/reports", data=pack_batch(reports[30:50], spec), headers=MSGPACK
+            ) as resp:
+                assert resp.status == 429
+            async with session.get(f"{url}/healthz") as resp:
+                assert resp.status == 200
+            async with session.get(f"{url}/metrics") as resp:
+                assert 'reason="rate_limited"} 30' in await resp.text()
+        assert store.count_reports("c1") == store.statistics["c1"].n_reports == 20
+    finally:
+        await runner.cleanup()
+        store.close()
+
+
+def test_the_rate_limiter_refills_over_time():
+    from aggregator.ratelimit import RateLimiter
+
+    now = [0.0]
+    limiter = RateLimiter(60, clock=lambda: now[0])  # one per second
+    assert limiter.take("c", "a", 60) == 0
+    assert limiter.take("c", "a") == 1.0
+    assert limiter.take("c", "b") == 0  # another address has its own bucket
+    now[0] = 2.5
+    assert limiter.take("c", "a", 2) == 0 and limiter.take("c", "a") == 0.5
+    assert limiter.take("c", "a", 61) == float("inf")
