@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 
 from aiohttp import web
 
-from .auth import SETTING_KEY, hash_token, new_token
+from .auth import ENROLLMENT_KEY, SETTING_KEY, hash_token, new_token
 from .errors import error_middleware
 from .handlers import routes
 from .keys import CONFIG, LIMITER, METRICS, STORE, WRITER, Config
@@ -30,6 +31,8 @@ def open_store(db_path: str | Path, admin_token: str | None = None) -> tuple[Sto
     elif store.get_setting(SETTING_KEY) is None:
         shown = new_token()
         store.set_setting(SETTING_KEY, hash_token(shown))
+    if store.get_setting(ENROLLMENT_KEY) is None:
+        store.set_setting(ENROLLMENT_KEY, secrets.token_hex(32))
     return store, shown
 
 
@@ -43,7 +46,9 @@ def create_app(
     if token_hash is None:
         raise ValueError("the store has no admin token; open it with open_store()")
     app = web.Application(middlewares=[error_middleware], client_max_size=max_body_bytes)
-    app[CONFIG] = Config(token_hash, max_body_bytes, max_batch, rate_limit)
+    app[CONFIG] = Config(
+        token_hash, max_body_bytes, max_batch, rate_limit, bytes.fromhex(store.get_setting(ENROLLMENT_KEY))
+    )
     if rate_limit:
         app[LIMITER] = RateLimiter(rate_limit)
     app[STORE] = store

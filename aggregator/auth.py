@@ -1,7 +1,15 @@
-"""Admin bearer tokens: only their SHA-256 is stored, and comparison takes constant time."""
+"""Admin bearer tokens (only their SHA-256 is stored; comparison takes constant time) and
+participant enrollment tokens.
+
+An enrollment token is ``nonce (16 bytes) || HMAC-SHA256(key, collection id || nonce)[:16]``,
+issued by the service to the operator, who hands one to each enrolled person. The service keeps
+only its HMAC key and the nonces already used, so it can tell a forged token (bad tag) and a
+reused one (its nonce carried another report) without storing the tokens it issued.
+"""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import secrets
@@ -11,6 +19,8 @@ from aiohttp import web
 from .errors import APIError
 
 SETTING_KEY = "admin_token_sha256"
+ENROLLMENT_KEY = "enrollment_hmac_key"
+NONCE_BYTES = TAG_BYTES = 16
 
 
 def hash_token(token: str) -> str:
@@ -34,3 +44,30 @@ def require_admin(request: web.Request, token_hash: str) -> None:
     # Hash first so the comparison's time does not depend on the token's length or prefix.
     if not hmac.compare_digest(hash_token(token.strip()), token_hash):
         raise APIError(403, "the admin token is wrong")
+
+
+def _tag(key: bytes, collection_id: str, nonce: bytes) -> bytes:
+    return hmac.new(key, collection_id.encode() + nonce, hashlib.sha256).digest()[:TAG_BYTES]
+
+
+def issue_enrollment_tokens(key: bytes, collection_id: str, count: int) -> list[str]:
+    """``count`` fresh tokens for ``collection_id``, URL-safe base64 (as people receive them)."""
+    tokens = []
+    for _ in range(count):
+        nonce = secrets.token_bytes(NONCE_BYTES)
+        tokens.append(base64.urlsafe_b64encode(nonce + _tag(key, collection_id, nonce)).decode())
+    return tokens
+
+
+def enrollment_nonce(key: bytes, collection_id: str, token) -> bytes | None:
+    """The token's nonce if ``token`` (raw bytes or its base64 text) was issued for this
+    collection by this service, else None."""
+    if isinstance(token, str):
+        try:
+            token = base64.urlsafe_b64decode(token.encode())
+        except (ValueError, UnicodeEncodeError):
+            return None
+    if not isinstance(token, bytes) or len(token) != NONCE_BYTES + TAG_BYTES:
+        return None
+    nonce, tag = token[:NONCE_BYTES], token[NONCE_BYTES:]
+    return nonce if hmac.compare_digest(tag, _tag(key, collection_id, nonce)) else None

@@ -17,13 +17,13 @@ from participant.errors import SpecError
 from participant.spec import CollectionSpec
 from participant.wire import ReportError, check_report, decode_payload, decode_values, unpack
 
-from .auth import require_admin
+from .auth import enrollment_nonce, issue_enrollment_tokens, require_admin
 from .errors import APIError
 from .estimators import ESTIMATORS, build_model
 from .keys import CONFIG, LIMITER, METRICS, STORE, WRITER
 from .metrics import UNKNOWN_COLLECTION
 from .plausibility import plausibility
-from .store import Collection, CollectionExists, IncomingBatch
+from .store import NEW, TOKEN_USED, Collection, CollectionExists, IncomingBatch
 
 routes = web.RouteTableDef()
 
@@ -110,7 +110,7 @@ async def create_collection(request: web.Request) -> web.Response:
     data = await read_body(request)
     if not isinstance(data, dict) or "spec" not in data:
         raise APIError(400, "send {'spec': {...}, 'min_reports': N, 'id': optional}")
-    unknown = set(data) - {"spec", "min_reports", "id"}
+    unknown = set(data) - {"spec", "min_reports", "id", "enrollment"}
     if unknown:
         raise APIError(400, f"unknown fields: {', '.join(sorted(map(str, unknown)))}")
     try:
@@ -120,11 +120,14 @@ async def create_collection(request: web.Request) -> web.Response:
     min_reports = data.get("min_reports", DEFAULT_MIN_REPORTS)
     if isinstance(min_reports, bool) or not isinstance(min_reports, int) or min_reports < 0:
         raise APIError(400, "min_reports must be an integer >= 0")
+    enrollment = data.get("enrollment", False)
+    if not isinstance(enrollment, bool):
+        raise APIError(400, "enrollment must be true or false")
     collection_id = data.get("id") or secrets.token_urlsafe(9)
     if not isinstance(collection_id, str) or not COLLECTION_ID.match(collection_id):
         raise APIError(400, "id must be 1-64 letters, digits, '-' or '_'")
     try:
-        collection = request.app[STORE].create_collection(collection_id, spec, min_reports)
+        collection = request.app[STORE].create_collection(collection_id, spec, min_reports, enrollment)
     except CollectionExists:
         raise APIError(409, f"collection {collection_id!r} exists; specs are immutable") from None
     response = respond(request, collection.to_dict(), status=201)
@@ -178,7 +181,8 @@ async def post_reports(request: web.Request) -> web.Response:
         return await _post_batch(request, collection, obj)
     outcome = await _ingest_one(request, collection, obj)
     if outcome["status"] == "rejected":
-        raise APIError(400, outcome["error"], reason=outcome["reason"])
+        status = {"bad_token": 403, "token_used": 409}.get(outcome["reason"], 400)
+        raise APIError(status, outcome["error"], reason=outcome["reason"])
     return respond(request, {"status": outcome["status"]}, status=201 if outcome["status"] == "accepted" else 200)
 
 
@@ -203,6 +207,28 @@ async def _post_batch(request: web.Request, collection: Collection, obj: dict) -
     return respond(request, summary)
 
 
+def _checked(request: web.Request, collection: Collection, obj) -> tuple[bytes, int, object, bytes | None]:
+    """``(report id, input, wire value, token nonce)`` of one report; raises ReportError. A
+    collection with enrollment requires a token this service issued for it."""
+    report_id, input_index, value = check_report(collection.spec, obj)
+    if not collection.enrollment:
+        return report_id, input_index, value, None
+    nonce = enrollment_nonce(request.app[CONFIG].enrollment_key, collection.id, obj.get("token"))
+    if nonce is None:
+        raise ReportError("bad_token", "this collection needs the enrollment token you were given (missing or invalid)")
+    return report_id, input_index, value, nonce
+
+
+def _record(metrics, collection_id: str, outcome: int) -> dict:
+    if outcome == NEW:
+        metrics.accepted[collection_id] += 1
+        return {"status": "accepted"}
+    if outcome == TOKEN_USED:
+        return _rejected(metrics, collection_id, "token_used", "this enrollment token has already carried a report")
+    metrics.duplicate[collection_id] += 1
+    return {"status": "duplicate"}
+
+
 async def _ingest(request: web.Request, collection: Collection, reports: list) -> list[dict]:
     """Validate, store and count ``reports``; returns one result per report, in order.
 
@@ -211,39 +237,39 @@ async def _ingest(request: web.Request, collection: Collection, reports: list) -
     """
     spec, metrics = collection.spec, request.app[METRICS]
     results: list[dict] = [{"status": "accepted"}] * len(reports)
-    groups: dict[int, tuple[list[int], list[bytes], list]] = {}
+    groups: dict[int, tuple[list[int], list[bytes], list, list]] = {}
     for position, item in enumerate(reports):
         try:
-            report_id, input_index, value = check_report(spec, item)
+            report_id, input_index, value, nonce = _checked(request, collection, item)
         except ReportError as exc:
             results[position] = _rejected(metrics, collection.id, exc.reason, str(exc))
             continue
-        positions, ids, values = groups.setdefault(input_index, ([], [], []))
+        positions, ids, values, nonces = groups.setdefault(input_index, ([], [], [], []))
         positions.append(position)
         ids.append(report_id)
         values.append(value)
+        nonces.append(nonce)
 
     batches, batch_positions = [], []
-    for input_index, (positions, ids, values) in groups.items():
+    for input_index, (positions, ids, values, nonces) in groups.items():
         rows, bad, message = decode_values(spec.oracles[input_index], values, input_index)
         for j in np.flatnonzero(bad):
             results[positions[j]] = _rejected(metrics, collection.id, "out_of_range", message)
-        good = np.flatnonzero(~bad)
-        if good.size:
-            keep = good.tolist()
+        keep = np.flatnonzero(~bad).tolist()
+        if keep:
+            tokens = [nonces[j] for j in keep] if collection.enrollment else None
             batches.append(
-                IncomingBatch(collection.id, input_index, [ids[j] for j in keep], [values[j] for j in keep], rows[good])
+                IncomingBatch(
+                    collection.id, input_index, [ids[j] for j in keep], [values[j] for j in keep], rows[keep], tokens
+                )
             )
             batch_positions.append([positions[j] for j in keep])
     if not batches:
         return results
     outcomes = await request.app[WRITER].submit(batches)
-    for positions, accepted in zip(batch_positions, outcomes):
-        n_new = int(accepted.sum())
-        metrics.accepted[collection.id] += n_new
-        metrics.duplicate[collection.id] += len(positions) - n_new
-        for position in np.asarray(positions)[~accepted]:
-            results[position] = {"status": "duplicate"}
+    for positions, batch_outcomes in zip(batch_positions, outcomes):
+        for position, outcome in zip(positions, batch_outcomes):
+            results[position] = _record(metrics, collection.id, outcome)
     return results
 
 
@@ -251,22 +277,34 @@ async def _ingest_one(request: web.Request, collection: Collection, obj) -> dict
     """:func:`_ingest` for a single report, without the grouping a batch needs."""
     metrics = request.app[METRICS]
     try:
-        report_id, input_index, value = check_report(collection.spec, obj)
+        report_id, input_index, value, nonce = _checked(request, collection, obj)
         row = decode_payload(collection.spec.oracles[input_index], value, input_index)
     except ReportError as exc:
         return _rejected(metrics, collection.id, exc.reason, str(exc))
-    batch = IncomingBatch(collection.id, input_index, [report_id], [value], np.asarray([row]))
-    (accepted,) = await request.app[WRITER].submit([batch])
-    if accepted[0]:
-        metrics.accepted[collection.id] += 1
-        return {"status": "accepted"}
-    metrics.duplicate[collection.id] += 1
-    return {"status": "duplicate"}
+    tokens = [nonce] if collection.enrollment else None
+    batch = IncomingBatch(collection.id, input_index, [report_id], [value], np.asarray([row]), tokens)
+    (outcomes,) = await request.app[WRITER].submit([batch])
+    return _record(metrics, collection.id, outcomes[0])
 
 
 def _rejected(metrics, collection_id: str, reason: str, message: str) -> dict:
     metrics.reject(collection_id, reason)
     return {"status": "rejected", "reason": reason, "error": message}
+
+
+@routes.post("/collections/{collection_id}/enrollments")
+async def enrollments(request: web.Request) -> web.Response:
+    """Issue single-use enrollment tokens (admin): ``{"count": N}`` gives N tokens to hand out."""
+    require_admin(request, request.app[CONFIG].admin_token_hash)
+    collection = get_collection(request)
+    if not collection.enrollment:
+        raise APIError(409, f"collection {collection.id!r} was created without enrollment; it takes no tokens")
+    data = await read_body(request)
+    count = data.get("count") if isinstance(data, dict) else None
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 10_000:
+        raise APIError(400, "send {'count': N} with 1 <= N <= 10000")
+    tokens = issue_enrollment_tokens(request.app[CONFIG].enrollment_key, collection.id, count)
+    return respond(request, {"collection": collection.id, "tokens": tokens}, status=201)
 
 
 @routes.get("/collections/{collection_id}/plausibility")

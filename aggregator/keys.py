@@ -20,6 +20,7 @@ class Config:
     max_body_bytes: int = 8 * 1024 * 1024
     max_batch: int = 10_000
     rate_limit: int = 0  # reports per collection per minute from one address; 0: no limit
+    enrollment_key: bytes = b""  # HMAC key of enrollment tokens
 
 
 CONFIG = web.AppKey("config", Config)

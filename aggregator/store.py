@@ -25,6 +25,8 @@ from protocols import OracleState
 
 from .statistics import CollectionStatistics
 
+NEW, DUPLICATE, TOKEN_USED = 1, 0, -1
+
 
 class CollectionExists(Exception):
     """A collection with that id already exists (specs are immutable)."""
@@ -39,6 +41,7 @@ class Collection:
     min_reports: int
     created_at: float
     key: int = 0  # the collections table's rowid: reports are keyed by it, a short integer
+    enrollment: bool = False  # reports must carry a single-use enrollment token
 
     def to_dict(self) -> dict:
         return {
@@ -46,6 +49,7 @@ class Collection:
             "spec": self.spec.to_dict(),
             "min_reports": self.min_reports,
             "created_at": self.created_at,
+            "enrollment": self.enrollment,
         }
 
 
@@ -59,6 +63,7 @@ class IncomingBatch:
     report_ids: list[bytes]
     values: list
     rows: np.ndarray
+    tokens: list[bytes] | None = None  # enrollment token nonces, one per report
 
     def __len__(self) -> int:
         return len(self.report_ids)
@@ -91,13 +96,20 @@ class Store:
             db["settings"].create({"key": str, "value": str}, pk="key")
         if "collections" not in db.table_names():
             db["collections"].create(
-                {"id": str, "spec": str, "min_reports": int, "created_at": float}, pk="id", not_null={"spec"}
+                {"id": str, "spec": str, "min_reports": int, "created_at": float, "enrollment": int},
+                pk="id",
+                not_null={"spec"},
             )
         if "reports" not in db.table_names():
             db.execute(
                 "CREATE TABLE reports (collection INTEGER NOT NULL, "
                 "report_id BLOB NOT NULL, input INTEGER NOT NULL, value NOT NULL, received_at REAL NOT NULL, "
                 "PRIMARY KEY (collection, report_id)) WITHOUT ROWID"
+            )
+        if "token_uses" not in db.table_names():
+            db.execute(
+                "CREATE TABLE token_uses (collection INTEGER NOT NULL, nonce BLOB NOT NULL, report_id BLOB NOT NULL, "
+                "PRIMARY KEY (collection, nonce)) WITHOUT ROWID"
             )
         if "statistics" not in db.table_names():
             db.execute(
@@ -120,10 +132,17 @@ class Store:
     @staticmethod
     def _collection_from_row(row) -> Collection:
         return Collection(
-            row["id"], CollectionSpec.from_json(row["spec"]), row["min_reports"], row["created_at"], row["key"]
+            row["id"],
+            CollectionSpec.from_json(row["spec"]),
+            row["min_reports"],
+            row["created_at"],
+            row["key"],
+            bool(row["enrollment"]),
         )
 
-    def create_collection(self, collection_id: str, spec: CollectionSpec, min_reports: int) -> Collection:
+    def create_collection(
+        self, collection_id: str, spec: CollectionSpec, min_reports: int, enrollment: bool = False
+    ) -> Collection:
         """Store a new collection with empty statistics; raises :class:`CollectionExists`."""
         if collection_id in self.collections:
             raise CollectionExists(collection_id)
@@ -132,10 +151,12 @@ class Store:
         conn.execute("BEGIN IMMEDIATE")
         try:
             cursor = conn.execute(
-                "INSERT INTO collections (id, spec, min_reports, created_at) VALUES (?, ?, ?, ?)",
-                (collection_id, json.dumps(spec.to_dict()), int(min_reports), created_at),
+                "INSERT INTO collections (id, spec, min_reports, created_at, enrollment) VALUES (?, ?, ?, ?, ?)",
+                (collection_id, json.dumps(spec.to_dict()), int(min_reports), created_at, int(enrollment)),
             )
-            collection = Collection(collection_id, spec, int(min_reports), created_at, cursor.lastrowid)
+            collection = Collection(
+                collection_id, spec, int(min_reports), created_at, cursor.lastrowid, bool(enrollment)
+            )
             conn.executemany(
                 "INSERT INTO statistics (collection_id, input, n, support) VALUES (?, ?, 0, ?)",
                 [(collection_id, i, np.zeros(o.state_size).tobytes()) for i, o in enumerate(spec.oracles)],
@@ -180,9 +201,10 @@ class Store:
     def ingest(self, batches: list[IncomingBatch]) -> list[np.ndarray]:
         """Store every batch and update the statistics in one durable transaction.
 
-        Returns, per batch, a boolean array: True where the report was new and is now counted,
-        False where its id was already stored for the collection (before, or earlier in this
-        call). On any error the transaction rolls back and nothing is stored.
+        Returns, per batch, an int8 array of outcomes: :data:`NEW` where the report was new and is
+        now counted, :data:`DUPLICATE` where its id was already stored for the collection (before,
+        or earlier in this call), :data:`TOKEN_USED` where its enrollment token already carried
+        another report. On any error the transaction rolls back and nothing is stored.
         """
         now = time.time()
         conn = self.db.conn
@@ -192,7 +214,7 @@ class Store:
         groups: dict[tuple[str, int], list[int]] = {}
         for b, batch in enumerate(batches):
             groups.setdefault((batch.collection_id, batch.input), []).append(b)
-        results: list[np.ndarray] = [np.zeros(0, dtype=bool)] * len(batches)
+        results: list[np.ndarray] = [np.zeros(0, dtype=np.int8)] * len(batches)
         conn.execute("BEGIN IMMEDIATE")
         try:
             for (cid, i), members in groups.items():
@@ -206,12 +228,14 @@ class Store:
                         [rid for p in parts for rid in p.report_ids],
                         [v for p in parts for v in p.values],
                         np.concatenate([p.rows for p in parts]),
+                        [t for p in parts for t in p.tokens] if parts[0].tokens is not None else None,
                     )
                 )
-                accepted = self._insert(conn, self.collections[cid].key, merged, now)
+                outcomes = self._insert(conn, self.collections[cid].key, merged, now)
                 bounds = np.cumsum([len(p) for p in parts])[:-1]
-                for b, mask in zip(members, np.split(accepted, bounds)):
-                    results[b] = mask
+                for b, part in zip(members, np.split(outcomes, bounds)):
+                    results[b] = part
+                accepted = outcomes == NEW
                 if not accepted.any():
                     continue
                 if cid not in updated:
@@ -233,21 +257,33 @@ class Store:
 
     @staticmethod
     def _insert(conn: sqlite3.Connection, key: int, batch: IncomingBatch, now: float) -> np.ndarray:
-        """Insert the batch's new reports; returns which were new. Fast path: one executemany,
-        which is right when every id is new; when some were not, redo row by row."""
+        """Insert the batch's new reports; returns each report's outcome. Fast path: one
+        executemany, right when every id is new and no token is involved; otherwise row by row."""
         rows = [(key, rid, batch.input, v, now) for rid, v in zip(batch.report_ids, batch.values)]
         sql = "INSERT OR IGNORE INTO reports (collection, report_id, input, value, received_at) VALUES (?, ?, ?, ?, ?)"
         conn.execute("SAVEPOINT batch")
-        before = conn.total_changes
-        conn.executemany(sql, rows)
-        if conn.total_changes - before == len(rows):
-            conn.execute("RELEASE batch")
-            return np.ones(len(rows), dtype=bool)
-        conn.execute("ROLLBACK TO batch")
-        accepted = np.zeros(len(rows), dtype=bool)
+        if batch.tokens is None:
+            before = conn.total_changes
+            conn.executemany(sql, rows)
+            if conn.total_changes - before == len(rows):
+                conn.execute("RELEASE batch")
+                return np.full(len(rows), NEW, dtype=np.int8)
+            conn.execute("ROLLBACK TO batch")
+        outcomes = np.full(len(rows), DUPLICATE, dtype=np.int8)
         cursor = conn.cursor()
         for j, row in enumerate(rows):
+            if batch.tokens is not None:
+                nonce = batch.tokens[j]
+                used = cursor.execute(
+                    "SELECT report_id FROM token_uses WHERE collection = ? AND nonce = ?", (key, nonce)
+                ).fetchone()
+                if used is not None and used[0] != row[1]:
+                    outcomes[j] = TOKEN_USED
+                    continue
             cursor.execute(sql, row)
-            accepted[j] = cursor.rowcount == 1
+            if cursor.rowcount == 1:
+                outcomes[j] = NEW
+                if batch.tokens is not None:
+                    cursor.execute("INSERT INTO token_uses VALUES (?, ?, ?)", (key, batch.tokens[j], row[1]))
         conn.execute("RELEASE batch")
-        return accepted
+        return outcomes

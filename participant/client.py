@@ -196,8 +196,12 @@ class AsyncClient:
         record: Mapping[str, object],
         group: int | None = None,
         spec: CollectionSpec | None = None,
+        token: str | None = None,
     ) -> str:
         """Build this person's one report for ``record`` and send it; returns the server's status.
+
+        ``token`` is the enrollment token the operator gave this person, for collections that
+        require one.
 
         Raises :class:`AlreadyReported` if the ledger shows a report already acknowledged; a
         pending one (sent but never acknowledged) is re-sent unchanged rather than redrawn.
@@ -213,7 +217,7 @@ class AsyncClient:
                 return await self._send_and_record(collection_id, key, self.ledger.pending_body(key))
         spec = spec or await self.fetch_spec(collection_id)
         report: Report = Participant(spec, rng=self.rng).report(record, group)
-        body = pack_report(report, spec)
+        body = pack_report(report, spec, token)
         if self.ledger is not None:
             self.ledger.reserve(key, body)
         return await self._send_and_record(collection_id, key, body)
@@ -243,5 +247,7 @@ class Client:
     def fetch_spec(self, collection_id: str) -> CollectionSpec:
         return self._run("fetch_spec", collection_id)
 
-    def submit(self, collection_id: str, record: Mapping[str, object], group: int | None = None) -> str:
-        return self._run("submit", collection_id, record, group)
+    def submit(
+        self, collection_id: str, record: Mapping[str, object], group: int | None = None, token: str | None = None
+    ) -> str:
+        return self._run("submit", collection_id, record, group, None, token)

@@ -1,7 +1,8 @@
 """The msgpack wire format of reports, and its validation.
 
-One report is a map ``{"id": <16 bytes>, "input": <int>, "value": <payload>}`` where the payload
-depends on the collection's protocol:
+One report is a map ``{"id": <16 bytes>, "input": <int>, "value": <payload>}`` (plus ``"token"``,
+the person's enrollment token, for collections that require one) where the payload depends on
+the collection's protocol:
 
 - DE: an integer in ``[0, d)``;
 - SUE, OUE: the bit vector packed into ``ceil(d / 8)`` bytes, most significant bit first
@@ -48,17 +49,20 @@ def encode_payload(mechanism: Mechanism, row) -> int | bytes:
     return int(row)
 
 
-def report_to_wire(report: Report, spec: CollectionSpec) -> dict:
-    """The msgpack-ready map of ``report``."""
-    return {
+def report_to_wire(report: Report, spec: CollectionSpec, token: str | bytes | None = None) -> dict:
+    """The msgpack-ready map of ``report``, with the enrollment ``token`` if the collection asks for one."""
+    wire = {
         "id": report.report_id,
         "input": report.input,
         "value": encode_payload(spec.oracles[report.input], report.payload),
     }
+    if token is not None:
+        wire["token"] = token
+    return wire
 
 
-def pack_report(report: Report, spec: CollectionSpec) -> bytes:
-    return msgpack.packb(report_to_wire(report, spec))
+def pack_report(report: Report, spec: CollectionSpec, token: str | bytes | None = None) -> bytes:
+    return msgpack.packb(report_to_wire(report, spec, token))
 
 
 def pack_batch(reports: list[Report], spec: CollectionSpec) -> bytes:
@@ -130,8 +134,8 @@ def check_report(spec: CollectionSpec, obj) -> tuple[bytes, int, int | bytes]:
     raises :class:`ReportError`."""
     if not isinstance(obj, dict):
         raise ReportError("wrong_type", "a report must be a map with keys id, input, value")
-    if len(obj) != 3 or "id" not in obj or "input" not in obj or "value" not in obj:
-        extra = set(obj) - {"id", "input", "value"}
+    if len(obj) - ("token" in obj) != 3 or "id" not in obj or "input" not in obj or "value" not in obj:
+        extra = set(obj) - {"id", "input", "value", "token"}
         if extra:
             raise ReportError("malformed", f"unknown report fields: {', '.join(sorted(map(str, extra)))}")
         missing = [k for k in ("id", "input", "value") if k not in obj]

@@ -3,7 +3,6 @@ moments and restarted. Every report the client saw acknowledged must be stored a
 twice, and the running statistics must equal a recomputation from the stored reports."""
 
 import asyncio
-import os
 import random
 import signal
 import socket

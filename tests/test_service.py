@@ -488,3 +488,51 @@ def test_the_rate_limiter_refills_over_time():
     now[0] = 2.5
     assert limiter.take("c", "a", 2) == 0 and limiter.take("c", "a") == 0.5
     assert limiter.take("c", "a", 61) == float("inf")
+
+
+async def test_enrollment_tokens_are_single_use_and_cannot_be_forged(service, tmp_path):
+    spec = table_1_spec(protocol="DE")
+    for cid in ("c1", "c2"):
+        async with service.session.post(
+            f"{service.url}/collections", json={"spec": spec.to_dict(), "id": cid, "enrollment": True}, headers=AUTH
+        ) as r:
+            assert r.status == 201 and (await r.json())["enrollment"] is True
+
+    async def tokens(cid, count):
+        async with service.session.post(
+            f"{service.url}/collections/{cid}/enrollments", json={"count": count}, headers=AUTH
+        ) as r:
+            assert r.status == 201
+            return (await r.json())["tokens"]
+
+    async with service.session.post(f"{service.url}/collections/c1/enrollments", json={"count": 2}) as r:
+        assert r.status == 401
+    mine, other = await tokens("c1", 3), (await tokens("c2", 1))[0]
+    reports = simulated_reports(spec, reps=1)
+    post = lambda r, token: service.post("/collections/c1/reports", pack_report(r, spec, token))  # noqa: E731
+
+    assert (await post(reports[0], None))[0] == 403  # no token
+    assert (await post(reports[0], "A" * 43 + "="))[1]["reason"] == "bad_token"  # forged
+    assert (await post(reports[0], other))[0] == 403  # issued for another collection
+    assert await post(reports[0], mine[0]) == (201, {"status": "accepted"})
+    assert await post(reports[0], mine[0]) == (200, {"status": "duplicate"})  # a retry stays idempotent
+    status, data = await post(reports[1], mine[0])  # the same token, a second report
+    assert status == 409 and data["reason"] == "token_used"
+    # In a batch: a reused token is refused report by report.
+    batch = {"reports": [msgpack.unpackb(pack_report(r, spec, mine[1])) for r in reports[2:4]]}
+    status, data = await service.post("/collections/c1/reports", msgpack.packb(batch))
+    assert [r["status"] for r in data["results"]] == ["accepted", "rejected"]
+    assert data["results"][1]["reason"] == "token_used"
+    # The participant client sends the token it was given.
+    record = dict(zip(["age", "income", "gender", "missed_payment"], TABLE_1[0]))
+    async with AsyncClient(service.url, ledger=tmp_path / "ledger.json") as client:
+        assert await client.submit("c1", record, token=mine[2]) == "accepted"
+    assert service.store.statistics["c1"].n_reports == service.store.count_reports("c1") == 3
+    async with service.session.post(
+        f"{service.url}/collections", json={"spec": spec.to_dict(), "id": "open"}, headers=AUTH
+    ) as r:
+        assert r.status == 201
+    async with service.session.post(
+        f"{service.url}/collections/open/enrollments", json={"count": 1}, headers=AUTH
+    ) as r:
+        assert r.status == 409
