@@ -536,3 +536,14 @@ async def test_enrollment_tokens_are_single_use_and_cannot_be_forged(service, tm
         f"{service.url}/collections/open/enrollments", json={"count": 1}, headers=AUTH
     ) as r:
         assert r.status == 409
+
+
+async def test_tokens_sharing_a_prefix_or_length_with_the_admin_token_are_refused(service):
+    spec = table_1_spec()
+    probes = [ADMIN[:-1], ADMIN + "x", ADMIN[:5], ADMIN.upper(), ADMIN[:-1] + "X", ADMIN + " x", ""]
+    for probe in probes:
+        async with service.session.post(
+            f"{service.url}/collections", json={"spec": spec.to_dict()}, headers={"Authorization": f"Bearer {probe}"}
+        ) as r:
+            assert r.status in (401, 403), probe
+    assert service.store.collections == {}
