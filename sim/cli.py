@@ -27,6 +27,7 @@ non-private Naive Bayes trained on the same split."""
 EPILOG = f"""\
 subcommands:
   python -m sim sweep --help     accuracy over a grid of protocols and ε, as CSV and plots
+  python -m sim compare --help   LDP Naive Bayes beside central-DP baselines
 
 examples:
   python -m sim --dataset car --protocol OUE --eps 1
@@ -130,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         from .sweep import main as sweep
 
         return sweep(argv[1:])
+    if argv[:1] == ["compare"]:
+        from .compare import main as compare
+
+        return compare(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.csv and not args.label:

@@ -1,0 +1,10 @@
+"""Central-DP classifiers from the companion papers, for comparison with LDP Naive Bayes.
+
+A trusted curator holds the raw data and releases a model under ε-DP. These live with the
+simulator: they are not part of the participant library or the service.
+"""
+
+from .decision_tree import DPDecisionTree
+from .naive_bayes import DPNaiveBayes
+
+__all__ = ["DPDecisionTree", "DPNaiveBayes"]

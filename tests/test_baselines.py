@@ -1,0 +1,74 @@
+import numpy as np
+import pytest
+from sklearn.tree import DecisionTreeClassifier
+
+from participant import encode_features, encode_labels
+from sim.baselines import DPDecisionTree, DPNaiveBayes
+from sim.baselines.decision_tree import one_hot
+from sim.baselines.noise import CLAMP, noisy_histogram
+from sim.cli import main
+from sim.datasets import load_dataset
+from sim.experiment import runner_for
+
+from .conftest import TABLE_1, table_1_spec
+
+SPEC = table_1_spec()
+X1 = encode_features(np.array([r[:3] for r in TABLE_1], dtype=object), SPEC)
+Y1 = encode_labels([r[3] for r in TABLE_1], SPEC)
+
+
+def test_budget_splits_match_the_papers_on_table_1():
+    # 3 categorical attributes: ε' = ε / (1 + 3).
+    assert DPNaiveBayes(2.0, [3, 3, 2], 2).epsilon_per_query == pytest.approx(0.5)
+    # One-hot: |A| = 3 + 3 + 2 = 8 binary attributes, depth ceil(sqrt 8) = 3: ε' = ε / (8·4).
+    tree = DPDecisionTree(2.0, [3, 3, 2], 2)
+    assert tree.depth == 3 and tree.epsilon_per_query == pytest.approx(2.0 / 32)
+
+
+def test_histogram_noise_has_the_replacement_sensitivity_scale():
+    draws = noisy_histogram(np.zeros(200_000), 0.5, np.random.default_rng(0), positive=False)
+    # Laplace(2/ε) with ε = 0.5: scale 4, standard deviation 4·√2.
+    assert draws.std() == pytest.approx(4 * np.sqrt(2), rel=0.02)
+    clamped = noisy_histogram(np.zeros(1000), 0.5, np.random.default_rng(1))
+    assert clamped.min() == CLAMP
+    np.testing.assert_array_equal(noisy_histogram(np.array([3, 0]), None, None), [3, CLAMP])
+
+
+def test_without_noise_the_baselines_are_their_textbook_selves():
+    nb = DPNaiveBayes(None, [3, 3, 2], 2).fit(X1, Y1)
+    # P(C1) = 4/10 and P(Age = Young | C1) = 2/4, as in the paper's Table 2.
+    assert np.exp(nb.class_log_prior_) == pytest.approx([0.4, 0.6])
+    assert np.exp(nb.feature_log_prob_[0][0, 0]) == pytest.approx(0.5, rel=1e-4)
+    # The noiseless tree is CART: it predicts like scikit-learn's tree of the same depth.
+    runner = runner_for(load_dataset("car", download=False))
+    train, test, _ = runner.split(0)
+    ours = DPDecisionTree(None, runner.n_categories, runner.k).fit(runner.codes[train], runner.labels[train])
+    B = one_hot(runner.codes, runner.n_categories)
+    reference = DecisionTreeClassifier(max_depth=ours.depth, random_state=0).fit(B[train], runner.labels[train])
+    assert ours.score(runner.codes[test], runner.labels[test]) == reference.score(B[test], runner.labels[test])
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 5.0])
+def test_models_are_valid_distributions(epsilon):
+    nb = DPNaiveBayes(epsilon, [3, 3, 2], 2, rng=0).fit(X1, Y1)
+    np.testing.assert_allclose(np.exp(nb.predict_log_proba(X1)).sum(axis=1), 1.0)
+    for table in nb.feature_log_prob_:
+        np.testing.assert_allclose(np.exp(table).sum(axis=1), 1.0)
+    assert set(DPDecisionTree(epsilon, [3, 3, 2], 2, rng=0).fit(X1, Y1).predict(X1)) <= {0, 1}
+
+
+def test_at_a_large_epsilon_the_baselines_approach_their_non_private_accuracy():
+    runner = runner_for(load_dataset("mushroom", download=False))
+    train, test, _ = runner.split(0)
+    X, y, args = runner.codes, runner.labels, (runner.n_categories, runner.k)
+    for cls in (DPNaiveBayes, DPDecisionTree):
+        exact = cls(None, *args).fit(X[train], y[train]).score(X[test], y[test])
+        private = cls(1e5, *args, rng=0).fit(X[train], y[train]).score(X[test], y[test])
+        assert exact > 0.99 and private > exact - 0.01
+
+
+def test_compare_prints_a_table_and_writes_a_plot(tmp_path, capsys):
+    assert main(["compare", "--dataset", "car", "--eps", "1,4", "--reps", "2", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "LDP Naive Bayes (local, ours) | local" in out and "DP Naive Bayes (central) | central" in out
+    assert (tmp_path / "compare-car.png").stat().st_size > 10_000
