@@ -2,7 +2,7 @@
 
 For every ε and repetition (the simulator's 80/20 splits): our LDP Naive Bayes (each person
 sends one report at ε; default protocol and estimator) and the central-DP classifiers of
-comparing-dp-classifiers.txt (a trusted curator holds the raw rows and releases an ε-DP model),
+comparing-dp-classifiers.txt (Naive Bayes, CART, SVM; a trusted curator holds the raw rows and releases an ε-DP model),
 each beside its non-private counterpart. Prints a table and writes a plot.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from .baselines import DPDecisionTree, DPNaiveBayes
+from .baselines import DPSVM, DPDecisionTree, DPNaiveBayes
 from .datasets import dataset_names, load_dataset
 from .experiment import runner_for
 
@@ -23,6 +23,7 @@ MODELS = [
     ("LDP Naive Bayes (local, ours)", "local"),
     ("DP Naive Bayes (central)", "central"),
     ("DP decision tree (central)", "central"),
+    ("DP SVM (central)", "central"),
 ]
 
 
@@ -41,6 +42,7 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0) -> dict:
             nonprivate[MODELS[0][0]][r] = nb_nonprivate
             nonprivate[MODELS[1][0]][r] = DPNaiveBayes(None, *args).fit(X[train], y[train]).score(X[test], y[test])
             nonprivate[MODELS[2][0]][r] = DPDecisionTree(None, *args).fit(X[train], y[train]).score(X[test], y[test])
+            nonprivate[MODELS[3][0]][r] = DPSVM(None, *args).fit(X[train], y[train]).score(X[test], y[test])
             for e, eps in enumerate(epsilons):
                 ours = runner.run("auto", eps, s, ("normsub",), mode="fast").accuracy["normsub"]
                 accuracy[MODELS[0][0]][e, r] = ours
@@ -50,6 +52,9 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0) -> dict:
                 )
                 accuracy[MODELS[2][0]][e, r] = (
                     DPDecisionTree(eps, *args, rng=rng).fit(X[train], y[train]).score(X[test], y[test])
+                )
+                accuracy[MODELS[3][0]][e, r] = (
+                    DPSVM(eps, *args, rng=rng).fit(X[train], y[train]).score(X[test], y[test])
                 )
                 progress.update()
     return {"accuracy": accuracy, "nonprivate": nonprivate}

@@ -3,9 +3,10 @@ import pytest
 from sklearn.tree import DecisionTreeClassifier
 
 from participant import encode_features, encode_labels
-from sim.baselines import DPDecisionTree, DPNaiveBayes
+from sim.baselines import DPSVM, DPDecisionTree, DPNaiveBayes
 from sim.baselines.decision_tree import one_hot
 from sim.baselines.noise import CLAMP, noisy_histogram
+from sim.baselines.svm import perturbation, privacy_parameters
 from sim.cli import main
 from sim.datasets import load_dataset
 from sim.experiment import runner_for
@@ -72,3 +73,29 @@ def test_compare_prints_a_table_and_writes_a_plot(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "LDP Naive Bayes (local, ours) | local" in out and "DP Naive Bayes (central) | central" in out
     assert (tmp_path / "compare-car.png").stat().st_size > 10_000
+
+
+def test_svm_privacy_parameters_match_a_hand_computation():
+    # n = 1000, h = 0.05, Λ = 10^-2.5: 1/(nhΛ) = 6.3246, 1/(4n²h²Λ²) = 10, log(17.3246) = 2.8521.
+    eps2, ridge = privacy_parameters(5.0, 1000)
+    assert eps2 == pytest.approx(5.0 - 2.8521, abs=1e-4) and ridge == pytest.approx(10**-2.5)
+    # ε = 1 leaves ε' < 0: ε'' = ε/2 and Λ' = 1/(2nh(e^{1/4} - 1)) = 0.035208.
+    eps2, ridge = privacy_parameters(1.0, 1000)
+    assert eps2 == 0.5 and ridge == pytest.approx(0.035208, rel=1e-4)
+
+
+def test_svm_features_lie_in_the_unit_ball_and_noise_has_the_gamma_norm():
+    svm = DPSVM(1.0, [3, 3, 2], 2)
+    np.testing.assert_allclose(np.linalg.norm(svm.features(X1), axis=1), 1.0)
+    norms = [np.linalg.norm(perturbation(np.random.default_rng(s), 0.5, 9)) for s in range(4000)]
+    # ‖b‖ ~ Gamma(9, 2/0.5): mean 36, sd 12.
+    assert np.mean(norms) == pytest.approx(36, rel=0.03)
+
+
+def test_svm_at_a_large_epsilon_approaches_its_non_private_accuracy():
+    runner = runner_for(load_dataset("mushroom", download=False))
+    train, test, _ = runner.split(0)
+    X, y, args = runner.codes, runner.labels, (runner.n_categories, runner.k)
+    exact = DPSVM(None, *args).fit(X[train], y[train]).score(X[test], y[test])
+    assert exact > 0.97
+    assert DPSVM(1e4, *args, rng=0).fit(X[train], y[train]).score(X[test], y[test]) > exact - 0.01

@@ -6,5 +6,6 @@ simulator: they are not part of the participant library or the service.
 
 from .decision_tree import DPDecisionTree
 from .naive_bayes import DPNaiveBayes
+from .svm import DPSVM
 
-__all__ = ["DPDecisionTree", "DPNaiveBayes"]
+__all__ = ["DPSVM", "DPDecisionTree", "DPNaiveBayes"]
