@@ -33,7 +33,9 @@ async def participant_loop(session, url, bodies, deadline, latencies, errors, bu
         budget[0] -= 1
         body = bodies[budget[0] % len(bodies)]
         # A fresh report id per participant: replace the 16 id bytes (they follow b"\xa2id\xc4\x10").
-        body = body.replace(body[body.index(b"\xc4\x10") + 2 : body.index(b"\xc4\x10") + 18], secrets.token_bytes(16), 1)
+        body = body.replace(
+            body[body.index(b"\xc4\x10") + 2 : body.index(b"\xc4\x10") + 18], secrets.token_bytes(16), 1
+        )
         start = time.perf_counter()
         try:
             async with session.post(url, data=body, headers={"Content-Type": "application/msgpack"}) as r:
@@ -68,7 +70,9 @@ async def main_async(args) -> None:
             connector = aiohttp.TCPConnector(limit=args.clients)
             async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=30)) as session:
                 async with session.post(
-                    f"{base}/collections", json={"spec": spec.to_dict(), "id": "load"}, headers={"Authorization": f"Bearer {token}"}
+                    f"{base}/collections",
+                    json={"spec": spec.to_dict(), "id": "load"},
+                    headers={"Authorization": f"Bearer {token}"},
                 ) as r:
                     assert r.status == 201
                 latencies, errors, budget = [], [], [args.max_reports]
@@ -76,7 +80,9 @@ async def main_async(args) -> None:
                 deadline = start + args.seconds
                 await asyncio.gather(
                     *(
-                        participant_loop(session, f"{base}/collections/load/reports", bodies, deadline, latencies, errors, budget)
+                        participant_loop(
+                            session, f"{base}/collections/load/reports", bodies, deadline, latencies, errors, budget
+                        )
                         for _ in range(args.clients)
                     )
                 )
@@ -86,7 +92,9 @@ async def main_async(args) -> None:
         finally:
             server.terminate()
             server.wait()
-    counted = int(next(l for l in metrics.splitlines() if l.startswith('ldpnb_collection_reports{collection="load"}')).split()[-1])
+    counted = int(
+        next(l for l in metrics.splitlines() if l.startswith('ldpnb_collection_reports{collection="load"}')).split()[-1]
+    )
     lat = np.array(latencies) * 1000
     print(f"{args.clients} concurrent participants for {elapsed:.1f} s")
     print(f"  acknowledged {len(latencies):,} reports, {len(latencies) / elapsed:,.0f}/s; counted {counted:,}")

@@ -5,6 +5,13 @@ from sklearn.tree import DecisionTreeClassifier
 from participant import encode_features, encode_labels
 from sim.baselines import DPSVM, DPDecisionTree, DPNaiveBayes
 from sim.baselines.decision_tree import one_hot
+from sim.baselines.hellinger import (
+    expected_distance,
+    exponential_mechanism_probabilities,
+    hellinger_beta,
+    laplace_probabilities,
+    smoothing_gamma,
+)
 from sim.baselines.noise import CLAMP, noisy_histogram
 from sim.baselines.svm import perturbation, privacy_parameters
 from sim.cli import main
@@ -99,3 +106,39 @@ def test_svm_at_a_large_epsilon_approaches_its_non_private_accuracy():
     exact = DPSVM(None, *args).fit(X[train], y[train]).score(X[test], y[test])
     assert exact > 0.97
     assert DPSVM(1e4, *args, rng=0).fit(X[train], y[train]).score(X[test], y[test]) > exact - 0.01
+
+
+def test_hellinger_distance_between_betas_matches_numerical_integration():
+    from scipy import integrate, stats
+
+    p, q = stats.beta(3, 5), stats.beta(6, 2.5)
+    overlap = integrate.quad(lambda t: np.sqrt(p.pdf(t) * q.pdf(t)), 0, 1)[0]
+    assert hellinger_beta(3, 5, 6, 2.5) == pytest.approx(np.sqrt(1 - overlap), rel=1e-6)
+
+
+def test_smoothing_gamma_matches_a_hand_computation():
+    # n = 100, ε = 1, δ = 1e-8: ln(δ / 202) = −23.7290, so γ = ln(1 + 1/47.458) = 0.020852.
+    assert smoothing_gamma(1.0, 1e-8, 100) == pytest.approx(0.020852, rel=1e-4)
+
+
+@pytest.mark.parametrize("n", [50, 200])
+def test_posterior_mechanisms_meet_their_guarantees_exactly(n):
+    epsilon, delta = 1.0, 1e-8
+    for a in range(0, n, max(1, n // 10)):
+        for mechanism in (
+            lambda c: exponential_mechanism_probabilities(c, n, epsilon, delta),
+            lambda c: laplace_probabilities(c, n, epsilon, 1.0),
+        ):
+            P, Q = mechanism(a), mechanism(a + 1)
+            assert P.sum() == pytest.approx(1.0) and Q.sum() == pytest.approx(1.0)
+            # (ε, δ): the probability mass beyond the e^ε ratio is at most δ, both ways.
+            assert np.maximum(P - np.exp(epsilon) * Q, 0).sum() <= delta
+            assert np.maximum(Q - np.exp(epsilon) * P, 0).sum() <= delta
+
+
+def test_the_exponential_mechanism_overtakes_dimension_scaled_laplace_on_large_data():
+    # Measured (bench/hellinger.py): 0.3481 vs 0.1355 at n = 100, 0.0560 vs 0.0568 at n = 600.
+    small = (exponential_mechanism_probabilities(50, 100, 1.0, 1e-8), laplace_probabilities(50, 100, 1.0, 2.0))
+    large = (exponential_mechanism_probabilities(300, 600, 1.0, 1e-8), laplace_probabilities(300, 600, 1.0, 2.0))
+    assert expected_distance(small[0], 50, 100) > expected_distance(small[1], 50, 100)
+    assert expected_distance(large[0], 300, 600) < expected_distance(large[1], 300, 600)
