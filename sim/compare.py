@@ -15,9 +15,11 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from .baselines import DPSVM, DPDecisionTree, DPNaiveBayes
+from participant import encode_features
+
+from .baselines import DPSVM, DPDecisionTree, DPGaussianNB, DPNaiveBayes
 from .datasets import dataset_names, load_dataset
-from .experiment import runner_for
+from .experiment import Setup, run_once, runner_for, spec_for, split
 
 MODELS = [
     ("LDP Naive Bayes (local, ours)", "local"),
@@ -27,37 +29,63 @@ MODELS = [
 ]
 
 
+def _continuous_models(dataset, seed: int):
+    """Per split: train/test arrays for the numerical baselines and binned codes for the tree."""
+    X_train, X_test, y_train, y_test = split(dataset, seed)
+    spec = spec_for(dataset, "DE", 1.0, setup=Setup(bins=4))  # equal-width bins of the declared ranges
+    labels = {c: i for i, c in enumerate(dataset.classes)}
+    ytr, yte = np.array([labels[v] for v in y_train]), np.array([labels[v] for v in y_test])
+    codes_tr, codes_te = encode_features(X_train, spec), encode_features(X_test, spec)
+    return X_train, X_test, ytr, yte, codes_tr, codes_te, [4] * len(dataset.feature_names)
+
+
 def compare(dataset, epsilons: list[float], reps: int, seed: int = 0) -> dict:
     """Accuracies ``{model: array (len(epsilons), reps)}`` plus the non-private counterparts
-    ``{model: array (reps,)}``."""
-    runner = runner_for(dataset)
-    accuracy = {name: np.zeros((len(epsilons), reps)) for name, _ in MODELS}
-    nonprivate = {name: np.zeros(reps) for name, _ in MODELS}
+    ``{model: array (reps,)}``. Numerical data sets use their declared bounds: Gaussian NB and the
+    SVM on the values, the tree on equal-width bins, our LDP model on the paper's bins."""
+    names = [name for name, _ in models_for(dataset)]
+    accuracy = {name: np.zeros((len(epsilons), reps)) for name in names}
+    nonprivate = {name: np.zeros(reps) for name in names}
+    k = len(dataset.classes)
     with tqdm(total=len(epsilons) * reps, desc="compare", unit="run") as progress:
         for r in range(reps):
             s = seed + r
-            train, test, nb_nonprivate = runner.split(s)
-            X, y = runner.codes, runner.labels
-            args = (runner.n_categories, runner.k)
-            nonprivate[MODELS[0][0]][r] = nb_nonprivate
-            nonprivate[MODELS[1][0]][r] = DPNaiveBayes(None, *args).fit(X[train], y[train]).score(X[test], y[test])
-            nonprivate[MODELS[2][0]][r] = DPDecisionTree(None, *args).fit(X[train], y[train]).score(X[test], y[test])
-            nonprivate[MODELS[3][0]][r] = DPSVM(None, *args).fit(X[train], y[train]).score(X[test], y[test])
+            if dataset.continuous:
+                Xtr, Xte, ytr, yte, ctr, cte, bins = _continuous_models(dataset, s)
+                bounds = dataset.ranges
+                baselines = [
+                    lambda eps, rng: DPGaussianNB(eps, bounds, k, rng=rng).fit(Xtr, ytr).score(Xte, yte),
+                    lambda eps, rng: DPDecisionTree(eps, bins, k, rng=rng).fit(ctr, ytr).score(cte, yte),
+                    lambda eps, rng: DPSVM(eps, None, k, rng=rng, bounds=bounds).fit(Xtr, ytr).score(Xte, yte),
+                ]
+                ours = lambda eps: run_once(dataset, "auto", eps, s, ("normsub",), mode="fast")  # noqa: E731
+            else:
+                runner = runner_for(dataset)
+                train, test, _ = runner.split(s)
+                X, y, args = runner.codes, runner.labels, (runner.n_categories, runner.k)
+                baselines = [
+                    lambda eps, rng: DPNaiveBayes(eps, *args, rng=rng).fit(X[train], y[train]).score(X[test], y[test]),
+                    lambda eps, rng: (
+                        DPDecisionTree(eps, *args, rng=rng).fit(X[train], y[train]).score(X[test], y[test])
+                    ),
+                    lambda eps, rng: DPSVM(eps, *args, rng=rng).fit(X[train], y[train]).score(X[test], y[test]),
+                ]
+                ours = lambda eps: runner.run("auto", eps, s, ("normsub",), mode="fast")  # noqa: E731
+            nonprivate[names[0]][r] = ours(epsilons[0]).nonprivate_accuracy
+            for name, fit in zip(names[1:], baselines):
+                nonprivate[name][r] = fit(None, None)
             for e, eps in enumerate(epsilons):
-                ours = runner.run("auto", eps, s, ("normsub",), mode="fast").accuracy["normsub"]
-                accuracy[MODELS[0][0]][e, r] = ours
+                accuracy[names[0]][e, r] = ours(eps).accuracy["normsub"]
                 rng = np.random.default_rng([s, e])
-                accuracy[MODELS[1][0]][e, r] = (
-                    DPNaiveBayes(eps, *args, rng=rng).fit(X[train], y[train]).score(X[test], y[test])
-                )
-                accuracy[MODELS[2][0]][e, r] = (
-                    DPDecisionTree(eps, *args, rng=rng).fit(X[train], y[train]).score(X[test], y[test])
-                )
-                accuracy[MODELS[3][0]][e, r] = (
-                    DPSVM(eps, *args, rng=rng).fit(X[train], y[train]).score(X[test], y[test])
-                )
+                for name, fit in zip(names[1:], baselines):
+                    accuracy[name][e, r] = fit(eps, rng)
                 progress.update()
-    return {"accuracy": accuracy, "nonprivate": nonprivate}
+    return {"accuracy": accuracy, "nonprivate": nonprivate, "models": models_for(dataset)}
+
+
+def models_for(dataset) -> list[tuple[str, str]]:
+    nb = "DP Gaussian Naive Bayes (central)" if dataset.continuous else "DP Naive Bayes (central)"
+    return [MODELS[0], (nb, "central"), MODELS[2], MODELS[3]]
 
 
 def plot(result: dict, epsilons: list[float], title: str, path: Path) -> None:
@@ -67,7 +95,7 @@ def plot(result: dict, epsilons: list[float], title: str, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for name, _ in MODELS:
+    for name, _ in result["models"]:
         acc = result["accuracy"][name]
         (line,) = ax.plot(epsilons, acc.mean(axis=1), marker="o", label=name)
         ax.fill_between(
@@ -101,15 +129,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", default="results", help="folder for the plot (default results)")
     args = parser.parse_args(argv)
     data = load_dataset(args.dataset, args.data_dir)
-    if data.continuous:
-        parser.error("compare covers the categorical data sets so far (numerical baselines are not implemented yet)")
     epsilons = [float(e) for e in args.eps.split(",")]
     result = compare(data, epsilons, args.reps, args.seed)
     header = "| model | privacy | " + " | ".join(f"ε={e:g}" for e in epsilons) + " | non-private |"
     print(f"{data.name}: mean accuracy over {args.reps} splits")
     print(header)
     print("|---|---|" + "---|" * len(epsilons) + "---|")
-    for name, model in MODELS:
+    for name, model in result["models"]:
         acc = result["accuracy"][name].mean(axis=1)
         print(
             f"| {name} | {model} | "

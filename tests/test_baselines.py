@@ -3,7 +3,7 @@ import pytest
 from sklearn.tree import DecisionTreeClassifier
 
 from participant import encode_features, encode_labels
-from sim.baselines import DPSVM, DPDecisionTree, DPNaiveBayes
+from sim.baselines import DPSVM, DPDecisionTree, DPGaussianNB, DPNaiveBayes
 from sim.baselines.decision_tree import one_hot
 from sim.baselines.hellinger import (
     expected_distance,
@@ -142,3 +142,32 @@ def test_the_exponential_mechanism_overtakes_dimension_scaled_laplace_on_large_d
     large = (exponential_mechanism_probabilities(300, 600, 1.0, 1e-8), laplace_probabilities(300, 600, 1.0, 2.0))
     assert expected_distance(small[0], 50, 100) > expected_distance(small[1], 50, 100)
     assert expected_distance(large[0], 300, 600) < expected_distance(large[1], 300, 600)
+
+
+def test_gaussian_baseline_without_noise_is_gaussian_naive_bayes():
+    from sklearn.naive_bayes import GaussianNB
+
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.uniform(0, 10, 500), rng.uniform(-5, 5, 500)])
+    y = (X[:, 0] + rng.normal(0, 2, 500) > 5).astype(int)
+    ours = DPGaussianNB(None, [(0, 10), (-5, 5)], 2).fit(X, y)
+    reference = GaussianNB().fit(X - [5, 0], y)  # our values are centred on the range's middle
+    np.testing.assert_allclose(ours.theta_, reference.theta_)
+    np.testing.assert_allclose(ours.var_, reference.var_, rtol=1e-6)
+    assert ours.score(X, y) == reference.score(X - [5, 0], y)
+    # Budget: class counts plus a sum and a sum of squares per attribute.
+    assert DPGaussianNB(5.0, [(0, 1)] * 2, 2).epsilon_per_query == pytest.approx(1.0)
+
+
+def test_gaussian_baseline_noise_follows_the_declared_range():
+    # One attribute on [0, 10]: h = 5, ε' = 3/3 = 1, so the per-class sum gets Laplace(2h/ε') = Laplace(10).
+    X, y = np.full((4000, 1), 5.0), np.zeros(4000, dtype=int)  # centred values are all 0
+    sums = [DPGaussianNB(3.0, [(0, 10)], 2, rng=s).fit(X, y).theta_[0, 0] * 4000 for s in range(400)]
+    # θ = sum / ñ is clipped to ±h; with ñ ≈ 4000 the sd of θ·ñ is about √2·10.
+    assert np.std(sums) == pytest.approx(np.sqrt(2) * 10, rel=0.15)
+
+
+def test_compare_covers_numerical_data_sets(tmp_path, capsys):
+    assert main(["compare", "--dataset", "diabetes", "--eps", "2", "--reps", "2", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "DP Gaussian Naive Bayes (central)" in out and "DP SVM (central)" in out

@@ -5,7 +5,8 @@ simulator: they are not part of the participant library or the service.
 """
 
 from .decision_tree import DPDecisionTree
+from .gaussian_nb import DPGaussianNB
 from .naive_bayes import DPNaiveBayes
 from .svm import DPSVM
 
-__all__ = ["DPSVM", "DPDecisionTree", "DPNaiveBayes"]
+__all__ = ["DPSVM", "DPDecisionTree", "DPGaussianNB", "DPNaiveBayes"]

@@ -67,14 +67,23 @@ def fit_binary(X: np.ndarray, y: np.ndarray, epsilon: float | None, rng) -> np.n
 
 
 class DPSVM:
-    def __init__(self, epsilon: float | None, n_categories: list[int], n_classes: int, rng=None):
+    """``n_categories`` for categorical codes, or ``bounds`` (declared ``[l, u]`` per attribute)
+    for numerical values; either way every feature vector lands in the unit ball."""
+
+    def __init__(self, epsilon: float | None, n_categories: list[int] | None, n_classes: int, rng=None, bounds=None):
         self.epsilon = epsilon
-        self.n_categories = list(n_categories)
+        self.n_categories = None if n_categories is None else list(n_categories)
+        self.bounds = None if bounds is None else np.asarray(bounds, dtype=float)
         self.n_classes = n_classes
         self.rng = np.random.default_rng(rng)
 
     def features(self, X: np.ndarray) -> np.ndarray:
-        """One-hot categories plus a bias coordinate, scaled into the unit ball (‖x‖ = 1)."""
+        """Categorical: one-hot plus a bias coordinate over ``sqrt(n + 1)`` (‖x‖ = 1). Numerical:
+        each value mapped into [-1, 1] by its declared range, plus a bias, over ``sqrt(p + 1)``."""
+        if self.bounds is not None:
+            low, high = self.bounds[:, 0], self.bounds[:, 1]
+            Z = 2 * (np.clip(np.asarray(X, dtype=float), low, high) - low) / (high - low) - 1
+            return np.column_stack([Z, np.ones(len(X))]) / math.sqrt(Z.shape[1] + 1)
         B = np.column_stack([one_hot(X, self.n_categories), np.ones(len(X))]).astype(float)
         return B / math.sqrt(len(self.n_categories) + 1)
 
