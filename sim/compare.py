@@ -21,6 +21,8 @@ from .baselines import DPSVM, DPDecisionTree, DPGaussianNB, DPNaiveBayes
 from .datasets import dataset_names, load_dataset
 from .experiment import Setup, run_once, runner_for, spec_for, split
 
+RADIUS = 1  # Hamming radius of the radius-neighbours baseline on categorical data
+
 MODELS = [
     ("LDP Naive Bayes (local, ours)", "local"),
     ("DP Naive Bayes (central)", "central"),
@@ -84,8 +86,9 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0) -> dict:
 
 
 def models_for(dataset) -> list[tuple[str, str]]:
-    nb = "DP Gaussian Naive Bayes (central)" if dataset.continuous else "DP Naive Bayes (central)"
-    return [MODELS[0], (nb, "central"), MODELS[2], MODELS[3]]
+    if dataset.continuous:
+        return [MODELS[0], ("DP Gaussian Naive Bayes (central)", "central"), MODELS[2], MODELS[3]]
+    return [*MODELS, (f"DP radius neighbours, Hamming r={RADIUS} (central)", "central")]
 
 
 def plot(result: dict, epsilons: list[float], title: str, path: Path) -> None:

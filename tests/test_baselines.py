@@ -12,6 +12,7 @@ from sim.baselines.hellinger import (
     laplace_probabilities,
     smoothing_gamma,
 )
+from sim.baselines.neighbours import DPRadiusNeighbours, degeneracy_bound, hamming
 from sim.baselines.noise import CLAMP, noisy_histogram
 from sim.baselines.svm import perturbation, privacy_parameters
 from sim.cli import main
@@ -171,3 +172,57 @@ def test_compare_covers_numerical_data_sets(tmp_path, capsys):
     assert main(["compare", "--dataset", "diabetes", "--eps", "2", "--reps", "2", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "DP Gaussian Naive Bayes (central)" in out and "DP SVM (central)" in out
+
+
+def brute_force_clique_number(adjacency: np.ndarray) -> int:
+    import itertools
+
+    n = len(adjacency)
+    for size in range(n, 0, -1):
+        for subset in itertools.combinations(range(n), size):
+            if all(adjacency[a, b] for a, b in itertools.combinations(subset, 2)):
+                return size
+    return 0
+
+
+def test_degeneracy_bounds_the_clique_number():
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        n = int(rng.integers(2, 10))
+        upper = np.triu(rng.random((n, n)) < rng.uniform(0.2, 0.9), 1)
+        adjacency = upper | upper.T
+        assert degeneracy_bound(adjacency) >= brute_force_clique_number(adjacency)
+
+
+def test_no_record_lies_in_more_test_balls_than_the_bound():
+    import itertools
+
+    n_categories = [3, 3, 3]
+    space = np.array(list(itertools.product(range(3), repeat=3)))  # every possible record
+    rng = np.random.default_rng(1)
+    tests = space[rng.choice(len(space), 8, replace=False)]
+    model = DPRadiusNeighbours(1.0, n_categories, 2, radius=1, rng=0).fit(space[:5], np.array([0, 1, 0, 1, 0]))
+    model.predict(tests)
+    depth = (hamming(space, tests, n_categories) <= 1).sum(axis=1).max()
+    assert depth <= max(model.clique_bounds_.values())
+
+
+def test_isolated_queries_get_the_base_noise_and_large_epsilon_recovers_the_classifier():
+    X = np.array([[0, 0, 0], [2, 2, 2]])  # Hamming distance 3 > 2r: two components of one node
+    model = DPRadiusNeighbours(1.0, [3, 3, 3], 2, radius=1, rng=0).fit(X, np.array([0, 1]))
+    model.predict(X)
+    assert model.clique_bounds_ == {0: 1, 1: 1}  # Laplace(2·1/ε) per count
+    runner = runner_for(load_dataset("car", download=False))
+    train, test, _ = runner.split(0)
+    args = (runner.n_categories, runner.k)
+    exact = DPRadiusNeighbours(None, *args, radius=1).fit(runner.codes[train], runner.labels[train])
+    private = DPRadiusNeighbours(1e6, *args, radius=1, rng=0).fit(runner.codes[train], runner.labels[train])
+    # Where the exact counts have a unique largest label, tiny noise cannot change the answer.
+    within = hamming(runner.codes[test], runner.codes[train], runner.n_categories) <= 1
+    counts = within.astype(int) @ np.eye(runner.k, dtype=int)[runner.labels[train]]
+    top = np.sort(counts, axis=1)
+    unique = top[:, -1] > top[:, -2]
+    assert unique.mean() > 0.8
+    np.testing.assert_array_equal(
+        exact.predict(runner.codes[test])[unique], private.predict(runner.codes[test])[unique]
+    )

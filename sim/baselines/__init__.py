@@ -7,6 +7,7 @@ simulator: they are not part of the participant library or the service.
 from .decision_tree import DPDecisionTree
 from .gaussian_nb import DPGaussianNB
 from .naive_bayes import DPNaiveBayes
+from .neighbours import DPRadiusNeighbours
 from .svm import DPSVM
 
-__all__ = ["DPSVM", "DPDecisionTree", "DPGaussianNB", "DPNaiveBayes"]
+__all__ = ["DPSVM", "DPDecisionTree", "DPGaussianNB", "DPNaiveBayes", "DPRadiusNeighbours"]
