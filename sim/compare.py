@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from participant import encode_features
 
-from .baselines import DPSVM, DPDecisionTree, DPGaussianNB, DPNaiveBayes
+from .baselines import DPSVM, DPDecisionTree, DPGaussianNB, DPNaiveBayes, DPRadiusNeighbours
 from .datasets import dataset_names, load_dataset
 from .experiment import Setup, run_once, runner_for, spec_for, split
 
@@ -71,9 +71,13 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0) -> dict:
                         DPDecisionTree(eps, *args, rng=rng).fit(X[train], y[train]).score(X[test], y[test])
                     ),
                     lambda eps, rng: DPSVM(eps, *args, rng=rng).fit(X[train], y[train]).score(X[test], y[test]),
+                    lambda eps, rng: (
+                        DPRadiusNeighbours(eps, *args, RADIUS, rng=rng).fit(X[train], y[train]).score(X[test], y[test])
+                    ),
                 ]
                 ours = lambda eps: runner.run("auto", eps, s, ("normsub",), mode="fast")  # noqa: E731
             nonprivate[names[0]][r] = ours(epsilons[0]).nonprivate_accuracy
+            assert len(baselines) == len(names) - 1, "every baseline needs its name"
             for name, fit in zip(names[1:], baselines):
                 nonprivate[name][r] = fit(None, None)
             for e, eps in enumerate(epsilons):

@@ -80,6 +80,11 @@ def test_compare_prints_a_table_and_writes_a_plot(tmp_path, capsys):
     assert main(["compare", "--dataset", "car", "--eps", "1,4", "--reps", "2", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "LDP Naive Bayes (local, ours) | local" in out and "DP Naive Bayes (central) | central" in out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "privacy" not in line]
+    assert len(rows) == 5  # ours and four baselines, each with numbers of its own
+    for row in rows:
+        values = [float(v) for v in row.strip("| ").split(" | ")[2:]]
+        assert all(0 < v <= 1 for v in values), row
     assert (tmp_path / "compare-car.png").stat().st_size > 10_000
 
 
