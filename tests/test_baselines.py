@@ -12,7 +12,13 @@ from sim.baselines.hellinger import (
     laplace_probabilities,
     smoothing_gamma,
 )
-from sim.baselines.neighbours import DPRadiusNeighbours, degeneracy_bound, hamming
+from sim.baselines.neighbours import (
+    DPKNearestNeighbours,
+    DPRadiusNeighbours,
+    degeneracy_bound,
+    hamming,
+    hamming_ball_sizes,
+)
 from sim.baselines.noise import CLAMP, noisy_histogram
 from sim.baselines.svm import perturbation, privacy_parameters
 from sim.cli import main
@@ -231,3 +237,28 @@ def test_isolated_queries_get_the_base_noise_and_large_epsilon_recovers_the_clas
     np.testing.assert_array_equal(
         exact.predict(runner.codes[test])[unique], private.predict(runner.codes[test])[unique]
     )
+
+
+def test_hamming_balls_and_the_uniform_radius():
+    # [3, 3, 2]: 1 record at distance 0, 5 at 1 (2 + 2 + 1), 8 at 2, 4 at 3; 18 in all.
+    np.testing.assert_array_equal(hamming_ball_sizes([3, 3, 2]), [1, 6, 14, 18])
+    model = DPKNearestNeighbours(1.0, [3, 3, 2], 2, k=5).fit(np.zeros((36, 3), dtype=int), np.zeros(36, dtype=int))
+    # 36 records spread over 18 cells: 2 per cell; a ball of radius 1 (6 cells) holds 12 >= 5.
+    assert model.uniform_radius() == 1
+
+
+def test_knn_conversion_finds_the_kth_neighbour_distance_and_spends_its_share():
+    runner = runner_for(load_dataset("car", download=False))
+    train, test, _ = runner.split(0)
+    X, y, args = runner.codes, runner.labels, (runner.n_categories, runner.k)
+    exact = DPKNearestNeighbours(None, *args, k=10).fit(X[train], y[train]).radii(X[test])
+    distances = np.sort(hamming(X[test], X[train], runner.n_categories), axis=1)
+    np.testing.assert_array_equal(exact, distances[:, 9])
+    # With a huge budget the exponential mechanism picks the candidate whose count is closest to k.
+    private = DPKNearestNeighbours(1e9, *args, k=10, rng=0).fit(X[train], y[train])
+    radii = private.radii(X[test])
+    counts = (hamming(X[test], X[train], runner.n_categories) <= radii[:, None]).sum(axis=1)
+    candidates = np.arange(min(2 * max(private.uniform_radius(), 1), len(runner.n_categories)) + 1)
+    best = np.abs((distances[:, :, None] <= candidates).sum(axis=1) - 10).min(axis=1)
+    np.testing.assert_array_equal(np.abs(counts - 10), best)
+    assert 0.8 < DPKNearestNeighbours(None, *args, k=10).fit(X[train], y[train]).score(X[test], y[test])

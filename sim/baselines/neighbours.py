@@ -10,9 +10,17 @@ and enter MCS others, so every count takes Laplace(2·MCS/ε) noise and the labe
 count is returned. The maximum clique size is NP-hard to compute; any upper bound keeps the
 guarantee, and this uses the graph's degeneracy + 1 (exact for many graphs, never smaller).
 
-For the Hamming distance, balls of radius r around x_i and x_j intersect iff d(x_i, x_j) <= 2r
-(change r of the differing attributes of x_i to x_j's values). The paper's k-NN conversion
-(choosing r privately from k) is not implemented yet: r is a parameter.
+For the Hamming distance, balls of radii r_i and r_j around x_i and x_j intersect iff
+d(x_i, x_j) <= r_i + r_j (change r_i of the differing attributes of x_i to x_j's values).
+
+k-NN (:class:`DPKNearestNeighbours`) converts each test point's k to a radius with part ``w·ε``
+of the budget (the paper's interactive conversion, Algorithm 6), then classifies the radius
+neighbours with ``(1 − w)·ε``. The paper leaves the utility and the treatment of |D| open; here:
+adjacency is replacement, so |D| is public; the uniform-density radius r_UNIF is the smallest r
+whose Hamming ball is expected to hold k of |D| uniformly spread records; the candidates are the
+integer radii 0 … 2·r_UNIF; the utility of r is ``−|c(x, r) − k|`` (c: training rows within r),
+whose sensitivity is 1; each test point's exponential mechanism gets ``w·ε/|X|`` (sequential
+composition over the test points, whose balls may share rows).
 """
 
 from __future__ import annotations
@@ -46,7 +54,9 @@ def degeneracy_bound(adjacency: np.ndarray) -> int:
 
 
 class DPRadiusNeighbours:
-    def __init__(self, epsilon: float | None, n_categories: list[int], n_classes: int, radius: int, rng=None):
+    """``radius``: one Hamming radius for every test point, or one per test point (an array)."""
+
+    def __init__(self, epsilon: float | None, n_categories: list[int], n_classes: int, radius, rng=None):
         self.epsilon = epsilon
         self.n_categories = list(n_categories)
         self.n_classes = n_classes
@@ -57,11 +67,12 @@ class DPRadiusNeighbours:
         self.X_, self.y_ = X, y
         return self
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        within = hamming(X, self.X_, self.n_categories) <= self.radius
+    def predict(self, X: np.ndarray, radius=None) -> np.ndarray:
+        radius = np.broadcast_to(np.asarray(self.radius if radius is None else radius), (len(X),))
+        within = hamming(X, self.X_, self.n_categories) <= radius[:, None]
         counts = within.astype(np.int64) @ np.eye(self.n_classes, dtype=np.int64)[self.y_]  # (m, k)
         if self.epsilon is not None:
-            overlap = hamming(X, X, self.n_categories) <= 2 * self.radius
+            overlap = hamming(X, X, self.n_categories) <= radius[:, None] + radius[None, :]
             np.fill_diagonal(overlap, False)
             n_parts, part = connected_components(csr_matrix(overlap), directed=False)
             scale = np.empty(len(X))
@@ -73,6 +84,61 @@ class DPRadiusNeighbours:
                 scale[members] = HISTOGRAM_SENSITIVITY * bound / self.epsilon
             counts = counts + self.rng.laplace(0.0, 1.0, counts.shape) * scale[:, None]
         return np.argmax(counts, axis=1)
+
+    def score(self, X: np.ndarray, y: np.ndarray) -> float:
+        return float(np.mean(self.predict(X) == y))
+
+
+def hamming_ball_sizes(n_categories: list[int]) -> np.ndarray:
+    """Number of records within Hamming distance r of any record, for r = 0 … n; shape (n + 1,)."""
+    exact = np.array([1.0])  # polynomial: coefficient j counts records at distance exactly j
+    for n_values in n_categories:
+        exact = np.convolve(exact, [1.0, n_values - 1.0])
+    return np.cumsum(exact)
+
+
+class DPKNearestNeighbours:
+    """k-NN through radius neighbours: per test point a radius from k (``weight·ε``), then
+    :class:`DPRadiusNeighbours` with those radii (``(1 − weight)·ε``)."""
+
+    def __init__(self, epsilon: float | None, n_categories: list[int], n_classes: int, k: int, weight=0.5, rng=None):
+        self.epsilon = epsilon
+        self.n_categories = list(n_categories)
+        self.n_classes = n_classes
+        self.k = k
+        self.weight = weight
+        self.rng = np.random.default_rng(rng)
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> DPKNearestNeighbours:
+        self.X_, self.y_ = X, y
+        return self
+
+    def uniform_radius(self) -> int:
+        """The smallest r whose ball holds k records in expectation if |D| were spread uniformly."""
+        expected = len(self.X_) * hamming_ball_sizes(self.n_categories) / np.prod(np.array(self.n_categories, float))
+        return int(np.argmax(expected >= self.k)) if (expected >= self.k).any() else len(self.n_categories)
+
+    def radii(self, X: np.ndarray) -> np.ndarray:
+        """Each test point's radius: the exponential mechanism over 0 … 2·r_UNIF, or without
+        privacy the distance to the k-th nearest neighbour."""
+        distances = hamming(X, self.X_, self.n_categories)
+        if self.epsilon is None:
+            return np.sort(distances, axis=1)[:, self.k - 1]
+        candidates = np.arange(min(2 * max(self.uniform_radius(), 1), len(self.n_categories)) + 1)
+        counts = (distances[:, :, None] <= candidates).sum(axis=1)  # (m, candidates)
+        utility = -np.abs(counts - self.k)
+        per_point = self.weight * self.epsilon / len(X)
+        logits = per_point * utility / 2.0
+        probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))
+        probabilities /= probabilities.sum(axis=1, keepdims=True)
+        draws = (probabilities.cumsum(axis=1) < self.rng.random((len(X), 1))).sum(axis=1)
+        return candidates[np.minimum(draws, len(candidates) - 1)]
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        radii = self.radii(X)
+        classify_eps = None if self.epsilon is None else (1 - self.weight) * self.epsilon
+        neighbours = DPRadiusNeighbours(classify_eps, self.n_categories, self.n_classes, radii, rng=self.rng)
+        return neighbours.fit(self.X_, self.y_).predict(X)
 
     def score(self, X: np.ndarray, y: np.ndarray) -> float:
         return float(np.mean(self.predict(X) == y))
