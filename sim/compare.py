@@ -18,6 +18,7 @@ from tqdm import tqdm
 from participant import encode_features
 
 from .baselines import DPSVM, DPDecisionTree, DPGaussianNB, DPNaiveBayes, DPRadiusNeighbours
+from .baselines.neighbours import DPKNearestNeighbours
 from .datasets import dataset_names, load_dataset
 from .experiment import Setup, run_once, runner_for, spec_for, split
 
@@ -41,11 +42,12 @@ def _continuous_models(dataset, seed: int):
     return X_train, X_test, ytr, yte, codes_tr, codes_te, [4] * len(dataset.feature_names)
 
 
-def compare(dataset, epsilons: list[float], reps: int, seed: int = 0) -> dict:
+def compare(dataset, epsilons: list[float], reps: int, seed: int = 0, knn: int = 0) -> dict:
     """Accuracies ``{model: array (len(epsilons), reps)}`` plus the non-private counterparts
     ``{model: array (reps,)}``. Numerical data sets use their declared bounds: Gaussian NB and the
-    SVM on the values, the tree on equal-width bins, our LDP model on the paper's bins."""
-    names = [name for name, _ in models_for(dataset)]
+    SVM on the values, the tree on equal-width bins, our LDP model on the paper's bins. ``knn`` > 0
+    adds the private k-NN classifier with that k (categorical data sets; slow on large ones)."""
+    names = [name for name, _ in models_for(dataset, knn)]
     accuracy = {name: np.zeros((len(epsilons), reps)) for name in names}
     nonprivate = {name: np.zeros(reps) for name in names}
     k = len(dataset.classes)
@@ -75,6 +77,14 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0) -> dict:
                         DPRadiusNeighbours(eps, *args, RADIUS, rng=rng).fit(X[train], y[train]).score(X[test], y[test])
                     ),
                 ]
+                if knn:
+                    baselines.append(
+                        lambda eps, rng: (
+                            DPKNearestNeighbours(eps, *args, knn, rng=rng)
+                            .fit(X[train], y[train])
+                            .score(X[test], y[test])
+                        )
+                    )
                 ours = lambda eps: runner.run("auto", eps, s, ("normsub",), mode="fast")  # noqa: E731
             nonprivate[names[0]][r] = ours(epsilons[0]).nonprivate_accuracy
             assert len(baselines) == len(names) - 1, "every baseline needs its name"
@@ -86,13 +96,14 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0) -> dict:
                 for name, fit in zip(names[1:], baselines):
                     accuracy[name][e, r] = fit(eps, rng)
                 progress.update()
-    return {"accuracy": accuracy, "nonprivate": nonprivate, "models": models_for(dataset)}
+    return {"accuracy": accuracy, "nonprivate": nonprivate, "models": models_for(dataset, knn)}
 
 
-def models_for(dataset) -> list[tuple[str, str]]:
+def models_for(dataset, knn: int = 0) -> list[tuple[str, str]]:
     if dataset.continuous:
         return [MODELS[0], ("DP Gaussian Naive Bayes (central)", "central"), MODELS[2], MODELS[3]]
-    return [*MODELS, (f"DP radius neighbours, Hamming r={RADIUS} (central)", "central")]
+    models = [*MODELS, (f"DP radius neighbours, Hamming r={RADIUS} (central)", "central")]
+    return models + [(f"DP {knn}-NN, radius chosen privately (central)", "central")] if knn else models
 
 
 def plot(result: dict, epsilons: list[float], title: str, path: Path) -> None:
@@ -134,10 +145,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", metavar="DIR")
     parser.add_argument("--out", default="results", help="folder for the plot (default results)")
+    parser.add_argument(
+        "--knn", type=int, default=0, metavar="K", help="also run private K-NN (categorical data; slow)"
+    )
     args = parser.parse_args(argv)
     data = load_dataset(args.dataset, args.data_dir)
     epsilons = [float(e) for e in args.eps.split(",")]
-    result = compare(data, epsilons, args.reps, args.seed)
+    if args.knn and data.continuous:
+        parser.error("--knn applies to the categorical data sets")
+    result = compare(data, epsilons, args.reps, args.seed, args.knn)
     header = "| model | privacy | " + " | ".join(f"ε={e:g}" for e in epsilons) + " | non-private |"
     print(f"{data.name}: mean accuracy over {args.reps} splits")
     print(header)

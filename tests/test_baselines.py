@@ -83,11 +83,11 @@ def test_at_a_large_epsilon_the_baselines_approach_their_non_private_accuracy():
 
 
 def test_compare_prints_a_table_and_writes_a_plot(tmp_path, capsys):
-    assert main(["compare", "--dataset", "car", "--eps", "1,4", "--reps", "2", "--out", str(tmp_path)]) == 0
+    assert main(["compare", "--dataset", "car", "--eps", "1,4", "--reps", "2", "--knn", "5", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "LDP Naive Bayes (local, ours) | local" in out and "DP Naive Bayes (central) | central" in out
     rows = [line for line in out.splitlines() if line.startswith("| ") and "privacy" not in line]
-    assert len(rows) == 5  # ours and four baselines, each with numbers of its own
+    assert len(rows) == 6  # ours and five baselines (k-NN asked for), each with numbers of its own
     for row in rows:
         values = [float(v) for v in row.strip("| ").split(" | ")[2:]]
         assert all(0 < v <= 1 for v in values), row
