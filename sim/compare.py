@@ -19,6 +19,7 @@ from participant import encode_features
 
 from .baselines import DPSVM, DPDecisionTree, DPGaussianNB, DPNaiveBayes, DPRadiusNeighbours
 from .baselines.neighbours import DPKNearestNeighbours
+from .baselines.smooth_nb import SmoothSensitivityNB
 from .datasets import dataset_names, load_dataset
 from .experiment import Setup, run_once, runner_for, spec_for, split
 
@@ -61,6 +62,7 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0, knn: int =
                     lambda eps, rng: DPGaussianNB(eps, bounds, k, rng=rng).fit(Xtr, ytr).score(Xte, yte),
                     lambda eps, rng: DPDecisionTree(eps, bins, k, rng=rng).fit(ctr, ytr).score(cte, yte),
                     lambda eps, rng: DPSVM(eps, None, k, rng=rng, bounds=bounds).fit(Xtr, ytr).score(Xte, yte),
+                    lambda eps, rng: SmoothSensitivityNB(eps, bounds, k, rng=rng).fit(Xtr, ytr).score(Xte, yte),
                 ]
                 ours = lambda eps: run_once(dataset, "auto", eps, s, ("normsub",), mode="fast")  # noqa: E731
             else:
@@ -101,7 +103,13 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0, knn: int =
 
 def models_for(dataset, knn: int = 0) -> list[tuple[str, str]]:
     if dataset.continuous:
-        return [MODELS[0], ("DP Gaussian Naive Bayes (central)", "central"), MODELS[2], MODELS[3]]
+        return [
+            MODELS[0],
+            ("DP Gaussian Naive Bayes (central)", "central"),
+            MODELS[2],
+            MODELS[3],
+            ("DP smooth-sensitivity Gaussian NB (central)", "central"),
+        ]
     models = [*MODELS, (f"DP radius neighbours, Hamming r={RADIUS} (central)", "central")]
     return models + [(f"DP {knn}-NN, radius chosen privately (central)", "central")] if knn else models
 

@@ -20,10 +20,11 @@ from sim.baselines.neighbours import (
     hamming_ball_sizes,
 )
 from sim.baselines.noise import CLAMP, noisy_histogram
+from sim.baselines.smooth_nb import SmoothSensitivityNB, smooth_bound
 from sim.baselines.svm import perturbation, privacy_parameters
 from sim.cli import main
 from sim.datasets import load_dataset
-from sim.experiment import runner_for
+from sim.experiment import runner_for, split
 
 from .conftest import TABLE_1, table_1_spec
 
@@ -83,7 +84,9 @@ def test_at_a_large_epsilon_the_baselines_approach_their_non_private_accuracy():
 
 
 def test_compare_prints_a_table_and_writes_a_plot(tmp_path, capsys):
-    assert main(["compare", "--dataset", "car", "--eps", "1,4", "--reps", "2", "--knn", "5", "--out", str(tmp_path)]) == 0
+    assert (
+        main(["compare", "--dataset", "car", "--eps", "1,4", "--reps", "2", "--knn", "5", "--out", str(tmp_path)]) == 0
+    )
     out = capsys.readouterr().out
     assert "LDP Naive Bayes (local, ours) | local" in out and "DP Naive Bayes (central) | central" in out
     rows = [line for line in out.splitlines() if line.startswith("| ") and "privacy" not in line]
@@ -262,3 +265,41 @@ def test_knn_conversion_finds_the_kth_neighbour_distance_and_spends_its_share():
     best = np.abs((distances[:, :, None] <= candidates).sum(axis=1) - 10).min(axis=1)
     np.testing.assert_array_equal(np.abs(counts - 10), best)
     assert 0.8 < DPKNearestNeighbours(None, *args, k=10).fit(X[train], y[train]).score(X[test], y[test])
+
+
+def test_smooth_bound_matches_a_hand_computation_and_is_beta_smooth():
+    # n = 10, width 1, β = 0.1, mean (power 1): max over k of e^{-0.1k}/max(10 − k, 1) is at k = 9: e^{-0.9}.
+    assert smooth_bound(10, 1.0, 0.1, 1.0) == pytest.approx(np.exp(-0.9))
+    for power in (1.0, 0.5):
+        for n in range(1, 60):
+            s = smooth_bound(n, 2.0, 0.05, power)
+            for m in (n - 1, n + 1):
+                if m >= 0:
+                    assert s <= np.exp(0.05) * smooth_bound(m, 2.0, 0.05, power) + 1e-12
+            assert s >= 2.0 / max(n, 1) ** power  # never below the local sensitivity bound
+
+
+def test_class_statistics_move_within_the_stated_local_sensitivity():
+    rng = np.random.default_rng(0)
+    for _ in range(3000):
+        m = int(rng.integers(1, 12))
+        x = rng.uniform(0, 1, m)
+        changed = [np.append(x[1:], rng.uniform()), np.append(x, rng.uniform())]  # replace one, add one
+        if m > 1:
+            changed.append(x[1:])  # remove one
+        for other in changed:
+            smaller = min(m, len(other))
+            assert abs(other.mean() - x.mean()) <= 1.0 / smaller + 1e-12
+            assert abs(other.std() - x.std()) <= 1.0 / np.sqrt(smaller) + 1e-12
+
+
+def test_smooth_sensitivity_nb_is_gaussian_nb_without_noise_and_spends_its_budget():
+    data = load_dataset("diabetes", download=False)
+    X_train, X_test, y_train, y_test = split(data, 0)
+    labels = {c: i for i, c in enumerate(data.classes)}
+    ytr, yte = np.array([labels[v] for v in y_train]), np.array([labels[v] for v in y_test])
+    exact = SmoothSensitivityNB(None, data.ranges, 2).fit(X_train, ytr)
+    assert exact.score(X_test, yte) == DPGaussianNB(None, data.ranges, 2).fit(X_train, ytr).score(X_test, yte)
+    assert SmoothSensitivityNB(17.0, data.ranges, 2).epsilon_per_query == pytest.approx(1.0)  # 17 = 2·8 + 1
+    large = SmoothSensitivityNB(1e7, data.ranges, 2, rng=0).fit(X_train, ytr)
+    np.testing.assert_allclose(large.theta_, exact.theta_, rtol=1e-3)

@@ -7,7 +7,16 @@ simulator: they are not part of the participant library or the service.
 from .decision_tree import DPDecisionTree
 from .gaussian_nb import DPGaussianNB
 from .naive_bayes import DPNaiveBayes
-from .neighbours import DPRadiusNeighbours
+from .neighbours import DPKNearestNeighbours, DPRadiusNeighbours
+from .smooth_nb import SmoothSensitivityNB
 from .svm import DPSVM
 
-__all__ = ["DPSVM", "DPDecisionTree", "DPGaussianNB", "DPNaiveBayes", "DPRadiusNeighbours"]
+__all__ = [
+    "DPSVM",
+    "DPDecisionTree",
+    "DPGaussianNB",
+    "DPKNearestNeighbours",
+    "DPNaiveBayes",
+    "DPRadiusNeighbours",
+    "SmoothSensitivityNB",
+]
