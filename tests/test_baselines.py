@@ -303,3 +303,21 @@ def test_smooth_sensitivity_nb_is_gaussian_nb_without_noise_and_spends_its_budge
     assert SmoothSensitivityNB(17.0, data.ranges, 2).epsilon_per_query == pytest.approx(1.0)  # 17 = 2·8 + 1
     large = SmoothSensitivityNB(1e7, data.ranges, 2, rng=0).fit(X_train, ytr)
     np.testing.assert_allclose(large.theta_, exact.theta_, rtol=1e-3)
+
+
+def test_dirichlet_hellinger_and_mechanism():
+    from sim.baselines.hellinger import compositions, dirichlet_mechanism_probabilities, hellinger_dirichlet
+
+    assert hellinger_dirichlet(np.array([3.0, 5.0]), np.array([6.0, 2.5])) == pytest.approx(
+        hellinger_beta(3, 5, 6, 2.5)
+    )
+    cands = compositions(30, 3)
+    assert len(cands) == 31 * 32 // 2 and (cands.sum(axis=1) == 30).all() and (cands >= 0).all()
+    assert len({tuple(c) for c in cands}) == len(cands)
+    epsilon, delta = 1.0, 1e-8
+    for counts, neighbour in (([10, 10, 10], [11, 9, 10]), ([0, 5, 25], [1, 5, 24]), ([30, 0, 0], [29, 1, 0])):
+        _, P = dirichlet_mechanism_probabilities(counts, epsilon, delta)
+        _, Q = dirichlet_mechanism_probabilities(neighbour, epsilon, delta)
+        assert P.sum() == pytest.approx(1.0)
+        assert np.maximum(P - np.exp(epsilon) * Q, 0).sum() <= delta
+        assert np.maximum(Q - np.exp(epsilon) * P, 0).sum() <= delta

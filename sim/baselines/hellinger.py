@@ -73,3 +73,75 @@ def laplace_probabilities(a: int, n: int, epsilon: float, sensitivity: float = 1
 def expected_distance(probabilities: np.ndarray, a: int, n: int, alpha=1.0, beta=1.0) -> float:
     """Mean Hellinger distance between the released and the true posterior."""
     return float(probabilities @ distances(n, alpha, beta)[a])
+
+
+# Dirichlet posteriors (k categories, e.g. a class prior with k classes).
+#
+# For k >= 3 the local sensitivity over all candidates is too costly to compute exactly; the
+# Hellinger distance is a metric, so |H(p, r) − H(q, r)| <= H(p, q), and the largest distance from
+# a data set's posterior to an adjacent one's bounds its local sensitivity. Smoothing that bound
+# (max over data sets of bound·e^{−γ·distance}) gives a valid smooth upper bound, at the price of
+# some extra noise. Adjacent data sets move one count from one category to another (replacement),
+# and the distance between data sets with count vectors a and b is ½‖a − b‖₁.
+
+
+def compositions(n: int, k: int) -> np.ndarray:
+    """Every count vector of k non-negative integers summing to n, shape (C, k); k = 2 or 3."""
+    if k == 2:
+        a = np.arange(n + 1)
+        return np.column_stack([a, n - a])
+    if k == 3:
+        a, b = np.triu_indices(n + 1)
+        return np.column_stack([a, b - a, n - b])
+    raise ValueError("compositions are enumerated for k = 2 or 3 (k = 4 at n = 600 would be 36 million)")
+
+
+def log_multivariate_beta(alpha: np.ndarray) -> np.ndarray:
+    from scipy.special import gammaln
+
+    return gammaln(alpha).sum(axis=-1) - gammaln(alpha.sum(axis=-1))
+
+
+def hellinger_dirichlet(alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """Hellinger distance between Dirichlet(alpha) and Dirichlet(beta) (broadcast over rows)."""
+    log_bc = (
+        log_multivariate_beta((alpha + beta) / 2) - (log_multivariate_beta(alpha) + log_multivariate_beta(beta)) / 2
+    )
+    return np.sqrt(np.clip(1 - np.exp(log_bc), 0.0, 1.0))
+
+
+def dirichlet_mechanism_probabilities(
+    counts, epsilon: float, delta: float, prior=None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(candidates, probabilities)`` of the smoothed-Hellinger mechanism for a Dirichlet posterior."""
+    counts = np.asarray(counts)
+    k, n = len(counts), int(counts.sum())
+    prior = np.ones(k) if prior is None else np.asarray(prior, float)
+    cands = compositions(n, k)
+    post = prior + cands
+    # Bound on the local sensitivity at every candidate data set: the largest distance to a
+    # posterior one replaced row away (one unit moved between two categories).
+    bound = np.zeros(len(cands))
+    for i in range(k):
+        for j in range(k):
+            if i != j:
+                moved = post.copy()
+                moved[:, i] -= 1
+                moved[:, j] += 1
+                ok = cands[:, i] > 0
+                bound[ok] = np.maximum(bound[ok], hellinger_dirichlet(post[ok], moved[ok]))
+    gamma = smoothing_gamma(epsilon, delta, n)
+    distance = np.abs(cands - counts).sum(axis=1) / 2
+    smooth = (bound * np.exp(-gamma * distance)).max()
+    scores = hellinger_dirichlet(prior + counts, post)
+    logits = -epsilon * scores / (2 * smooth)
+    p = np.exp(logits - logits.max())
+    return cands, p / p.sum()
+
+
+def dirichlet_laplace_samples(counts, epsilon: float, sensitivity: float, samples: int, rng) -> np.ndarray:
+    """Released count vectors of the Laplace baseline: each count plus Lap(sensitivity/ε), rounded
+    and clamped at 0; shape (samples, k)."""
+    counts = np.asarray(counts, float)
+    noisy = counts + rng.laplace(0, sensitivity / epsilon, (samples, len(counts)))
+    return np.maximum(np.rint(noisy), 0)
