@@ -15,28 +15,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from .bounded import BoundedGaussianNB
 from .noise import CLAMP, noisy_histogram
 
 
-class DPGaussianNB:
-    def __init__(self, epsilon: float | None, bounds: list[tuple[float, float]], n_classes: int, rng=None):
-        self.epsilon = epsilon
-        self.bounds = np.asarray(bounds, dtype=float)
-        self.n_classes = n_classes
-        self.rng = np.random.default_rng(rng)
-
-    @property
-    def epsilon_per_query(self) -> float | None:
-        """``ε' = ε / (1 + 2·#numerical)``."""
-        return None if self.epsilon is None else self.epsilon / (1 + 2 * len(self.bounds))
-
-    def _centre(self, X) -> tuple[np.ndarray, np.ndarray]:
-        low, high = self.bounds[:, 0], self.bounds[:, 1]
-        return np.clip(X, low, high) - (low + high) / 2, (high - low) / 2
+class DPGaussianNB(BoundedGaussianNB):
+    def prepare(self, X) -> np.ndarray:
+        """Values clipped to their bounds and centred on the middle, so that ``|x| <= h``."""
+        return super().prepare(X) - self.bounds.mean(axis=1)
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> DPGaussianNB:
         eps, k = self.epsilon_per_query, self.n_classes
-        Z, h = self._centre(np.asarray(X, dtype=float))
+        Z, h = self.prepare(X), (self.bounds[:, 1] - self.bounds[:, 0]) / 2
         counts = noisy_histogram(np.bincount(y, minlength=k), eps, self.rng)
         onehot = np.eye(k)[y]
         sums = onehot.T @ Z  # (k, p)
@@ -49,12 +39,3 @@ class DPGaussianNB:
         mean_square = np.clip(squares / counts[:, None], 0, h**2)
         self.var_ = np.maximum(mean_square - self.theta_**2, (1e-3 * h) ** 2 + CLAMP)
         return self
-
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        Z, _ = self._centre(np.asarray(X, dtype=float))
-        quad = ((Z[:, None, :] - self.theta_[None]) ** 2 / self.var_[None]).sum(axis=2)
-        jll = np.log(self.class_prior_) - 0.5 * (np.log(2 * np.pi * self.var_).sum(axis=1)[None] + quad)
-        return np.argmax(jll, axis=1)
-
-    def score(self, X: np.ndarray, y: np.ndarray) -> float:
-        return float(np.mean(self.predict(X) == y))

@@ -22,10 +22,9 @@ What the paper leaves open or gets wrong, and the choices here (see the papers' 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from .bounded import BoundedGaussianNB
 from .noise import noisy_histogram
 
 CAUCHY_FACTOR = 6.0  # 2(γ + 1) with γ = 2
@@ -39,27 +38,16 @@ def smooth_bound(n: int, width: float, beta: float, power: float) -> float:
     return float((np.exp(-beta * k) * width / sizes**power).max())
 
 
-class SmoothSensitivityNB:
-    def __init__(self, epsilon: float | None, bounds: list[tuple[float, float]], n_classes: int, rng=None):
-        self.epsilon = epsilon
-        self.bounds = np.asarray(bounds, dtype=float)
-        self.n_classes = n_classes
-        self.rng = np.random.default_rng(rng)
-
-    @property
-    def epsilon_per_query(self) -> float | None:
-        """``ε' = ε / (2·#numerical + 1)``."""
-        return None if self.epsilon is None else self.epsilon / (2 * len(self.bounds) + 1)
-
+class SmoothSensitivityNB(BoundedGaussianNB):
     def fit(self, X: np.ndarray, y: np.ndarray) -> SmoothSensitivityNB:
-        X = np.clip(np.asarray(X, dtype=float), self.bounds[:, 0], self.bounds[:, 1])
+        X = self.prepare(X)
         eps, k = self.epsilon_per_query, self.n_classes
         counts = np.bincount(y, minlength=k)
         noisy = noisy_histogram(counts, eps, self.rng)
         self.class_prior_ = noisy / noisy.sum()
         widths = self.bounds[:, 1] - self.bounds[:, 0]
         self.theta_ = np.zeros((k, len(widths)))
-        self.sigma_ = np.zeros((k, len(widths)))
+        sigma_ = np.zeros((k, len(widths)))
         for c in range(k):
             rows = X[y == c]
             mean = rows.mean(axis=0) if len(rows) else self.bounds.mean(axis=1)
@@ -73,15 +61,6 @@ class SmoothSensitivityNB:
                     mean[j] += CAUCHY_FACTOR * s_mean / eps_q * self.rng.standard_cauchy()
                     sigma[j] += CAUCHY_FACTOR * s_sigma / eps_q * self.rng.standard_cauchy()
             self.theta_[c] = np.clip(mean, self.bounds[:, 0], self.bounds[:, 1])
-            self.sigma_[c] = np.clip(sigma, 1e-3 * widths, widths / 2)
+            sigma_[c] = np.clip(sigma, 1e-3 * widths, widths / 2)
+        self.var_ = sigma_**2
         return self
-
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        X = np.clip(np.asarray(X, dtype=float), self.bounds[:, 0], self.bounds[:, 1])
-        var = self.sigma_**2
-        quad = ((X[:, None, :] - self.theta_[None]) ** 2 / var[None]).sum(axis=2)
-        jll = np.log(self.class_prior_) - 0.5 * (np.log(2 * math.pi * var).sum(axis=1)[None] + quad)
-        return np.argmax(jll, axis=1)
-
-    def score(self, X: np.ndarray, y: np.ndarray) -> float:
-        return float(np.mean(self.predict(X) == y))
