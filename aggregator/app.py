@@ -3,56 +3,80 @@
 from __future__ import annotations
 
 import secrets
-from pathlib import Path
 
 from aiohttp import web
 
-from .auth import ENROLLMENT_KEY, SETTING_KEY, hash_token, new_token
-from .errors import error_middleware
+from .auth import ENROLLMENT_KEY, SETTING_KEY, TokenError, check_admin_token, hash_token, new_token
+from .errors import error_middleware, identity_encoding_middleware
 from .handlers import routes
-from .keys import CONFIG, LIMITER, METRICS, STORE, WRITER, Config
+from .keys import ADMIN_FAILURES, CONFIG, ENROLLMENT_HMAC, LIMITER, METRICS, STORE, WRITER, Config
 from .metrics import Metrics
 from .ratelimit import RateLimiter
-from .store import Store
+from .store import Store, open_database
 from .writer import ReportWriter
 
+ADMIN_FAILURES_PER_MINUTE = 10
 
-def open_store(db_path: str | Path, admin_token: str | None = None) -> tuple[Store, str | None]:
-    """Open (creating if needed) the SQLite store and settle the admin token.
 
-    With ``admin_token`` its hash replaces the stored one. Without it the stored hash is kept,
-    or, on first start, a token is generated: it is returned (to be shown once) and only its hash
-    is stored. Returns ``(store, token to show or None)``.
+async def settle_admin_token(store: Store, admin_token: str | None, rotate: bool = False) -> str | None:
+    """Make sure ``store`` holds an admin token's hash; returns a generated token to show once, or None.
+
+    A given ``admin_token`` must pass :func:`~aggregator.auth.check_admin_token`. On a database
+    that already has a hash, a different token is refused unless ``rotate`` (its hash then
+    replaces the stored one); without a token the stored hash is kept, or, on first start, a token
+    is generated and only its hash is stored. Raises :class:`~aggregator.auth.TokenError`.
     """
-    store = Store(db_path)
-    shown = None
+    stored = await store.get_setting(SETTING_KEY)
     if admin_token is not None:
-        store.set_setting(SETTING_KEY, hash_token(admin_token))
-    elif store.get_setting(SETTING_KEY) is None:
-        shown = new_token()
-        store.set_setting(SETTING_KEY, hash_token(shown))
-    if store.get_setting(ENROLLMENT_KEY) is None:
-        store.set_setting(ENROLLMENT_KEY, secrets.token_hex(32))
+        check_admin_token(admin_token)
+        wanted = hash_token(admin_token)
+        if stored is None or rotate:
+            await store.set_setting(SETTING_KEY, wanted)
+        elif stored != wanted:
+            raise TokenError(
+                f"the database {store.location} has another admin token; pass --rotate-admin-token to replace it"
+            )
+        return None
+    if rotate:
+        raise TokenError("--rotate-admin-token needs the new token ($LDPNB_ADMIN_TOKEN or --admin-token-file)")
+    if stored is not None:
+        return None
+    shown = new_token()
+    # Instances starting together on a new database: the first hash stored wins; the others show nothing.
+    if await store.set_setting(SETTING_KEY, hash_token(shown), replace=False) != hash_token(shown):
+        return None
+    return shown
+
+
+async def open_store(db: str, admin_token: str | None = None, rotate: bool = False) -> tuple[Store, str | None]:
+    """Open (creating if needed) the store at ``db`` (a SQLite path or a PostgreSQL URL), settle
+    the admin token (:func:`settle_admin_token`) and the enrollment key. Returns ``(store, token
+    to show or None)``."""
+    store = await open_database(str(db))
+    try:
+        shown = await settle_admin_token(store, admin_token, rotate)
+        await store.set_setting(ENROLLMENT_KEY, secrets.token_hex(32), replace=False)
+    except BaseException:
+        await store.close()
+        raise
     return store, shown
 
 
-def create_app(
-    store: Store, max_body_bytes: int = 8 * 1024 * 1024, max_batch: int = 10_000, rate_limit: int = 0
-) -> web.Application:
-    """The service over ``store`` (whose settings hold the admin token's hash). ``rate_limit``
-    caps the reports one address may send to one collection per minute (0: no cap); past it the
-    service answers 429 with Retry-After."""
-    token_hash = store.get_setting(SETTING_KEY)
-    if token_hash is None:
+async def create_app(store: Store, config: Config | None = None) -> web.Application:
+    """The service over ``store`` (whose settings hold the admin token's hash and the enrollment
+    key); ``config`` sets its limits (:class:`~aggregator.keys.Config`)."""
+    config = config or Config()
+    if await store.get_setting(SETTING_KEY) is None:
         raise ValueError("the store has no admin token; open it with open_store()")
-    app = web.Application(middlewares=[error_middleware], client_max_size=max_body_bytes)
-    app[CONFIG] = Config(
-        token_hash, max_body_bytes, max_batch, rate_limit, bytes.fromhex(store.get_setting(ENROLLMENT_KEY))
-    )
-    if rate_limit:
-        app[LIMITER] = RateLimiter(rate_limit)
+    enrollment_key = bytes.fromhex(await store.get_setting(ENROLLMENT_KEY))
+    app = web.Application(middlewares=[identity_encoding_middleware, error_middleware], client_max_size=config.max_body_bytes)
+    app[CONFIG] = config
+    app[ENROLLMENT_HMAC] = enrollment_key
+    if config.rate_limit:
+        app[LIMITER] = RateLimiter(config.rate_limit)
+    app[ADMIN_FAILURES] = RateLimiter(ADMIN_FAILURES_PER_MINUTE)
     app[STORE] = store
-    app[METRICS] = Metrics()
+    app[METRICS] = Metrics(per_collection=config.metrics_per_collection)
     app.add_routes(routes)
     app.cleanup_ctx.append(_writer_context)
     return app
@@ -66,13 +90,29 @@ async def _writer_context(app: web.Application):
     await writer.stop()
 
 
-async def start_site(app: web.Application, host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, str]:
-    """Start serving ``app``; returns the runner (``await runner.cleanup()`` stops it) and the
-    base URL actually bound (port 0 picks a free port)."""
-    runner = web.AppRunner(app, access_log=None)
+async def start_site(
+    app: web.Application, host: str = "127.0.0.1", port: int = 0, sock=None
+) -> tuple[web.AppRunner, str]:
+    """Start serving ``app`` (on ``sock`` if given, a listening socket shared by worker
+    processes); returns the runner (``await runner.cleanup()`` stops it) and the base URL bound
+    (port 0 picks a free port)."""
+    config = app.get(CONFIG) or Config()
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        # Request bodies are never inflated: a small compressed body could expand without bound
+        # inside the parser, before any handler could refuse it.
+        auto_decompress=False,
+        keepalive_timeout=config.keepalive_timeout,
+        max_line_size=config.max_header_bytes,
+        max_field_size=config.max_header_bytes,
+    )
     await runner.setup()
-    # A deep accept backlog: load tests open hundreds of connections at once.
-    site = web.TCPSite(runner, host, port, backlog=2048)
+    if sock is not None:
+        site = web.SockSite(runner, sock)
+    else:
+        # A deep accept backlog: load tests open hundreds of connections at once.
+        site = web.TCPSite(runner, host, port, backlog=2048, reuse_port=None)
     await site.start()
     bound_host, bound_port = runner.addresses[0][:2]
     if ":" in bound_host:

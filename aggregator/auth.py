@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 import secrets
 
 from aiohttp import web
@@ -23,6 +24,28 @@ ENROLLMENT_KEY = "enrollment_hmac_key"
 NONCE_BYTES = TAG_BYTES = 16
 
 
+MIN_ADMIN_TOKEN_CHARS = 22  # 22 URL-safe base64 characters carry 132 bits
+# What a token may hold: visible ASCII. Nothing that any layer could strip, fold or normalise.
+TOKEN_CHARS = re.compile(r"[\x21-\x7e]+")
+
+
+class TokenError(ValueError):
+    """An admin token the service refuses to run with."""
+
+
+def check_admin_token(token: str) -> str:
+    """``token`` if it may guard the admin routes: at least 22 characters, visible ASCII only
+    (no spaces); raises :class:`TokenError` naming what is wrong."""
+    if len(token) < MIN_ADMIN_TOKEN_CHARS:
+        raise TokenError(
+            f"the admin token must have at least {MIN_ADMIN_TOKEN_CHARS} characters (about 128 bits), "
+            f"got {len(token)}; omit it on first start and one is generated"
+        )
+    if not TOKEN_CHARS.fullmatch(token):
+        raise TokenError("the admin token may hold only visible ASCII characters (no spaces)")
+    return token
+
+
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -31,8 +54,15 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
-def require_admin(request: web.Request, token_hash: str) -> None:
-    """Raise 401 without a bearer token and 403 with a wrong one."""
+def require_admin(request: web.Request, token_hash: str, failures=None) -> None:
+    """Raise 401 without a bearer token, 403 with a wrong one, and 429 once an address has
+    failed too often (``failures``, a :class:`~aggregator.ratelimit.RateLimiter`, spends one token
+    per failed attempt)."""
+    source = request.remote or ""
+    if failures is not None and failures.exhausted("admin", source):
+        raise APIError(
+            429, "too many failed admin attempts from this address; wait a minute", headers={"Retry-After": "60"}
+        )
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token:
@@ -41,8 +71,11 @@ def require_admin(request: web.Request, token_hash: str) -> None:
             "this endpoint needs the admin token: send 'Authorization: Bearer <token>'",
             headers={"WWW-Authenticate": 'Bearer realm="ldpnb-admin"'},
         )
+    # The token is compared as sent, never stripped: whitespace is not part of any valid token.
     # Hash first so the comparison's time does not depend on the token's length or prefix.
-    if not hmac.compare_digest(hash_token(token.strip()), token_hash):
+    if not (TOKEN_CHARS.fullmatch(token) and hmac.compare_digest(hash_token(token), token_hash)):
+        if failures is not None:
+            failures.take("admin", source)
         raise APIError(403, "the admin token is wrong")
 
 

@@ -1,4 +1,4 @@
-"""``python -m aggregator serve``: run the aggregator service."""
+"""``python -m aggregator``: run the aggregator service (``serve``) and move a database (``copy``)."""
 
 from __future__ import annotations
 
@@ -7,53 +7,165 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import sys
 
+import asyncpg
+
 from .app import create_app, open_store, start_site
+from .auth import TokenError
+from .copy import CopyError, copy_database
+from .keys import Config
+from .store import StoreLocked, is_postgres_url
+from .store.postgres import redacted
 
 DESCRIPTION = """\
 Run the ldpnb aggregator: it publishes collection specs, stores one randomised report per
-participant (SQLite, WAL, durable commits), keeps running statistics, and serves frequency
-estimates and the Naive Bayes model once a collection has its minimum number of reports.
-The aggregator never sees raw data: every report is already epsilon-LDP on the device."""
+participant, keeps running statistics, and serves frequency estimates and the Naive Bayes model
+once a collection has its minimum number of reports. The aggregator never sees raw data: every
+report is already epsilon-LDP on the device.
+
+The database is a SQLite file (one process) or a PostgreSQL URL (any number of processes and
+machines, each started with the same --db). The admin token is read from $LDPNB_ADMIN_TOKEN or
+--admin-token-file, never from the command line; omitted on first start, one is generated and
+printed once."""
+
+
+class UsageError(Exception):
+    """Bad use of the command line: printed as one line, exit code 2."""
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    return parse
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m aggregator", description=DESCRIPTION)
+    parser = argparse.ArgumentParser(
+        prog="python -m aggregator", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run the HTTP service", description=DESCRIPTION)
+    serve = sub.add_parser(
+        "serve", help="run the HTTP service", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     serve.add_argument(
-        "--db", default="ldpnb.sqlite3", help="SQLite file, created on first start (default ldpnb.sqlite3)"
+        "--db",
+        default=os.environ.get("LDPNB_DB", "ldpnb.sqlite3"),
+        help="SQLite file (created on first start) or postgresql://USER@HOST:PORT/DB "
+        "(default $LDPNB_DB, else ldpnb.sqlite3)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8080, help="port to listen on; 0 picks a free one (default 8080)")
     serve.add_argument(
-        "--admin-token",
-        default=os.environ.get("LDPNB_ADMIN_TOKEN"),
-        help="admin bearer token (or $LDPNB_ADMIN_TOKEN); omitted, the stored one is kept, or one is "
-        "generated and printed once on first start",
+        "--workers",
+        type=_positive(int),
+        default=1,
+        help="processes serving one port (PostgreSQL only; default 1)",
     )
     serve.add_argument(
-        "--max-body", type=int, default=8 * 1024 * 1024, help="largest request body in bytes (default 8 MiB)"
+        "--admin-token-file",
+        help="file holding the admin bearer token (else $LDPNB_ADMIN_TOKEN; at least 22 visible ASCII characters)",
     )
-    serve.add_argument("--max-batch", type=int, default=10_000, help="most reports in one batch (default 10000)")
+    serve.add_argument(
+        "--rotate-admin-token",
+        action="store_true",
+        help="replace the admin token stored in the database by the one given (without it a different one is refused)",
+    )
+    serve.add_argument(
+        "--max-body", type=_positive(int), default=8 * 1024 * 1024, help="largest request body in bytes (default 8 MiB)"
+    )
+    serve.add_argument("--max-batch", type=_positive(int), default=10_000, help="most reports in one batch (default 10000)")
+    serve.add_argument(
+        "--max-state",
+        type=_positive(int),
+        default=1_000_000,
+        help="most statistics entries per collection (sum of its inputs' domain sizes; default 1000000)",
+    )
     serve.add_argument(
         "--rate-limit",
-        type=int,
+        type=_non_negative_int,
         default=0,
         help="reports one address may send to one collection per minute; beyond it 429 (default 0: no limit)",
     )
+    serve.add_argument(
+        "--metrics-per-collection",
+        action="store_true",
+        help="label /metrics series with collection ids (default: totals only, ids stay private)",
+    )
+    serve.add_argument(
+        "--keepalive-timeout", type=_positive(float), default=75.0, help="seconds an idle connection stays open (default 75)"
+    )
+    serve.add_argument(
+        "--body-timeout", type=_positive(float), default=30.0, help="seconds to receive a request body (default 30)"
+    )
+
+    copy = sub.add_parser(
+        "copy",
+        help="copy a SQLite database into PostgreSQL",
+        description="Copy collections, reports and settings from a SQLite file into a PostgreSQL database "
+        "(created or migrated first); statistics are recomputed from the copied reports. Stop the service "
+        "on the file first.",
+    )
+    copy.add_argument("--from", dest="source", required=True, help="the SQLite file")
+    copy.add_argument("--to", dest="target", required=True, help="postgresql://USER@HOST:PORT/DB")
     return parser
 
 
-async def serve(args) -> None:
-    store, shown = open_store(args.db, args.admin_token)
+def read_admin_token(args) -> str | None:
+    """The admin token from ``--admin-token-file`` (one line) or ``$LDPNB_ADMIN_TOKEN``; None if neither."""
+    if args.admin_token_file:
+        try:
+            with open(args.admin_token_file) as f:
+                return f.readline().rstrip("\r\n")
+        except OSError as exc:
+            raise UsageError(f"cannot read --admin-token-file: {exc}") from None
+    return os.environ.get("LDPNB_ADMIN_TOKEN")
+
+
+def config_from(args) -> Config:
+    return Config(
+        max_body_bytes=args.max_body,
+        max_batch=args.max_batch,
+        rate_limit=args.rate_limit,
+        max_state=args.max_state,
+        metrics_per_collection=args.metrics_per_collection,
+        keepalive_timeout=args.keepalive_timeout,
+        body_timeout=args.body_timeout,
+    )
+
+
+async def prepare(args) -> None:
+    """Open the database once (schema, admin token, keys) before any worker starts."""
+    store, shown = await open_store(args.db, read_admin_token(args), args.rotate_admin_token)
+    await store.close()
     if shown:
         print(f"admin token (shown once; only its hash is stored): {shown}", flush=True)
-    runner, url = await start_site(
-        create_app(store, args.max_body, args.max_batch, args.rate_limit), args.host, args.port
-    )
-    print(f"ldpnb aggregator listening on {url} (database {os.path.abspath(args.db)}); Ctrl-C stops it", flush=True)
+
+
+async def serve_worker(args, sock: socket.socket | None, announce: bool) -> None:
+    store, _ = await open_store(args.db, None)
+    runner, url = await start_site(await create_app(store, config_from(args)), args.host, args.port, sock)
+    if announce:
+        workers = f", {args.workers} workers" if args.workers > 1 else ""
+        print(f"ldpnb aggregator listening on {url} (database {store.location}{workers}); Ctrl-C stops it", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -62,14 +174,68 @@ async def serve(args) -> None:
         await stop.wait()
     finally:
         await runner.cleanup()
-        store.close()
+        await store.close()
+
+
+def serve_many(args) -> int:
+    """Pre-fork ``args.workers`` processes that accept on one listening socket."""
+    sock = socket.create_server((args.host, args.port), backlog=2048, reuse_port=False)
+    sock.set_inheritable(True)
+    children = []
+    for _ in range(args.workers):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                asyncio.run(serve_worker(args, sock, announce=False))
+                os._exit(0)
+            except BaseException:
+                logging.exception("worker failed")
+                os._exit(1)
+        children.append(pid)
+    host, port = sock.getsockname()[:2]
+    print(
+        f"ldpnb aggregator listening on http://{host}:{port} (database {args.db_location}, {args.workers} workers); "
+        "Ctrl-C stops it",
+        flush=True,
+    )
+
+    def forward(signum, _frame):
+        for child in children:
+            try:
+                os.kill(child, signum)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    status = 0
+    for child in children:
+        _, code = os.waitpid(child, 0)
+        status = status or os.waitstatus_to_exitcode(code)
+    return 0 if status in (0, -signal.SIGTERM, -signal.SIGINT) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(serve(args))
-    return 0
+    try:
+        if args.command == "copy":
+            summary = asyncio.run(copy_database(args.source, args.target))
+            print(summary, flush=True)
+            return 0
+        if args.workers > 1 and not is_postgres_url(args.db):
+            raise UsageError("--workers needs a PostgreSQL database: one process serves a SQLite file")
+        asyncio.run(prepare(args))
+        if args.workers == 1:
+            asyncio.run(serve_worker(args, None, announce=True))
+            return 0
+        args.db_location = redacted(args.db)
+        return serve_many(args)
+    except (UsageError, TokenError, StoreLocked, CopyError) as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    except (OSError, asyncpg.PostgresError) as exc:
+        parser.exit(2, f"{parser.prog}: error: cannot open the database: {type(exc).__name__}: {exc}\n")
 
 
 if __name__ == "__main__":

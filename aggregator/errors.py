@@ -6,6 +6,8 @@ import logging
 
 from aiohttp import web
 
+from .store import StoreUnavailable
+
 log = logging.getLogger("ldpnb.aggregator")
 _PASSED_HEADERS = {"allow", "www-authenticate", "retry-after"}
 
@@ -20,8 +22,17 @@ class APIError(Exception):
         self.extra = extra
 
 
-def _json(status: int, message: str, headers=None, **extra) -> web.Response:
+def json_error(status: int, message: str, headers=None, **extra) -> web.Response:
     return web.json_response({"error": message, "status": status, **extra}, status=status, headers=headers)
+
+
+@web.middleware
+async def identity_encoding_middleware(request: web.Request, handler):
+    """Refuse request bodies with a Content-Encoding (415): the service never inflates a body."""
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        return json_error(415, f"request bodies are accepted unencoded only, not with Content-Encoding {encoding!r}")
+    return await handler(request)
 
 
 @web.middleware
@@ -30,12 +41,14 @@ async def error_middleware(request: web.Request, handler):
     try:
         return await handler(request)
     except APIError as exc:
-        return _json(exc.status, str(exc), exc.headers, **exc.extra)
+        return json_error(exc.status, str(exc), exc.headers, **exc.extra)
+    except StoreUnavailable as exc:
+        return json_error(503, f"{exc}; nothing was stored", {"Retry-After": "30"})
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         headers = {k: v for k, v in exc.headers.items() if k.lower() in _PASSED_HEADERS}
-        return _json(exc.status, exc.text or exc.reason, headers)
+        return json_error(exc.status, exc.text or exc.reason, headers)
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
-        return _json(500, "internal error; the request was not applied")
+        return json_error(500, "internal error; the request was not applied")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
@@ -20,17 +21,21 @@ from participant.wire import ReportError, check_report, decode_payload, decode_v
 from .auth import enrollment_nonce, issue_enrollment_tokens, require_admin
 from .errors import APIError
 from .estimators import ESTIMATORS, build_model
-from .keys import CONFIG, LIMITER, METRICS, STORE, WRITER
+from .auth import SETTING_KEY
+from .keys import ADMIN_FAILURES, CONFIG, ENROLLMENT_HMAC, LIMITER, METRICS, STORE, WRITER
 from .metrics import UNKNOWN_COLLECTION
 from .plausibility import plausibility
-from .store import NEW, TOKEN_USED, Collection, CollectionExists, IncomingBatch
+from .statistics import CollectionStatistics
+from .store import CONFLICT, NEW, TOKEN_USED, Collection, CollectionExists, IncomingBatch
 
 routes = web.RouteTableDef()
 
 MSGPACK = "application/msgpack"
 MSGPACK_TYPES = {MSGPACK, "application/x-msgpack", "application/vnd.msgpack"}
-COLLECTION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+COLLECTION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # used with fullmatch: "$" would admit a final newline
 DEFAULT_MIN_REPORTS = 100
+MAX_MIN_REPORTS = 10**12
+MAX_PAGE = 1000
 DEFAULT_ESTIMATOR = "normsub"
 OPENAPI_PATH = Path(__file__).with_name("openapi.json")
 
@@ -42,9 +47,28 @@ def respond(request: web.Request, data, status: int = 200) -> web.Response:
     return web.json_response(data, status=status)
 
 
+async def read_raw(request: web.Request) -> bytes:
+    """The request body; 408 when it does not arrive within the configured time, 413 past the size limit."""
+    try:
+        return await asyncio.wait_for(request.read(), request.app[CONFIG].body_timeout)
+    except TimeoutError:
+        raise APIError(408, "the request body did not arrive in time") from None
+
+
+async def admin(request: web.Request) -> None:
+    """Raise unless the request carries the admin token stored in the database (read on each
+    call, so a rotation on any instance holds on all)."""
+    require_admin(request, await request.app[STORE].get_setting(SETTING_KEY), request.app[ADMIN_FAILURES])
+
+
+async def off_loop(function, *args):
+    """``function(*args)`` on a worker thread: large models and answers never stall the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(None, function, *args)
+
+
 async def read_body(request: web.Request):
     """The request body decoded from JSON or msgpack by its Content-Type (413 past the size limit)."""
-    body = await request.read()
+    body = await read_raw(request)
     if request.content_type in MSGPACK_TYPES:
         try:
             return unpack(body)
@@ -55,20 +79,22 @@ async def read_body(request: web.Request):
             return json.loads(body)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise APIError(400, f"body is not valid JSON: {exc}", reason="malformed") from None
+        except RecursionError:
+            raise APIError(400, "body is not valid JSON: nested too deeply", reason="malformed") from None
     raise APIError(415, f"send application/json or {MSGPACK}, not {request.content_type!r}")
 
 
-def get_collection(request: web.Request) -> Collection:
+async def get_collection(request: web.Request) -> Collection:
     collection_id = request.match_info["collection_id"]
-    collection = request.app[STORE].collections.get(collection_id)
+    collection = await request.app[STORE].collection(collection_id)
     if collection is None:
         raise APIError(404, f"no collection {collection_id!r}")
     return collection
 
 
-def require_released(request: web.Request, collection: Collection):
+async def require_released(request: web.Request, collection: Collection) -> CollectionStatistics:
     """The collection's statistics, or 409 saying how many reports are still missing."""
-    stats = request.app[STORE].statistics[collection.id]
+    stats = await request.app[STORE].statistics(collection)
     missing = collection.min_reports - stats.n_reports
     if missing > 0:
         raise APIError(
@@ -84,19 +110,29 @@ def require_released(request: web.Request, collection: Collection):
 
 @routes.get("/healthz")
 async def healthz(request: web.Request) -> web.Response:
-    store = request.app[STORE]
-    store.get_setting("schema")  # the database answers
-    return web.json_response({"status": "ok", "collections": len(store.collections)})
+    """200 when the database takes reads and writes; 503 naming the reason otherwise."""
+    problem = await request.app[STORE].health()
+    if problem is not None:
+        return web.json_response({"status": "unavailable", "reason": problem}, status=503)
+    return web.json_response({"status": "ok"})
+
+
+def _implausible(collection: Collection, stats: CollectionStatistics) -> bool:
+    try:
+        return bool(plausibility(stats)["flagged"])
+    except (ArithmeticError, ValueError):  # one collection's numbers never break the page
+        return False
 
 
 @routes.get("/metrics")
 async def metrics(request: web.Request) -> web.Response:
-    store = request.app[STORE]
-    text = request.app[METRICS].render(
-        {cid: s.n_reports for cid, s in store.statistics.items()},
-        {cid: plausibility(s)["flagged"] for cid, s in store.statistics.items()},
-    )
-    return web.Response(text=text, content_type="text/plain", charset="utf-8", headers={"X-Format": "prometheus-0.0.4"})
+    store, counters = request.app[STORE], request.app[METRICS]
+    counts = await store.report_counts()
+    flags = {}
+    for collection in await store.list_collections():
+        flags[collection.id] = _implausible(collection, await store.statistics(collection))
+    body = counters.render(counts, flags)
+    return web.Response(body=body, content_type="text/plain", charset="utf-8", headers={"X-Format": "prometheus-0.0.4"})
 
 
 @routes.get("/openapi.json")
@@ -106,7 +142,7 @@ async def openapi(request: web.Request) -> web.Response:
 
 @routes.post("/collections")
 async def create_collection(request: web.Request) -> web.Response:
-    require_admin(request, request.app[CONFIG].admin_token_hash)
+    await admin(request)
     data = await read_body(request)
     if not isinstance(data, dict) or "spec" not in data:
         raise APIError(400, "send {'spec': {...}, 'min_reports': N, 'id': optional}")
@@ -117,17 +153,23 @@ async def create_collection(request: web.Request) -> web.Response:
         spec = CollectionSpec.from_dict(data["spec"])
     except SpecError as exc:
         raise APIError(400, f"invalid spec: {exc}") from None
+    state = sum(o.state_size for o in spec.oracles)
+    max_state = request.app[CONFIG].max_state
+    if state > max_state:
+        raise APIError(
+            413, f"this spec needs {state} statistics entries; this service holds at most {max_state} per collection"
+        )
     min_reports = data.get("min_reports", DEFAULT_MIN_REPORTS)
-    if isinstance(min_reports, bool) or not isinstance(min_reports, int) or min_reports < 0:
-        raise APIError(400, "min_reports must be an integer >= 0")
+    if isinstance(min_reports, bool) or not isinstance(min_reports, int) or not 0 <= min_reports <= MAX_MIN_REPORTS:
+        raise APIError(400, f"min_reports must be an integer from 0 to {MAX_MIN_REPORTS}")
     enrollment = data.get("enrollment", False)
     if not isinstance(enrollment, bool):
         raise APIError(400, "enrollment must be true or false")
     collection_id = data.get("id") or secrets.token_urlsafe(9)
-    if not isinstance(collection_id, str) or not COLLECTION_ID.match(collection_id):
+    if not isinstance(collection_id, str) or not COLLECTION_ID.fullmatch(collection_id):
         raise APIError(400, "id must be 1-64 letters, digits, '-' or '_'")
     try:
-        collection = request.app[STORE].create_collection(collection_id, spec, min_reports, enrollment)
+        collection = await request.app[STORE].create_collection(collection_id, spec, min_reports, enrollment)
     except CollectionExists:
         raise APIError(409, f"collection {collection_id!r} exists; specs are immutable") from None
     response = respond(request, collection.to_dict(), status=201)
@@ -135,9 +177,44 @@ async def create_collection(request: web.Request) -> web.Response:
     return response
 
 
+@routes.get("/collections")
+async def list_collections(request: web.Request) -> web.Response:
+    """Every collection (admin), in id order: ``?after=ID&limit=N`` pages (N at most 1000)."""
+    await admin(request)
+    after = request.query.get("after", "")
+    try:
+        limit = int(request.query.get("limit", "100"))
+    except ValueError:
+        limit = -1
+    if not 1 <= limit <= MAX_PAGE:
+        raise APIError(400, f"limit must be an integer from 1 to {MAX_PAGE}")
+    store = request.app[STORE]
+    collections = await store.list_collections(after, limit)
+    items = []
+    for collection in collections:
+        stats = await store.statistics(collection)
+        items.append(
+            {
+                "id": collection.id,
+                "protocol": collection.spec.protocol,
+                "model": collection.spec.model,
+                "epsilon_per_person": collection.spec.epsilon_per_person,
+                "reports": stats.n_reports,
+                "min_reports": collection.min_reports,
+                "released": stats.n_reports >= collection.min_reports,
+                "enrollment": collection.enrollment,
+                "created_at": collection.created_at,
+            }
+        )
+    page = {"collections": items}
+    if len(collections) == limit:
+        page["next"] = f"/collections?after={collections[-1].id}&limit={limit}"
+    return respond(request, page)
+
+
 @routes.get("/collections/{collection_id}")
 async def get_spec(request: web.Request) -> web.Response:
-    collection = get_collection(request)
+    collection = await get_collection(request)
     return respond(request, {**collection.to_dict(), "privacy": collection.spec.privacy_statement()})
 
 
@@ -146,7 +223,7 @@ async def post_reports(request: web.Request) -> web.Response:
     """One report (a map), or a batch ``{"reports": [...]}`` answered report by report."""
     app = request.app
     collection_id = request.match_info["collection_id"]
-    collection = app[STORE].collections.get(collection_id)
+    collection = await app[STORE].collection(collection_id)
     if collection is None:
         app[METRICS].reject(UNKNOWN_COLLECTION, "unknown_collection")
         raise APIError(404, f"no collection {collection_id!r}")
@@ -155,7 +232,7 @@ async def post_reports(request: web.Request) -> web.Response:
         metrics.reject(collection.id, "wrong_content_type")
         raise APIError(415, f"reports are sent as {MSGPACK}")
     try:
-        body = await request.read()
+        body = await read_raw(request)
     except web.HTTPRequestEntityTooLarge:
         metrics.reject(collection.id, "too_large")
         raise
@@ -181,7 +258,7 @@ async def post_reports(request: web.Request) -> web.Response:
         return await _post_batch(request, collection, obj)
     outcome = await _ingest_one(request, collection, obj)
     if outcome["status"] == "rejected":
-        status = {"bad_token": 403, "token_used": 409}.get(outcome["reason"], 400)
+        status = {"bad_token": 403, "token_used": 409, "conflict": 409}.get(outcome["reason"], 400)
         raise APIError(status, outcome["error"], reason=outcome["reason"])
     return respond(request, {"status": outcome["status"]}, status=201 if outcome["status"] == "accepted" else 200)
 
@@ -194,7 +271,7 @@ async def _post_batch(request: web.Request, collection: Collection, obj: dict) -
         raise APIError(400, "a batch is {'reports': [report, ...]} and nothing else", reason="malformed")
     limit = request.app[CONFIG].max_batch
     if len(reports) > limit:
-        metrics.reject(collection.id, "batch_too_large", len(reports))
+        metrics.reject(collection.id, "batch_too_large")  # one refused request, whatever its size
         raise APIError(413, f"a batch holds at most {limit} reports, got {len(reports)}", reason="batch_too_large")
     results = await _ingest(request, collection, reports)
     counts = Counter(r["status"] for r in results)
@@ -213,7 +290,7 @@ def _checked(request: web.Request, collection: Collection, obj) -> tuple[bytes, 
     report_id, input_index, value = check_report(collection.spec, obj)
     if not collection.enrollment:
         return report_id, input_index, value, None
-    nonce = enrollment_nonce(request.app[CONFIG].enrollment_key, collection.id, obj.get("token"))
+    nonce = enrollment_nonce(request.app[ENROLLMENT_HMAC], collection.id, obj.get("token"))
     if nonce is None:
         raise ReportError("bad_token", "this collection needs the enrollment token you were given (missing or invalid)")
     return report_id, input_index, value, nonce
@@ -221,11 +298,18 @@ def _checked(request: web.Request, collection: Collection, obj) -> tuple[bytes, 
 
 def _record(metrics, collection_id: str, outcome: int) -> dict:
     if outcome == NEW:
-        metrics.accepted[collection_id] += 1
+        metrics.accept(collection_id)
         return {"status": "accepted"}
     if outcome == TOKEN_USED:
         return _rejected(metrics, collection_id, "token_used", "this enrollment token has already carried a report")
-    metrics.duplicate[collection_id] += 1
+    if outcome == CONFLICT:
+        return _rejected(
+            metrics,
+            collection_id,
+            "conflict",
+            "a report with this id was stored with another input or value; the first one is kept",
+        )
+    metrics.duplicated(collection_id)
     return {"status": "duplicate"}
 
 
@@ -295,24 +379,25 @@ def _rejected(metrics, collection_id: str, reason: str, message: str) -> dict:
 @routes.post("/collections/{collection_id}/enrollments")
 async def enrollments(request: web.Request) -> web.Response:
     """Issue single-use enrollment tokens (admin): ``{"count": N}`` gives N tokens to hand out."""
-    require_admin(request, request.app[CONFIG].admin_token_hash)
-    collection = get_collection(request)
+    await admin(request)
+    collection = await get_collection(request)
     if not collection.enrollment:
         raise APIError(409, f"collection {collection.id!r} was created without enrollment; it takes no tokens")
     data = await read_body(request)
     count = data.get("count") if isinstance(data, dict) else None
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 10_000:
         raise APIError(400, "send {'count': N} with 1 <= N <= 10000")
-    tokens = issue_enrollment_tokens(request.app[CONFIG].enrollment_key, collection.id, count)
+    tokens = issue_enrollment_tokens(request.app[ENROLLMENT_HMAC], collection.id, count)
     return respond(request, {"collection": collection.id, "tokens": tokens}, status=201)
 
 
 @routes.get("/collections/{collection_id}/plausibility")
 async def plausibility_check(request: web.Request) -> web.Response:
     """Poisoning checks on the collection's running statistics (admin: they describe every report)."""
-    require_admin(request, request.app[CONFIG].admin_token_hash)
-    collection = get_collection(request)
-    return respond(request, {"collection": collection.id, **plausibility(request.app[STORE].statistics[collection.id])})
+    await admin(request)
+    collection = await get_collection(request)
+    stats = await request.app[STORE].statistics(collection)
+    return respond(request, {"collection": collection.id, **plausibility(stats)})
 
 
 def _estimator(request: web.Request) -> str:
@@ -322,10 +407,7 @@ def _estimator(request: web.Request) -> str:
     return name
 
 
-@routes.get("/collections/{collection_id}/estimates")
-async def estimates(request: web.Request) -> web.Response:
-    collection = get_collection(request)
-    stats = require_released(request, collection)
+def _estimates(collection: Collection, stats: CollectionStatistics) -> dict:
     spec = collection.spec
     inputs = []
     for name, oracle, state, estimate in zip(spec.input_names, spec.oracles, stats.states, stats.estimated_counts()):
@@ -338,29 +420,46 @@ async def estimates(request: web.Request) -> web.Response:
                 "variance": oracle.variance(state.n).tolist(),
             }
         )
-    return respond(
-        request,
-        {
-            "collection": collection.id,
-            "reports": stats.n_reports,
-            "layout": "input 0 is the class (index c); for a discrete model input i > 0 is feature i-1 jointly "
-            "with the class (index a*k + c); for a gaussian model the estimate is the mean class-hiding vector",
-            "inputs": inputs,
-        },
-    )
+    return {
+        "collection": collection.id,
+        "reports": stats.n_reports,
+        "layout": "input 0 is the class (index c); for a discrete model input i > 0 is feature i-1 jointly "
+        "with the class (index a*k + c); for a gaussian model the estimate is the mean class-hiding vector",
+        "inputs": inputs,
+    }
+
+
+def _model(collection: Collection, stats: CollectionStatistics, estimator: str) -> dict:
+    return {
+        "collection": collection.id,
+        "estimator": estimator,
+        "reports": stats.n_reports,
+        **build_model(stats, estimator).to_dict(),
+    }
+
+
+async def respond_off_loop(request: web.Request, build, *args) -> web.Response:
+    """:func:`respond` with ``build(*args)``, built and encoded on a worker thread."""
+    as_msgpack = any(t in request.headers.get("Accept", "") for t in MSGPACK_TYPES)
+
+    def encode() -> bytes:
+        data = build(*args)
+        return msgpack.packb(data) if as_msgpack else json.dumps(data).encode()
+
+    body = await off_loop(encode)
+    return web.Response(body=body, content_type=MSGPACK if as_msgpack else "application/json")
+
+
+@routes.get("/collections/{collection_id}/estimates")
+async def estimates(request: web.Request) -> web.Response:
+    collection = await get_collection(request)
+    stats = await require_released(request, collection)
+    return await respond_off_loop(request, _estimates, collection, stats)
 
 
 @routes.get("/collections/{collection_id}/model")
 async def model(request: web.Request) -> web.Response:
-    collection = get_collection(request)
+    collection = await get_collection(request)
     estimator = _estimator(request)
-    stats = require_released(request, collection)
-    return respond(
-        request,
-        {
-            "collection": collection.id,
-            "estimator": estimator,
-            "reports": stats.n_reports,
-            **build_model(stats, estimator).to_dict(),
-        },
-    )
+    stats = await require_released(request, collection)
+    return await respond_off_loop(request, _model, collection, stats, estimator)

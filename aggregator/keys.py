@@ -1,4 +1,5 @@
-"""Typed keys of the objects the application holds (aiohttp's ``AppKey`` convention)."""
+"""Typed keys of the objects the application holds (aiohttp's ``AppKey`` convention), and the
+service's settings."""
 
 from __future__ import annotations
 
@@ -14,17 +15,22 @@ from .writer import ReportWriter
 
 @dataclass(frozen=True)
 class Config:
-    """Service settings. ``max_body_bytes`` caps a request body, ``max_batch`` a batch's reports."""
+    """Service limits, per instance (what all instances must agree on lives in the database)."""
 
-    admin_token_hash: str
-    max_body_bytes: int = 8 * 1024 * 1024
-    max_batch: int = 10_000
+    max_body_bytes: int = 8 * 1024 * 1024  # a request body, as sent (bodies are never inflated)
+    max_batch: int = 10_000  # reports in one batch
     rate_limit: int = 0  # reports per collection per minute from one address; 0: no limit
-    enrollment_key: bytes = b""  # HMAC key of enrollment tokens
+    max_state: int = 1_000_000  # a collection's statistics entries (sum of its inputs' state sizes)
+    metrics_per_collection: bool = False  # label /metrics series with collection ids
+    keepalive_timeout: float = 75.0  # seconds an idle kept-alive connection stays open
+    body_timeout: float = 30.0  # seconds to receive a request body
+    max_header_bytes: int = 8190  # a request line or header field
 
 
 CONFIG = web.AppKey("config", Config)
+ENROLLMENT_HMAC = web.AppKey("enrollment_hmac", bytes)
 STORE = web.AppKey("store", Store)
 WRITER = web.AppKey("writer", ReportWriter)
 METRICS = web.AppKey("metrics", Metrics)
 LIMITER = web.AppKey("limiter", RateLimiter)
+ADMIN_FAILURES = web.AppKey("admin_failures", RateLimiter)

@@ -1,44 +1,96 @@
-"""Counters of reports accepted, duplicated and rejected, in the Prometheus text format."""
+"""Counters of reports accepted, duplicated and rejected, in the Prometheus text format
+(rendered by prometheus-client, which escapes label values)."""
 
 from __future__ import annotations
 
 from collections import Counter
 
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
 UNKNOWN_COLLECTION = "_unknown"
+ALL = "_all"
 
 
 class Metrics:
-    """In-memory counters since the process started (Prometheus counters reset on restart)."""
+    """In-memory counters since the process started (Prometheus counters reset on restart).
 
-    def __init__(self):
+    Series carry a collection label only with ``per_collection``: the collection ids, their sizes
+    and their plausibility are otherwise not for anyone who can reach ``/metrics``.
+    """
+
+    def __init__(self, per_collection: bool = False):
+        self.per_collection = per_collection
         self.accepted: Counter[str] = Counter()
         self.duplicate: Counter[str] = Counter()
         self.rejected: Counter[tuple[str, str]] = Counter()
 
-    def reject(self, collection: str, reason: str, count: int = 1) -> None:
-        self.rejected[(collection, reason)] += count
+    def _label(self, collection: str) -> str:
+        return collection if self.per_collection else ALL
 
-    def render(self, stored_reports: dict[str, int], implausible: dict[str, bool]) -> str:
+    def accept(self, collection: str, count: int = 1) -> None:
+        self.accepted[self._label(collection)] += count
+
+    def duplicated(self, collection: str, count: int = 1) -> None:
+        self.duplicate[self._label(collection)] += count
+
+    def reject(self, collection: str, reason: str, count: int = 1) -> None:
+        self.rejected[(self._label(collection), reason)] += count
+
+    def render(self, stored_reports: dict[str, int], implausible: dict[str, bool]) -> bytes:
         """The exposition text; ``stored_reports`` maps collection id to reports counted in total,
-        ``implausible`` to whether its reports fail the poisoning checks."""
-        lines = [
-            "# HELP ldpnb_reports_accepted_total Reports stored and counted since the service started.",
-            "# TYPE ldpnb_reports_accepted_total counter",
-            *(f'ldpnb_reports_accepted_total{{collection="{c}"}} {n}' for c, n in sorted(self.accepted.items())),
-            "# HELP ldpnb_reports_duplicate_total Reports whose id was already stored (not counted again).",
-            "# TYPE ldpnb_reports_duplicate_total counter",
-            *(f'ldpnb_reports_duplicate_total{{collection="{c}"}} {n}' for c, n in sorted(self.duplicate.items())),
-            "# HELP ldpnb_reports_rejected_total Reports refused, by reason (nothing was counted).",
-            "# TYPE ldpnb_reports_rejected_total counter",
-            *(
-                f'ldpnb_reports_rejected_total{{collection="{c}",reason="{r}"}} {n}'
-                for (c, r), n in sorted(self.rejected.items())
-            ),
-            "# HELP ldpnb_collection_reports Reports counted in each collection's statistics.",
-            "# TYPE ldpnb_collection_reports gauge",
-            *(f'ldpnb_collection_reports{{collection="{c}"}} {n}' for c, n in sorted(stored_reports.items())),
-            "# HELP ldpnb_collection_implausible 1 when the collection's reports fail a poisoning check.",
-            "# TYPE ldpnb_collection_implausible gauge",
-            *(f'ldpnb_collection_implausible{{collection="{c}"}} {int(f)}' for c, f in sorted(implausible.items())),
-        ]
-        return "\n".join(lines) + "\n"
+        ``implausible`` to whether its reports fail the poisoning checks (both per collection only
+        with ``per_collection``; otherwise their totals)."""
+        families = []
+        accepted = CounterMetricFamily(
+            "ldpnb_reports_accepted", "Reports stored and counted since the service started.", labels=["collection"]
+        )
+        for c, n in sorted(self.accepted.items()):
+            accepted.add_metric([c], n)
+        duplicate = CounterMetricFamily(
+            "ldpnb_reports_duplicate", "Reports whose id was already stored (not counted again).", labels=["collection"]
+        )
+        for c, n in sorted(self.duplicate.items()):
+            duplicate.add_metric([c], n)
+        rejected = CounterMetricFamily(
+            "ldpnb_reports_rejected", "Reports refused, by reason (nothing was counted).", labels=["collection", "reason"]
+        )
+        for (c, r), n in sorted(self.rejected.items()):
+            rejected.add_metric([c, r], n)
+        families += [accepted, duplicate, rejected]
+        if self.per_collection:
+            reports = GaugeMetricFamily(
+                "ldpnb_collection_reports", "Reports counted in each collection's statistics.", labels=["collection"]
+            )
+            flags = GaugeMetricFamily(
+                "ldpnb_collection_implausible",
+                "1 when the collection's reports fail a poisoning check.",
+                labels=["collection"],
+            )
+            for c, n in sorted(stored_reports.items()):
+                reports.add_metric([c], n)
+            for c, f in sorted(implausible.items()):
+                flags.add_metric([c], int(f))
+            families += [reports, flags]
+        else:
+            families.append(GaugeMetricFamily("ldpnb_reports", "Reports counted in all collections.", value=sum(stored_reports.values())))
+            families.append(
+                GaugeMetricFamily(
+                    "ldpnb_collections_implausible",
+                    "Collections whose reports fail a poisoning check.",
+                    value=sum(map(int, implausible.values())),
+                )
+            )
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Fixed(families))
+        return generate_latest(registry)
+
+
+class _Fixed:
+    """A collector that yields families already built."""
+
+    def __init__(self, families):
+        self.families = families
+
+    def collect(self):
+        return iter(self.families)

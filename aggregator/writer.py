@@ -1,9 +1,8 @@
 """Group commit: reports from concurrent requests are stored in shared durable transactions.
 
 Each request waits until the transaction holding its reports has committed, so an acknowledged
-report is on disk, while many requests share one fsync. The transaction runs on the event loop's
-thread: a durable SQLite commit here takes well under a millisecond per request group, and a
-separate store thread was slower (the two threads convoy on the GIL).
+report is on disk, while many requests share one commit (one fsync). While one transaction runs,
+the requests arriving meanwhile queue up and form the next, so groups grow with the load.
 """
 
 from __future__ import annotations
@@ -61,7 +60,7 @@ class ReportWriter:
             group = self._take()
             combined = [batch for batches, _ in group for batch in batches]
             try:
-                accepted = self.store.ingest(combined)
+                accepted = await self.store.ingest(combined)
             except Exception as exc:  # the whole transaction rolled back: nobody is acknowledged
                 for _, future in group:
                     if not future.done():

@@ -30,6 +30,25 @@ MODELS = ("discrete", "gaussian")
 BUDGETS = ("one-report", "per-input", "split")
 APPROACHES = (1, 2, 3)
 SPEC_VERSION = 1
+# Where every formula (probabilities, variances, grid noise, exact samplers) is sound and useful:
+# below, an estimate is noise at any population; above, the randomisation barely changes anything.
+EPSILON_RANGE = (1e-3, 50.0)
+
+
+def _number(value) -> float | None:
+    """``value`` as a finite float, or None if it is not a real number (bools are not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _check_names(values, what: str) -> tuple[str, ...]:
@@ -98,6 +117,8 @@ class CollectionSpec:
         if self.model not in MODELS:
             raise SpecError(f"model must be one of {MODELS}, got {self.model!r}")
         continuous = self.continuous
+        if continuous is not None and not isinstance(continuous, (dict, Preparation)):
+            raise SpecError("continuous must be a mapping of ranges (and optionally projection and bins)")
         if isinstance(continuous, dict):
             continuous = Preparation.from_dict(continuous)
             object.__setattr__(self, "continuous", continuous)
@@ -129,26 +150,29 @@ class CollectionSpec:
             raise SpecError(f"label must be a non-empty name distinct from the features, got {self.label!r}")
         if self.protocol not in PROTOCOL_NAMES:
             raise SpecError(f"protocol must be one of {', '.join(PROTOCOL_NAMES)}, got {self.protocol!r}")
-        if (
-            isinstance(self.epsilon, bool)
-            or not isinstance(self.epsilon, (int, float))
-            or not (math.isfinite(self.epsilon) and self.epsilon > 0)
-        ):
-            raise SpecError(f"epsilon must be a finite number > 0, got {self.epsilon!r}")
-        if not isinstance(self.theta, (int, float)) or not 0 < self.theta < 1:
-            raise SpecError(f"theta must lie in (0, 1), got {self.theta!r}")
+        low, high = EPSILON_RANGE
+        epsilon = _number(self.epsilon)
+        if epsilon is None or not low <= epsilon <= high:
+            raise SpecError(f"epsilon must be a number from {low:g} to {high:g}, got {_short(self.epsilon)}")
+        theta = _number(self.theta)
+        if theta is None or not 0 < theta < 1:
+            raise SpecError(f"theta must lie in (0, 1), got {_short(self.theta)}")
         if self.budget not in BUDGETS:
             raise SpecError(f"budget must be one of {BUDGETS}, got {self.budget!r}")
         if self.input_selection not in INPUT_SELECTIONS:
             raise SpecError(f"input_selection must be one of {INPUT_SELECTIONS}, got {self.input_selection!r}")
-        object.__setattr__(self, "epsilon", float(self.epsilon))
-        object.__setattr__(self, "theta", float(self.theta))
+        object.__setattr__(self, "epsilon", epsilon)
+        object.__setattr__(self, "theta", theta)
         k = len(self.classes)
         if self.model == "discrete":
             count = len(features) + 1
         else:
             count = 2 * len(continuous.output_names) + 1 if self.approach == 3 else 3
         eps = self.epsilon / count if self.budget == "split" else self.epsilon
+        if eps < low:
+            raise SpecError(
+                f"split among {count} inputs, epsilon {self.epsilon:g} leaves {eps:.3g} per input, below {low:g}"
+            )
         class_oracle = make_oracle(self.protocol, eps, k, self.theta)
         if self.model == "discrete":
             oracles = (

@@ -1,3 +1,5 @@
+import itertools
+
 import pytest
 
 from participant import CollectionSpec, Feature
@@ -36,3 +38,37 @@ def table_1_spec(protocol="DE", epsilon=1.0, **kwargs) -> CollectionSpec:
 @pytest.fixture
 def spec():
     return table_1_spec()
+
+
+# Databases: every service test runs on SQLite and on a real PostgreSQL that the suite starts
+# itself (the pgserver wheel's binaries, in a temporary directory), one fresh database per test.
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory):
+    """A PostgreSQL server for the session: ``(server, base URL)``."""
+    import pgserver
+
+    server = pgserver.get_server(tmp_path_factory.mktemp("postgres"), cleanup_mode="stop")
+    yield server
+    server.cleanup()
+
+
+_databases = itertools.count()
+
+
+def fresh_postgres_url(server) -> str:
+    """A new, empty database on ``server``; its URL."""
+    name = f"ldpnb_test_{next(_databases)}"
+    server.psql(f"CREATE DATABASE {name};")
+    uri = server.get_uri()  # postgresql://postgres:@/postgres?host=/tmp/...
+    base, _, query = uri.partition("?")
+    return f"{base.rsplit('/', 1)[0]}/{name}?{query}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request, tmp_path):
+    """A database for one test: a SQLite path or a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "aggregator.sqlite3")
+    return fresh_postgres_url(request.getfixturevalue("postgres"))

@@ -1,110 +1,158 @@
-"""Durability under SIGKILL: a real server receiving a steady stream of reports is killed at random
-moments and restarted. Every report the client saw acknowledged must be stored and counted, none
-twice, and the running statistics must equal a recomputation from the stored reports."""
+"""Durability under SIGKILL, with one instance or several on one database: real servers receive
+concurrent streams of single reports and batches (the same report ids sent to different
+instances), and one of them is killed at random moments and restarted. Every report a client saw
+acknowledged must be stored and counted, none twice, nothing counted that was not stored, and
+the estimates every instance serves must equal a recomputation from the stored reports."""
 
 import asyncio
+import json
 import random
-import signal
-import socket
 import subprocess
-import sys
 
 import aiohttp
 import msgpack
 import numpy as np
+import pytest
 
-from aggregator.store import Store
+from aggregator.app import open_store
 from participant import CollectionSpec, Feature
 
-ADMIN = "crash-test"
+from .conftest import fresh_postgres_url
+from .servers import AUTH, MSGPACK, Server
+
 MARKERS = 3000  # joint domain 2·MARKERS: report i carries value i, so a double count shows as a 2
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def marker(i: int) -> dict:
+    return {"id": i.to_bytes(16, "big"), "input": 1, "value": i}
 
 
-def start(db, port) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "aggregator", "serve", "--db", str(db), "--port", str(port), "--admin-token", ADMIN],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert "listening on" in proc.stdout.readline()
-    return proc
-
-
-def report(i: int) -> bytes:
-    return msgpack.packb({"id": i.to_bytes(16, "big"), "input": 1, "value": i})
-
-
-async def run(db, port, kills: int, rng: random.Random):
-    url = f"http://127.0.0.1:{port}"
-    proc = start(db, port)
+async def stream(servers: list[Server], victim: int, kills: int, rng: random.Random) -> set[int]:
+    """Stream markers at ``servers`` (singles and batches, ids shared between instances) while
+    ``servers[victim]`` is killed and restarted ``kills`` times; returns the acknowledged ids."""
     spec = CollectionSpec([Feature("tag", [f"t{i}" for i in range(MARKERS)])], ["a", "b"], "DE", 1.0)
     acked, unknown = set(), set()
-    counter = iter(range(2 * MARKERS))
+    next_id = iter(range(2 * MARKERS))
     stop = asyncio.Event()
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
         async with session.post(
-            f"{url}/collections", json={"spec": spec.to_dict(), "id": "c"}, headers={"Authorization": f"Bearer {ADMIN}"}
+            f"{servers[0].url}/collections", json={"spec": spec.to_dict(), "id": "c"}, headers=AUTH
         ) as r:
             assert r.status == 201
 
+        async def send(server: Server, ids: list[int]) -> None:
+            body = marker(ids[0]) if len(ids) == 1 else {"reports": [marker(i) for i in ids]}
+            try:
+                async with session.post(
+                    f"{server.url}/collections/c/reports", data=msgpack.packb(body), headers=MSGPACK
+                ) as r:
+                    answer = await r.read()
+                    if r.status not in (200, 201):
+                        unknown.update(ids)
+                        return
+                    if len(ids) > 1:
+                        statuses = [x["status"] for x in json.loads(answer)["results"]]
+                        assert set(statuses) <= {"accepted", "duplicate"}, statuses
+                    acked.update(ids)
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                unknown.update(ids)  # may or may not have been stored before the kill
+                await asyncio.sleep(0.05)
+
         async def sender():
             while not stop.is_set():
-                i = next(counter, None)
-                if i is None:
+                fresh = [i for i in (next(next_id, None) for _ in range(rng.choice([1, 1, 1, 5]))) if i is not None]
+                if not fresh:
                     return
-                try:
-                    async with session.post(
-                        f"{url}/collections/c/reports", data=report(i), headers={"Content-Type": "application/msgpack"}
-                    ) as r:
-                        await r.read()
-                        (acked if r.status in (200, 201) else unknown).add(i)
-                except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
-                    unknown.add(i)  # may or may not have been stored before the kill
-                    await asyncio.sleep(0.05)
+                # Some of what was sent before goes again, to another instance.
+                again = rng.sample(sorted(acked), k=min(len(acked), rng.choice([0, 0, 2])))
+                ids = fresh + again
+                if len(servers) > 1 and rng.random() < 0.2:
+                    # The same report to two instances at once.
+                    await asyncio.gather(*(send(s, ids) for s in rng.sample(servers, 2)))
+                else:
+                    await send(rng.choice(servers), ids)
 
         senders = [asyncio.create_task(sender()) for _ in range(16)]
         for _ in range(kills):
             await asyncio.sleep(rng.uniform(0.3, 0.8))
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
+            servers[victim].kill()
             await asyncio.sleep(rng.uniform(0.0, 0.3))
-            proc = await asyncio.get_running_loop().run_in_executor(None, start, db, port)
+            await asyncio.get_running_loop().run_in_executor(None, servers[victim].start)
         await asyncio.sleep(0.3)
         stop.set()
         await asyncio.gather(*senders)
         # Retry what was in doubt and replay some acknowledged reports: neither may double count.
         for i in sorted(unknown) + rng.sample(sorted(acked), k=min(50, len(acked))):
             async with session.post(
-                f"{url}/collections/c/reports", data=report(i), headers={"Content-Type": "application/msgpack"}
+                f"{rng.choice(servers).url}/collections/c/reports", data=msgpack.packb(marker(i)), headers=MSGPACK
             ) as r:
                 assert r.status in (200, 201)
                 acked.add(i)
-    proc.terminate()
-    proc.wait()
-    return acked
+        estimates = []
+        for server in servers:
+            async with session.get(f"{server.url}/collections/c/estimates") as r:
+                assert r.status == 200
+                estimates.append((await r.json())["inputs"][1]["estimate"])
+    return acked, estimates
 
 
-def test_acknowledged_reports_survive_sigkill(tmp_path):
-    db = tmp_path / "crash.sqlite3"
-    acked = asyncio.run(run(db, free_port(), kills=3, rng=random.Random(7)))
-    assert len(acked) > 300  # the stream really ran between the kills
-    store = Store(db)
+async def check(db: str, acked: set[int], estimates: list) -> None:
+    store, _ = await open_store(db)
     try:
-        state = store.statistics["c"].states[1]
+        collection = await store.collection("c")
+        stats = await store.statistics(collection)
+        state = stats.states[1]
         expected = np.zeros(2 * MARKERS)
         expected[sorted(acked)] = 1
         np.testing.assert_array_equal(state.support, expected)  # all there, none twice
-        assert state.n == len(acked) == store.count_reports("c")
-        recomputed = store.recompute_statistics("c")
-        for a, b in zip(store.statistics["c"].states, recomputed.states):
+        assert state.n == len(acked) == await store.count_reports(collection)  # nothing unstored counted
+        recomputed = await store.recompute_statistics(collection)
+        for a, b in zip(stats.states, recomputed.states):
             assert a.n == b.n
             np.testing.assert_array_equal(a.support, b.support)
+        truth = recomputed.estimated_counts()[1]
+        for served in estimates:  # every instance serves the recomputation's numbers
+            np.testing.assert_allclose(served, truth, rtol=1e-12)
     finally:
-        store.close()
+        await store.close()
+
+
+def run(db: str, servers: list[Server], victim: int, kills: int, seed: int) -> None:
+    for server in servers:
+        server.start()
+    try:
+        acked, estimates = asyncio.run(stream(servers, victim, kills, random.Random(seed)))
+    finally:
+        for server in servers:
+            server.stop()
+    assert len(acked) > 300  # the stream really ran between the kills
+    asyncio.run(check(db, acked, estimates))
+
+
+def test_acknowledged_reports_survive_sigkill_on_sqlite(tmp_path):
+    db = str(tmp_path / "crash.sqlite3")
+    run(db, [Server(db)], victim=0, kills=3, seed=7)
+
+
+def test_three_instances_on_postgresql_with_one_killed_count_each_report_once(postgres):
+    db = fresh_postgres_url(postgres)
+    # Two single-process instances and one with two pre-forked workers; one single is killed.
+    servers = [Server(db), Server(db), Server(db, None, 2)]
+    run(db, servers, victim=0, kills=2, seed=11)
+
+
+def test_a_second_process_on_one_sqlite_file_is_refused(tmp_path):
+    db = str(tmp_path / "one.sqlite3")
+    first = Server(db).start()
+    try:
+        second = Server(db)
+        with pytest.raises(RuntimeError, match=rf"{db} is in use by process {first.proc.pid}") as refused:
+            second.start()
+        assert second.proc.returncode == 2 and "Traceback" not in str(refused.value)
+        many = subprocess.run(
+            [*Server(str(tmp_path / "other.sqlite3"), None, 2).command()], capture_output=True, text=True, timeout=60
+        )
+        assert many.returncode == 2 and "--workers needs a PostgreSQL database" in many.stderr
+        assert "Traceback" not in many.stderr
+    finally:
+        first.stop()

@@ -16,7 +16,7 @@ import pytest
 from aggregator.app import create_app, open_store, start_site
 from participant import CollectionSpec, Feature
 
-ADMIN = "model-check"
+ADMIN = "model-check-admin-token-0123456789"
 MARKERS = 200
 
 
@@ -31,11 +31,11 @@ async def post(session, url, body):
 
 
 @pytest.mark.parametrize("seed", range(4))
-async def test_every_schedule_counts_each_report_once(tmp_path, seed):
-    store, _ = open_store(tmp_path / "model.sqlite3", ADMIN)
+async def test_every_schedule_counts_each_report_once(database, seed):
+    store, _ = await open_store(database, ADMIN)
     spec = CollectionSpec([Feature("tag", [f"t{i}" for i in range(MARKERS)])], ["a", "b"], "DE", 1.0)
-    store.create_collection("m", spec, 0)
-    runner, base = await start_site(create_app(store))
+    collection = await store.create_collection("m", spec, 0)
+    runner, base = await start_site(await create_app(store))
     url = f"{base}/collections/m/reports"
     rng = random.Random(seed)
     sent: set[int] = set()
@@ -59,11 +59,11 @@ async def test_every_schedule_counts_each_report_once(tmp_path, seed):
                     copies = [post(session, url, marker_report(i)) for _ in range(rng.randint(2, 8))]
                     await asyncio.gather(*copies)
                     sent.add(i)
-        state = store.statistics["m"].states[1]
+        state = (await store.statistics(collection)).states[1]
         expected = np.zeros(2 * MARKERS)
         expected[sorted(sent)] = 1
         np.testing.assert_array_equal(state.support, expected)
-        assert state.n == len(sent) == store.count_reports("m")
+        assert state.n == len(sent) == await store.count_reports(collection)
     finally:
         await runner.cleanup()
-        store.close()
+        await store.close()

@@ -1,0 +1,43 @@
+"""Persistence: one interface (:class:`Store`), two implementations: SQLite for one process on one
+machine, PostgreSQL for any number of instances."""
+
+from __future__ import annotations
+
+from .base import (
+    CONFLICT,
+    DUPLICATE,
+    NEW,
+    TOKEN_USED,
+    Collection,
+    CollectionExists,
+    IncomingBatch,
+    Store,
+    StoreUnavailable,
+)
+from .postgres import PostgresStore, is_postgres_url
+from .sqlite import SQLiteStore, StoreLocked
+
+
+async def open_database(db: str) -> Store:
+    """The store at ``db``: a ``postgresql://`` URL, or a SQLite file path (created if missing)."""
+    if is_postgres_url(str(db)):
+        return await PostgresStore.open(str(db))
+    return await SQLiteStore.open(db)
+
+
+__all__ = [
+    "CONFLICT",
+    "DUPLICATE",
+    "NEW",
+    "TOKEN_USED",
+    "Collection",
+    "CollectionExists",
+    "IncomingBatch",
+    "PostgresStore",
+    "SQLiteStore",
+    "Store",
+    "StoreLocked",
+    "StoreUnavailable",
+    "is_postgres_url",
+    "open_database",
+]

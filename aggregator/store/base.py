@@ -1,0 +1,306 @@
+"""The store interface: collections, reports, settings and running statistics in one database.
+
+The database is the single source of truth, so any number of service instances (processes, and
+with PostgreSQL machines) can share one. Why the numbers they serve are never stale or lost:
+
+- **Reports.** The primary key (collection, report id) decides which copy of a report is counted:
+  an insert that conflicts is a duplicate, whichever instance got there first. An enrollment
+  token's single use is decided the same way, by the key (collection, nonce).
+- **Statistics.** Each instance owns *partial* sums, rows keyed by (collection, input, instance),
+  that only it writes. It updates them in the transaction that inserts the reports they count,
+  from an in-memory copy that is exact because nobody else writes those rows. A reader sums every
+  instance's partials in one query, inside the database's snapshot, so a read sees exactly the
+  reports of the transactions committed before it: never a half-applied batch, never another
+  instance's writes overwritten (the lost update of one shared row per input, read-modify-written
+  by several processes, is what this replaces). Sums are exact for the integer counts of the
+  frequency oracles and for the grid-valued mean reports (multiples of 2^-10, far below 2^53).
+  An instance takes a fresh id at every start, so a restarted or killed instance's rows stay
+  valid and keep being summed; rows grow with collections × inputs × starts, a few per restart.
+- **Collections** are immutable once created, so each instance caches them and looks the
+  database up on a miss: one created on another instance is found there. A duplicate id is
+  refused by the primary key (409), never by a race between instances.
+- **Settings** (the admin token's hash, the enrollment HMAC key) are read from the database when
+  used, so a rotation on one instance holds on all.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from participant.spec import CollectionSpec
+from participant.wire import decode_values
+from protocols import OracleState
+
+from ..statistics import CollectionStatistics
+
+NEW, DUPLICATE, TOKEN_USED, CONFLICT = 1, 0, -1, -2
+SCHEMA_VERSION = 2
+
+
+class CollectionExists(Exception):
+    """A collection with that id already exists (specs are immutable)."""
+
+
+class StoreUnavailable(Exception):
+    """The database cannot take writes now (deleted, replaced, full or unreachable); the message
+    says why."""
+
+
+@dataclass(frozen=True)
+class Collection:
+    """A created collection: its immutable spec and release threshold."""
+
+    id: str
+    spec: CollectionSpec
+    min_reports: int
+    created_at: float
+    key: int = 0  # the collections table's integer key: reports are keyed by it
+    enrollment: bool = False  # reports must carry a single-use enrollment token
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "spec": self.spec.to_dict(),
+            "min_reports": self.min_reports,
+            "created_at": self.created_at,
+            "enrollment": self.enrollment,
+        }
+
+
+@dataclass(frozen=True)
+class IncomingBatch:
+    """Validated reports of one collection, all carrying the same input, waiting to be stored:
+    their ids, their wire values (stored as received) and their decoded rows (for the statistics)."""
+
+    collection_id: str
+    input: int
+    report_ids: list[bytes]
+    values: list
+    rows: np.ndarray
+    tokens: list[bytes] | None = None  # enrollment token nonces, one per report
+
+    def __len__(self) -> int:
+        return len(self.report_ids)
+
+
+def merge_group(parts: list[IncomingBatch]) -> IncomingBatch:
+    """One batch holding ``parts`` (same collection and input) in order."""
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+    return IncomingBatch(
+        first.collection_id,
+        first.input,
+        [rid for p in parts for rid in p.report_ids],
+        [v for p in parts for v in p.values],
+        np.concatenate([p.rows for p in parts]),
+        [t for p in parts for t in p.tokens] if first.tokens is not None else None,
+    )
+
+
+class Store(ABC):
+    """One database shared by every instance. Subclasses implement the ``_``-prefixed queries;
+    this class holds what every backend shares: the collection cache, this instance's partial
+    statistics, and grouping of batches into one transaction."""
+
+    #: what the database is, for messages (a path or a URL without its password)
+    location: str
+
+    def __init__(self):
+        self.instance = secrets.token_hex(8)
+        self._collections: dict[str, Collection] = {}
+        # This instance's partial statistics, per collection key: only this instance writes them.
+        self._own: dict[int, CollectionStatistics] = {}
+
+    # lifecycle and settings
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    @abstractmethod
+    async def get_setting(self, key: str) -> str | None: ...
+
+    @abstractmethod
+    async def set_setting(self, key: str, value: str, replace: bool = True) -> str:
+        """Store ``value`` under ``key`` (keeping an existing value unless ``replace``); returns
+        the value now stored, so instances starting together agree on one."""
+
+    async def health(self) -> str | None:
+        """None when the database takes reads and writes, else why not."""
+        return None
+
+    # collections
+
+    @abstractmethod
+    async def _insert_collection(
+        self, collection_id: str, spec_json: str, min_reports: int, created_at: float, enrollment: bool
+    ) -> int | None:
+        """Insert a collection row; returns its integer key, or None if the id exists."""
+
+    @abstractmethod
+    async def _collection_rows(self, collection_id: str | None = None, after: str = "", limit: int = 0) -> list[dict]:
+        """Collection rows (``key, id, spec, min_reports, created_at, enrollment``): the one with
+        ``collection_id``, or up to ``limit`` (0: all) with ids after ``after``, in id order."""
+
+    async def create_collection(
+        self, collection_id: str, spec: CollectionSpec, min_reports: int, enrollment: bool = False
+    ) -> Collection:
+        """Store a new collection; raises :class:`CollectionExists`."""
+        created_at = time.time()
+        key = await self._insert_collection(collection_id, spec.to_json(), int(min_reports), created_at, enrollment)
+        if key is None:
+            raise CollectionExists(collection_id)
+        collection = Collection(collection_id, spec, int(min_reports), created_at, key, bool(enrollment))
+        self._collections[collection_id] = collection
+        return collection
+
+    async def collection(self, collection_id: str) -> Collection | None:
+        """The collection, from the cache or (created by another instance) the database."""
+        cached = self._collections.get(collection_id)
+        if cached is not None:
+            return cached
+        rows = await self._collection_rows(collection_id)
+        if not rows:
+            return None
+        collection = self._collection_from_row(rows[0])
+        self._collections[collection_id] = collection
+        return collection
+
+    async def list_collections(self, after: str = "", limit: int = 0) -> list[Collection]:
+        """Collections in id order, those with ids after ``after``, at most ``limit`` (0: all)."""
+        collections = []
+        for row in await self._collection_rows(None, after, limit):
+            collection = self._collections.get(row["id"]) or self._collection_from_row(row)
+            self._collections[collection.id] = collection
+            collections.append(collection)
+        return collections
+
+    @staticmethod
+    def _collection_from_row(row) -> Collection:
+        return Collection(
+            row["id"],
+            CollectionSpec.from_json(row["spec"]),
+            int(row["min_reports"]),
+            float(row["created_at"]),
+            int(row["key"]),
+            bool(row["enrollment"]),
+        )
+
+    # statistics
+
+    @abstractmethod
+    async def _partial_rows(self, key: int) -> list[tuple[int, int, bytes]]:
+        """Every instance's partial statistics of a collection: ``(input, n, support bytes)``."""
+
+    async def statistics(self, collection: Collection) -> CollectionStatistics:
+        """The collection's statistics: the sum of every instance's committed partials."""
+        stats = CollectionStatistics(collection.spec)
+        for i, n, support in await self._partial_rows(collection.key):
+            stats.states[i] += OracleState(n, np.frombuffer(support, dtype=np.float64))
+        return stats
+
+    @abstractmethod
+    async def report_counts(self) -> dict[str, int]:
+        """Reports counted per collection id (every instance's partials)."""
+
+    @abstractmethod
+    async def _stored_values(self, key: int, input_index: int | None = None) -> list[tuple[int, object]]:
+        """``(input, wire value)`` of the collection's stored reports (of one input if given)."""
+
+    async def recompute_statistics(self, collection: Collection) -> CollectionStatistics:
+        """The statistics recomputed from the stored reports alone (for audits and tests)."""
+        stats = CollectionStatistics(collection.spec)
+        for i, oracle in enumerate(collection.spec.oracles):
+            values = [v for _, v in await self._stored_values(collection.key, i)]
+            if values:
+                stats.add(i, decode_values(oracle, values, i)[0])
+        return stats
+
+    async def count_reports(self, collection: Collection) -> int:
+        return len(await self._stored_values(collection.key))
+
+    # reports
+
+    def _own_statistics(self, collection: Collection) -> CollectionStatistics:
+        own = self._own.get(collection.key)
+        if own is None:
+            own = self._own[collection.key] = CollectionStatistics(collection.spec)
+        return own
+
+    def _groups(self, batches: list[IncomingBatch]) -> dict[tuple[str, int], list[int]]:
+        """Batch positions per (collection, input): concurrent requests' reports for one input
+        are inserted and counted together, one statement and one statistics row each."""
+        groups: dict[tuple[str, int], list[int]] = {}
+        for b, batch in enumerate(batches):
+            groups.setdefault((batch.collection_id, batch.input), []).append(b)
+        return groups
+
+    async def ingest(self, batches: list[IncomingBatch]) -> list[np.ndarray]:
+        """Store every batch and update this instance's partial statistics in one durable
+        transaction.
+
+        Returns, per batch, an int8 array of outcomes: :data:`NEW` where the report was new and is
+        now counted, :data:`DUPLICATE` where the same report (id, input and value) was already
+        stored, :data:`CONFLICT` where its id was stored with another input or value (the first
+        is kept), :data:`TOKEN_USED` where its enrollment token already carried another report.
+        On any error the transaction rolls back and nothing is stored or counted. Raises
+        :class:`StoreUnavailable` when the database cannot take writes.
+        """
+        groups = self._groups(batches)
+        results: list[np.ndarray] = [np.zeros(0, dtype=np.int8)] * len(batches)
+        merged = {group: merge_group([batches[b] for b in members]) for group, members in groups.items()}
+        outcomes, updated = await self._transaction(merged)
+        for group, members in groups.items():
+            bounds = np.cumsum([len(batches[b]) for b in members])[:-1]
+            for b, part in zip(members, np.split(outcomes[group], bounds)):
+                results[b] = part
+        # This instance's partials change only once committed.
+        self._own.update(updated)
+        return results
+
+    def _updated_partials(
+        self, merged: dict[tuple[str, int], IncomingBatch], outcomes: dict[tuple[str, int], np.ndarray]
+    ) -> dict[int, CollectionStatistics]:
+        """This instance's partial statistics with the new reports of ``outcomes`` added (copies;
+        the committed ones stay as they are until the transaction commits)."""
+        updated: dict[int, CollectionStatistics] = {}
+        for (cid, i), batch in merged.items():
+            accepted = outcomes[(cid, i)] == NEW
+            if not accepted.any():
+                continue
+            collection = self._collections[cid]
+            if collection.key not in updated:
+                updated[collection.key] = self._own_statistics(collection).copy()
+            updated[collection.key].add(i, batch.rows[accepted])
+        return updated
+
+    @abstractmethod
+    async def _transaction(
+        self, merged: dict[tuple[str, int], IncomingBatch]
+    ) -> tuple[dict[tuple[str, int], np.ndarray], dict[int, CollectionStatistics]]:
+        """Insert every group's reports and write the changed partials in one transaction;
+        returns the outcomes per group and the new partials per collection key."""
+
+
+def classify(report_ids: list[bytes], inserted: set[bytes], stored: dict[bytes, tuple[int, object]], batch_input: int, values: list) -> np.ndarray:
+    """Outcomes of a batch whose new ids are ``inserted`` and whose other ids were found stored as
+    ``stored[id] = (input, value)``: the first occurrence of an inserted id is NEW, any later one
+    is compared with what is stored like an id stored before."""
+    outcomes = np.full(len(report_ids), DUPLICATE, dtype=np.int8)
+    seen: set[bytes] = set()
+    first_values: dict[bytes, object] = {}
+    for j, rid in enumerate(report_ids):
+        if rid in inserted and rid not in seen:
+            outcomes[j] = NEW
+            seen.add(rid)
+            first_values[rid] = values[j]
+            continue
+        kept_input, kept_value = stored.get(rid, (batch_input, first_values.get(rid)))
+        if kept_input != batch_input or kept_value != values[j]:
+            outcomes[j] = CONFLICT
+    return outcomes

@@ -1,0 +1,219 @@
+"""The shared store: PostgreSQL through asyncpg, for any number of service instances.
+
+Every instance talks to the same database; the argument for why no count is lost or doubled is in
+:mod:`aggregator.store.base`. Here, PostgreSQL's unique indexes decide races between instances:
+``INSERT ... ON CONFLICT DO NOTHING`` on (collection, report id) waits for a concurrent insert of
+the same key to commit or roll back, then skips or inserts, so exactly one copy is counted.
+Commits are durable (``synchronous_commit`` as the server sets it, on by default). Report values
+are stored msgpack-packed (an integer index or the payload bytes, as received).
+"""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import msgpack
+import numpy as np
+
+from .base import NEW, SCHEMA_VERSION, TOKEN_USED, IncomingBatch, Store, StoreUnavailable, classify
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS settings (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE IF NOT EXISTS collections (
+    key integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id text UNIQUE NOT NULL, spec text NOT NULL, min_reports bigint NOT NULL,
+    created_at double precision NOT NULL, enrollment boolean NOT NULL);
+CREATE TABLE IF NOT EXISTS reports (
+    collection integer NOT NULL, report_id bytea NOT NULL, input integer NOT NULL,
+    value bytea NOT NULL, received_at double precision NOT NULL,
+    PRIMARY KEY (collection, report_id));
+CREATE TABLE IF NOT EXISTS token_uses (
+    collection integer NOT NULL, nonce bytea NOT NULL, report_id bytea NOT NULL,
+    PRIMARY KEY (collection, nonce));
+CREATE TABLE IF NOT EXISTS partials (
+    collection integer NOT NULL, input integer NOT NULL, instance text NOT NULL,
+    n bigint NOT NULL, support bytea NOT NULL,
+    PRIMARY KEY (collection, input, instance));
+"""
+MIGRATION_LOCK = 0x6C64706E62  # "ldpnb": instances starting together migrate one at a time
+
+INSERT_MANY = (
+    "INSERT INTO reports (collection, report_id, input, value, received_at) "
+    "SELECT $1, r, $2, v, $3 FROM unnest($4::bytea[], $5::bytea[]) AS t(r, v) "
+    "ON CONFLICT DO NOTHING RETURNING report_id"
+)
+STORED = "SELECT report_id, input, value FROM reports WHERE collection = $1 AND report_id = ANY($2::bytea[])"
+
+
+def is_postgres_url(db: str) -> bool:
+    return db.startswith(("postgresql://", "postgres://"))
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class PostgresStore(Store):
+    def __init__(self, url: str, pool: asyncpg.Pool):
+        super().__init__()
+        self.url, self.location, self.pool = url, redacted(url), pool
+
+    @classmethod
+    async def open(cls, url: str, pool_size: int = 8) -> PostgresStore:
+        """Connect, then create or migrate the schema (one instance at a time)."""
+        pool = await asyncpg.create_pool(url, min_size=1, max_size=pool_size, command_timeout=60)
+        store = cls(url, pool)
+        try:
+            async with pool.acquire() as conn, conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
+                await conn.execute(SCHEMA)
+                version = await conn.fetchval("SELECT value FROM settings WHERE key = 'schema_version'")
+                if version is not None and int(version) > SCHEMA_VERSION:
+                    raise RuntimeError(
+                        f"{store.location} has schema version {version}; this ldpnb reads up to {SCHEMA_VERSION}"
+                    )
+                await conn.execute(
+                    "INSERT INTO settings VALUES ('schema_version', $1) ON CONFLICT (key) DO UPDATE SET value = $1",
+                    str(SCHEMA_VERSION),
+                )
+        except BaseException:
+            await pool.close()
+            raise
+        return store
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def get_setting(self, key: str) -> str | None:
+        return await self.pool.fetchval("SELECT value FROM settings WHERE key = $1", key)
+
+    async def set_setting(self, key: str, value: str, replace: bool = True) -> str:
+        conflict = "DO UPDATE SET value = excluded.value" if replace else "DO NOTHING"
+        await self.pool.execute(f"INSERT INTO settings VALUES ($1, $2) ON CONFLICT (key) {conflict}", key, value)
+        return await self.get_setting(key)
+
+    async def health(self) -> str | None:
+        try:
+            await self.pool.fetchval("SELECT 1", timeout=5)
+        except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+            return f"the database {self.location} does not answer: {type(exc).__name__}: {exc}"
+        return None
+
+    async def _insert_collection(self, collection_id, spec_json, min_reports, created_at, enrollment) -> int | None:
+        return await self.pool.fetchval(
+            "INSERT INTO collections (id, spec, min_reports, created_at, enrollment) VALUES ($1, $2, $3, $4, $5) "
+            "ON CONFLICT (id) DO NOTHING RETURNING key",
+            collection_id,
+            spec_json,
+            min_reports,
+            created_at,
+            enrollment,
+        )
+
+    async def _collection_rows(self, collection_id=None, after="", limit=0) -> list[dict]:
+        sql = "SELECT key, id, spec, min_reports, created_at, enrollment FROM collections"
+        if collection_id is not None:
+            rows = await self.pool.fetch(sql + " WHERE id = $1", collection_id)
+        else:
+            rows = await self.pool.fetch(sql + " WHERE id > $1 ORDER BY id LIMIT $2", after, limit or None)
+        return [dict(r) for r in rows]
+
+    async def _partial_rows(self, key: int) -> list[tuple[int, int, bytes]]:
+        rows = await self.pool.fetch("SELECT input, n, support FROM partials WHERE collection = $1", key)
+        return [tuple(r) for r in rows]
+
+    async def report_counts(self) -> dict[str, int]:
+        rows = await self.pool.fetch(
+            "SELECT c.id, coalesce(sum(p.n), 0) AS n FROM collections c LEFT JOIN partials p ON p.collection = c.key "
+            "GROUP BY c.id"
+        )
+        return {r["id"]: int(r["n"]) for r in rows}
+
+    async def _stored_values(self, key: int, input_index: int | None = None) -> list[tuple[int, object]]:
+        sql = "SELECT input, value FROM reports WHERE collection = $1"
+        args = [key]
+        if input_index is not None:
+            sql += " AND input = $2"
+            args.append(input_index)
+        rows = await self.pool.fetch(sql + " ORDER BY received_at, report_id", *args)
+        return [(r["input"], msgpack.unpackb(r["value"])) for r in rows]
+
+    async def _transaction(self, merged):
+        now = time.time()
+        outcomes: dict[tuple[str, int], np.ndarray] = {}
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                for (cid, i), batch in merged.items():
+                    key = self._collections[cid].key
+                    if batch.tokens is None:
+                        outcomes[(cid, i)] = await self._insert(conn, key, batch, now)
+                    else:
+                        outcomes[(cid, i)] = await self._insert_enrolled(conn, key, batch, now)
+                updated = self._updated_partials(merged, outcomes)
+                rows = [
+                    (key, i, self.instance, state.n, state.support.tobytes())
+                    for key, stats in updated.items()
+                    for i, state in enumerate(stats.states)
+                    if state.n
+                ]
+                if rows:
+                    await conn.executemany(
+                        "INSERT INTO partials VALUES ($1, $2, $3, $4, $5) ON CONFLICT (collection, input, instance) "
+                        "DO UPDATE SET n = excluded.n, support = excluded.support",
+                        rows,
+                    )
+        except (OSError, asyncpg.PostgresConnectionError, asyncpg.InsufficientResourcesError) as exc:
+            raise StoreUnavailable(f"the database {self.location} refused a write: {exc}") from None
+        return outcomes, updated
+
+    @staticmethod
+    async def _stored(conn, key: int, report_ids: list[bytes], inserted: set[bytes]) -> dict[bytes, tuple[int, object]]:
+        others = list({rid for rid in report_ids if rid not in inserted})
+        if not others:
+            return {}
+        rows = await conn.fetch(STORED, key, others)
+        return {r["report_id"]: (r["input"], msgpack.unpackb(r["value"])) for r in rows}
+
+    async def _insert(self, conn, key: int, batch: IncomingBatch, now: float) -> np.ndarray:
+        packed = [msgpack.packb(v) for v in batch.values]
+        rows = await conn.fetch(INSERT_MANY, key, batch.input, now, batch.report_ids, packed)
+        if len(rows) == len(batch):
+            return np.full(len(batch), NEW, dtype=np.int8)
+        inserted = {r["report_id"] for r in rows}
+        stored = await self._stored(conn, key, batch.report_ids, inserted)
+        return classify(batch.report_ids, inserted, stored, batch.input, batch.values)
+
+    async def _insert_enrolled(self, conn, key: int, batch: IncomingBatch, now: float) -> np.ndarray:
+        """Row by row: a report is new only if both its id and its token's nonce are unused."""
+        inserted: set[bytes] = set()
+        token_used: list[int] = []
+        for j, (rid, value, nonce) in enumerate(zip(batch.report_ids, batch.values, batch.tokens)):
+            new = await conn.fetchval(
+                "INSERT INTO reports VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING true",
+                key,
+                rid,
+                batch.input,
+                msgpack.packb(value),
+                now,
+            )
+            if not new:
+                continue
+            claimed = await conn.fetchval(
+                "INSERT INTO token_uses VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING true", key, nonce, rid
+            )
+            if claimed:
+                inserted.add(rid)
+            else:
+                await conn.execute("DELETE FROM reports WHERE collection = $1 AND report_id = $2", key, rid)
+                token_used.append(j)
+        stored = await self._stored(conn, key, batch.report_ids, inserted)
+        outcomes = classify(batch.report_ids, inserted, stored, batch.input, batch.values)
+        outcomes[token_used] = TOKEN_USED
+        return outcomes

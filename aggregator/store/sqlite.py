@@ -1,0 +1,300 @@
+"""The embedded store: one SQLite file (through sqlite-utils), for one service process.
+
+Durability: WAL journal with ``synchronous=FULL``, so a committed transaction is on disk before
+:meth:`SQLiteStore.ingest` returns. Queries run on the event loop's thread: a durable commit takes
+well under a millisecond per request group, and a separate thread convoyed with the loop on the
+GIL. That is also why the file belongs to one process: a second one would make this one wait on
+SQLite's lock with the loop blocked, so it is refused at start (a lock file names the holder);
+several instances share PostgreSQL instead.
+
+The file (and its WAL and shared-memory files, which SQLite creates with the file's mode) is
+readable by its owner only: it holds the enrollment HMAC key.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+import numpy as np
+from sqlite_utils import Database
+
+from .base import (
+    CONFLICT,
+    NEW,
+    SCHEMA_VERSION,
+    TOKEN_USED,
+    IncomingBatch,
+    Store,
+    StoreUnavailable,
+    classify,
+)
+
+INSERT_REPORT = "INSERT OR IGNORE INTO reports (collection, report_id, input, value, received_at) VALUES (?, ?, ?, ?, ?)"
+
+
+class StoreLocked(Exception):
+    """Another process has the SQLite file open."""
+
+
+def _private_file(path: str) -> None:
+    """Create ``path`` mode 0600 if missing; take group and other access away if present."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(fd)
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            if os.stat(path + suffix).st_mode & 0o077:
+                os.chmod(path + suffix, 0o600)
+        except FileNotFoundError:
+            pass
+
+
+def _lock(path: str):
+    """An exclusive lock on ``path.lock`` holding this process's id; raises :class:`StoreLocked`."""
+    lock_path = path + ".lock"
+    fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise StoreLocked(
+            f"{path} is in use by process {holder} (lock {lock_path}); one process serves a SQLite file: "
+            "stop that one, or run several instances on PostgreSQL (--db postgresql://...)"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd
+
+
+class SQLiteStore(Store):
+    def __init__(self, path: str | Path):
+        super().__init__()
+        self.path = self.location = os.path.abspath(str(path))
+        self._lock_fd = _lock(self.path)
+        try:
+            _private_file(self.path)
+            stat = os.stat(self.path)
+            self._identity = (stat.st_dev, stat.st_ino)
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self.db = Database(conn)
+            self.db.enable_wal()
+            conn.execute("PRAGMA synchronous=FULL")
+            # Random report ids dirty random index pages; checkpointing the WAL less often (every
+            # ~40 MB instead of ~4 MB) writes each hot page back once instead of many times.
+            conn.execute("PRAGMA wal_autocheckpoint=10000")
+            self._migrate()
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
+        self._write_error: str | None = None
+
+    @classmethod
+    async def open(cls, path: str | Path) -> SQLiteStore:
+        return cls(path)
+
+    async def close(self) -> None:
+        self.db.conn.close()
+        os.close(self._lock_fd)
+
+    # schema
+
+    def _migrate(self) -> None:
+        """Create the schema, or bring a database of an earlier version to this one."""
+        db = self.db
+        tables = set(db.table_names())
+        if "settings" not in tables:
+            db["settings"].create({"key": str, "value": str}, pk="key")
+        version = self._setting("schema_version")
+        if version is not None and int(version) > SCHEMA_VERSION:
+            raise RuntimeError(f"{self.path} has schema version {version}; this ldpnb reads up to {SCHEMA_VERSION}")
+        conn = db.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if "collections" not in tables:
+                conn.execute(
+                    "CREATE TABLE collections (id TEXT PRIMARY KEY, spec TEXT NOT NULL, min_reports INTEGER, "
+                    "created_at FLOAT, enrollment INTEGER)"
+                )
+            if "reports" not in tables:
+                conn.execute(
+                    "CREATE TABLE reports (collection INTEGER NOT NULL, report_id BLOB NOT NULL, "
+                    "input INTEGER NOT NULL, value NOT NULL, received_at REAL NOT NULL, "
+                    "PRIMARY KEY (collection, report_id)) WITHOUT ROWID"
+                )
+            if "token_uses" not in tables:
+                conn.execute(
+                    "CREATE TABLE token_uses (collection INTEGER NOT NULL, nonce BLOB NOT NULL, "
+                    "report_id BLOB NOT NULL, PRIMARY KEY (collection, nonce)) WITHOUT ROWID"
+                )
+            if "statistics" in tables and version is None:
+                # Version 1 kept one row per (collection id, input); it becomes one instance's partials.
+                conn.execute("ALTER TABLE statistics RENAME TO statistics_v1")
+            if "partials" not in tables:
+                conn.execute(
+                    "CREATE TABLE partials (collection INTEGER NOT NULL, input INTEGER NOT NULL, "
+                    "instance TEXT NOT NULL, n INTEGER NOT NULL, support BLOB NOT NULL, "
+                    "PRIMARY KEY (collection, input, instance))"
+                )
+            if "statistics" in tables and version is None:
+                conn.execute(
+                    "INSERT INTO partials SELECT c.rowid, s.input, 'v1', s.n, s.support "
+                    "FROM statistics_v1 s JOIN collections c ON c.id = s.collection_id"
+                )
+                conn.execute("DROP TABLE statistics_v1")
+            conn.execute(
+                "INSERT OR REPLACE INTO settings (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    # settings
+
+    def _setting(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM settings WHERE key = ?", [key]).fetchone()
+        return row[0] if row else None
+
+    async def get_setting(self, key: str) -> str | None:
+        return self._setting(key)
+
+    async def set_setting(self, key: str, value: str, replace: bool = True) -> str:
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+        self.db.execute(f"{verb} INTO settings (key, value) VALUES (?, ?)", [key, value])
+        return self._setting(key)
+
+    async def health(self) -> str | None:
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            return f"the database file {self.path} was deleted while the service ran; restore it and restart"
+        if (stat.st_dev, stat.st_ino) != self._identity:
+            return f"the database file {self.path} was replaced while the service ran; restart the service"
+        return self._write_error
+
+    # collections
+
+    async def _insert_collection(self, collection_id, spec_json, min_reports, created_at, enrollment) -> int | None:
+        try:
+            cursor = self.db.execute(
+                "INSERT INTO collections (id, spec, min_reports, created_at, enrollment) VALUES (?, ?, ?, ?, ?)",
+                (collection_id, spec_json, min_reports, created_at, int(enrollment)),
+            )
+        except sqlite3.IntegrityError:
+            return None
+        return cursor.lastrowid
+
+    async def _collection_rows(self, collection_id=None, after="", limit=0) -> list[dict]:
+        sql = "SELECT rowid AS key, id, spec, min_reports, created_at, enrollment FROM collections"
+        if collection_id is not None:
+            return list(self.db.query(sql + " WHERE id = ?", [collection_id]))
+        return list(self.db.query(sql + " WHERE id > ? ORDER BY id LIMIT ?", [after, limit or -1]))
+
+    # statistics
+
+    async def _partial_rows(self, key: int) -> list[tuple[int, int, bytes]]:
+        return self.db.execute("SELECT input, n, support FROM partials WHERE collection = ?", [key]).fetchall()
+
+    async def report_counts(self) -> dict[str, int]:
+        rows = self.db.execute(
+            "SELECT c.id, coalesce(sum(p.n), 0) FROM collections c LEFT JOIN partials p ON p.collection = c.rowid "
+            "GROUP BY c.id"
+        )
+        return dict(rows.fetchall())
+
+    async def _stored_values(self, key: int, input_index: int | None = None) -> list[tuple[int, object]]:
+        sql = "SELECT input, value FROM reports WHERE collection = ?"
+        args = [key]
+        if input_index is not None:
+            sql += " AND input = ?"
+            args.append(input_index)
+        return self.db.execute(sql + " ORDER BY received_at, report_id", args).fetchall()
+
+    # reports
+
+    async def _transaction(self, merged):
+        problem = await self.health()
+        if problem is not None and problem != self._write_error:
+            raise StoreUnavailable(problem)
+        now = time.time()
+        conn = self.db.conn
+        outcomes: dict[tuple[str, int], np.ndarray] = {}
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for (cid, i), batch in merged.items():
+                    outcomes[(cid, i)] = self._insert(conn, self._collections[cid].key, batch, now)
+                updated = self._updated_partials(merged, outcomes)
+                conn.executemany(
+                    "INSERT OR REPLACE INTO partials (collection, input, instance, n, support) VALUES (?, ?, ?, ?, ?)",
+                    [
+                        (key, i, self.instance, state.n, state.support.tobytes())
+                        for key, stats in updated.items()
+                        for i, state in enumerate(stats.states)
+                        if state.n
+                    ],
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as exc:
+            # A full disk, an I/O error: nothing was stored. Health says so until a write succeeds.
+            self._write_error = f"the database {self.path} refused a write: {exc}"
+            raise StoreUnavailable(self._write_error) from None
+        self._write_error = None
+        return outcomes, updated
+
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, key: int, batch: IncomingBatch, now: float) -> np.ndarray:
+        """Insert the batch's new reports; returns each report's outcome. Fast path: one
+        executemany, right when every id is new and no token is involved; otherwise row by row."""
+        rows = [(key, rid, batch.input, v, now) for rid, v in zip(batch.report_ids, batch.values)]
+        conn.execute("SAVEPOINT batch")
+        if batch.tokens is None:
+            before = conn.total_changes
+            conn.executemany(INSERT_REPORT, rows)
+            if conn.total_changes - before == len(rows):
+                conn.execute("RELEASE batch")
+                return np.full(len(rows), NEW, dtype=np.int8)
+            conn.execute("ROLLBACK TO batch")
+        cursor = conn.cursor()
+        inserted: set[bytes] = set()
+        token_used: list[int] = []
+        for j, row in enumerate(rows):
+            if batch.tokens is not None:
+                nonce = batch.tokens[j]
+                used = cursor.execute(
+                    "SELECT report_id FROM token_uses WHERE collection = ? AND nonce = ?", (key, nonce)
+                ).fetchone()
+                if used is not None and used[0] != row[1]:
+                    token_used.append(j)
+                    continue
+            cursor.execute(INSERT_REPORT, row)
+            if cursor.rowcount == 1:
+                inserted.add(row[1])
+                if batch.tokens is not None:
+                    cursor.execute("INSERT INTO token_uses VALUES (?, ?, ?)", (key, batch.tokens[j], row[1]))
+        others = [rid for rid in set(batch.report_ids) if rid not in inserted]
+        stored = {}
+        for start in range(0, len(others), 500):
+            chunk = others[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for rid, i, value in cursor.execute(
+                f"SELECT report_id, input, value FROM reports WHERE collection = ? AND report_id IN ({marks})",
+                [key, *chunk],
+            ):
+                stored[rid] = (i, value)
+        conn.execute("RELEASE batch")
+        outcomes = classify(batch.report_ids, inserted, stored, batch.input, batch.values)
+        outcomes[token_used] = TOKEN_USED
+        return outcomes
+
+
+__all__ = ["SQLiteStore", "StoreLocked", "CONFLICT"]
