@@ -56,6 +56,7 @@ async def open_store(db: str, admin_token: str | None = None, rotate: bool = Fal
     try:
         shown = await settle_admin_token(store, admin_token, rotate)
         await store.set_setting(ENROLLMENT_KEY, secrets.token_hex(32), replace=False)
+        await store.list_collections()  # every stored collection must load, or the service does not start
     except BaseException:
         await store.close()
         raise

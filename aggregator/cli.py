@@ -60,11 +60,18 @@ def _non_negative_int(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m aggregator", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m aggregator",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser(
-        "serve", help="run the HTTP service", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+        "serve",
+        help="run the HTTP service",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,  # "--admin-token" must not pass for "--admin-token-file"
     )
     serve.add_argument(
         "--db",
@@ -232,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         args.db_location = redacted(args.db)
         return serve_many(args)
-    except (UsageError, TokenError, StoreLocked, CopyError) as exc:
+    except (UsageError, TokenError, StoreLocked, CopyError, ValueError) as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     except (OSError, asyncpg.PostgresError) as exc:
         parser.exit(2, f"{parser.prog}: error: cannot open the database: {type(exc).__name__}: {exc}\n")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import re
 import secrets
 from collections import Counter
 from pathlib import Path
@@ -18,21 +17,20 @@ from participant.errors import SpecError
 from participant.spec import CollectionSpec
 from participant.wire import ReportError, check_report, decode_payload, decode_values, unpack
 
-from .auth import enrollment_nonce, issue_enrollment_tokens, require_admin
+from .auth import SETTING_KEY, enrollment_nonce, issue_enrollment_tokens, require_admin
 from .errors import APIError
 from .estimators import ESTIMATORS, build_model
-from .auth import SETTING_KEY
 from .keys import ADMIN_FAILURES, CONFIG, ENROLLMENT_HMAC, LIMITER, METRICS, STORE, WRITER
 from .metrics import UNKNOWN_COLLECTION
 from .plausibility import plausibility
 from .statistics import CollectionStatistics
 from .store import CONFLICT, NEW, TOKEN_USED, Collection, CollectionExists, IncomingBatch
+from .store.base import COLLECTION_ID
 
 routes = web.RouteTableDef()
 
 MSGPACK = "application/msgpack"
 MSGPACK_TYPES = {MSGPACK, "application/x-msgpack", "application/vnd.msgpack"}
-COLLECTION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # used with fullmatch: "$" would admit a final newline
 DEFAULT_MIN_REPORTS = 100
 MAX_MIN_REPORTS = 10**12
 MAX_PAGE = 1000
@@ -77,7 +75,7 @@ async def read_body(request: web.Request):
     if request.content_type == "application/json":
         try:
             return json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, and integers past Python's digit limit
             raise APIError(400, f"body is not valid JSON: {exc}", reason="malformed") from None
         except RecursionError:
             raise APIError(400, "body is not valid JSON: nested too deeply", reason="malformed") from None

@@ -24,6 +24,10 @@ import numpy as np
 from .errors import RecordError, SpecError
 
 
+# More bins than this only spread one report per person thinner; it also bounds what a spec allocates.
+MAX_BINS = 10_000
+
+
 @dataclass(frozen=True)
 class ContinuousFeature:
     """A continuous quantity with its declared range ``[low, high]``."""
@@ -119,8 +123,10 @@ class Preparation:
             object.__setattr__(self, "projection", projection)
         if projection is not None and len(projection.center) != len(inputs):
             raise SpecError(f"projection expects {len(projection.center)} inputs, the spec declares {len(inputs)}")
-        if self.bins is not None and (isinstance(self.bins, bool) or not isinstance(self.bins, int) or self.bins < 2):
-            raise SpecError(f"bins must be an integer >= 2, got {self.bins!r}")
+        if self.bins is not None and (
+            isinstance(self.bins, bool) or not isinstance(self.bins, int) or not 2 <= self.bins <= MAX_BINS
+        ):
+            raise SpecError(f"bins must be an integer from 2 to {MAX_BINS}, got {self.bins!r}")
 
     @property
     def outputs(self) -> tuple[ContinuousFeature, ...]:

@@ -25,6 +25,7 @@ with PostgreSQL machines) can share one. Why the numbers they serve are never st
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from abc import ABC, abstractmethod
@@ -40,6 +41,8 @@ from ..statistics import CollectionStatistics
 
 NEW, DUPLICATE, TOKEN_USED, CONFLICT = 1, 0, -1, -2
 SCHEMA_VERSION = 2
+# A collection id: matched whole (fullmatch), so no trailing newline slips through as with "$".
+COLLECTION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class CollectionExists(Exception):
@@ -182,6 +185,11 @@ class Store(ABC):
 
     @staticmethod
     def _collection_from_row(row) -> Collection:
+        if not COLLECTION_ID.fullmatch(row["id"]):
+            raise ValueError(
+                f"the database holds a collection with the invalid id {row['id']!r} (ids are 1-64 letters, digits, "
+                "'-' or '_'); rename or remove it before starting the service"
+            )
         return Collection(
             row["id"],
             CollectionSpec.from_json(row["spec"]),

@@ -14,7 +14,6 @@ readable by its owner only: it holds the enrollment HMAC key.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import sqlite3
 import time
@@ -24,7 +23,6 @@ import numpy as np
 from sqlite_utils import Database
 
 from .base import (
-    CONFLICT,
     NEW,
     SCHEMA_VERSION,
     TOKEN_USED,
@@ -296,5 +294,3 @@ class SQLiteStore(Store):
         outcomes[token_used] = TOKEN_USED
         return outcomes
 
-
-__all__ = ["SQLiteStore", "StoreLocked", "CONFLICT"]
