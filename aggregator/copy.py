@@ -44,9 +44,10 @@ async def _copy(sqlite: SQLiteStore, postgres: PostgresStore) -> str:
         )
         for collection in collections:
             key = await conn.fetchval(
-                "INSERT INTO collections (id, spec, min_reports, created_at, enrollment) VALUES ($1, $2, $3, $4, $5) "
-                "RETURNING key",
+                "INSERT INTO collections (id, uid, spec, min_reports, created_at, enrollment) "
+                "VALUES ($1, $2, $3, $4, $5, $6) RETURNING key",
                 collection.id,
+                collection.uid,
                 collection.spec.to_json(),
                 collection.min_reports,
                 collection.created_at,

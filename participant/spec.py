@@ -12,6 +12,7 @@ person's data, so revealing it costs nothing.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -307,6 +308,12 @@ class CollectionSpec:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 (hex) of the spec's canonical JSON: equal specs, equal fingerprints."""
+        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
 
     @classmethod
     def from_json(cls, text: str | bytes) -> CollectionSpec:

@@ -336,18 +336,19 @@ async def test_an_unacknowledged_report_is_resent_unchanged(service, tmp_path):
     await service.create(spec)
     record = dict(zip(["age", "income", "gender", "missed_payment"], TABLE_1[1]))
     ledger = Ledger(tmp_path / "ledger.json")
+    live = AsyncClient(service.url, ledger=ledger)
+    published = await live.fetch_collection("c1")
     # An address where nothing listens: every attempt fails, the report stays pending.
     with socket_closed_port() as port:
         dead = AsyncClient(f"http://127.0.0.1:{port}", ledger=ledger, retries=2, backoff=0.01)
         with pytest.raises(SubmissionFailed, match="3 attempts"):
-            await dead.submit("c1", record, spec=spec)
+            await dead.submit("c1", record, published=published)
         await dead.close()
-    key = f"http://127.0.0.1:{port}/collections/c1"
-    pending = ledger.pending_body(key)
+    pending = ledger.pending_body(published.uid)
     assert pending is not None
-    # The same ledger entry, now pointed at the live service, sends exactly that report.
-    live = AsyncClient(service.url, ledger=ledger)
-    assert await live.send_report("c1", pending) == "accepted"
+    # The next submit, to the live service, sends exactly that report and no new one.
+    assert await live.submit("c1", record) == "accepted"
+    assert ledger.entry(published.uid)["sent"] is True
     assert await live.send_report("c1", pending) == "duplicate"
     await live.close()
 

@@ -64,10 +64,13 @@ class Collection:
     created_at: float
     key: int = 0  # the collections table's integer key: reports are keyed by it
     enrollment: bool = False  # reports must carry a single-use enrollment token
+    uid: str = ""  # globally unique (random 128 bits): what a device's ledger is keyed by
 
     def to_dict(self) -> dict:
         return {
             "id": self.id,
+            "uid": self.uid,
+            "fingerprint": self.spec.fingerprint,
             "spec": self.spec.to_dict(),
             "min_reports": self.min_reports,
             "created_at": self.created_at,
@@ -141,13 +144,13 @@ class Store(ABC):
 
     @abstractmethod
     async def _insert_collection(
-        self, collection_id: str, spec_json: str, min_reports: int, created_at: float, enrollment: bool
+        self, collection_id: str, uid: str, spec_json: str, min_reports: int, created_at: float, enrollment: bool
     ) -> int | None:
         """Insert a collection row; returns its integer key, or None if the id exists."""
 
     @abstractmethod
     async def _collection_rows(self, collection_id: str | None = None, after: str = "", limit: int = 0) -> list[dict]:
-        """Collection rows (``key, id, spec, min_reports, created_at, enrollment``): the one with
+        """Collection rows (``key, id, uid, spec, min_reports, created_at, enrollment``): the one with
         ``collection_id``, or up to ``limit`` (0: all) with ids after ``after``, in id order."""
 
     async def create_collection(
@@ -155,10 +158,13 @@ class Store(ABC):
     ) -> Collection:
         """Store a new collection; raises :class:`CollectionExists`."""
         created_at = time.time()
-        key = await self._insert_collection(collection_id, spec.to_json(), int(min_reports), created_at, enrollment)
+        uid = secrets.token_hex(16)
+        key = await self._insert_collection(
+            collection_id, uid, spec.to_json(), int(min_reports), created_at, enrollment
+        )
         if key is None:
             raise CollectionExists(collection_id)
-        collection = Collection(collection_id, spec, int(min_reports), created_at, key, bool(enrollment))
+        collection = Collection(collection_id, spec, int(min_reports), created_at, key, bool(enrollment), uid)
         self._collections[collection_id] = collection
         return collection
 
@@ -197,6 +203,7 @@ class Store(ABC):
             float(row["created_at"]),
             int(row["key"]),
             bool(row["enrollment"]),
+            row["uid"],
         )
 
     # statistics

@@ -23,7 +23,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS settings (key text PRIMARY KEY, value text NOT NULL);
 CREATE TABLE IF NOT EXISTS collections (
     key integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    id text UNIQUE NOT NULL, spec text NOT NULL, min_reports bigint NOT NULL,
+    id text UNIQUE NOT NULL, uid text UNIQUE NOT NULL, spec text NOT NULL, min_reports bigint NOT NULL,
     created_at double precision NOT NULL, enrollment boolean NOT NULL);
 CREATE TABLE IF NOT EXISTS reports (
     collection integer NOT NULL, report_id bytea NOT NULL, input integer NOT NULL,
@@ -106,11 +106,12 @@ class PostgresStore(Store):
             return f"the database {self.location} does not answer: {type(exc).__name__}: {exc}"
         return None
 
-    async def _insert_collection(self, collection_id, spec_json, min_reports, created_at, enrollment) -> int | None:
+    async def _insert_collection(self, collection_id, uid, spec_json, min_reports, created_at, enrollment) -> int | None:
         return await self.pool.fetchval(
-            "INSERT INTO collections (id, spec, min_reports, created_at, enrollment) VALUES ($1, $2, $3, $4, $5) "
-            "ON CONFLICT (id) DO NOTHING RETURNING key",
+            "INSERT INTO collections (id, uid, spec, min_reports, created_at, enrollment) "
+            "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING key",
             collection_id,
+            uid,
             spec_json,
             min_reports,
             created_at,
@@ -118,7 +119,7 @@ class PostgresStore(Store):
         )
 
     async def _collection_rows(self, collection_id=None, after="", limit=0) -> list[dict]:
-        sql = "SELECT key, id, spec, min_reports, created_at, enrollment FROM collections"
+        sql = "SELECT key, id, uid, spec, min_reports, created_at, enrollment FROM collections"
         if collection_id is not None:
             rows = await self.pool.fetch(sql + " WHERE id = $1", collection_id)
         else:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import secrets
 import sqlite3
 import time
 from pathlib import Path
@@ -116,8 +117,13 @@ class SQLiteStore(Store):
             if "collections" not in tables:
                 conn.execute(
                     "CREATE TABLE collections (id TEXT PRIMARY KEY, spec TEXT NOT NULL, min_reports INTEGER, "
-                    "created_at FLOAT, enrollment INTEGER)"
+                    "created_at FLOAT, enrollment INTEGER, uid TEXT UNIQUE NOT NULL)"
                 )
+            elif version is None:
+                # Version 1 had no globally unique identity; each collection gets one now.
+                conn.execute("ALTER TABLE collections ADD COLUMN uid TEXT")
+                for (rowid,) in conn.execute("SELECT rowid FROM collections").fetchall():
+                    conn.execute("UPDATE collections SET uid = ? WHERE rowid = ?", (secrets.token_hex(16), rowid))
             if "reports" not in tables:
                 conn.execute(
                     "CREATE TABLE reports (collection INTEGER NOT NULL, report_id BLOB NOT NULL, "
@@ -177,18 +183,18 @@ class SQLiteStore(Store):
 
     # collections
 
-    async def _insert_collection(self, collection_id, spec_json, min_reports, created_at, enrollment) -> int | None:
+    async def _insert_collection(self, collection_id, uid, spec_json, min_reports, created_at, enrollment) -> int | None:
         try:
             cursor = self.db.execute(
-                "INSERT INTO collections (id, spec, min_reports, created_at, enrollment) VALUES (?, ?, ?, ?, ?)",
-                (collection_id, spec_json, min_reports, created_at, int(enrollment)),
+                "INSERT INTO collections (id, uid, spec, min_reports, created_at, enrollment) VALUES (?, ?, ?, ?, ?, ?)",
+                (collection_id, uid, spec_json, min_reports, created_at, int(enrollment)),
             )
         except sqlite3.IntegrityError:
             return None
         return cursor.lastrowid
 
     async def _collection_rows(self, collection_id=None, after="", limit=0) -> list[dict]:
-        sql = "SELECT rowid AS key, id, spec, min_reports, created_at, enrollment FROM collections"
+        sql = "SELECT rowid AS key, id, uid, spec, min_reports, created_at, enrollment FROM collections"
         if collection_id is not None:
             return list(self.db.query(sql + " WHERE id = ?", [collection_id]))
         return list(self.db.query(sql + " WHERE id > ? ORDER BY id LIMIT ?", [after, limit or -1]))
