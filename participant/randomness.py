@@ -1,25 +1,36 @@
-"""A cryptographically secure random source with the slice of numpy's ``Generator`` API the
-protocols use (``random`` and ``integers``).
+"""A cryptographically secure random source: the participant's randomness.
 
 Every draw reads the operating system's CSPRNG (``os.urandom``). A participant's report must not
 be predictable from earlier reports or from a seed, which a numpy bit generator cannot promise.
+It is an :class:`~protocols.exact.ExactRandomness`, so the mechanisms draw a device's report with
+their exact samplers (integer thresholds, exact discrete Laplace); it also offers the slice of
+numpy's ``Generator`` API (``random``, ``integers``) for anything else.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 
 import numpy as np
+
+from protocols.exact import ExactRandomness
 
 _DOUBLE_UNIT = 2.0**-53
 
 
-class SecureGenerator:
+class SecureGenerator(ExactRandomness):
     """Uniform draws from ``os.urandom``; a drop-in for ``numpy.random.Generator`` in ``protocols``."""
 
     @staticmethod
     def _words(count: int) -> np.ndarray:
         return np.frombuffer(os.urandom(8 * count), dtype=np.uint64)
+
+    def words(self, count: int) -> np.ndarray:
+        return self._words(count)
+
+    def randbelow(self, n: int) -> int:
+        return secrets.randbelow(n)
 
     def random(self, size=None):
         """Uniform floats in [0, 1) with 53 random bits each; a float when ``size`` is None."""

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
 from .base import OracleState, PureOracle
+from .exact import ExactRandomness, coins, exp_lower, threshold_down
 
 
 class DirectEncoding(PureOracle):
@@ -28,13 +30,24 @@ class DirectEncoding(PureOracle):
     def q(self) -> float:
         return 1.0 / (math.exp(self.epsilon) + self.domain_size - 1)
 
+    @property
+    def exact_keep_threshold(self) -> int:
+        """The device's keep coin: true with probability exactly ``T/2^64``, ``T`` rounded down
+        from ``E/(E + d - 1)`` with ``E <= e^ε``; each other value then has ``(1 - T/2^64)/(d - 1)``,
+        so the realised ratio is at most ``E``."""
+        e = exp_lower(Fraction(self.epsilon))
+        return threshold_down(e / (e + self.domain_size - 1))
+
     def perturb(self, values, rng) -> np.ndarray:
         values = self._check_values(values)
         m = values.shape[0]
         # An index among the other d-1 values, shifted past the true one.
         other = rng.integers(0, self.domain_size - 1, size=m)
         other += other >= values
-        keep = rng.random(m) < self.p
+        if isinstance(rng, ExactRandomness):
+            keep = coins(rng, self.exact_keep_threshold, m)
+        else:
+            keep = rng.random(m) < self.p
         return np.where(keep, values, other)
 
     def simulate_counts(self, counts, rng) -> OracleState:

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from . import exact
 from .base import FrequencyOracle, OracleState, PureOracle
 from .noise import (
     GRID,
@@ -49,10 +50,20 @@ class _HistogramPerturbation:
         # Beyond 1 + 1000 scales an honest report has a component with probability < d·e^-1000.
         return 1.0 + 1000.0 * self.scale
 
+    @property
+    def exact_rate(self):
+        """The device's noise rate ``ε·GRID/2`` as an exact rational: noise ``GRID·K`` with
+        ``P(K = k) ∝ exp(-rate·|k|)`` exactly."""
+        return exact.grid_rate(self.epsilon, 2.0, GRID)
+
     def perturb(self, values, rng) -> np.ndarray:
         values = self._check_values(values)
         m = values.shape[0]
-        reports = GRID * discrete_laplace(rng, self.r, (m, self.domain_size))
+        if isinstance(rng, exact.ExactRandomness):
+            noise = exact.discrete_laplace(rng, self.exact_rate, m * self.domain_size).reshape(m, self.domain_size)
+        else:
+            noise = discrete_laplace(rng, self.r, (m, self.domain_size))
+        reports = GRID * noise
         reports[np.arange(m), values] += 1.0
         return reports
 

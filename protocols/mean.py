@@ -7,9 +7,11 @@ estimate is the mean of the reports, an unbiased estimate of the mean input vect
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
+from . import exact
 from .base import Mechanism, OracleState, check_epsilon
 from .noise import (
     GRID,
@@ -81,8 +83,16 @@ class LaplaceMean(Mechanism):
         # An honest coordinate beyond 1 + 1000 scales has probability below e^-1000.
         return 1.0 + 1000.0 * self.scale
 
+    @property
+    def exact_rate(self) -> Fraction:
+        """The device's noise rate ``ε·GRID/Δ`` as an exact rational."""
+        return exact.grid_rate(self.epsilon, self.sensitivity, GRID)
+
     def perturb(self, values, rng) -> np.ndarray:
         values = _check_vectors(values, self.dim)
+        if isinstance(rng, exact.ExactRandomness):
+            noise = exact.discrete_laplace(rng, self.exact_rate, values.size).reshape(values.shape)
+            return exact.round_to_grid(rng, values, GRID) + GRID * noise
         return round_to_grid(rng, values) + GRID * discrete_laplace(rng, self.r, values.shape)
 
     def support(self, reports: np.ndarray) -> np.ndarray:
@@ -162,11 +172,33 @@ class OneBitMean(Mechanism):
         e = math.exp(self.epsilon)
         return (np.asarray(v) * (e - 1) + e + 1) / (2 * e + 2)
 
+    @property
+    def exact_bounds(self) -> tuple[int, int]:
+        """``(lo, hi)``: the device's coin thresholds (over 2^64) are kept within them, with
+        ``hi/lo <= E`` and ``(2^64 - lo)/(2^64 - hi) <= E`` for ``E <= e^ε``."""
+        e = exact.exp_lower(Fraction(self.epsilon))
+        return exact.threshold_up(1 / (e + 1)), exact.threshold_down(e / (e + 1))
+
+    def exact_thresholds(self, v) -> np.ndarray:
+        """The device's coin thresholds for values ``v`` in [-1, 1]: ``u = 1`` with probability
+        exactly ``T/2^64``, ``T`` from ``1/2 + v·(E - 1)/(2(E + 1))``, kept within :attr:`exact_bounds`."""
+        e = exact.exp_lower(Fraction(self.epsilon))
+        c = (e - 1) / (e + 1)
+        lo, hi = self.exact_bounds
+        return np.array(
+            [min(hi, max(lo, exact.threshold_down(Fraction(1, 2) + Fraction(float(x)) * c / 2))) for x in np.ravel(v)],
+            dtype=object,
+        )
+
     def perturb(self, values, rng) -> np.ndarray:
         values = _check_vectors(values, self.dim)
         m = values.shape[0]
         j = np.asarray(rng.integers(0, self.dim, size=m), dtype=np.int64)
-        u = rng.random(m) < self._p_one(values[np.arange(m), j])
+        chosen = values[np.arange(m), j]
+        if isinstance(rng, exact.ExactRandomness):
+            u = exact.coins(rng, self.exact_thresholds(chosen), m)
+        else:
+            u = rng.random(m) < self._p_one(chosen)
         return 2 * j + u
 
     def support(self, reports: np.ndarray) -> np.ndarray:

@@ -1,0 +1,141 @@
+"""The device path samples exactly: realised probabilities are the samplers' own integer
+thresholds over 2^64, and their ratios are checked against e^ε with exact arithmetic (fractions,
+and 80-digit decimal logarithms that share no code with the samplers)."""
+
+import decimal
+from collections import Counter
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from participant.randomness import SecureGenerator
+from protocols import make_oracle
+from protocols.audit import audit
+from protocols.exact import ONE, ExactRandomness, bernoulli_exp, coins, discrete_laplace, exp_lower, grid_rate
+from protocols.histogram import SummationHistogramEncoding
+from protocols.mean import LaplaceMean, OneBitMean
+from protocols.noise import GRID
+
+EPSILONS = [1e-3, 0.1, 0.5, 1.0, 2.0, 4.0, 8.0, 20.0, 50.0]
+decimal.getcontext().prec = 80
+
+
+def log_at_most(ratio: Fraction, epsilon: float) -> bool:
+    """ln(ratio) <= ε, decided with 80 significant digits (ε, a float, is exact in Decimal)."""
+    return (decimal.Decimal(ratio.numerator) / decimal.Decimal(ratio.denominator)).ln() <= decimal.Decimal(epsilon)
+
+
+def tight(ratio: Fraction, epsilon: float) -> bool:
+    """The realised ratio is e^ε to within 1e-9 (relative): exactness costs no accuracy."""
+    gap = decimal.Decimal(epsilon) - (decimal.Decimal(ratio.numerator) / decimal.Decimal(ratio.denominator)).ln()
+    return gap < decimal.Decimal("1e-9")
+
+
+@pytest.mark.parametrize("epsilon", EPSILONS)
+def test_exp_lower_is_a_tight_lower_bound(epsilon):
+    bound = exp_lower(Fraction(epsilon))
+    assert log_at_most(bound, epsilon) and tight(bound, epsilon)
+
+
+@pytest.mark.parametrize("epsilon", EPSILONS)
+@pytest.mark.parametrize("d", [2, 7, 500])
+def test_direct_encoding_realises_at_most_e_eps(epsilon, d):
+    oracle = make_oracle("DE", epsilon, d)
+    keep = Fraction(oracle.exact_keep_threshold, ONE)
+    other = (1 - keep) / (d - 1)
+    assert 0 < keep < 1 and log_at_most(keep / other, epsilon)
+    if epsilon <= 20:  # beyond, q is below 2^-64 and the realised ratio is smaller than e^ε
+        assert tight(keep / other, epsilon)
+
+
+@pytest.mark.parametrize("epsilon", EPSILONS)
+@pytest.mark.parametrize("protocol", ["SUE", "OUE"])
+def test_unary_encodings_realise_at_most_e_eps(epsilon, protocol):
+    t_p, t_q = make_oracle(protocol, epsilon, 5).exact_thresholds
+    p, q = Fraction(t_p, ONE), Fraction(t_q, ONE)
+    assert 0 < q < p < 1
+    ratio = p * (1 - q) / ((1 - p) * q)
+    assert log_at_most(ratio, epsilon)
+    if epsilon <= 20:
+        assert tight(ratio, epsilon)
+
+
+@pytest.mark.parametrize("epsilon", EPSILONS)
+def test_the_one_bit_mechanism_realises_at_most_e_eps(epsilon):
+    mechanism = OneBitMean(epsilon, 3)
+    lo, hi = mechanism.exact_bounds
+    assert log_at_most(Fraction(hi, lo), epsilon) and log_at_most(Fraction(ONE - lo, ONE - hi), epsilon)
+    thresholds = mechanism.exact_thresholds(np.array([-1.0, -0.3, 0.0, 0.7, 1.0]))
+    assert all(lo <= t <= hi for t in thresholds)
+    assert thresholds[2] == ONE // 2  # v = 0: a fair coin, so the class stays hidden
+    if epsilon <= 20:
+        assert tight(Fraction(thresholds[-1], thresholds[0]), epsilon)
+
+
+@pytest.mark.parametrize("epsilon", EPSILONS)
+def test_grid_noise_rates_are_exact(epsilon):
+    # DLap(exp(-rate)) on grid steps: neighbours Δ apart (Δ/GRID steps) have ratio exp(rate·Δ/GRID).
+    assert SummationHistogramEncoding(epsilon, 4).exact_rate * 2 / Fraction(GRID) == Fraction(epsilon)
+    assert LaplaceMean(epsilon, 6, 6.0).exact_rate * 6 / Fraction(GRID) == Fraction(epsilon)
+
+
+class Words(ExactRandomness):
+    """A scripted source, to read the coins' comparison off directly."""
+
+    def __init__(self, words):
+        self._words = list(words)
+
+    def words(self, count):
+        out, self._words = self._words[:count], self._words[count:]
+        return np.array(out, dtype=np.uint64)
+
+    def randbelow(self, n):
+        raise AssertionError("not used")
+
+
+def test_a_coin_is_true_for_exactly_threshold_words():
+    t = 12345678901234567890
+    assert coins(Words([t - 1, t, t + 1, 0]), t, 4).tolist() == [True, False, False, True]
+    assert coins(Words([ONE - 1]), ONE, 1).tolist() == [True]  # threshold 2^64: certain
+    assert coins(Words([0]), 0, 1).tolist() == [False]
+
+
+def test_the_exact_discrete_laplace_has_the_stated_distribution():
+    rng = SecureGenerator()
+    rate = Fraction(1, 3)
+    draws = discrete_laplace(rng, rate, 30_000)
+    counts = Counter(draws.tolist())
+    ks = np.arange(-12, 13)
+    r = np.exp(-float(rate))
+    pmf = (1 - r) / (1 + r) * r ** np.abs(ks)
+    observed = np.array([counts.get(int(k), 0) for k in ks] + [sum(v for k, v in counts.items() if abs(k) > 12)])
+    expected = np.append(pmf, 1 - pmf.sum()) * len(draws)
+    assert stats.chisquare(observed, expected).pvalue > 1e-4
+    # Large values occur: the exact sampler has no largest output.
+    assert np.abs(discrete_laplace(rng, Fraction(1, 1 << 40), 20)).max() > 1 << 30
+
+
+def test_bernoulli_exp_has_the_stated_probability():
+    rng = SecureGenerator()
+    for gamma in (Fraction(1, 3), Fraction(5, 2)):
+        hits = sum(bernoulli_exp(rng, gamma) for _ in range(20_000))
+        assert stats.binomtest(hits, 20_000, float(np.exp(-float(gamma)))).pvalue > 1e-4
+
+
+@pytest.mark.parametrize("protocol", ["DE", "SUE", "OUE"])
+def test_the_device_path_passes_the_audit(protocol):
+    oracle = make_oracle(protocol, 1.0, 4)
+    result = audit(oracle, 0, 1, 200_000, SecureGenerator())
+    assert 0.8 < result.epsilon_lower_bound <= 1.0
+
+
+def test_the_device_histogram_noise_passes_the_audit():
+    oracle = make_oracle("SHE", 1.0, 2)
+    result = audit(oracle, 0, 1, 20_000, SecureGenerator())
+    assert 0.5 < result.epsilon_lower_bound <= 1.0
+
+
+def test_grid_rate_is_exact_for_floats():
+    assert grid_rate(0.1, 2.0, GRID) == Fraction(0.1) / 2048
