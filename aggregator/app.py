@@ -7,6 +7,7 @@ import secrets
 from aiohttp import web
 
 from .auth import ENROLLMENT_KEY, SETTING_KEY, TokenError, check_admin_token, hash_token, new_token
+from .connections import CappedRunner
 from .errors import error_middleware, identity_encoding_middleware
 from .handlers import routes
 from .keys import ADMIN_FAILURES, CONFIG, ENROLLMENT_HMAC, LIMITER, METRICS, STORE, WRITER, Config
@@ -98,8 +99,9 @@ async def start_site(
     processes); returns the runner (``await runner.cleanup()`` stops it) and the base URL bound
     (port 0 picks a free port)."""
     config = app.get(CONFIG) or Config()
-    runner = web.AppRunner(
+    runner = CappedRunner(
         app,
+        config.max_connections,
         access_log=None,
         # Request bodies are never inflated: a small compressed body could expand without bound
         # inside the parser, before any handler could refuse it.

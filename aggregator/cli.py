@@ -118,7 +118,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="label /metrics series with collection ids (default: totals only, ids stay private)",
     )
     serve.add_argument(
-        "--keepalive-timeout", type=_positive(float), default=75.0, help="seconds an idle connection stays open (default 75)"
+        "--keepalive-timeout",
+        type=_positive(float),
+        default=15.0,
+        help="seconds a connection may stay open without a complete request: idle, or sending headers slowly "
+        "(default 15)",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=_positive(int),
+        default=1024,
+        help="connections open at once; a further one is answered 503 and closed (default 1024)",
     )
     serve.add_argument(
         "--body-timeout", type=_positive(float), default=30.0, help="seconds to receive a request body (default 30)"
@@ -155,6 +165,7 @@ def config_from(args) -> Config:
         max_state=args.max_state,
         metrics_per_collection=args.metrics_per_collection,
         keepalive_timeout=args.keepalive_timeout,
+        max_connections=args.max_connections,
         body_timeout=args.body_timeout,
     )
 

@@ -49,6 +49,9 @@ async def error_middleware(request: web.Request, handler):
             raise
         headers = {k: v for k, v in exc.headers.items() if k.lower() in _PASSED_HEADERS}
         return json_error(exc.status, exc.text or exc.reason, headers)
+    except ConnectionError:
+        log.info("client went away during %s %s", request.method, request.path)
+        raise
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
         return json_error(500, "internal error; the request was not applied")

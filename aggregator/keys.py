@@ -22,7 +22,8 @@ class Config:
     rate_limit: int = 0  # reports per collection per minute from one address; 0: no limit
     max_state: int = 1_000_000  # a collection's statistics entries (sum of its inputs' state sizes)
     metrics_per_collection: bool = False  # label /metrics series with collection ids
-    keepalive_timeout: float = 75.0  # seconds an idle kept-alive connection stays open
+    keepalive_timeout: float = 15.0  # seconds a connection may stay without a complete request (idle or slow headers)
+    max_connections: int = 1024  # open at once; a further one is answered 503 and closed
     body_timeout: float = 30.0  # seconds to receive a request body
     max_header_bytes: int = 8190  # a request line or header field
 

@@ -1,6 +1,7 @@
 """Regression tests of the outside security review: each failed on the code before its fix."""
 
 import asyncio
+import json
 import gzip
 import os
 import sqlite3
@@ -382,3 +383,82 @@ def test_a_billion_bins_is_a_spec_error_not_an_allocation():
     continuous = {"inputs": [{"name": "x", "low": 0, "high": 1}], "bins": 10**9}
     with pytest.raises(SpecError, match="bins must be an integer from 2 to 10000"):
         CollectionSpec.from_dict({"classes": ["a", "b"], "protocol": "OUE", "epsilon": 1, "continuous": continuous})
+
+
+# 7 and 14. Connections: timeouts, a cap, and JSON for what the HTTP parser refuses
+
+
+async def raw(url: str, data: bytes, read: bool = True) -> bytes:
+    host, port = url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(data)
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.read(65536), 10) if read else b""
+    writer.close()
+    return answer
+
+
+@pytest.fixture
+async def limited(tmp_path):
+    store, _ = await open_store(tmp_path / "limits.sqlite3", ADMIN)
+    config = Config(keepalive_timeout=0.5, body_timeout=0.5, max_connections=8)
+    runner, url = await start_site(await create_app(store, config))
+    yield url
+    await runner.cleanup()
+    await store.close()
+
+
+async def test_idle_and_slow_connections_are_closed(limited):
+    host, port = limited.removeprefix("http://").split(":")
+    # Idle: nothing sent at all.
+    reader, writer = await asyncio.open_connection(host, int(port))
+    assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the server
+    writer.close()
+    # Slow headers: a byte at a time, never finished.
+    reader, writer = await asyncio.open_connection(host, int(port))
+    closed_at = None
+    for _ in range(40):
+        try:
+            writer.write(b"X")
+            await writer.drain()
+        except ConnectionError:
+            closed_at = _
+            break
+        await asyncio.sleep(0.1)
+        if reader.at_eof() or writer.transport.is_closing():
+            closed_at = _
+            break
+    writer.close()
+    assert closed_at is not None and closed_at < 30
+    # Slow body: headers promise 1000 bytes, 10 arrive.
+    answer = await raw(limited, b"POST /collections HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: 1000\r\nAuthorization: Bearer " + ADMIN.encode() + b"\r\n\r\n0123456789")
+    assert b" 408 " in answer.split(b"\r\n")[0]
+
+
+async def test_connections_beyond_the_cap_get_503_and_health_answers_after(limited):
+    host, port = limited.removeprefix("http://").split(":")
+    held = [await asyncio.open_connection(host, int(port)) for _ in range(8)]
+    answer = await raw(limited, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 503") and b'"error"' in answer
+    for _, writer in held:
+        writer.close()
+    await asyncio.sleep(0.2)
+    assert b" 200 " in (await raw(limited, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")).split(b"\r\n")[0]
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"s3cr3t" * 3000 + b"\r\n\r\n",
+        b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"\x16\x03\x01garbage not http\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nBad Header Line\r\n\r\n",
+    ],
+)
+async def test_what_the_parser_refuses_is_answered_in_json_without_echo(limited, request_bytes, caplog):
+    answer = await raw(limited, request_bytes)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1].startswith(b"4") and b"application/json" in head
+    assert "error" in json.loads(body) and b"s3cr3t" not in answer
+    assert "Traceback" not in caplog.text and "s3cr3t" not in caplog.text
