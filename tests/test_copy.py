@@ -1,0 +1,136 @@
+"""Moving a SQLite database into PostgreSQL: everything arrives, statistics equal a recomputation,
+and the service on PostgreSQL answers as it did on SQLite."""
+
+import subprocess
+import sys
+
+import numpy as np
+
+from aggregator.app import open_store
+from participant import Participant
+
+from .conftest import TABLE_1, fresh_postgres_url, table_1_spec
+from .servers import ADMIN
+
+RECORDS = [dict(zip(["age", "income", "gender", "missed_payment"], row)) for row in TABLE_1]
+
+
+async def fill(path):
+    """A SQLite database with two collections (one with enrollment) and their reports."""
+    store, _ = await open_store(path, ADMIN)
+    try:
+        from aggregator.store import IncomingBatch
+
+        for cid, protocol, enrollment in (("plain", "OUE", False), ("enrolled", "DE", True)):
+            spec = table_1_spec(protocol=protocol)
+            collection = await store.create_collection(cid, spec, 5, enrollment)
+            participant = Participant(spec, rng=np.random.default_rng(1))
+            reports = [participant.report(r) for r in RECORDS * 20]
+            from participant.wire import report_to_wire
+
+            batches = []
+            for i in range(spec.n_inputs):
+                mine = [r for r in reports if r.input == i]
+                wires = [report_to_wire(r, spec) for r in mine]
+                tokens = [bytes([i, j]) * 8 for j in range(len(mine))] if enrollment else None
+                batches.append(
+                    IncomingBatch(
+                        collection.id,
+                        i,
+                        [w["id"] for w in wires],
+                        [w["value"] for w in wires],
+                        np.array([r.payload for r in mine]),
+                        tokens,
+                    )
+                )
+            await store.ingest(batches)
+        return {c.id: await store.statistics(c) for c in await store.list_collections()}
+    finally:
+        await store.close()
+
+
+async def test_copy_moves_everything_and_statistics_equal_a_recomputation(tmp_path, postgres):
+    source = str(tmp_path / "source.sqlite3")
+    before = await fill(source)
+    target = fresh_postgres_url(postgres)
+    result = subprocess.run(
+        [sys.executable, "-m", "aggregator", "copy", "--from", source, "--to", target],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "copied 2 collections, 400 reports" in result.stdout
+    store, _ = await open_store(target, ADMIN)  # the admin token's hash came along
+    try:
+        for collection in await store.list_collections():
+            stats = await store.statistics(collection)
+            recomputed = await store.recompute_statistics(collection)
+            assert stats.n_reports == before[collection.id].n_reports == await store.count_reports(collection)
+            for a, b, c in zip(stats.states, recomputed.states, before[collection.id].states):
+                np.testing.assert_array_equal(a.support, b.support)
+                np.testing.assert_array_equal(a.support, c.support)
+        source_store, _ = await open_store(source)
+        try:
+            for old in await source_store.list_collections():
+                new = await store.collection(old.id)
+                assert (new.uid, new.spec, new.min_reports, new.enrollment) == (
+                    old.uid,
+                    old.spec,
+                    old.min_reports,
+                    old.enrollment,
+                )
+        finally:
+            await source_store.close()
+    finally:
+        await store.close()
+    # A second copy would duplicate the collections: refused, in one line, nothing written.
+    again = subprocess.run(
+        [sys.executable, "-m", "aggregator", "copy", "--from", source, "--to", target],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 2 and "already holds collections" in again.stderr and "Traceback" not in again.stderr
+
+
+async def test_a_version_1_sqlite_database_is_migrated_at_start(tmp_path):
+    """The first release's layout: one statistics row per (collection id, input), no uid."""
+    import json
+    import sqlite3
+
+    path = tmp_path / "v1.sqlite3"
+    spec = table_1_spec(protocol="DE")
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        """
+        CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT);
+        CREATE TABLE collections (id TEXT PRIMARY KEY, spec TEXT NOT NULL, min_reports INTEGER,
+            created_at FLOAT, enrollment INTEGER);
+        CREATE TABLE reports (collection INTEGER NOT NULL, report_id BLOB NOT NULL, input INTEGER NOT NULL,
+            value NOT NULL, received_at REAL NOT NULL, PRIMARY KEY (collection, report_id)) WITHOUT ROWID;
+        CREATE TABLE token_uses (collection INTEGER NOT NULL, nonce BLOB NOT NULL, report_id BLOB NOT NULL,
+            PRIMARY KEY (collection, nonce)) WITHOUT ROWID;
+        CREATE TABLE statistics (collection_id TEXT NOT NULL REFERENCES collections(id), input INTEGER NOT NULL,
+            n INTEGER NOT NULL, support BLOB NOT NULL, PRIMARY KEY (collection_id, input));
+        """
+    )
+    conn.execute("INSERT INTO collections VALUES ('old', ?, 0, 1.0, 0)", [json.dumps(spec.to_dict())])
+    values = [0, 1, 1, 5]
+    for j, v in enumerate(values):
+        conn.execute("INSERT INTO reports VALUES (1, ?, 1, ?, 1.0)", [bytes([j]) * 16, v])
+    support = np.bincount(values, minlength=6).astype(float)
+    conn.execute("INSERT INTO statistics VALUES ('old', 1, 4, ?)", [support.tobytes()])
+    conn.execute("INSERT INTO statistics VALUES ('old', 0, 0, ?)", [np.zeros(2).tobytes()])
+    conn.commit()
+    conn.close()
+    store, _ = await open_store(path, ADMIN)
+    try:
+        collection = await store.collection("old")
+        assert len(collection.uid) == 32
+        stats = await store.statistics(collection)
+        np.testing.assert_array_equal(stats.states[1].support, support)
+        recomputed = await store.recompute_statistics(collection)
+        np.testing.assert_array_equal(recomputed.states[1].support, support)
+    finally:
+        await store.close()
