@@ -8,7 +8,7 @@ from aiohttp import web
 
 from .auth import ENROLLMENT_KEY, SETTING_KEY, TokenError, check_admin_token, hash_token, new_token
 from .connections import CappedRunner
-from .errors import error_middleware, identity_encoding_middleware
+from .errors import error_middleware
 from .handlers import routes
 from .keys import ADMIN_FAILURES, CONFIG, ENROLLMENT_HMAC, LIMITER, METRICS, STORE, WRITER, Config
 from .metrics import Metrics
@@ -71,7 +71,7 @@ async def create_app(store: Store, config: Config | None = None) -> web.Applicat
     if await store.get_setting(SETTING_KEY) is None:
         raise ValueError("the store has no admin token; open it with open_store()")
     enrollment_key = bytes.fromhex(await store.get_setting(ENROLLMENT_KEY))
-    app = web.Application(middlewares=[identity_encoding_middleware, error_middleware], client_max_size=config.max_body_bytes)
+    app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes)
     app[CONFIG] = config
     app[ENROLLMENT_HMAC] = enrollment_key
     if config.rate_limit:

@@ -178,9 +178,12 @@ async def prepare(args) -> None:
         print(f"admin token (shown once; only its hash is stored): {shown}", flush=True)
 
 
-async def serve_worker(args, sock: socket.socket | None, announce: bool) -> None:
+async def serve_worker(args, sock: socket.socket | None, announce: bool, ready_fd: int | None = None) -> None:
     store, _ = await open_store(args.db, None)
     runner, url = await start_site(await create_app(store, config_from(args)), args.host, args.port, sock)
+    if ready_fd is not None:
+        os.write(ready_fd, b".")
+        os.close(ready_fd)
     if announce:
         workers = f", {args.workers} workers" if args.workers > 1 else ""
         print(f"ldpnb aggregator listening on {url} (database {store.location}{workers}); Ctrl-C stops it", flush=True)
@@ -195,22 +198,53 @@ async def serve_worker(args, sock: socket.socket | None, announce: bool) -> None
         await store.close()
 
 
+def _reuse_port_socket(host: str, port: int, listen: bool) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    if listen:
+        sock.listen(2048)
+    return sock
+
+
+def forward_all(children: list[int], signum: int) -> None:
+    for child in children:
+        try:
+            os.kill(child, signum)
+        except ProcessLookupError:
+            pass
+
+
 def serve_many(args) -> int:
-    """Pre-fork ``args.workers`` processes that accept on one listening socket."""
-    sock = socket.create_server((args.host, args.port), backlog=2048, reuse_port=False)
-    sock.set_inheritable(True)
+    """Fork ``args.workers`` processes, each listening on the same port with SO_REUSEPORT, so the
+    kernel spreads connections evenly over them (one shared listening socket lets whichever
+    process wakes first take every connection)."""
+    holder = _reuse_port_socket(args.host, args.port, listen=False)  # reserves the port, takes no connection
+    host, port = holder.getsockname()[:2]
+    ready_read, ready_write = os.pipe()
     children = []
     for _ in range(args.workers):
         pid = os.fork()
         if pid == 0:
+            os.close(ready_read)
             try:
-                asyncio.run(serve_worker(args, sock, announce=False))
+                sock = _reuse_port_socket(host, port, listen=True)
+                asyncio.run(serve_worker(args, sock, announce=False, ready_fd=ready_write))
                 os._exit(0)
             except BaseException:
                 logging.exception("worker failed")
                 os._exit(1)
         children.append(pid)
-    host, port = sock.getsockname()[:2]
+    os.close(ready_write)
+    started = 0
+    while started < args.workers:  # every worker listens before the service says it does
+        chunk = os.read(ready_read, args.workers)
+        if not chunk:
+            forward_all(children, signal.SIGTERM)
+            raise UsageError("a worker failed to start; see the log above")
+        started += len(chunk)
+    os.close(ready_read)
     print(
         f"ldpnb aggregator listening on http://{host}:{port} (database {args.db_location}, {args.workers} workers); "
         "Ctrl-C stops it",
@@ -218,11 +252,7 @@ def serve_many(args) -> int:
     )
 
     def forward(signum, _frame):
-        for child in children:
-            try:
-                os.kill(child, signum)
-            except ProcessLookupError:
-                pass
+        forward_all(children, signum)
 
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)

@@ -27,17 +27,12 @@ def json_error(status: int, message: str, headers=None, **extra) -> web.Response
 
 
 @web.middleware
-async def identity_encoding_middleware(request: web.Request, handler):
-    """Refuse request bodies with a Content-Encoding (415): the service never inflates a body."""
-    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
-    if encoding not in ("", "identity"):
-        return json_error(415, f"request bodies are accepted unencoded only, not with Content-Encoding {encoding!r}")
-    return await handler(request)
-
-
-@web.middleware
 async def error_middleware(request: web.Request, handler):
-    """Render :class:`APIError`, aiohttp's own plain-text errors (404, 405, 413, ...) and crashes as JSON."""
+    """Render :class:`APIError`, aiohttp's own plain-text errors (404, 405, 413, ...) and crashes as
+    JSON; refuse request bodies with a Content-Encoding (415): the service never inflates a body."""
+    encoding = request.headers.get("Content-Encoding")
+    if encoding is not None and encoding.strip().lower() not in ("", "identity"):
+        return json_error(415, f"request bodies are accepted unencoded only, not with Content-Encoding {encoding!r}")
     try:
         return await handler(request)
     except APIError as exc:

@@ -47,8 +47,11 @@ def respond(request: web.Request, data, status: int = 200) -> web.Response:
 
 async def read_raw(request: web.Request) -> bytes:
     """The request body; 408 when it does not arrive within the configured time, 413 past the size limit."""
+    if request.content.is_eof():  # already all here (most reports): no timer needed
+        return await request.read()
     try:
-        return await asyncio.wait_for(request.read(), request.app[CONFIG].body_timeout)
+        async with asyncio.timeout(request.app[CONFIG].body_timeout):
+            return await request.read()
     except TimeoutError:
         raise APIError(408, "the request body did not arrive in time") from None
 

@@ -2,10 +2,13 @@
 
     python bench/ingest.py [--requests 20000] [--concurrency 64] [--batch 1000] [--batches 100]
 
-Starts ``python -m aggregator serve`` (SQLite, WAL, synchronous=FULL: an acknowledged report is
-on disk) and a bare aiohttp app that only reads the body and answers 201, each in its own process,
-and drives both from this process. Targets: single-report ingest at least half the bare
-handler's requests/s; batches at least 100,000 reports/s.
+Starts ``python -m aggregator serve`` on SQLite (WAL, synchronous=FULL: an acknowledged report is
+on disk), on PostgreSQL with one worker and with two (durable commits), and a bare aiohttp app
+that only reads the body and answers 201, each in its own processes, and drives each from this
+process (which shares the machine's cores with them). PostgreSQL is a server started for the run
+from the ``pgserver`` wheel, with its default settings. Targets: single-report ingest on
+SQLite at least half the bare handler's requests/s; batches at least 100,000 reports/s; two
+PostgreSQL workers at least 1.3 times one worker's single-report rate.
 """
 
 from __future__ import annotations
@@ -89,6 +92,38 @@ async def drive(url: str, path: str, bodies: list[bytes], concurrency: int) -> f
     return elapsed
 
 
+async def drive_raw(url: str, path: str, bodies: list[bytes], concurrency: int) -> float:
+    """:func:`drive` with a lean HTTP/1.1 client (prebuilt requests on kept-alive connections,
+    only the status line and Content-Length parsed): the load generator shares this machine's
+    cores with the servers, and aiohttp's client spends about as much CPU per request as the
+    server does, which would hide whether more server processes help."""
+    host, port = url.removeprefix("http://").split(":")
+    it = iter(bodies)
+    failures = []
+    head = f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/msgpack\r\nContent-Length: "
+
+    async def worker():
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            for body in it:
+                writer.write(f"{head}{len(body)}\r\n\r\n".encode() + body)
+                headers = await reader.readuntil(b"\r\n\r\n")
+                status = int(headers[9:12])
+                length = int(headers.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                await reader.readexactly(length)
+                if status not in (200, 201):
+                    failures.append(status)
+        finally:
+            writer.close()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - start
+    if failures:
+        raise RuntimeError(f"{len(failures)} requests failed, e.g. {failures[:5]}")
+    return elapsed
+
+
 async def create(url: str, token: str, s: CollectionSpec, cid: str) -> None:
     async with aiohttp.ClientSession() as session:
         async with session.post(
@@ -97,37 +132,78 @@ async def create(url: str, token: str, s: CollectionSpec, cid: str) -> None:
             assert r.status == 201, await r.text()
 
 
+async def measure(db: str, workers: int, token: str, args, singles, batches) -> tuple[float, float]:
+    """``(single reports/s, batched reports/s)`` of one configuration."""
+    agg, agg_url = start(
+        [sys.executable, "-m", "aggregator", "serve", "--db", db, "--port", "0", "--workers", str(workers)],
+        env={**os.environ, "LDPNB_ADMIN_TOKEN": token},
+    )
+    s = spec()
+    try:
+        await create(agg_url, token, s, "single")
+        await create(agg_url, token, s, "batched")
+        await drive_raw(agg_url, "/collections/single/reports", singles[:500], args.concurrency)  # warm up
+        single_s = await drive_raw(agg_url, "/collections/single/reports", singles[500:], args.concurrency)
+        batch_s = await drive(agg_url, "/collections/batched/reports", batches, min(args.concurrency, 8))
+    finally:
+        agg.terminate()
+        agg.wait()
+    return (len(singles) - 500) / single_s, args.batch * len(batches) / batch_s
+
+
+def postgres_server(tmp: str):
+    """A PostgreSQL server for the run (the ``pgserver`` wheel's binaries) and a function giving a
+    fresh database URL on it per call."""
+    import pgserver
+
+    server = pgserver.get_server(os.path.join(tmp, "postgres"), cleanup_mode="stop")
+    counter = iter(range(10**6))
+
+    def fresh() -> str:
+        name = f"bench_{next(counter)}"
+        server.psql(f"CREATE DATABASE {name};")
+        base, _, query = server.get_uri().partition("?")
+        return f"{base.rsplit('/', 1)[0]}/{name}?{query}"
+
+    return server, fresh
+
+
 async def main_async(args) -> None:
     s = spec()
-    token = secrets.token_urlsafe(16)
+    token = secrets.token_urlsafe(24)
+    singles = [pack_report(r, s) for r in reports(s, args.requests + 500)]
+    batch_reports = reports(s, args.batch * args.batches, seed=1)
+    batches = [pack_batch(batch_reports[i : i + args.batch], s) for i in range(0, len(batch_reports), args.batch)]
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        agg, agg_url = start(
-            [sys.executable, "-m", "aggregator", "serve", "--db", os.path.join(tmp, "bench.sqlite3"), "--port", "0"],
-            env={**os.environ, "LDPNB_ADMIN_TOKEN": token},
-        )
         bare, bare_url = start([sys.executable, "-c", BARE_SERVER])
         try:
-            await create(agg_url, token, s, "single")
-            await create(agg_url, token, s, "batched")
-            singles = [pack_report(r, s) for r in reports(s, args.requests)]
-            # Warm up both servers, then measure.
-            await drive(bare_url, "/collections/x/reports", singles[:500], args.concurrency)
-            bare_s = await drive(bare_url, "/collections/x/reports", singles, args.concurrency)
-            single_s = await drive(agg_url, "/collections/single/reports", singles, args.concurrency)
-            batch_reports = reports(s, args.batch * args.batches, seed=1)
-            batches = [
-                pack_batch(batch_reports[i : i + args.batch], s) for i in range(0, len(batch_reports), args.batch)
-            ]
-            batch_s = await drive(agg_url, "/collections/batched/reports", batches, min(args.concurrency, 8))
+            await drive_raw(bare_url, "/collections/x/reports", singles[:500], args.concurrency)
+            bare_rate = args.requests / await drive_raw(bare_url, "/collections/x/reports", singles[500:], args.concurrency)
         finally:
-            agg.terminate()
             bare.terminate()
-    bare_rate, single_rate = args.requests / bare_s, args.requests / single_s
-    print(f"bare aiohttp handler      {bare_rate:>10,.0f} requests/s")
-    print(
-        f"single-report ingest      {single_rate:>10,.0f} reports/s  ({single_rate / bare_rate:.0%} of bare; target >= 50%)"
-    )
-    print(f"batched ingest ({args.batch}/req)  {len(batch_reports) / batch_s:>10,.0f} reports/s  (target >= 100,000)")
+        server, fresh = postgres_server(tmp)
+        try:
+            configurations = [
+                ("SQLite, 1 worker", os.path.join(tmp, "bench.sqlite3"), 1),
+                ("PostgreSQL, 1 worker", fresh(), 1),
+                ("PostgreSQL, 2 workers", fresh(), 2),
+            ]
+            for name, db, workers in configurations:
+                single, batched = await measure(db, workers, token, args, singles, batches)
+                rows.append((name, single, batched))
+                print(f"{name:<24} {single:>9,.0f} single reports/s ({single / bare_rate:.0%} of bare)  "
+                      f"{batched:>9,.0f} batched reports/s", flush=True)
+        finally:
+            server.cleanup()
+    print()
+    print("| configuration | single reports/s | % of bare handler | batched reports/s |")
+    print("|---|---|---|---|")
+    print(f"| bare aiohttp handler | {bare_rate:,.0f} requests/s | 100 % | |")
+    for name, single, batched in rows:
+        print(f"| {name} | {single:,.0f} | {single / bare_rate:.0%} | {batched:,.0f} |")
+    print()
+    print(f"2 PostgreSQL workers / 1: {rows[2][1] / rows[1][1]:.2f}x single-report rate (target >= 1.3)")
 
 
 def main() -> None:
