@@ -44,6 +44,21 @@ INSERT_MANY = (
     "SELECT $1, r, $2, v, $3 FROM unnest($4::bytea[], $5::bytea[]) AS t(r, v) "
     "ON CONFLICT DO NOTHING RETURNING report_id"
 )
+# The common case in one statement (one round trip, its own transaction): insert every report and
+# write the partials that assume all of them new; the final division fails, rolling the whole
+# statement back, unless every report was indeed new (the subquery keeps the planner from folding it).
+ALL_NEW = """
+WITH ins AS (
+    INSERT INTO reports (collection, report_id, input, value, received_at)
+    SELECT c, r, i, v, $5 FROM unnest($1::int[], $2::bytea[], $3::int[], $4::bytea[]) AS t(c, r, i, v)
+    ON CONFLICT DO NOTHING RETURNING 1
+), up AS (
+    INSERT INTO partials (collection, input, instance, n, support)
+    SELECT c, i, $6, n, s FROM unnest($7::int[], $8::int[], $9::bigint[], $10::bytea[]) AS t(c, i, n, s)
+    ON CONFLICT (collection, input, instance) DO UPDATE SET n = excluded.n, support = excluded.support
+)
+SELECT 1 / ((SELECT count(*) FROM ins) = $11)::int
+"""
 STORED = "SELECT report_id, input, value FROM reports WHERE collection = $1 AND report_id = ANY($2::bytea[])"
 
 
@@ -146,8 +161,40 @@ class PostgresStore(Store):
         rows = await self.pool.fetch(sql + " ORDER BY received_at, report_id", *args)
         return [(r["input"], msgpack.unpackb(r["value"])) for r in rows]
 
+    async def _all_new(self, merged, now: float):
+        """``(outcomes, partials)`` if every report is new and was stored in one statement, else None
+        (nothing stored)."""
+        outcomes = {group: np.full(len(batch), NEW, dtype=np.int8) for group, batch in merged.items()}
+        updated = self._updated_partials(merged, outcomes)
+        keys, ids, inputs, values = [], [], [], []
+        for (cid, i), batch in merged.items():
+            key = self._collections[cid].key
+            keys += [key] * len(batch)
+            ids += batch.report_ids
+            inputs += [i] * len(batch)
+            values += [msgpack.packb(v) for v in batch.values]
+        partials = [
+            (key, i, state.n, state.support.tobytes())
+            for key, stats in updated.items()
+            for i, state in enumerate(stats.states)
+            if state.n
+        ]
+        columns = [list(c) for c in zip(*partials)] if partials else [[], [], [], []]
+        try:
+            await self.pool.fetchval(ALL_NEW, keys, ids, inputs, values, now, self.instance, *columns, len(ids))
+        except asyncpg.DivisionByZeroError:
+            return None
+        return outcomes, updated
+
     async def _transaction(self, merged):
         now = time.time()
+        if all(batch.tokens is None for batch in merged.values()):
+            try:
+                done = await self._all_new(merged, now)
+            except (OSError, asyncpg.PostgresConnectionError, asyncpg.InsufficientResourcesError) as exc:
+                raise StoreUnavailable(f"the database {self.location} refused a write: {exc}") from None
+            if done is not None:
+                return done
         outcomes: dict[tuple[str, int], np.ndarray] = {}
         try:
             async with self.pool.acquire() as conn, conn.transaction():
