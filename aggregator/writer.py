@@ -11,7 +11,7 @@ import asyncio
 
 import numpy as np
 
-from .store import IncomingBatch, Store
+from .store import IncomingBatch, Store, StoreUnavailable
 
 MAX_REPORTS_PER_TRANSACTION = 20_000
 
@@ -35,8 +35,8 @@ class ReportWriter:
                 pass
 
     async def submit(self, batches: list[IncomingBatch]) -> list[np.ndarray]:
-        """Store ``batches``; returns per batch a mask of the reports that were new (True) and
-        not duplicates. Returns once the transaction holding them has committed."""
+        """Store ``batches``; returns per batch the reports' outcomes (see
+        :meth:`~aggregator.store.Store.ingest`), once the transaction holding them has committed."""
         future = asyncio.get_running_loop().create_future()
         self.pending.append((batches, future))
         self.wakeup.set()
@@ -61,7 +61,12 @@ class ReportWriter:
             combined = [batch for batches, _ in group for batch in batches]
             try:
                 accepted = await self.store.ingest(combined)
-            except Exception as exc:  # the whole transaction rolled back: nobody is acknowledged
+            except Exception as exc:  # the whole transaction rolled back: nobody is acknowledged yet
+                if len(group) > 1 and not isinstance(exc, StoreUnavailable):
+                    # One request's reports must not cost the others theirs: each alone.
+                    for batches, future in group:
+                        await self._alone(batches, future)
+                    continue
                 for _, future in group:
                     if not future.done():
                         future.set_exception(exc)
@@ -71,3 +76,13 @@ class ReportWriter:
                 if not future.done():
                     future.set_result(accepted[start : start + len(batches)])
                 start += len(batches)
+
+    async def _alone(self, batches: list[IncomingBatch], future: asyncio.Future) -> None:
+        try:
+            result = await self.store.ingest(batches)
+        except Exception as exc:
+            if not future.done():
+                future.set_exception(exc)
+            return
+        if not future.done():
+            future.set_result(result)

@@ -100,7 +100,15 @@ def decode_values(oracle: Mechanism, values: list, input_index: int) -> tuple[np
     kind = oracle.wire_kind
     m = len(values)
     if kind == "index":
-        return np.array(values, dtype=np.int64), np.zeros(m, dtype=bool), ""
+        # Checked again here, whole and vectorised, so nothing out of range reaches the statistics
+        # whatever the per-report checks let through.
+        try:
+            rows = np.array(values, dtype=np.int64)
+        except (OverflowError, TypeError, ValueError):  # not all machine integers: the slow way
+            rows = np.array([v if type(v) is int and -(2**63) <= v < 2**63 else -1 for v in values], dtype=np.int64)
+        bad = (rows < 0) | (rows >= d)
+        rows[bad] = 0
+        return rows, bad, f"value of input {input_index} must be an integer in [0, {d - 1}]"
     if kind == "bits":
         bits = np.unpackbits(np.frombuffer(b"".join(values), dtype=np.uint8)).reshape(m, -1)
         bad = bits[:, d:].any(axis=1)
