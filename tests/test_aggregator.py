@@ -55,7 +55,15 @@ def test_estimators_recover_table_1_at_a_large_epsilon(estimator):
     model = build_model(stats, estimator)
     # Each of the 4 inputs gets ~10,000 of the 40,000 reports: proportions to within ~0.5%.
     assert model.class_prior == pytest.approx([0.4, 0.6], abs=0.02)
-    assert np.exp(model.feature_log_prob[0][0]) == pytest.approx([0.5, 0.25, 0.25], abs=0.03)
+    # Table 2 of the paper, every feature and both classes (rows: C1 = Yes, C2 = No). Checking one
+    # row passed for a class-major reshape of the joint index a·k + c; the second rows do not.
+    table_2 = [
+        [[2 / 4, 1 / 4, 1 / 4], [1 / 6, 2 / 6, 3 / 6]],  # age: Young, Medium, Old
+        [[2 / 4, 1 / 4, 1 / 4], [2 / 6, 1 / 6, 3 / 6]],  # income: Low, Medium, High
+        [[2 / 4, 2 / 4], [4 / 6, 2 / 6]],  # gender: Male, Female
+    ]
+    for learned, expected in zip(model.feature_log_prob, table_2):
+        np.testing.assert_allclose(np.exp(learned), expected, atol=0.03)
     assert model.predict(YOUNG_FEMALE_MEDIUM)[0] == "Yes"
 
 

@@ -578,3 +578,30 @@ async def test_one_bad_report_never_costs_another_its_place(service, monkeypatch
     status, data = await service.post("/collections/c1/reports", msgpack.packb({"reports": batch}))
     assert status == 200 and [r["status"] for r in data["results"]] == ["accepted", "rejected"]
     assert await service.n_reports() == await service.count() == 3
+
+
+async def test_the_release_gate_opens_at_exactly_min_reports(service):
+    spec = table_1_spec(protocol="DE")
+    await service.create(spec, min_reports=50)
+    reports = simulated_reports(spec, reps=5)[:49]
+    await service.post("/collections/c1/reports", pack_batch(reports, spec))
+    for path in ("/collections/c1/estimates", "/collections/c1/model"):
+        status, data = await service.get(path)
+        assert status == 409 and data["missing"] == 1 and data["reports"] == 49
+    await service.post("/collections/c1/reports", pack_batch(simulated_reports(spec, reps=1, seed=3)[:1], spec))
+    for path in ("/collections/c1/estimates", "/collections/c1/model"):
+        assert (await service.get(path))[0] == 200
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, 1e300, 2.0**-11])
+async def test_float_payloads_must_be_finite_bounded_and_on_the_grid(service, bad):
+    spec = table_1_spec(protocol="SHE")
+    await service.create(spec)
+    value = np.zeros(6)
+    value[3] = bad
+    status, data = await service.post("/collections/c1/reports", msgpack.packb(wire(value=value.astype("<f8").tobytes())))
+    assert status == 400 and data["reason"] == "out_of_range"
+    batch = {"reports": [wire(b"x" * 16, 1, value.astype("<f8").tobytes()), wire(b"y" * 16, 1, np.zeros(6).tobytes())]}
+    status, data = await service.post("/collections/c1/reports", msgpack.packb(batch))
+    assert [r["status"] for r in data["results"]] == ["rejected", "accepted"]
+    assert await service.n_reports() == await service.count() == 1
