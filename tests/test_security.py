@@ -1,8 +1,8 @@
 """Regression tests of the outside security review: each failed on the code before its fix."""
 
 import asyncio
-import json
 import gzip
+import json
 import os
 import sqlite3
 import stat
