@@ -156,3 +156,44 @@ def test_a_second_process_on_one_sqlite_file_is_refused(tmp_path):
         assert "Traceback" not in many.stderr
     finally:
         first.stop()
+
+
+async def test_instances_share_collections_settings_and_statistics(postgres):
+    """Two instances in one process on one PostgreSQL: a collection created on one is found on the
+    other, the same id is 409 on both, and counts read on either include the other's reports."""
+    import aiohttp
+
+    from aggregator.app import create_app, start_site
+
+    from .conftest import table_1_spec
+    from .servers import ADMIN
+
+    db = fresh_postgres_url(postgres)
+    stores, runners, urls = [], [], []
+    for _ in range(2):
+        store, _ = await open_store(db, ADMIN)
+        runner, url = await start_site(await create_app(store))
+        stores.append(store), runners.append(runner), urls.append(url)
+    try:
+        spec = table_1_spec(protocol="DE")
+        async with aiohttp.ClientSession() as session:
+            body = {"spec": spec.to_dict(), "id": "shared", "min_reports": 0}
+            async with session.post(f"{urls[0]}/collections", json=body, headers=AUTH) as r:
+                assert r.status == 201
+            for url in urls:
+                async with session.post(f"{url}/collections", json=body, headers=AUTH) as r:
+                    assert r.status == 409
+                async with session.get(f"{url}/collections/shared") as r:
+                    assert r.status == 200
+            for j, url in enumerate(urls):
+                async with session.post(
+                    f"{url}/collections/shared/reports", data=msgpack.packb(marker(j) | {"value": j}), headers=MSGPACK
+                ) as r:
+                    assert r.status == 201
+            for url in urls:
+                async with session.get(f"{url}/collections/shared/estimates") as r:
+                    assert (await r.json())["reports"] == 2
+    finally:
+        for runner, store in zip(runners, stores):
+            await runner.cleanup()
+            await store.close()
