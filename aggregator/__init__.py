@@ -1,5 +1,11 @@
 """The aggregator: accumulates reports into sufficient statistics and assembles the model."""
 
+from participant.extras import require_extra
+
+require_extra("aggregator", "aggregator", ["scipy", "sklearn", "sqlite_utils", "asyncpg", "prometheus_client"])
+
+# The extra is there: the package's own imports follow.
+
 from .estimators import ESTIMATORS, build_model, model_from_dict, normsub_estimator, paper_estimator, project_to_simplex
 from .model import NaiveBayesModel
 from .statistics import CollectionStatistics

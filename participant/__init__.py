@@ -1,8 +1,31 @@
 """The library an app embeds: read a collection's spec, encode a record, send one randomised report.
 
-Each person spends the collection's ε once: exactly one report per person per collection.
+Each person spends the collection's ε once: exactly one report per person per collection. The
+public API an app needs:
+
+- :class:`Client` (synchronous) and :class:`AsyncClient`: ``submit(collection_id, record)`` sends
+  this device's one report, keeping a :class:`Ledger` so that no second report is ever drawn;
+- the errors to handle: :class:`AlreadyReported` (this device reported already; nothing sent),
+  :class:`ReportRejected` (the service refused it, e.g. a spec or record it does not accept),
+  :class:`SubmissionFailed` (unreachable; the report stays pending and is re-sent unchanged),
+  :class:`LedgerError` (the ledger file is damaged; nothing sent), :class:`RecordError` and
+  :class:`SpecError` (raised before anything is randomised or sent);
+- :class:`Participant` and :class:`CollectionSpec`, to build a report without the network.
+
+Everything here needs only the core install (numpy, msgpack, aiohttp).
 """
 
+from .client import (
+    AlreadyReported,
+    AsyncClient,
+    Client,
+    ClientError,
+    Ledger,
+    LedgerError,
+    Published,
+    ReportRejected,
+    SubmissionFailed,
+)
 from .encoding import (
     encode_features,
     encode_labels,
@@ -18,6 +41,15 @@ from .reporting import Participant, PerturbedInputs, Report, choose_inputs, pert
 from .spec import CollectionSpec, Feature
 
 __all__ = [
+    "AlreadyReported",
+    "AsyncClient",
+    "Client",
+    "ClientError",
+    "Ledger",
+    "LedgerError",
+    "Published",
+    "ReportRejected",
+    "SubmissionFailed",
     "CollectionSpec",
     "Feature",
     "Participant",

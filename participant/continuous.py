@@ -23,7 +23,6 @@ import numpy as np
 
 from .errors import RecordError, SpecError
 
-
 # More bins than this only spread one report per person thinner; it also bounds what a spec allocates.
 MAX_BINS = 10_000
 
