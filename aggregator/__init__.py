@@ -2,7 +2,7 @@
 
 from participant.extras import require_extra
 
-require_extra("aggregator", "aggregator", ["scipy", "sklearn", "sqlite_utils", "asyncpg", "prometheus_client"])
+require_extra("aggregator", "aggregator", ["scipy", "sklearn", "sqlite_utils", "asyncpg", "prometheus_client", "tqdm"])
 
 # The extra is there: the package's own imports follow.
 

@@ -16,11 +16,16 @@ from .app import create_app, open_store, start_site
 from .auth import TokenError
 from .copy import CopyError, copy_database
 from .keys import Config
+from .operator import COMMANDS as OPERATOR_COMMANDS
+from .operator import OperatorError
+from .operator import add_parsers as add_operator_parsers
+from .operator import run as run_operator
 from .store import StoreLocked, is_postgres_url
 from .store.postgres import redacted
 
 DESCRIPTION = """\
-Run the ldpnb aggregator: it publishes collection specs, stores one randomised report per
+Run the ldpnb aggregator (serve), move its database (copy), or operate a running one (create,
+list, status, model, enroll). The service: it publishes collection specs, stores one randomised report per
 participant, keeps running statistics, and serves frequency estimates and the Naive Bayes model
 once a collection has its minimum number of reports. The aggregator never sees raw data: every
 report is already epsilon-LDP on the device.
@@ -143,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     copy.add_argument("--from", dest="source", required=True, help="the SQLite file")
     copy.add_argument("--to", dest="target", required=True, help="postgresql://USER@HOST:PORT/DB")
+    add_operator_parsers(sub, read_admin_token)
     return parser
 
 
@@ -268,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        if args.command in OPERATOR_COMMANDS:
+            print(run_operator(args), flush=True)
+            return 0
         if args.command == "copy":
             summary = asyncio.run(copy_database(args.source, args.target))
             print(summary, flush=True)
@@ -280,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         args.db_location = redacted(args.db)
         return serve_many(args)
-    except (UsageError, TokenError, StoreLocked, CopyError, ValueError) as exc:
+    except (UsageError, TokenError, StoreLocked, CopyError, OperatorError, ValueError) as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     except (OSError, asyncpg.PostgresError) as exc:
         parser.exit(2, f"{parser.prog}: error: cannot open the database: {type(exc).__name__}: {exc}\n")

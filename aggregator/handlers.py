@@ -392,6 +392,31 @@ async def enrollments(request: web.Request) -> web.Response:
     return respond(request, {"collection": collection.id, "tokens": tokens}, status=201)
 
 
+@routes.get("/collections/{collection_id}/status")
+async def status(request: web.Request) -> web.Response:
+    """Progress of a collection (admin): reports per input, release state, plausibility flags."""
+    await admin(request)
+    collection = await get_collection(request)
+    stats = await request.app[STORE].statistics(collection)
+    try:
+        checks = plausibility(stats)
+    except (ArithmeticError, ValueError):
+        checks = {"flagged": False, "inputs": []}
+    return respond(
+        request,
+        {
+            "collection": collection.id,
+            "reports": stats.n_reports,
+            "min_reports": collection.min_reports,
+            "released": stats.n_reports >= collection.min_reports,
+            "epsilon_per_person": collection.spec.epsilon_per_person,
+            "inputs": [{"name": name, "reports": int(s.n)} for name, s in zip(collection.spec.input_names, stats.states)],
+            "flagged": bool(checks["flagged"]),
+            "plausibility": checks,
+        },
+    )
+
+
 @routes.get("/collections/{collection_id}/plausibility")
 async def plausibility_check(request: web.Request) -> web.Response:
     """Poisoning checks on the collection's running statistics (admin: they describe every report)."""

@@ -1,0 +1,230 @@
+"""The operator's subcommands of ``python -m aggregator``: thin clients of a running service's
+HTTP API (create, list, status, model, enroll). Each takes ``--url`` (default ``$LDPNB_URL``,
+else http://127.0.0.1:8080) and reads the admin token from ``$LDPNB_ADMIN_TOKEN`` or
+``--admin-token-file``, never from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import aiohttp
+import joblib
+from tqdm import tqdm
+
+from .estimators import ESTIMATORS, model_from_dict
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+ENROLL_CHUNK = 10_000
+
+
+class OperatorError(Exception):
+    """Something the operator must fix (the message says what); printed as one line, exit 2."""
+
+
+def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
+    """Add the operator's subcommands to ``sub``; ``token_reader(args)`` reads the admin token."""
+
+    def common(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        parser.add_argument(
+            "--url",
+            default=os.environ.get("LDPNB_URL", DEFAULT_URL),
+            help=f"the service (default $LDPNB_URL, else {DEFAULT_URL})",
+        )
+        parser.add_argument("--admin-token-file", help="file holding the admin token (else $LDPNB_ADMIN_TOKEN)")
+        parser.set_defaults(token_reader=token_reader)
+        return parser
+
+    create = common(sub.add_parser("create", help="create a collection from a spec file", allow_abbrev=False))
+    create.add_argument("--spec", required=True, help="the collection spec, a JSON file")
+    create.add_argument("--id", help="the collection's id (default: generated)")
+    create.add_argument("--min-reports", type=int, default=100, help="reports before estimates are released (default 100)")
+    create.add_argument("--enrollment", action="store_true", help="accept only reports carrying an enrollment token")
+
+    common(sub.add_parser("list", help="every collection with its progress", allow_abbrev=False))
+
+    status = common(sub.add_parser("status", help="a collection's progress, ingest rate and flags", allow_abbrev=False))
+    status.add_argument("id")
+    status.add_argument("--interval", type=float, default=2.0, help="seconds between the two counts the rate is from")
+    status.add_argument("--wait", action="store_true", help="wait (with a progress bar) until the collection is released")
+
+    model = common(sub.add_parser("model", help="save the trained model for scikit-learn (joblib)", allow_abbrev=False))
+    model.add_argument("id")
+    model.add_argument("--out", required=True, help="the joblib file to write; a JSON model card is written beside it")
+    model.add_argument("--estimator", choices=list(ESTIMATORS), default="normsub")
+    model.add_argument(
+        "--pipeline", action="store_true", help="save the pipeline that takes raw records (default: the classifier on codes)"
+    )
+
+    enroll = common(sub.add_parser("enroll", help="issue single-use enrollment tokens", allow_abbrev=False))
+    enroll.add_argument("id")
+    enroll.add_argument("--count", type=int, required=True)
+    enroll.add_argument("--out", required=True, help="file to write, one token per line")
+
+
+class Service:
+    """The service at ``url``, with the admin token."""
+
+    def __init__(self, url: str, token: str | None):
+        self.url = url.rstrip("/")
+        self.token = token
+
+    async def call(self, session: aiohttp.ClientSession, method: str, path: str, body=None, admin: bool = True):
+        """The JSON answer; raises :class:`OperatorError` with the service's own message on an error."""
+        headers = {}
+        if admin:
+            if not self.token:
+                raise OperatorError("the admin token is needed: set $LDPNB_ADMIN_TOKEN or pass --admin-token-file")
+            headers["Authorization"] = f"Bearer {self.token}"
+        try:
+            async with session.request(method, self.url + path, json=body, headers=headers) as response:
+                try:
+                    data = await response.json(content_type=None)
+                except (ValueError, aiohttp.ContentTypeError):
+                    data = None
+                if response.status >= 400:
+                    message = data.get("error") if isinstance(data, dict) else await response.text()
+                    raise OperatorError(f"the service answered {response.status}: {message}")
+                return data
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            raise OperatorError(f"cannot reach the service at {self.url}: {type(exc).__name__}: {exc}") from None
+
+
+async def _create(service: Service, session, args) -> str:
+    try:
+        spec = json.loads(Path(args.spec).read_text())
+    except (OSError, ValueError) as exc:
+        raise OperatorError(f"cannot read the spec {args.spec}: {exc}") from None
+    body = {"spec": spec, "min_reports": args.min_reports, "enrollment": args.enrollment}
+    if args.id:
+        body["id"] = args.id
+    created = await service.call(session, "POST", "/collections", body)
+    published = await service.call(session, "GET", f"/collections/{created['id']}", admin=False)
+    return f"created {created['id']}\n{published['privacy']}"
+
+
+async def _list(service: Service, session, args) -> str:
+    rows, path = [], "/collections?limit=1000"
+    while path:
+        page = await service.call(session, "GET", path)
+        rows += page["collections"]
+        path = page.get("next")
+    if not rows:
+        return "no collections"
+    lines = [f"{'id':<24} {'protocol':<8} {'eps/person':>10} {'reports':>10} {'release at':>10}  state"]
+    for c in rows:
+        state = "released" if c["released"] else "collecting"
+        lines.append(
+            f"{c['id']:<24} {c['protocol']:<8} {c['epsilon_per_person']:>10g} {c['reports']:>10,} "
+            f"{c['min_reports']:>10,}  {state}"
+        )
+    return "\n".join(lines)
+
+
+async def _status(service: Service, session, args) -> str:
+    path = f"/collections/{args.id}/status"
+    first = await service.call(session, "GET", path)
+    began = time.monotonic()
+    if args.wait and not first["released"]:
+        # disable=None: a bar on a terminal, nothing in a pipe or a log.
+        bar = tqdm(total=first["min_reports"], initial=first["reports"], desc=f"{args.id}: reports", disable=None)
+        with bar:
+            current = first
+            while not current["released"]:
+                await asyncio.sleep(args.interval)
+                current = await service.call(session, "GET", path)
+                bar.update(current["reports"] - bar.n)
+    else:
+        await asyncio.sleep(args.interval)
+    second = await service.call(session, "GET", path)
+    rate = (second["reports"] - first["reports"]) / (time.monotonic() - began)
+    share = min(1.0, second["reports"] / second["min_reports"]) if second["min_reports"] else 1.0
+    lines = [
+        f"{args.id}: {second['reports']:,} reports of {second['min_reports']:,} needed ({share:.0%}), "
+        f"{'released' if second['released'] else 'collecting'}; {rate:,.1f} reports/s now; "
+        f"epsilon {second['epsilon_per_person']:g} per person",
+        f"{'input':<24} {'reports':>10} {'z':>8}  flag",
+    ]
+    checks = {c["input"]: c for c in second["plausibility"].get("inputs", [])}
+    for item in second["inputs"]:
+        check = checks.get(item["name"], {})
+        z = check.get("z")
+        lines.append(
+            f"{item['name']:<24} {item['reports']:>10,} {('%.2f' % z) if z is not None else '-':>8}  "
+            f"{'IMPLAUSIBLE' if check.get('flagged') else ''}"
+        )
+    if second["flagged"]:
+        lines.append("warning: some aggregates are implausible for any honest population (possible poisoning)")
+    return "\n".join(lines)
+
+
+async def _model(service: Service, session, args) -> str:
+    data = await service.call(session, "GET", f"/collections/{args.id}/model?estimator={args.estimator}", admin=False)
+    published = await service.call(session, "GET", f"/collections/{args.id}", admin=False)
+    model = model_from_dict(data)
+    estimator = model.to_sklearn_pipeline() if args.pipeline else model.to_sklearn()
+    out = Path(args.out)
+    try:
+        joblib.dump(estimator, out)
+    except OSError as exc:
+        raise OperatorError(f"cannot write {out}: {exc}") from None
+    if hasattr(model, "class_count"):  # discrete: the estimated counts behind the priors
+        counts = model.class_count
+        prior = counts / counts.sum()
+    else:  # gaussian: the estimated priors
+        prior = model.class_prior
+        counts = prior * data["reports"]
+    card = {
+        "collection": args.id,
+        "uid": published["uid"],
+        "spec_fingerprint": published["fingerprint"],
+        "epsilon_per_person": model.spec.epsilon_per_person,
+        "privacy": published["privacy"],
+        "reports": data["reports"],
+        "estimator": args.estimator,
+        "estimated_people_per_class": dict(zip(model.spec.classes, map(float, counts))),
+        "class_prior": dict(zip(model.spec.classes, map(float, prior))),
+        "collection_created_at": datetime.fromtimestamp(published["created_at"], timezone.utc).isoformat(),
+        "model_saved_at": datetime.now(timezone.utc).isoformat(),
+        "file": out.name,
+        "kind": type(estimator).__name__,
+        "takes": "raw records (a pipeline)" if args.pipeline else "ordinal codes of the spec's categories",
+    }
+    card_path = out.with_suffix(".card.json")
+    card_path.write_text(json.dumps(card, indent=2) + "\n")
+    return f"saved {type(estimator).__name__} to {out} (joblib) and its model card to {card_path}"
+
+
+async def _enroll(service: Service, session, args) -> str:
+    if args.count < 1:
+        raise OperatorError("--count must be at least 1")
+    tokens: list[str] = []
+    with tqdm(total=args.count, desc=f"{args.id}: tokens", unit="token", disable=None) as bar:
+        while len(tokens) < args.count:
+            n = min(ENROLL_CHUNK, args.count - len(tokens))
+            answer = await service.call(session, "POST", f"/collections/{args.id}/enrollments", {"count": n})
+            tokens += answer["tokens"]
+            bar.update(n)
+    fd = os.open(args.out, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)  # tokens are credentials
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join(tokens) + "\n")
+    return f"wrote {len(tokens)} tokens to {args.out}"
+
+
+COMMANDS = {"create": _create, "list": _list, "status": _status, "model": _model, "enroll": _enroll}
+
+
+def run(args) -> str:
+    """Run the operator subcommand ``args.command``; returns what to print."""
+    service = Service(args.url, args.token_reader(args))
+
+    async def go():
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+            return await COMMANDS[args.command](service, session, args)
+
+    return asyncio.run(go())

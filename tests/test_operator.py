@@ -1,0 +1,124 @@
+"""The operator's command line against a real service: create, list, status, model, enroll; one
+line and exit code 2 for every kind of bad use; a model file scikit-learn loads in a fresh process."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from participant import Participant
+from participant.wire import pack_batch
+
+from .conftest import TABLE_1, table_1_spec
+from .servers import ADMIN, Server, free_port
+
+FIELDS = ["age", "income", "gender", "missed_payment"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    server = Server(tmp_path_factory.mktemp("operator") / "op.sqlite3").start()
+    yield server
+    server.stop()
+
+
+def cli(server, *args, token=ADMIN, url=None):
+    env = {**os.environ, "LDPNB_URL": url or server.url}
+    env.pop("LDPNB_ADMIN_TOKEN", None)
+    if token:
+        env["LDPNB_ADMIN_TOKEN"] = token
+    return subprocess.run([sys.executable, "-m", "aggregator", *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def one_line_error(result, *words):
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def send(server, spec, n, seed):
+    import urllib.request
+
+    participant = Participant(spec, rng=np.random.default_rng(seed))
+    records = [dict(zip(FIELDS, TABLE_1[i % 10])) for i in range(n)]
+    body = pack_batch([participant.report(r) for r in records], spec)
+    request = urllib.request.Request(
+        f"{server.url}/collections/survey/reports", data=body, headers={"Content-Type": "application/msgpack"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as r:
+        assert json.loads(r.read())["accepted"] == n
+
+
+def test_an_operator_runs_a_collection_from_the_command_line(server, tmp_path):
+    spec = table_1_spec(protocol="OUE", epsilon=4.0)
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(spec.to_json())
+    result = cli(server, "create", "--spec", str(spec_file), "--id", "survey", "--min-reports", "300")
+    assert result.returncode == 0, result.stderr
+    assert "created survey" in result.stdout and "epsilon=4-LDP per person" in result.stdout
+    one_line_error(cli(server, "create", "--spec", str(spec_file), "--id", "survey"), "409", "exists")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**spec.to_dict(), "epsilon": 1000}))
+    one_line_error(cli(server, "create", "--spec", str(bad)), "400", "epsilon must be a number from 0.001 to 50")
+
+    listing = cli(server, "list")
+    assert listing.returncode == 0 and "survey" in listing.stdout and "collecting" in listing.stdout
+
+    send(server, spec, 200, seed=1)
+    status = cli(server, "status", "survey", "--interval", "0.1")
+    assert status.returncode == 0, status.stderr
+    assert "200 reports of 300 needed (67%)" in status.stdout and "missed_payment" in status.stdout
+    one_line_error(cli(server, "model", "survey", "--out", str(tmp_path / "m.joblib")), "409", "100 more")
+
+    send(server, spec, 2000, seed=2)
+    assert "released" in cli(server, "list").stdout
+    for pipeline in (False, True):
+        out = tmp_path / ("pipeline.joblib" if pipeline else "model.joblib")
+        result = cli(server, "model", "survey", "--out", str(out), *(["--pipeline"] if pipeline else []))
+        assert result.returncode == 0, result.stderr
+        card = json.loads(out.with_suffix(".card.json").read_text())
+        assert card["spec_fingerprint"] == spec.fingerprint and card["reports"] == 2200
+        assert card["epsilon_per_person"] == 4.0 and card["estimator"] == "normsub"
+        assert set(card["estimated_people_per_class"]) == {"Yes", "No"}
+    # A fresh process with scikit-learn and joblib only: load and predict.
+    check = (
+        "import joblib, numpy as np\n"
+        f"p = joblib.load({str(tmp_path / 'pipeline.joblib')!r})\n"
+        "X = np.array([['Young', 'Low', 'Male'], ['Old', 'High', 'Female']], dtype=object)\n"
+        "print(list(p.predict(X)), p.predict_proba(X).shape)\n"
+        f"m = joblib.load({str(tmp_path / 'model.joblib')!r})\n"
+        "print(type(m).__name__, m.predict(np.array([[0, 0, 0]])).shape)\n"
+    )
+    fresh = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert fresh.returncode == 0, fresh.stderr
+    assert "(2, 2)" in fresh.stdout and "CategoricalNB (1,)" in fresh.stdout
+
+
+def test_enrollment_tokens_are_written_privately(server, tmp_path):
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(table_1_spec(protocol="DE").to_json())
+    assert cli(server, "create", "--spec", str(spec_file), "--id", "enrolled", "--enrollment").returncode == 0
+    out = tmp_path / "tokens.txt"
+    result = cli(server, "enroll", "enrolled", "--count", "25", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    tokens = out.read_text().split()
+    assert len(tokens) == len(set(tokens)) == 25 and stat.S_IMODE(os.stat(out).st_mode) == 0o600
+    assert cli(server, "create", "--spec", str(spec_file), "--id", "open").returncode == 0
+    one_line_error(cli(server, "enroll", "open", "--count", "2", "--out", str(out)), "409", "without enrollment")
+
+
+def test_bad_use_is_one_line_and_exit_2(server, tmp_path):
+    one_line_error(cli(server, "list", token=None), "admin token is needed")
+    one_line_error(cli(server, "list", token="wrong-token-wrong-token-0"), "403")
+    one_line_error(cli(server, "status", "nowhere", "--interval", "0"), "404", "nowhere")
+    one_line_error(cli(server, "list", url=f"http://127.0.0.1:{free_port()}"), "cannot reach the service")
+    one_line_error(cli(server, "create", "--spec", str(tmp_path / "missing.json")), "cannot read the spec")
+    usage = cli(server, "create")
+    assert usage.returncode == 2 and "--spec" in usage.stderr and "Traceback" not in usage.stderr
+    assert "--admin-token " not in cli(server, "list", "--help").stdout  # never on the command line
