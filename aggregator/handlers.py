@@ -136,6 +136,25 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, content_type="text/plain", charset="utf-8", headers={"X-Format": "prometheus-0.0.4"})
 
 
+PAGE_PATH = Path(__file__).with_name("page.html")
+
+
+@routes.get("/")
+@routes.get("/collections/{collection_id}/view")
+async def page(request: web.Request) -> web.Response:
+    """The status page for people: static HTML whose script reads the JSON routes (the admin
+    parts with the token the person enters, kept in the tab's session storage)."""
+    return web.Response(
+        body=PAGE_PATH.read_bytes(),
+        content_type="text/html",
+        charset="utf-8",
+        headers={
+            "Content-Security-Policy": "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'",
+            "Referrer-Policy": "no-referrer",
+        },
+    )
+
+
 @routes.get("/openapi.json")
 async def openapi(request: web.Request) -> web.Response:
     return web.Response(body=OPENAPI_PATH.read_bytes(), content_type="application/json")

@@ -1,0 +1,108 @@
+"""The status page in a real browser (Debian's Chromium driven by Playwright): progress moving,
+the release, the plotted conditionals equal to /model, and no admin data without the token."""
+
+import asyncio
+import os
+from pathlib import Path
+
+import aiohttp
+import numpy as np
+import pytest
+from playwright.async_api import async_playwright, expect
+
+from aggregator.app import create_app, open_store, start_site
+from participant import Participant
+from participant.wire import pack_batch
+
+from .conftest import TABLE_1, table_1_spec
+from .test_service import ADMIN, AUTH, MSGPACK
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+FIELDS = ["age", "income", "gender", "missed_payment"]
+
+
+@pytest.fixture
+async def site(tmp_path):
+    store, _ = await open_store(tmp_path / "page.sqlite3", ADMIN)
+    runner, url = await start_site(await create_app(store))
+    yield url
+    await runner.cleanup()
+    await store.close()
+
+
+@pytest.fixture
+async def browser():
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        yield browser
+        await browser.close()
+
+
+async def send(session, url, spec, n, seed):
+    participant = Participant(spec, rng=np.random.default_rng(seed))
+    reports = [participant.report(dict(zip(FIELDS, TABLE_1[i % 10]))) for i in range(n)]
+    async with session.post(f"{url}/collections/survey/reports", data=pack_batch(reports, spec), headers=MSGPACK) as r:
+        assert r.status == 200
+
+
+async def test_the_page_shows_progress_release_and_the_model(site, browser):
+    spec = table_1_spec(protocol="OUE", epsilon=4.0)
+    requests = []
+    async with aiohttp.ClientSession() as session:
+        body = {"spec": spec.to_dict(), "id": "survey", "min_reports": 400}
+        async with session.post(f"{site}/collections", json=body, headers=AUTH) as r:
+            assert r.status == 201
+        page = await browser.new_page(viewport={"width": 1100, "height": 900})
+        page.on("request", lambda request: requests.append(request))
+        await page.goto(f"{site}/collections/survey/view?interval=0.5")
+        bar = page.locator("#progress [role=progressbar]")
+        await bar.wait_for()
+        assert await bar.get_attribute("aria-valuenow") == "0"
+        await send(session, site, spec, 150, seed=1)
+        await expect(bar).to_have_attribute("aria-valuenow", "150")
+        assert "150 of 400 reports (37 %)" in await bar.inner_text()
+        # Without the token: nothing an admin route holds, and no token anywhere in a request.
+        assert await page.locator("#admin").count() == 0 and await page.locator("#plausibility").count() == 0
+        await send(session, site, spec, 1850, seed=2)
+        await page.locator("#model svg[data-chart=prior]").wait_for(timeout=10_000)
+        async with session.get(f"{site}/collections/survey/model") as r:
+            model = await r.json()
+        # Every plotted conditional equals the model's probability.
+        k = len(spec.classes)
+        for i, feature in enumerate(spec.features):
+            counts = np.array(model["category_count"][i])
+            expected = counts / counts.sum(axis=1, keepdims=True)
+            for a, category in enumerate(feature.categories):
+                for c, label in enumerate(spec.classes):
+                    rect = page.locator(
+                        f'svg[data-chart="feature-{i}"] rect[data-group="{category}"][data-series="{label}"]'
+                    )
+                    assert float(await rect.get_attribute("data-value")) == pytest.approx(expected[c, a], abs=1e-12)
+                    assert float(await rect.get_attribute("data-error")) > 0
+        assert k == 2 and await page.locator("#download").get_attribute("href") == "/collections/survey/model"
+        assert await page.locator("#admin").count() == 0
+        assert not any("authorization" in {h.lower() for h in r.headers} for r in requests)
+        # With the token, entered once: the admin parts appear; it never shows in a URL or a cookie.
+        await page.fill("#token", ADMIN)
+        await page.click("#token-form button[type=submit]")
+        await page.locator("#plausibility").wait_for()
+        assert "nothing flagged" in await page.locator("#plausibility").inner_text()
+        await page.wait_for_timeout(1200)  # a few refreshes draw the reports-over-time chart
+        assert await page.locator("svg[data-chart=reports-over-time]").count() == 1
+        assert all(ADMIN not in r.url for r in requests) and await page.context.cookies() == []
+        DOCS.mkdir(exist_ok=True)
+        await page.screenshot(path=str(DOCS / "status-page.png"), full_page=True)
+        # The home page lists the collections for the admin.
+        await page.goto(f"{site}/")
+        await page.locator("a[href='/collections/survey/view']").wait_for()
+        assert "released" in await page.locator("table").inner_text()
+        assert os.path.getsize(DOCS / "status-page.png") > 10_000
+
+
+async def test_the_home_page_lists_nothing_without_the_token(site, browser):
+    page = await browser.new_page()
+    await page.goto(f"{site}/")
+    await page.get_by_text("Enter the admin token").wait_for()
+    assert await page.locator("table").count() == 0
