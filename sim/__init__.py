@@ -2,4 +2,4 @@
 
 from participant.extras import require_extra
 
-require_extra("sim", "sim", ["scipy", "sklearn", "matplotlib", "tqdm"])
+require_extra("sim", "sim", ["scipy", "sklearn", "matplotlib", "tqdm", "pandas"])

@@ -7,13 +7,18 @@ import json
 import os
 import sys
 
+import aiohttp
 import numpy as np
 from tqdm import tqdm
 
 from aggregator import ESTIMATORS
+from participant.errors import SpecError
+from participant.spec import EPSILON_RANGE
 from protocols import DEFAULT_THETA, PROTOCOL_NAMES
 
-from .datasets import ENV_VAR, DatasetNotFound, dataset_names, load_csv, load_dataset
+from .cli_options import add_csv_options, check_common, csv_options
+from .csvdata import DataError, read_csv
+from .datasets import ENV_VAR, DatasetNotFound, dataset_names, load_dataset
 from .experiment import PAPER_BINS, Setup, run_once, spec_for, split
 from .http_replay import LocalAggregator, run_over_http
 
@@ -46,9 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--dataset", choices=dataset_names(), help="a UCI data set of the paper")
-    source.add_argument("--csv", metavar="FILE", help="a CSV file with a header row and categorical columns")
-    parser.add_argument("--label", metavar="COLUMN", help="the class column of --csv")
+    source.add_argument("--csv", metavar="FILE", help="your own data: a CSV file (see the data options below)")
     parser.add_argument("--data-dir", metavar="DIR", help=f"folder holding the UCI files (or set ${ENV_VAR})")
+    add_csv_options(parser)
     parser.add_argument(
         "--protocol",
         choices=list(PROTOCOL_NAMES),
@@ -137,10 +142,12 @@ def main(argv: list[str] | None = None) -> int:
         return compare(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.csv and not args.label:
-        parser.error("--csv needs --label COLUMN naming the class column")
-    if args.eps <= 0:
-        parser.error("--eps must be > 0")
+    check_common(parser, args)
+    low, high = EPSILON_RANGE
+    if not low <= args.eps <= high:
+        parser.error(f"--eps must lie in [{low:g}, {high:g}], the range a collection spec accepts")
+    if not 0 < args.theta < 1:
+        parser.error("--theta must lie in (0, 1)")
     if args.reps < 1:
         parser.error("--reps must be at least 1")
     if args.aggregator and not args.admin_token:
@@ -150,13 +157,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.via == "http" and (args.budget != "one-report" or args.mode != "replay"):
         parser.error("--via http replays one report per person: it takes neither --budget nor --mode fast")
     try:
-        data = load_csv(args.csv, args.label) if args.csv else load_dataset(args.dataset, args.data_dir)
-    except (DatasetNotFound, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        if args.csv:
+            data, notes = read_csv(args.csv, csv_options(args))
+            for note in notes:
+                print(note, file=sys.stderr)
+        else:
+            data = load_dataset(args.dataset, args.data_dir)
+    except (DatasetNotFound, DataError, ValueError) as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
     setup = Setup(args.model, args.bins, args.reduce, args.components if args.reduce else None, args.approach)
-    if not data.continuous and (args.model != "discrete" or args.reduce):
-        parser.error(f"{data.name} is categorical: --model gaussian and --reduce apply to australian and diabetes")
+    if not data.continuous and (args.model != "discrete" or args.reduce or args.bins):
+        parser.error(
+            f"{data.name} is categorical: --model gaussian, --bins and --reduce apply to continuous data "
+            "(australian, diabetes, or a CSV with numeric columns)"
+        )
+    if len(data.y) < 250:
+        print(
+            f"warning: {len(data.y)} rows leave about {int(len(data.y) * 0.8)} participants; with local DP "
+            "so few reports make the accuracy mostly noise",
+            file=sys.stderr,
+        )
     if args.reduce and not 1 <= args.components <= data.X.shape[1]:
         parser.error(f"--components must lie in [1, {data.X.shape[1]}]")
     if args.bins is not None and args.bins < 2:
@@ -168,10 +188,19 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
 
-    X_first, _, y_first, _ = split(data, args.seed)
-    spec = spec_for(data, args.protocol, args.eps, args.theta, setup, X_first, y_first, args.budget)
+    try:
+        X_first, _, y_first, y_test = split(data, args.seed)
+        spec = spec_for(data, args.protocol, args.eps, args.theta, setup, X_first, y_first, args.budget)
+    except (SpecError, ValueError) as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    absent = sorted(set(data.y) - set(y_test))
+    if absent:
+        print(f"warning: the test split of seed {args.seed} holds no row of class(es) {absent}", file=sys.stderr)
     if args.via == "http":
-        results = run_http(args, data, setup)
+        try:
+            results = run_http(args, data, setup)
+        except (OSError, aiohttp.ClientError) as exc:
+            parser.exit(2, f"{parser.prog}: error: cannot use the aggregator: {type(exc).__name__}: {exc}\n")
     else:
         results = [
             run_once(

@@ -20,7 +20,9 @@ from participant import encode_features
 from .baselines import DPSVM, DPDecisionTree, DPGaussianNB, DPNaiveBayes, DPRadiusNeighbours
 from .baselines.neighbours import DPKNearestNeighbours
 from .baselines.smooth_nb import SmoothSensitivityNB
-from .datasets import dataset_names, load_dataset
+from .cli_options import add_csv_options, check_common, csv_options
+from .csvdata import DataError, read_csv
+from .datasets import DatasetNotFound, dataset_names, load_dataset
 from .experiment import Setup, run_once, runner_for, spec_for, split
 
 RADIUS = 1  # Hamming radius of the radius-neighbours baseline on categorical data
@@ -147,7 +149,10 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m sim compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--dataset", choices=dataset_names(), required=True)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--dataset", choices=dataset_names())
+    source.add_argument("--csv", metavar="FILE", help="your own data (see the data options)")
+    add_csv_options(parser)
     parser.add_argument("--eps", default="0.1,0.5,1,2,5", help="comma-separated ε values")
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
@@ -157,7 +162,16 @@ def main(argv: list[str]) -> int:
         "--knn", type=int, default=0, metavar="K", help="also run private K-NN (categorical data; slow)"
     )
     args = parser.parse_args(argv)
-    data = load_dataset(args.dataset, args.data_dir)
+    check_common(parser, args)
+    try:
+        if args.csv:
+            data, notes = read_csv(args.csv, csv_options(args))
+            for note in notes:
+                print(note, file=sys.stderr)
+        else:
+            data = load_dataset(args.dataset, args.data_dir)
+    except (DataError, DatasetNotFound, ValueError) as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
     epsilons = [float(e) for e in args.eps.split(",")]
     if args.knn and data.continuous:
         parser.error("--knn applies to the categorical data sets")

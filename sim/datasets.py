@@ -256,23 +256,3 @@ def load_dataset(name: str, data_dir=None, download: bool = True) -> Dataset:
         info.columns[label],
         info.ranges,
     )
-
-
-def load_csv(path: str | os.PathLike, label: str) -> Dataset:
-    """A CSV file with a header row and categorical columns; ``label`` names the class column."""
-    path = Path(path)
-    if not path.is_file():
-        raise DatasetNotFound(f"CSV file {path} does not exist")
-    table = np.loadtxt(path, dtype=str, delimiter=",", ndmin=2)
-    header, rows = [h.strip() for h in table[0]], np.char.strip(table[1:])
-    if label not in header:
-        raise ValueError(f"{path}: no column named {label!r}; the header has {header}")
-    j = header.index(label)
-    features = [i for i in range(len(header)) if i != j]
-    return Dataset(
-        path.stem,
-        rows[:, features].astype(object),
-        rows[:, j].astype(object),
-        tuple(header[i] for i in features),
-        label,
-    )

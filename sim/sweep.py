@@ -22,7 +22,9 @@ from tqdm import tqdm
 from aggregator import ESTIMATORS
 from protocols import DEFAULT_THETA, FREQUENCY_ORACLES, PROTOCOL_NAMES
 
-from .datasets import dataset_names, load_dataset
+from .cli_options import add_csv_options, check_common, csv_options
+from .csvdata import DataError, load_source, read_csv
+from .datasets import DatasetNotFound, dataset_names, load_dataset
 from .experiment import Setup, run_once, spec_for, split
 
 FIELDS = [
@@ -71,10 +73,13 @@ class Cell:
 _DATA: dict[str, object] = {}
 
 
-def run_cell(cell: Cell, reps: list[int], base_seed: int, estimators: tuple[str, ...], data_dir) -> list[dict]:
-    """The rows of ``reps`` repetitions of ``cell`` (one per estimator and repetition)."""
+def run_cell(
+    cell: Cell, reps: list[int], base_seed: int, estimators: tuple[str, ...], data_dir, options=None
+) -> list[dict]:
+    """The rows of ``reps`` repetitions of ``cell`` (one per estimator and repetition); a cell's
+    data set is a built-in name or a CSV path read with ``options``."""
     if cell.dataset not in _DATA:
-        _DATA[cell.dataset] = load_dataset(cell.dataset, data_dir)
+        _DATA[cell.dataset] = load_source(cell.dataset, data_dir, options)
     data = _DATA[cell.dataset]
     setup = cell.setup()
     X_train, _, y_train, _ = split(data, base_seed)
@@ -158,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--out results/car",
     )
     parser.add_argument(
-        "--datasets", type=_list(str), required=True, help=f"comma-separated: {', '.join(dataset_names())}"
+        "--datasets", type=_list(str), default=[], help=f"comma-separated: {', '.join(dataset_names())}"
     )
     parser.add_argument(
         "--protocols", type=_list(str), default=list(FREQUENCY_ORACLES), help="comma-separated (default all)"
@@ -180,6 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--approaches", type=_list(int), default=[1, 2, 3], help="gaussian model: comma-separated")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
     parser.add_argument("--data-dir", metavar="DIR")
+    parser.add_argument("--csv", action="append", default=[], metavar="FILE", help="your own data (repeat for several)")
+    add_csv_options(parser)
     parser.add_argument("--out", required=True, help="output folder: runs.csv, summary.csv and plots")
     parser.add_argument("--no-plot", action="store_true")
     return parser
@@ -188,6 +195,22 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    check_common(parser, args)
+    if not args.datasets and not args.csv:
+        parser.error("name --datasets, or --csv FILE (repeatable) for your own data")
+    unknown = [d for d in args.datasets if d not in dataset_names()]
+    if unknown:
+        parser.error(f"unknown data sets {unknown}; choose from {', '.join(dataset_names())}, or pass --csv FILE")
+    options = csv_options(args) if args.csv else None
+    try:
+        for path in args.csv:  # read each once here: errors and notes before any run starts
+            for note in read_csv(path, options)[1]:
+                print(note, file=sys.stderr)
+        for name in args.datasets:
+            load_dataset(name, args.data_dir)
+    except (DataError, DatasetNotFound, ValueError) as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    args.datasets = [*args.datasets, *args.csv]
     for name in args.estimators:
         if name not in ESTIMATORS:
             parser.error(f"unknown estimator {name!r}")
@@ -215,13 +238,13 @@ def main(argv: list[str]) -> int:
             writer.writeheader()
         if args.jobs <= 1:
             for cell, missing in todo:
-                writer.writerows(run_cell(cell, missing, args.seed, estimators, args.data_dir))
+                writer.writerows(run_cell(cell, missing, args.seed, estimators, args.data_dir, options))
                 f.flush()
                 progress.update(len(missing))
         else:
             with ProcessPoolExecutor(max_workers=args.jobs) as pool:
                 futures = {
-                    pool.submit(run_cell, cell, missing, args.seed, estimators, args.data_dir): len(missing)
+                    pool.submit(run_cell, cell, missing, args.seed, estimators, args.data_dir, options): len(missing)
                     for cell, missing in todo
                 }
                 for future in as_completed(futures):

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from sim.cli import main
-from sim.datasets import DatasetInfo, DatasetNotFound, find_data_file, load_csv, load_dataset
+from sim.csvdata import CSVOptions, DataError, read_csv
+from sim.datasets import DatasetInfo, DatasetNotFound, find_data_file, load_dataset
 from sim.experiment import run_once
 
 # Row and class counts from ../shared/datasets/README.md.
@@ -48,12 +49,12 @@ def test_a_missing_file_says_where_it_looked_and_how_to_fix_it(tmp_path, monkeyp
 def test_csv_with_a_header_row(tmp_path):
     path = tmp_path / "survey.csv"
     path.write_text("colour,size,outcome\nred,big,yes\nblue,small,no\nred,small,yes\n")
-    data = load_csv(path, "outcome")
+    data, _ = read_csv(path, CSVOptions("outcome"))
     assert data.feature_names == ("colour", "size")
     assert data.X.tolist() == [["red", "big"], ["blue", "small"], ["red", "small"]]
     assert data.classes == ["no", "yes"]
-    with pytest.raises(ValueError, match="no column named 'label'"):
-        load_csv(path, "label")
+    with pytest.raises(DataError, match="no column 'label'"):
+        read_csv(path, CSVOptions("label"))
 
 
 def test_runs_are_deterministic_given_the_seed():
@@ -122,7 +123,9 @@ def test_cli_text_output_and_errors(capsys, tmp_path):
     with pytest.raises(SystemExit):
         main(["--csv", "x.csv"])
     assert "--label" in capsys.readouterr().err
-    assert main(["--csv", str(tmp_path / "missing.csv"), "--label", "y"]) == 2
+    with pytest.raises(SystemExit) as exit:
+        main(["--csv", str(tmp_path / "missing.csv"), "--label", "y"])
+    assert exit.value.code == 2
     assert "does not exist" in capsys.readouterr().err
 
 

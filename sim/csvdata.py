@@ -1,0 +1,190 @@
+"""Your own data: any CSV as a :class:`~sim.datasets.Dataset`, read with pandas.
+
+Separators are sniffed (or given), byte-order marks and quoting handled by the reader; a file
+without a header names its columns by position. Missing values (by default empty cells and ``?``)
+drop their rows or become a category. Columns are categorical unless declared numeric or detected
+as such (every value a number and many distinct ones); numeric columns need declared ranges, since
+ranges computed from the surveyed people leak information about them outside the LDP guarantee.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .datasets import Dataset
+
+DEFAULT_NA = ("", "?")
+MANY_DISTINCT = 20  # a column of numbers with more distinct values than this is taken as numeric
+MISSING_CATEGORY = "(missing)"
+
+
+class DataError(ValueError):
+    """The data cannot be used as asked; the message says what to change."""
+
+
+@dataclass
+class CSVOptions:
+    """How to read a CSV (the command line's data options)."""
+
+    label: str
+    sep: str | None = None  # None: sniffed
+    header: bool = True
+    drop: tuple[str, ...] = ()
+    na_values: tuple[str, ...] = DEFAULT_NA
+    missing: str = "drop"  # or "category"
+    numeric: tuple[str, ...] | None = None  # None: detected
+    categorical: tuple[str, ...] = ()
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    ranges_from_data: bool = False
+
+
+def parse_ranges(items: list[str]) -> dict[str, tuple[float, float]]:
+    """``COL=LO:HI`` items as ``{COL: (LO, HI)}``; raises :class:`DataError`."""
+    ranges = {}
+    for item in items:
+        name, eq, bounds = item.rpartition("=")
+        low, colon, high = bounds.partition(":")
+        try:
+            if not (eq and colon and name):
+                raise ValueError
+            lo, hi = float(low), float(high)
+        except ValueError:
+            raise DataError(f"--range takes COL=LO:HI, got {item!r}") from None
+        if not np.isfinite([lo, hi]).all() or lo >= hi:
+            raise DataError(f"--range {item!r}: LO and HI must be finite with LO < HI")
+        ranges[name] = (lo, hi)
+    return ranges
+
+
+def _sniff(path: Path) -> str:
+    sample = path.read_text(encoding="utf-8-sig", errors="replace")[:65536]
+    try:
+        return csv.Sniffer().sniff(sample, delimiters=",;\t|").delimiter
+    except csv.Error:
+        return ","
+
+
+def read_csv(path: str | Path, options: CSVOptions) -> tuple[Dataset, list[str]]:
+    """The data set in ``path`` and notes for the user (what was dropped, detected or assumed);
+    raises :class:`DataError` with a one-line reason."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"CSV file {path} does not exist")
+    sep = options.sep or _sniff(path)
+    try:
+        frame = pd.read_csv(
+            path,
+            sep=sep,
+            header=0 if options.header else None,
+            dtype=str,
+            encoding="utf-8-sig",
+            keep_default_na=False,
+            na_values=list(options.na_values),
+            skipinitialspace=True,
+        )
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{path} is empty") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path} cannot be read as CSV (separator {sep!r}): {str(exc).splitlines()[0]}") from None
+    frame.columns = [str(c).strip() for c in frame.columns]
+    notes = [f"read {path.name}: {len(frame)} rows, {frame.shape[1]} columns, separator {sep!r}"]
+    if options.header and len(set(frame.columns)) != frame.shape[1]:
+        raise DataError(f"{path}: column names repeat; rename them or pass --no-header")
+    columns = list(frame.columns)
+    if options.label not in columns:
+        where = "positions 0 to %d" % (len(columns) - 1) if not options.header else f"columns {columns}"
+        raise DataError(f"{path}: no column {options.label!r} for --label; the file has {where}")
+    for name in options.drop:
+        if name not in columns:
+            raise DataError(f"--drop {name!r}: no such column")
+    frame = frame.drop(columns=list(options.drop))
+    if frame.empty:
+        raise DataError(f"{path} has a header but no rows")
+    frame = frame.apply(lambda column: column.str.strip())
+    missing_rows = frame.isna().any(axis=1)
+    if missing_rows.any():
+        if options.missing == "drop":
+            frame = frame[~missing_rows]
+            notes.append(f"dropped {int(missing_rows.sum())} rows with missing values (--missing category keeps them)")
+        else:
+            frame = frame.fillna(MISSING_CATEGORY)
+            notes.append(f"{int(missing_rows.sum())} rows have missing values, kept as the category {MISSING_CATEGORY!r}")
+    if frame.empty:
+        raise DataError(f"{path}: no rows left after dropping those with missing values")
+    label = options.label
+    features = [c for c in frame.columns if c != label]
+    if not features:
+        raise DataError(f"{path}: no feature columns besides the label")
+    y = frame[label].to_numpy(dtype=object)
+    if len(set(y)) < 2:
+        raise DataError(f"{path}: the label {label!r} takes a single value; a classifier needs two classes or more")
+    numeric = _numeric_columns(frame, features, options, notes)
+    if numeric and len(numeric) != len(features):
+        others = [c for c in features if c not in numeric]
+        raise DataError(
+            f"numeric columns {numeric} and categorical ones {others} in one file: a collection is all "
+            "categorical or all continuous; --drop some, or pass --categorical COL,... for the numeric ones"
+        )
+    for column in features:
+        if frame[column].nunique() == len(frame) and len(frame) > 20 and column not in numeric:
+            notes.append(f"warning: column {column!r} is unique per row (an id?): it only adds noise; --drop {column}")
+    if not numeric:
+        X = frame[features].to_numpy(dtype=object)
+        return Dataset(path.stem, X, y, tuple(features), label), notes
+    values = frame[features].astype(float)
+    ranges = []
+    for column in features:
+        if column in options.ranges:
+            ranges.append(options.ranges[column])
+        elif options.ranges_from_data:
+            ranges.append((float(values[column].min()), float(values[column].max())))
+        else:
+            raise DataError(
+                f"numeric column {column!r} needs a declared range: --range {column}=LO:HI (or, leaking outside "
+                "the guarantee, --ranges-from-data)"
+            )
+    if options.ranges_from_data:
+        notes.append(
+            "warning: --ranges-from-data takes ranges from the surveyed people themselves; that leaks "
+            "information about them outside the LDP guarantee (a real collection declares them beforehand)"
+        )
+    unused = set(options.ranges) - set(features)
+    if unused:
+        raise DataError(f"--range for columns that are not numeric features: {sorted(unused)}")
+    return Dataset(path.stem, values.to_numpy(), y, tuple(features), label, tuple(ranges)), notes
+
+
+def _numeric_columns(frame: pd.DataFrame, features: list[str], options: CSVOptions, notes: list[str]) -> list[str]:
+    if options.numeric is not None:
+        for name in options.numeric:
+            if name not in features:
+                raise DataError(f"--numeric {name!r}: no such feature column")
+            bad = pd.to_numeric(frame[name], errors="coerce").isna()
+            if bad.any():
+                raise DataError(f"--numeric {name!r}: {frame[name][bad].iloc[0]!r} is not a number")
+        return list(options.numeric)
+    detected = []
+    for name in features:
+        if name in options.categorical:
+            continue
+        parsed = pd.to_numeric(frame[name], errors="coerce")
+        if not parsed.isna().any() and parsed.nunique() > MANY_DISTINCT:
+            detected.append(name)
+    if detected:
+        notes.append(f"numeric columns detected (every value a number, over {MANY_DISTINCT} distinct): {detected}")
+    return detected
+
+
+def load_source(source: str, data_dir=None, options: CSVOptions | None = None) -> Dataset:
+    """A built-in data set by name, or a CSV file read with ``options`` (its notes are dropped:
+    the command that named it printed them once)."""
+    from .datasets import load_dataset
+
+    if options is not None and (source.endswith(".csv") or Path(source).is_file()):
+        return read_csv(source, options)[0]
+    return load_dataset(source, data_dir)

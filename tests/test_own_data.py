@@ -1,0 +1,155 @@
+"""Your own data through the command line: any CSV, categorical or continuous, and one line with
+exit code 2 for everything that cannot work."""
+
+import json
+
+import numpy as np
+import pytest
+
+from sim.cli import main
+from sim.datasets import load_dataset
+
+
+def run(*args):
+    """``python -m sim`` in process: (exit code, stdout, stderr)."""
+    return main([*map(str, args)])
+
+
+def refused(capsys, *args, words=()):
+    with pytest.raises(SystemExit) as exit:
+        main([*map(str, args)])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2, err
+    last = err.strip().splitlines()[-1]
+    assert "Traceback" not in err and "error:" in last, err
+    for word in words:
+        assert word in last, last
+    return last
+
+
+def categorical_rows(m=600, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.choice(["yes", "no"], m)
+    colour = np.where(rng.random(m) < 0.8, np.where(y == "yes", "red", "blue"), rng.choice(["red", "blue", "green"], m))
+    size = rng.choice(["big, heavy", "small"], m)  # a comma inside a quoted field
+    return colour, size, y
+
+
+def write(path, header, rows, sep=",", bom=False):
+    text = sep.join(header) + "\n" if header else ""
+    text += "".join(sep.join(f'"{v}"' if "," in v else v for v in row) + "\n" for row in rows)
+    path.write_text(("\ufeff" if bom else "") + text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("sep, bom", [(",", True), (";", False), ("\t", False)])
+def test_categorical_csvs_with_quotes_bom_and_other_separators(tmp_path, capsys, sep, bom):
+    colour, size, y = categorical_rows()
+    path = write(tmp_path / "survey.csv", ["colour", "size", "outcome"], zip(colour, size, y), sep, bom)
+    assert run("--csv", path, "--label", "outcome", "--eps", 4, "--reps", 2, "--json") == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["accuracy_mean"] > 0.7 and out["nonprivate_mean"] > 0.8
+
+
+def test_missing_values_are_dropped_and_counted_or_kept(tmp_path, capsys):
+    colour, size, y = categorical_rows()
+    colour[:10] = ""
+    colour[10:15] = "?"
+    path = write(tmp_path / "gaps.csv", ["colour", "size", "outcome"], zip(colour, size, y))
+    assert run("--csv", path, "--label", "outcome", "--reps", 1) == 0
+    assert "dropped 15 rows with missing values" in capsys.readouterr().err
+    assert run("--csv", path, "--label", "outcome", "--reps", 1, "--missing", "category") == 0
+    assert "15 rows have missing values, kept" in capsys.readouterr().err
+
+
+def test_an_id_column_is_flagged_and_can_be_dropped(tmp_path, capsys):
+    colour, size, y = categorical_rows()
+    ids = [f"p{i:05d}" for i in range(len(y))]
+    path = write(tmp_path / "ids.csv", ["id", "colour", "size", "outcome"], zip(ids, colour, size, y))
+    assert run("--csv", path, "--label", "outcome", "--reps", 1) == 0
+    assert "column 'id' is unique per row" in capsys.readouterr().err
+    assert run("--csv", path, "--label", "outcome", "--reps", 1, "--drop", "id", "--json") == 0
+    captured = capsys.readouterr()
+    assert "unique per row" not in captured.err
+
+
+def test_a_headerless_continuous_file_with_declared_ranges(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    m = 1500
+    y = rng.integers(0, 2, m)
+    X = rng.normal(0, 1, (m, 4)) + 1.5 * y[:, None]
+    rows = [[f"{v:.4f}" for v in x] + [str(c)] for x, c in zip(X, y)]
+    path = write(tmp_path / "banknote.csv", None, rows)
+    ranges = [f"--range={j}=-4:6" for j in range(4)]
+    for model in (["--model", "discrete", "--bins", "4"], ["--model", "gaussian"]):
+        assert run("--csv", path, "--no-header", "--label", 4, *ranges, *model, "--eps", 4, "--reps", 2, "--json") == 0
+        captured = capsys.readouterr()
+        out = json.loads(captured.out)
+        assert "numeric columns detected" in captured.err
+        assert out["nonprivate_mean"] > 0.8 and out["accuracy_mean"] > 0.75, out
+    # Without declared ranges: refused, unless ranges from the data are asked for (and warned).
+    refused(capsys, "--csv", path, "--no-header", "--label", 4, words=["needs a declared range", "--range 0=LO:HI"])
+    assert run("--csv", path, "--no-header", "--label", 4, "--ranges-from-data", "--reps", 1) == 0
+    assert "leaks information about them" in capsys.readouterr().err
+    # --label 2 is the third column by position, not a column headed "2".
+    refused(capsys, "--csv", path, "--no-header", "--label", 9, words=["no column '9'", "positions 0 to 4"])
+
+
+def test_australian_through_csv_gives_the_built_in_numbers(tmp_path, capsys):
+    data = load_dataset("australian", download=False)
+    rows = [[repr(float(v)) for v in x] + [c] for x, c in zip(data.X, data.y)]
+    path = write(tmp_path / "australian.csv", [*data.feature_names, "class"], rows)
+    names = ",".join(data.feature_names)
+    ranges = [f"--range={n}={lo}:{hi}" for n, (lo, hi) in zip(data.feature_names, data.ranges)]
+    common = ["--protocol", "DE", "--eps", 1, "--reps", 3, "--reduce", "dca", "--json"]
+    assert run("--dataset", "australian", *common) == 0
+    built_in = json.loads(capsys.readouterr().out)
+    assert run("--csv", path, "--label", "class", "--numeric", names, *ranges, *common) == 0
+    mine = json.loads(capsys.readouterr().out)
+    for key in ("accuracy_mean", "accuracy_std", "nonprivate_mean", "n_train"):
+        assert mine[key] == built_in[key], key
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("LDPNB_ADMIN_TOKEN", "some-admin-token-0123456789")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    refused(capsys, "--csv", empty, "--label", "y", words=["is empty"])
+    header_only = write(tmp_path / "header.csv", ["a", "y"], [])
+    refused(capsys, "--csv", header_only, "--label", "y", words=["no rows"])
+    one_class = write(tmp_path / "one.csv", ["a", "y"], [["x", "same"], ["z", "same"]] * 20)
+    refused(capsys, "--csv", one_class, "--label", "y", words=["single value"])
+    colour, size, y = categorical_rows()
+    good = write(tmp_path / "good.csv", ["colour", "size", "outcome"], zip(colour, size, y))
+    refused(capsys, "--csv", good, "--label", "outcome", "--protocol", "THE", "--theta", 5, words=["--theta"])
+    for eps in (0, 709, 710, 1e308):
+        refused(capsys, "--csv", good, "--label", "outcome", "--eps", eps, words=["--eps"])
+    refused(capsys, "--dataset", "car", "--label", "x", words=["--label applies to --csv"])
+    refused(capsys, "--dataset", "car", "--data-dir", tmp_path / "nowhere", words=["no such folder"])
+    refused(capsys, "--csv", good, "--label", "outcome", "--model", "gaussian", words=["is categorical"])
+    refused(capsys, "--csv", good, "--label", "outcome", "--bins", 3, words=["is categorical"])
+    refused(capsys, "--csv", good, "--label", "outcome", "--range", "colour=oops", words=["COL=LO:HI"])
+    refused(
+        capsys, "--csv", good, "--label", "outcome", "--via", "http", "--aggregator", "http://127.0.0.1:9",
+        "--reps", 1, words=["cannot use the aggregator"],
+    )  # fmt: skip
+    tiny = write(tmp_path / "tiny.csv", ["a", "y"], [["x", "p"], ["z", "q"], ["x", "q"], ["z", "p"], ["x", "p"]])
+    assert run("--csv", tiny, "--label", "y", "--reps", 1) == 0
+    assert "mostly noise" in capsys.readouterr().err
+
+
+def test_sweep_and_compare_take_csv_files(tmp_path, capsys):
+    colour, size, y = categorical_rows()
+    first = write(tmp_path / "first.csv", ["colour", "size", "outcome"], zip(colour, size, y))
+    second = write(tmp_path / "second.csv", ["colour", "size", "outcome"], zip(*categorical_rows(seed=5)))
+    out = tmp_path / "sweep"
+    args = ["sweep", "--csv", first, "--csv", second, "--label", "outcome", "--protocols", "DE,OUE", "--eps", "1,4"]
+    assert run(*args, "--reps", 2, "--out", out, "--no-plot", "--jobs", 1) == 0
+    import csv
+
+    rows = list(csv.DictReader(open(out / "runs.csv")))
+    assert {r["dataset"] for r in rows} == {str(first), str(second)} and len(rows) == 2 * 2 * 2 * 2
+    assert run("compare", "--csv", first, "--label", "outcome", "--eps", "1,4", "--reps", 2, "--out", tmp_path) == 0
+    assert "first: mean accuracy over 2 splits" in capsys.readouterr().out
+    refused(capsys, "sweep", "--datasets", "file.csv", "--out", out, words=["unknown data sets", "--csv FILE"])
+    refused(capsys, "sweep", "--csv", tmp_path / "nope.csv", "--label", "y", "--out", out, words=["does not exist"])
