@@ -109,8 +109,16 @@ def class_prior(stats: CollectionStatistics, estimator: str) -> np.ndarray:
 
 
 def gaussian_estimator(stats: CollectionStatistics, estimator: str = "normsub") -> GaussianModel:
-    """Means and variances per class and coordinate; ``normsub`` also clips the means to [-1, 1]
-    and the mean squares to [0, 1], the ranges the prepared values cannot leave."""
+    """Means and variances per class and coordinate.
+
+    ``paper``: the plug-in ``σ̂² = Ê[z²]/P̂ − θ̂²``, floored at :data:`VARIANCE_FLOOR`.
+    ``normsub`` (default): means clipped to [-1, 1] and mean squares to [0, 1] (the ranges
+    prepared values cannot leave); the variance corrected for the bias of ``θ̂²`` (it exceeds
+    ``θ²`` by ``Var(θ̂)``, which the mechanism's noise and the entries' spread give); where a
+    class's variance is not estimable (below twice its standard error) the classes' pooled variance
+    takes its place, and what stays below its standard error is raised to it: the floor follows the
+    noise, and a coordinate drowned in noise gets a wide variance, so it barely sways the model.
+    """
     spec = stats.spec
     k, r = spec.n_classes, len(spec.continuous.output_names)
     prior = class_prior(stats, estimator)
@@ -122,8 +130,44 @@ def gaussian_estimator(stats: CollectionStatistics, estimator: str = "normsub") 
         first, second = estimates[1].reshape(r, k).T, estimates[2].reshape(r, k).T
     theta = first / prior[:, None]
     mean_square = second / prior[:, None]
-    if estimator == "normsub":
-        theta = np.clip(theta, -1.0, 1.0)
-        mean_square = np.clip(mean_square, 0.0, 1.0)
-    var = np.maximum(mean_square - theta**2, VARIANCE_FLOOR)
+    if estimator != "normsub":
+        var = np.maximum(mean_square - theta**2, VARIANCE_FLOOR)
+        return GaussianModel(spec, prior, theta, var)
+    theta = np.clip(theta, -1.0, 1.0)
+    mean_square = np.clip(mean_square, 0.0, 1.0)
+    var_theta, var_square = _estimate_variances(stats, prior, theta, mean_square)
+    var = mean_square - theta**2 + var_theta
+    se = np.sqrt(var_square + 4 * theta**2 * var_theta)
+    pooled = (prior[:, None] * var).sum(axis=0, keepdims=True)
+    pooled_se = np.sqrt((prior[:, None] ** 2 * se**2).sum(axis=0, keepdims=True))
+    var = np.where(var < 2 * se, np.broadcast_to(pooled, var.shape), var)
+    se = np.where(var == pooled, np.broadcast_to(pooled_se, se.shape), se)
+    var = np.clip(np.maximum(var, se), VARIANCE_FLOOR, 1.0)
     return GaussianModel(spec, prior, theta, var)
+
+
+def _estimate_variances(stats: CollectionStatistics, prior, theta, mean_square) -> tuple[np.ndarray, np.ndarray]:
+    """Estimated variances of ``θ̂`` and of ``Ê[z²|c]``, shape ``(k, r)`` each: the mean report's
+    variance (the mechanism's noise, plus the spread of the class-hiding entries ``z·1[c]``, whose
+    variance is ``P·E[z²] − P²θ²``), divided by ``P²``."""
+    spec = stats.spec
+    k, r = spec.n_classes, len(spec.continuous.output_names)
+    p = prior[:, None]
+    entry_first = np.maximum(p * mean_square - p**2 * theta**2, 0.0)
+    entry_second = np.maximum(p * mean_square - p**2 * mean_square**2, 0.0)  # z⁴ <= z²
+    if spec.approach == 3:
+        pairs = [(spec.oracles[1 + 2 * i], stats.states[1 + 2 * i], spec.oracles[2 + 2 * i], stats.states[2 + 2 * i]) for i in range(r)]
+        noise_first = np.array([o.variance(s.n) for o, s, _, _ in pairs]).T  # (k, r)
+        noise_second = np.array([o.variance(s.n) for _, _, o, s in pairs]).T
+        n_first = np.array([max(s.n, 1) for _, s, _, _ in pairs])[None, :]
+        n_second = np.array([max(s.n, 1) for _, _, _, s in pairs])[None, :]
+    else:
+        first_oracle, second_oracle = spec.oracles[1], spec.oracles[2]
+        noise_first = first_oracle.variance(stats.states[1].n).reshape(r, k).T
+        noise_second = second_oracle.variance(stats.states[2].n).reshape(r, k).T
+        n_first, n_second = max(stats.states[1].n, 1), max(stats.states[2].n, 1)
+        if spec.approach == 2:  # the one-bit bound already covers the entries' spread
+            entry_first = entry_second = 0.0
+    var_theta = (noise_first + entry_first / n_first) / p**2
+    var_square = (noise_second + entry_second / n_second) / p**2
+    return var_theta, var_square
