@@ -9,8 +9,9 @@ Every estimator reads only the aggregated statistics (post-processing), so none 
   summing to the number of reports on that input: "Norm-Sub", the Euclidean projection onto the
   scaled simplex); class priors pool the class-count estimates of every input (the class input's
   histogram and each feature's joint histogram summed over feature values), weighted by the inverse of
-  their variance, then projected onto the simplex; conditionals are smoothed with a pseudo-count
-  per cell equal to the standard deviation of that cell's estimate. The smoothing matters most:
+  their variance, then projected onto the simplex; conditionals are smoothed toward uniform by the
+  smaller of an empirical-Bayes weight (the share of the counts' spread that the noise explains,
+  vanishing like 1/n) and a pseudo-count of one standard deviation per cell. The smoothing matters most:
   when the noise swamps a feature's counts its conditionals flatten and the prior decides, instead
   of noise deciding (car at ε = 0.5 goes from about 0.41 to 0.61 accuracy; see the README table).
 """
@@ -58,7 +59,7 @@ def paper_estimator(stats: CollectionStatistics) -> NaiveBayesModel:
 
 def normsub_estimator(stats: CollectionStatistics, smoothing: float = 1.0) -> NaiveBayesModel:
     """Norm-Sub consistent histograms, inverse-variance pooled class priors, and conditionals
-    smoothed by ``smoothing`` standard deviations of each cell's estimate (in counts)."""
+    smoothed by :func:`smooth_conditionals` (``smoothing`` scales its pseudo-count bound)."""
     spec, k = stats.spec, stats.spec.n_classes
     counts = stats.estimated_counts()
 
@@ -82,9 +83,44 @@ def normsub_estimator(stats: CollectionStatistics, smoothing: float = 1.0) -> Na
 
     category_count = []
     for oracle, state, raw in zip(spec.oracles[1:], stats.states[1:], counts[1:]):
-        pseudo_count = smoothing * np.sqrt(oracle.variance(max(state.n, 1))[0])
-        category_count.append(project_to_simplex(raw, state.n).reshape(-1, k).T + pseudo_count)
+        table = project_to_simplex(raw, state.n).reshape(-1, k).T  # (k, n_i) counts
+        category_count.append(smooth_conditionals(table, oracle.variance(max(state.n, 1))[0], smoothing))
     return NaiveBayesModel(spec, class_count, category_count)
+
+
+def smooth_conditionals(table: np.ndarray, cell_variance: float, strength: float = 1.0) -> np.ndarray:
+    """Smoothing of one feature's counts ``table`` (shape ``(k, n_i)``) that vanishes as the noise
+    does: each class's distribution over the feature's values moves toward the uniform one by a
+    weight ``w``, the smaller of two.
+
+    - Empirical Bayes: for class ``c`` with ``T`` counts the noise variance of a share is ``v/T²``
+      (``v`` the variance of one cell's count estimate) and the shares' observed spread around the
+      feature's marginal is ``s² + v/T²``, so ``w = (v/T²) / (v/T² + s²)``, the share of the
+      class-specific spread the noise explains. It falls like ``1/n`` as reports grow.
+    - A pseudo-count of ``strength`` standard deviations per cell, ``w = n_i·sd / (T + n_i·sd)``:
+      with few reports the spread's own estimate is mostly noise, and this (the earlier rule,
+      which falls only like ``1/sqrt(n)``) bounds the smoothing where the data cannot.
+
+    When the noise swamps a feature's counts both weights near 1 and the feature stops swaying
+    the model; with many reports the empirical-Bayes weight takes over and the estimate converges
+    like the raw counts. Returns positive counts with the rows' totals.
+    """
+    table = np.asarray(table, dtype=float)
+    d = table.shape[1]
+    totals = table.sum(axis=1, keepdims=True)
+    safe = np.maximum(totals, 1e-12)
+    shares = table / safe
+    overall = table.sum()
+    marginal = table.sum(axis=0) / overall if overall > 0 else np.full(d, 1.0 / d)
+    noise = cell_variance / safe**2  # (k, 1)
+    # The class-specific signal: the spread around the feature's marginal (what every class shares
+    # does not tell classes apart, and a skewed marginal must not pass for signal).
+    spread = np.maximum(((shares - marginal) ** 2).mean(axis=1, keepdims=True) - noise, 0.0)
+    empirical = np.where(totals > 0, noise / (noise + spread + 1e-300), 1.0)
+    pseudo = d * strength * np.sqrt(cell_variance)
+    weight = np.minimum(empirical, pseudo / (np.maximum(totals, 0.0) + pseudo))
+    smoothed = np.maximum((1 - weight) * shares + weight / d, 1e-12)
+    return smoothed / smoothed.sum(axis=1, keepdims=True) * np.maximum(totals, 1.0)
 
 
 ESTIMATORS: dict[str, Callable[[CollectionStatistics], NaiveBayesModel]] = {

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from aggregator import CollectionStatistics, build_model
-from participant import CollectionSpec, Participant
+from participant import CollectionSpec, Feature, Participant
 from participant.continuous import ContinuousFeature, Preparation
 from participant.encoding import encode_record, population_inputs
 from protocols import OracleState, make_oracle
@@ -186,3 +186,44 @@ def test_gaussian_means_and_variances_match_the_truth():
     assert (4.5 * sd_var < 0.1).all()
     np.testing.assert_array_less(np.abs(model.theta[:, 0] - truth_mean), 4.5 * sd_mean)
     np.testing.assert_array_less(np.abs(model.var[:, 0] - truth_var), 4.5 * sd_var)
+
+
+def _synthetic_statistics(spec, prior, conditionals, n, rng):
+    """Fast-mode statistics of ``n`` people drawn from a known Naive Bayes model."""
+    k = spec.n_classes
+    stats_ = CollectionStatistics(spec)
+    for i, (oracle, m) in enumerate(zip(spec.oracles, rng.multinomial(n, np.full(spec.n_inputs, 1 / spec.n_inputs)))):
+        y = rng.choice(k, m, p=prior)
+        values = y
+        if i:
+            table = conditionals[i - 1]
+            a = np.empty(m, dtype=np.int64)
+            for c in range(k):
+                rows = np.flatnonzero(y == c)
+                a[rows] = rng.choice(table.shape[1], len(rows), p=table[c])
+            values = a * k + y
+        stats_.states[i] = oracle.simulate_counts(np.bincount(values, minlength=oracle.domain_size), rng)
+    return stats_
+
+
+def test_normsub_converges_at_least_like_the_paper_estimator():
+    """A known model (2 classes, features of 4, 4 and 6 values), OUE at ε = 1, 10 seeds per size:
+    the largest conditional-probability error of ``normsub`` falls by at least sqrt(10) from
+    10^5 to 10^6 people and ends below the paper estimator's (below 10^4 both are dominated by
+    the noise's size against probabilities, which cannot err by more than 1)."""
+    prior = np.array([0.3, 0.7])
+    conditionals = [np.random.default_rng(0).dirichlet(np.ones(d), size=2) for d in (4, 4, 6)]
+    spec = CollectionSpec(
+        [Feature(f"f{i}", [str(j) for j in range(t.shape[1])]) for i, t in enumerate(conditionals)], ["a", "b"], "OUE", 1.0
+    )
+    error = {}
+    for n in (10_000, 100_000, 1_000_000):
+        for estimator in ("paper", "normsub"):
+            worst = []
+            for seed in range(10):
+                model = build_model(_synthetic_statistics(spec, prior, conditionals, n, np.random.default_rng(seed + 1)), estimator)
+                worst.append(max(np.abs(np.exp(lp) - t).max() for lp, t in zip(model.feature_log_prob, conditionals)))
+            error[estimator, n] = np.mean(worst)
+    assert error["normsub", 100_000] / error["normsub", 1_000_000] >= 0.95 * np.sqrt(10), error
+    assert error["normsub", 1_000_000] <= error["paper", 1_000_000], error
+    assert error["normsub", 10_000] > error["normsub", 100_000] > error["normsub", 1_000_000]
