@@ -24,6 +24,7 @@ from aggregator.model import NaiveBayesModel
 from participant import CollectionSpec, Feature
 from sim.datasets import load_dataset
 from sim.experiment import run_once
+from sim.synthetic import known_model_statistics
 
 
 def earlier_rule(stats: CollectionStatistics) -> NaiveBayesModel:
@@ -35,22 +36,6 @@ def earlier_rule(stats: CollectionStatistics) -> NaiveBayesModel:
         for oracle, state, raw in zip(stats.spec.oracles[1:], stats.states[1:], stats.estimated_counts()[1:])
     ]
     return NaiveBayesModel(stats.spec, model.class_count, tables)
-
-
-def synthetic(spec, prior, conditionals, n, rng) -> CollectionStatistics:
-    k = spec.n_classes
-    stats = CollectionStatistics(spec)
-    for i, (oracle, m) in enumerate(zip(spec.oracles, rng.multinomial(n, np.full(spec.n_inputs, 1 / spec.n_inputs)))):
-        y = rng.choice(k, m, p=prior)
-        values = y
-        if i:
-            a = np.empty(m, dtype=np.int64)
-            for c in range(k):
-                rows = np.flatnonzero(y == c)
-                a[rows] = rng.choice(conditionals[i - 1].shape[1], len(rows), p=conditionals[i - 1][c])
-            values = a * k + y
-        stats.states[i] = oracle.simulate_counts(np.bincount(values, minlength=oracle.domain_size), rng)
-    return stats
 
 
 def main() -> None:
@@ -67,7 +52,7 @@ def main() -> None:
     for n in (1_000, 10_000, 100_000, 1_000_000):
         errors = {name: [] for name in ("paper", "earlier", "normsub")}
         for seed in range(10):
-            stats = synthetic(spec, prior, conditionals, n, np.random.default_rng(seed + 1))
+            stats = known_model_statistics(spec, prior, conditionals, n, np.random.default_rng(seed + 1))
             for name in errors:
                 model = build_model(stats, name)
                 errors[name].append(max(np.abs(np.exp(lp) - t).max() for lp, t in zip(model.feature_log_prob, conditionals)))

@@ -16,9 +16,8 @@ from participant.errors import SpecError
 from participant.spec import EPSILON_RANGE
 from protocols import DEFAULT_THETA, PROTOCOL_NAMES
 
-from .cli_options import add_csv_options, check_common, csv_options
-from .csvdata import DataError, read_csv
-from .datasets import ENV_VAR, DatasetNotFound, dataset_names, load_dataset
+from .cli_options import add_csv_options, check_common, load_data
+from .datasets import ENV_VAR, dataset_names
 from .experiment import PAPER_BINS, Setup, run_once, spec_for, split
 from .http_replay import LocalAggregator, run_over_http
 
@@ -156,15 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--clients must be at least 1")
     if args.via == "http" and (args.budget != "one-report" or args.mode != "replay"):
         parser.error("--via http replays one report per person: it takes neither --budget nor --mode fast")
-    try:
-        if args.csv:
-            data, notes = read_csv(args.csv, csv_options(args))
-            for note in notes:
-                print(note, file=sys.stderr)
-        else:
-            data = load_dataset(args.dataset, args.data_dir)
-    except (DatasetNotFound, DataError, ValueError) as exc:
-        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    data = load_data(parser, args)
     setup = Setup(args.model, args.bins, args.reduce, args.components if args.reduce else None, args.approach)
     if not data.continuous and (args.model != "discrete" or args.reduce or args.bins):
         parser.error(

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
-from .csvdata import DEFAULT_NA, CSVOptions, parse_ranges
+from .csvdata import DEFAULT_NA, CSVOptions, DataError, parse_ranges, read_csv
+from .datasets import Dataset, DatasetNotFound, load_dataset
 
 
 def _columns(text: str) -> tuple[str, ...]:
@@ -63,3 +65,17 @@ def check_common(parser: argparse.ArgumentParser, args) -> None:
         parser.error("--label applies to --csv files; the built-in data sets know their class column")
     if args.data_dir and not os.path.isdir(args.data_dir):
         parser.error(f"--data-dir {args.data_dir}: no such folder")
+
+
+def load_data(parser: argparse.ArgumentParser, args) -> Dataset:
+    """The data set ``args`` name (``--csv`` with its options, or ``--dataset``), its notes printed
+    to stderr; a problem ends the command in one line with exit code 2."""
+    try:
+        if args.csv:
+            data, notes = read_csv(args.csv, csv_options(args))
+            for note in notes:
+                print(note, file=sys.stderr)
+            return data
+        return load_dataset(args.dataset, args.data_dir)
+    except (DatasetNotFound, DataError, ValueError) as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")

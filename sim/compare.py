@@ -20,9 +20,8 @@ from participant import encode_features
 from .baselines import DPSVM, DPDecisionTree, DPGaussianNB, DPNaiveBayes, DPRadiusNeighbours
 from .baselines.neighbours import DPKNearestNeighbours
 from .baselines.smooth_nb import SmoothSensitivityNB
-from .cli_options import add_csv_options, check_common, csv_options
-from .csvdata import DataError, read_csv
-from .datasets import DatasetNotFound, dataset_names, load_dataset
+from .cli_options import add_csv_options, check_common, load_data
+from .datasets import dataset_names
 from .experiment import Setup, run_once, runner_for, spec_for, split
 
 RADIUS = 1  # Hamming radius of the radius-neighbours baseline on categorical data
@@ -163,15 +162,7 @@ def main(argv: list[str]) -> int:
     )
     args = parser.parse_args(argv)
     check_common(parser, args)
-    try:
-        if args.csv:
-            data, notes = read_csv(args.csv, csv_options(args))
-            for note in notes:
-                print(note, file=sys.stderr)
-        else:
-            data = load_dataset(args.dataset, args.data_dir)
-    except (DataError, DatasetNotFound, ValueError) as exc:
-        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    data = load_data(parser, args)
     epsilons = [float(e) for e in args.eps.split(",")]
     if args.knn and data.continuous:
         parser.error("--knn applies to the categorical data sets")

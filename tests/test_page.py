@@ -1,7 +1,6 @@
 """The status page in a real browser (Debian's Chromium driven by Playwright): progress moving,
 the release, the plotted conditionals equal to /model, and no admin data without the token."""
 
-import asyncio
 import os
 from pathlib import Path
 

@@ -24,7 +24,7 @@ from participant import Participant
 
 from .conftest import TABLE_1, table_1_spec
 from .servers import Server
-from .test_service import ADMIN, AUTH, MSGPACK, Service, service  # noqa: F401 (the fixture)
+from .test_service import ADMIN, AUTH, MSGPACK, service, sqlite_service  # noqa: F401 (fixtures)
 
 RECORD = dict(zip(["age", "income", "gender", "missed_payment"], TABLE_1[0]))
 
@@ -184,19 +184,8 @@ async def test_the_database_and_its_journal_are_private(tmp_path):
 # 4. A deleted database or a full disk is reported, and writes are refused
 
 
-@pytest.fixture
-async def sqlite_service(tmp_path):
-    db = str(tmp_path / "health.sqlite3")
-    store, _ = await open_store(db, ADMIN)
-    runner, url = await start_site(await create_app(store))
-    async with aiohttp.ClientSession() as session:
-        yield Service(url, session, store, db)
-    await runner.cleanup()
-    await store.close()
-
-
-async def test_a_deleted_database_answers_503_and_refuses_reports(sqlite_service):
-    service = sqlite_service  # noqa: F811
+async def test_a_deleted_database_answers_503_and_refuses_reports(sqlite_service):  # noqa: F811
+    service = sqlite_service
     spec = table_1_spec()
     await service.create(spec)
     from participant.wire import pack_report
@@ -210,8 +199,8 @@ async def test_a_deleted_database_answers_503_and_refuses_reports(sqlite_service
     assert status == 503 and "deleted" in data["error"]
 
 
-async def test_a_full_disk_answers_503_until_a_write_succeeds(sqlite_service):
-    service = sqlite_service  # noqa: F811
+async def test_a_full_disk_answers_503_until_a_write_succeeds(sqlite_service):  # noqa: F811
+    service = sqlite_service
     spec = table_1_spec(protocol="OUE")
     await service.create(spec)
     conn = service.store.db.conn

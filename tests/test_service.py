@@ -77,6 +77,17 @@ async def service(database):
     await store.close()
 
 
+@pytest.fixture
+async def sqlite_service(tmp_path):
+    db = str(tmp_path / "service.sqlite3")
+    store, _ = await open_store(db, ADMIN)
+    runner, url = await start_site(await create_app(store))
+    async with aiohttp.ClientSession() as session:
+        yield Service(url, session, store, db)
+    await runner.cleanup()
+    await store.close()
+
+
 def simulated_reports(spec, reps=200, seed=0) -> list[Report]:
     """The in-process simulator's reports for Table 1 repeated ``reps`` times, one per person."""
     X, y = np.tile(X1, (reps, 1)), np.tile(Y1, reps)

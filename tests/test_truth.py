@@ -14,6 +14,7 @@ from participant import CollectionSpec, Feature, Participant
 from participant.continuous import ContinuousFeature, Preparation
 from participant.encoding import encode_record, population_inputs
 from protocols import OracleState, make_oracle
+from sim.synthetic import known_model_statistics
 
 from .conftest import TABLE_1, table_1_spec
 
@@ -188,24 +189,6 @@ def test_gaussian_means_and_variances_match_the_truth():
     np.testing.assert_array_less(np.abs(model.var[:, 0] - truth_var), 4.5 * sd_var)
 
 
-def _synthetic_statistics(spec, prior, conditionals, n, rng):
-    """Fast-mode statistics of ``n`` people drawn from a known Naive Bayes model."""
-    k = spec.n_classes
-    stats_ = CollectionStatistics(spec)
-    for i, (oracle, m) in enumerate(zip(spec.oracles, rng.multinomial(n, np.full(spec.n_inputs, 1 / spec.n_inputs)))):
-        y = rng.choice(k, m, p=prior)
-        values = y
-        if i:
-            table = conditionals[i - 1]
-            a = np.empty(m, dtype=np.int64)
-            for c in range(k):
-                rows = np.flatnonzero(y == c)
-                a[rows] = rng.choice(table.shape[1], len(rows), p=table[c])
-            values = a * k + y
-        stats_.states[i] = oracle.simulate_counts(np.bincount(values, minlength=oracle.domain_size), rng)
-    return stats_
-
-
 def test_normsub_converges_at_least_like_the_paper_estimator():
     """A known model (2 classes, features of 4, 4 and 6 values), OUE at ε = 1, 10 seeds per size:
     the largest conditional-probability error of ``normsub`` falls by at least sqrt(10) from
@@ -221,7 +204,8 @@ def test_normsub_converges_at_least_like_the_paper_estimator():
         for estimator in ("paper", "normsub"):
             worst = []
             for seed in range(10):
-                model = build_model(_synthetic_statistics(spec, prior, conditionals, n, np.random.default_rng(seed + 1)), estimator)
+                stats_ = known_model_statistics(spec, prior, conditionals, n, np.random.default_rng(seed + 1))
+                model = build_model(stats_, estimator)
                 worst.append(max(np.abs(np.exp(lp) - t).max() for lp, t in zip(model.feature_log_prob, conditionals)))
             error[estimator, n] = np.mean(worst)
     assert error["normsub", 100_000] / error["normsub", 1_000_000] >= 0.95 * np.sqrt(10), error

@@ -7,13 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import aiohttp
-import pytest
-
-from aggregator.app import create_app, open_store, start_site
-
 from .conftest import table_1_spec
-from .test_service import ADMIN, Service
+from .test_service import sqlite_service  # noqa: F401 (the fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,19 +40,8 @@ def run(*args, **kwargs) -> subprocess.CompletedProcess:
     return result
 
 
-@pytest.fixture
-async def service(tmp_path):
-    """The service on SQLite (the device does not care which database it uses)."""
-    db = str(tmp_path / "wheel.sqlite3")
-    store, _ = await open_store(db, ADMIN)
-    runner, url = await start_site(await create_app(store))
-    async with aiohttp.ClientSession() as session:
-        yield Service(url, session, store, db)
-    await runner.cleanup()
-    await store.close()
-
-
-async def test_the_wheel_installs_and_reports_without_extras(service, tmp_path):
+async def test_the_wheel_installs_and_reports_without_extras(sqlite_service, tmp_path):  # noqa: F811
+    service = sqlite_service  # the device does not care which database the service uses
     await service.create(table_1_spec(protocol="OUE"))
 
     def build_and_run() -> str:

@@ -1,0 +1,29 @@
+"""Collections drawn from a known Naive Bayes model: what estimators are judged against."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aggregator import CollectionStatistics
+from participant import CollectionSpec
+
+
+def known_model_statistics(spec: CollectionSpec, prior, conditionals, n: int, rng) -> CollectionStatistics:
+    """Fast-mode statistics of ``n`` people whose class follows ``prior`` (shape ``(k,)``) and
+    whose feature ``i`` follows ``conditionals[i]`` (shape ``(k, n_i)``, rows summing to 1) given
+    the class; each person reports one input chosen uniformly."""
+    k = spec.n_classes
+    stats = CollectionStatistics(spec)
+    reporters = rng.multinomial(n, np.full(spec.n_inputs, 1 / spec.n_inputs))
+    for i, (oracle, m) in enumerate(zip(spec.oracles, reporters)):
+        y = rng.choice(k, m, p=prior)
+        values = y
+        if i:
+            table = np.asarray(conditionals[i - 1])
+            a = np.empty(m, dtype=np.int64)
+            for c in range(k):
+                rows = np.flatnonzero(y == c)
+                a[rows] = rng.choice(table.shape[1], len(rows), p=table[c])
+            values = a * k + y
+        stats.states[i] = oracle.simulate_counts(np.bincount(values, minlength=oracle.domain_size), rng)
+    return stats
