@@ -185,7 +185,7 @@ async def test_the_database_and_its_journal_are_private(tmp_path):
 
 
 async def test_a_deleted_database_answers_503_and_refuses_reports(sqlite_service):  # noqa: F811
-    service = sqlite_service
+    service = sqlite_service  # noqa: F811 (this test wants the SQLite one)
     spec = table_1_spec()
     await service.create(spec)
     from participant.wire import pack_report
@@ -200,7 +200,7 @@ async def test_a_deleted_database_answers_503_and_refuses_reports(sqlite_service
 
 
 async def test_a_full_disk_answers_503_until_a_write_succeeds(sqlite_service):  # noqa: F811
-    service = sqlite_service
+    service = sqlite_service  # noqa: F811 (this test wants the SQLite one)
     spec = table_1_spec(protocol="OUE")
     await service.create(spec)
     conn = service.store.db.conn
