@@ -59,7 +59,10 @@ async def main_async(args) -> None:
             bodies.append(pack_report(Report(i, row), spec))
     with tempfile.TemporaryDirectory() as tmp:
         server = subprocess.Popen(
-            [sys.executable, "-m", "aggregator", "serve", "--db", os.path.join(tmp, "load.sqlite3"), "--port", "0"],
+            [
+                sys.executable, "-m", "aggregator", "serve", "--db", os.path.join(tmp, "load.sqlite3"), "--port", "0",
+                "--max-connections", str(2 * args.clients + 64),  # every client holds one connection
+            ],  # fmt: skip
             env={**os.environ, "LDPNB_ADMIN_TOKEN": token},
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
