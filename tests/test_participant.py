@@ -178,3 +178,17 @@ def test_secure_generator_is_uniform_and_unseeded():
     assert stats.chisquare(np.bincount(ints, minlength=7)).pvalue > 1e-4
     assert isinstance(rng.random(), float) and isinstance(rng.integers(3), int)
     assert not np.array_equal(SecureGenerator().random(8), SecureGenerator().random(8))
+
+
+def test_secure_integers_cover_exactly_their_range_in_every_form():
+    rng = SecureGenerator()
+    for args, low, high in (((5,), 0, 5), ((3, 8), 3, 8), ((-2, 2), -2, 2)):
+        ints = rng.integers(*args, size=50_000)
+        assert ints.min() == low and ints.max() == high - 1, args
+        assert stats.chisquare(np.bincount(ints - low, minlength=high - low)).pvalue > 1e-4
+    assert {rng.integers(1) for _ in range(50)} == {0}
+    assert 0 <= rng.integers(4) < 4 and 10 <= rng.integers(10, 12) < 12
+    with pytest.raises(ValueError):
+        rng.integers(0)
+    with pytest.raises(ValueError):
+        rng.integers(5, 5)

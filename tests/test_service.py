@@ -616,3 +616,22 @@ async def test_float_payloads_must_be_finite_bounded_and_on_the_grid(service, ba
     status, data = await service.post("/collections/c1/reports", msgpack.packb(batch))
     assert [r["status"] for r in data["results"]] == ["rejected", "accepted"]
     assert await service.n_reports() == await service.count() == 1
+
+
+@pytest.mark.parametrize("value", [1.5, "1", True, None, [1]])
+async def test_an_index_payload_must_be_an_integer(service, value):
+    await service.create(table_1_spec(protocol="DE"))
+    status, data = await service.post("/collections/c1/reports", msgpack.packb(wire(value=value)))
+    assert status == 400 and data["reason"] == "wrong_type"
+    assert await service.n_reports() == 0
+
+
+async def test_bit_payloads_have_exactly_ceil_d_over_8_bytes(service):
+    # A 9-value feature with 2 classes: 18 bits travel in 3 bytes, never 2 or 4.
+    from participant import CollectionSpec, Feature
+
+    spec = CollectionSpec([Feature("f", [str(i) for i in range(9)])], ["a", "b"], "OUE", 1.0)
+    await service.create(spec)
+    for length, status in ((2, 400), (4, 400), (3, 201)):
+        got, data = await service.post("/collections/c1/reports", msgpack.packb(wire(report_id=bytes([length]) * 16, value=b"\x00" * length)))
+        assert got == status, (length, data)
