@@ -149,7 +149,55 @@ def build_parser() -> argparse.ArgumentParser:
     copy.add_argument("--from", dest="source", required=True, help="the SQLite file")
     copy.add_argument("--to", dest="target", required=True, help="postgresql://USER@HOST:PORT/DB")
     add_operator_parsers(sub, read_admin_token)
+
+    draft = sub.add_parser(
+        "spec",
+        help="draft a collection spec from a public sample (CSV)",
+        description="Draft the collection spec for data like a public sample: categories and class labels from "
+        "the sample, declared ranges for numeric columns. Prints the spec (or writes --out) and what the sample "
+        "could not decide.",
+        allow_abbrev=False,
+    )
+    draft.add_argument("--csv", required=True, help="the sample")
+    draft.add_argument("--label", required=True, help="the class column")
+    draft.add_argument("--sep", help="field separator (default: sniffed)")
+    draft.add_argument("--no-header", action="store_true", help="the first row is data: columns are 0, 1, ...")
+    draft.add_argument("--drop", default="", metavar="COL,...", help="columns to leave out")
+    draft.add_argument("--numeric", metavar="COL,...", help="continuous columns (default: detected)")
+    draft.add_argument("--range", action="append", default=[], metavar="COL=LO:HI", help="declared range (repeat)")
+    draft.add_argument("--protocol", default="auto", help="DE, SUE, OUE, SHE, THE or auto (default)")
+    draft.add_argument("--eps", type=float, default=1.0, help="epsilon per person (default 1)")
+    draft.add_argument("--model", choices=["discrete", "gaussian"], default="discrete")
+    draft.add_argument("--bins", type=int, default=4, help="bins per numeric column, discrete model (default 4)")
+    draft.add_argument("--approach", type=int, choices=[1, 2, 3], default=3)
+    draft.add_argument("--out", help="file to write the spec to (default: standard output)")
     return parser
+
+
+def run_spec_draft(args) -> str:
+    """``python -m aggregator spec``: the drafted spec's JSON (or where it was written)."""
+    from .csvdata import CSVOptions, parse_ranges, read_csv
+    from .specdraft import draft_spec, spec_json
+
+    split = lambda text: tuple(c.strip() for c in text.split(",") if c.strip())  # noqa: E731
+    options = CSVOptions(
+        label=args.label,
+        sep=args.sep,
+        header=not args.no_header,
+        drop=split(args.drop),
+        numeric=split(args.numeric) if args.numeric else None,
+        ranges=parse_ranges(args.range),
+    )
+    table, notes = read_csv(args.csv, options)
+    spec, more = draft_spec(table, args.protocol, args.eps, args.model, args.bins, args.approach)
+    for note in notes + more:
+        print(f"note: {note}", file=sys.stderr)
+    print(spec.privacy_statement(), file=sys.stderr)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(spec_json(spec))
+        return f"wrote the spec to {args.out}"
+    return spec_json(spec).rstrip()
 
 
 def read_admin_token(args) -> str | None:
@@ -274,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        if args.command == "spec":
+            print(run_spec_draft(args), flush=True)
+            return 0
         if args.command in OPERATOR_COMMANDS:
             print(run_operator(args), flush=True)
             return 0

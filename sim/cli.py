@@ -12,13 +12,14 @@ import numpy as np
 from tqdm import tqdm
 
 from aggregator import ESTIMATORS
-from participant.errors import SpecError
+from participant import CollectionSpec
+from participant.errors import RecordError, SpecError
 from participant.spec import EPSILON_RANGE
 from protocols import DEFAULT_THETA, PROTOCOL_NAMES
 
 from .cli_options import add_csv_options, check_common, load_data
 from .datasets import ENV_VAR, dataset_names
-from .experiment import PAPER_BINS, Setup, run_once, spec_for, split
+from .experiment import PAPER_BINS, Setup, run_once, run_with_spec, spec_for, split
 from .http_replay import LocalAggregator, run_over_http
 
 DESCRIPTION = """\
@@ -51,6 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--dataset", choices=dataset_names(), help="a UCI data set of the paper")
     source.add_argument("--csv", metavar="FILE", help="your own data: a CSV file (see the data options below)")
+    parser.add_argument(
+        "--spec",
+        metavar="FILE",
+        help="with --csv: run the collection this spec describes (the JSON a service accepts; it fixes the "
+        "protocol, epsilon, budget and model)",
+    )
     parser.add_argument("--data-dir", metavar="DIR", help=f"folder holding the UCI files (or set ${ENV_VAR})")
     add_csv_options(parser)
     parser.add_argument(
@@ -155,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--clients must be at least 1")
     if args.via == "http" and (args.budget != "one-report" or args.mode != "replay"):
         parser.error("--via http replays one report per person: it takes neither --budget nor --mode fast")
+    if args.spec:
+        return run_spec(parser, args)
     data = load_data(parser, args)
     setup = Setup(args.model, args.bins, args.reduce, args.components if args.reduce else None, args.approach)
     if not data.continuous and (args.model != "discrete" or args.reduce or args.bins):
@@ -250,6 +259,53 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"  ingest over HTTP          {summary['reports_per_second']:,.0f} reports/s ({args.clients} clients in flight)"
             )
+    return 0
+
+
+def run_spec(parser: argparse.ArgumentParser, args) -> int:
+    """``--spec FILE --csv DATA``: the repetitions of the given collection on the CSV's rows."""
+    if not args.csv:
+        parser.error("--spec runs on your own data: pass --csv FILE too")
+    try:
+        with open(args.spec) as f:
+            spec = CollectionSpec.from_json(f.read())
+    except (OSError, SpecError) as exc:
+        parser.exit(2, f"{parser.prog}: error: --spec {args.spec}: {exc}\n")
+    args.label = args.label or spec.label
+    if spec.continuous is not None:
+        args.numeric = tuple(f.name for f in spec.continuous.inputs)
+        args.range = [f"{f.name}={f.low}:{f.high}" for f in spec.continuous.inputs]
+    else:
+        args.numeric = ()
+    data = load_data(parser, args)
+    print(spec.privacy_statement(), file=sys.stderr)
+    try:
+        results = [run_with_spec(spec, data, args.seed + r, (args.estimator,), args.mode) for r in range(args.reps)]
+    except (RecordError, ValueError) as exc:
+        parser.exit(2, f"{parser.prog}: error: the data do not fit the spec: {exc}\n")
+    accuracy = np.array([r.accuracy[args.estimator] for r in results])
+    nonprivate = np.array([r.nonprivate_accuracy for r in results])
+    summary = {
+        "dataset": data.name,
+        "spec": args.spec,
+        "protocol": spec.protocol,
+        "eps_per_person": spec.epsilon_per_person,
+        "reps": args.reps,
+        "n_train": results[0].n_train,
+        "accuracy_mean": float(accuracy.mean()),
+        "accuracy_std": float(accuracy.std()),
+        "nonprivate_mean": float(nonprivate.mean()),
+        "nonprivate_std": float(nonprivate.std()),
+    }
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(
+            f"{data.name} with the collection of {args.spec}: {describe_budget(spec)}, {summary['n_train']} "
+            f"participants, {args.reps} reps\n"
+            f"  LDP Naive Bayes accuracy  {summary['accuracy_mean']:.4f} ± {summary['accuracy_std']:.4f}\n"
+            f"  non-private Naive Bayes   {summary['nonprivate_mean']:.4f} ± {summary['nonprivate_std']:.4f}"
+        )
     return 0
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
-from .csvdata import DEFAULT_NA, CSVOptions, DataError, parse_ranges, read_csv
+from aggregator.csvdata import DEFAULT_NA, CSVOptions, DataError, parse_ranges, read_csv
+
 from .datasets import Dataset, DatasetNotFound, load_dataset
 
 
@@ -59,7 +61,7 @@ def csv_options(args) -> CSVOptions:
 
 def check_common(parser: argparse.ArgumentParser, args) -> None:
     """Refusals shared by run, sweep and compare: each one line and exit code 2."""
-    if getattr(args, "csv", None) and not args.label:
+    if getattr(args, "csv", None) and not args.label and not getattr(args, "spec", None):
         parser.error("--csv needs --label COLUMN naming the class column")
     if not getattr(args, "csv", None) and args.label:
         parser.error("--label applies to --csv files; the built-in data sets know their class column")
@@ -72,10 +74,18 @@ def load_data(parser: argparse.ArgumentParser, args) -> Dataset:
     to stderr; a problem ends the command in one line with exit code 2."""
     try:
         if args.csv:
-            data, notes = read_csv(args.csv, csv_options(args))
+            table, notes = read_csv(args.csv, csv_options(args))
             for note in notes:
                 print(note, file=sys.stderr)
-            return data
+            return Dataset(**vars(table))
         return load_dataset(args.dataset, args.data_dir)
     except (DatasetNotFound, DataError, ValueError) as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
+
+
+def load_source(source: str, data_dir=None, options: CSVOptions | None = None) -> Dataset:
+    """A built-in data set by name, or a CSV file read with ``options`` (its notes are dropped:
+    the command that named it printed them once)."""
+    if options is not None and (source.endswith(".csv") or Path(source).is_file()):
+        return Dataset(**vars(read_csv(source, options)[0]))
+    return load_dataset(source, data_dir)

@@ -282,3 +282,14 @@ def runner_for(dataset: Dataset) -> Runner:
     if key not in _RUNNERS or _RUNNERS[key].dataset is not dataset:
         _RUNNERS[key] = Runner(dataset)
     return _RUNNERS[key]
+
+
+def run_with_spec(
+    spec: CollectionSpec, dataset: Dataset, seed: int, estimators: tuple[str, ...] = ("normsub",), mode: str = "replay"
+) -> RunResult:
+    """One repetition of the collection ``spec`` describes (the very spec a service accepts) on
+    ``dataset``: a random 80/20 split, every training row one participant."""
+    X_train, X_test, y_train, y_test = split(dataset, seed)
+    stats = collect(spec, X_train, y_train, np.random.default_rng(seed), mode)
+    accuracy = {name: build_model(stats, name).score(X_test, y_test) for name in estimators}
+    return RunResult(seed, accuracy, nonprivate_accuracy(spec, X_train, y_train, X_test, y_test), len(y_train))

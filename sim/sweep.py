@@ -20,10 +20,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from aggregator import ESTIMATORS
+from aggregator.csvdata import DataError, read_csv
 from protocols import DEFAULT_THETA, FREQUENCY_ORACLES, PROTOCOL_NAMES
 
-from .cli_options import add_csv_options, check_common, csv_options
-from .csvdata import DataError, load_source, read_csv
+from .cli_options import add_csv_options, check_common, csv_options, load_source
 from .datasets import DatasetNotFound, dataset_names, load_dataset
 from .experiment import Setup, run_once, spec_for, split
 

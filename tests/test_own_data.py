@@ -153,3 +153,38 @@ def test_sweep_and_compare_take_csv_files(tmp_path, capsys):
     assert "first: mean accuracy over 2 splits" in capsys.readouterr().out
     refused(capsys, "sweep", "--datasets", "file.csv", "--out", out, words=["unknown data sets", "--csv FILE"])
     refused(capsys, "sweep", "--csv", tmp_path / "nope.csv", "--label", "y", "--out", out, words=["does not exist"])
+
+
+def test_one_spec_format_drafted_from_a_sample_and_run_by_the_simulator(tmp_path, capsys):
+    from aggregator.cli import main as aggregator
+
+    colour, size, y = categorical_rows()
+    sample = write(tmp_path / "sample.csv", ["colour", "size", "outcome"], zip(colour[:100], size[:100], y[:100]))
+    data = write(tmp_path / "data.csv", ["colour", "size", "outcome"], zip(colour, size, y))
+    spec_path = tmp_path / "spec.json"
+    args = ["spec", "--csv", str(sample), "--label", "outcome", "--protocol", "OUE", "--eps", "4", "--out", str(spec_path)]
+    assert aggregator(args) == 0
+    captured = capsys.readouterr()
+    err = captured.err
+    assert "categories come from the sample" in err and "epsilon=4-LDP per person" in err
+    spec = json.loads(spec_path.read_text())
+    assert spec["protocol"] == "OUE" and [f["name"] for f in spec["features"]] == ["colour", "size"]
+    assert run("--spec", spec_path, "--csv", data, "--reps", 3, "--json") == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["eps_per_person"] == 4.0 and out["accuracy_mean"] > 0.7
+    # A value the spec does not declare: one line.
+    write(tmp_path / "odd.csv", ["colour", "size", "outcome"], [["purple", "small", "yes"]] + list(zip(colour, size, y)))
+    refused(capsys, "--spec", spec_path, "--csv", tmp_path / "odd.csv", words=["do not fit the spec", "purple"])
+    # Continuous: the spec's declared ranges read the CSV's numeric columns.
+    rng = np.random.default_rng(2)
+    z = rng.integers(0, 2, 800)
+    rows = [[f"{v:.3f}" for v in rng.normal(2 * c, 1, 2)] + [f"c{c}"] for c in z]
+    numeric = write(tmp_path / "numeric.csv", ["a", "b", "class"], rows)
+    args = ["spec", "--csv", str(numeric), "--label", "class", "--range", "a=-3:5", "--range", "b=-3:5", "--model", "gaussian"]
+    assert aggregator([*args, "--out", str(spec_path)]) == 0
+    assert "wrote the spec" in capsys.readouterr().out
+    assert run("--spec", spec_path, "--csv", numeric, "--reps", 2, "--json") == 0
+    assert json.loads(capsys.readouterr().out)["nonprivate_mean"] > 0.8
+    with pytest.raises(SystemExit) as exit:  # numeric columns without declared ranges
+        aggregator(["spec", "--csv", str(numeric), "--label", "class"])
+    assert exit.value.code == 2 and "needs a declared range" in capsys.readouterr().err

@@ -5,8 +5,8 @@ import sys
 import numpy as np
 import pytest
 
+from aggregator.csvdata import CSVOptions, DataError, read_csv
 from sim.cli import main
-from sim.csvdata import CSVOptions, DataError, read_csv
 from sim.datasets import DatasetInfo, DatasetNotFound, find_data_file, load_dataset
 from sim.experiment import run_once
 

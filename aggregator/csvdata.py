@@ -1,4 +1,5 @@
-"""Your own data: any CSV as a :class:`~sim.datasets.Dataset`, read with pandas.
+"""Your own data: any CSV as a table of features and labels, read with pandas (the simulator runs
+it, ``python -m aggregator spec`` drafts a collection spec from it).
 
 Separators are sniffed (or given), byte-order marks and quoting handled by the reader; a file
 without a header names its columns by position. Missing values (by default empty cells and ``?``)
@@ -16,11 +17,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .datasets import Dataset
-
 DEFAULT_NA = ("", "?")
 MANY_DISTINCT = 20  # a column of numbers with more distinct values than this is taken as numeric
 MISSING_CATEGORY = "(missing)"
+
+
+@dataclass
+class Table:
+    """A read CSV: ``X`` (m, n) strings, or floats for numeric columns with their declared
+    ``ranges``; ``y`` (m,) labels as strings."""
+
+    name: str
+    X: np.ndarray
+    y: np.ndarray
+    feature_names: tuple[str, ...]
+    label_name: str
+    ranges: tuple[tuple[float, float], ...] | None = None
 
 
 class DataError(ValueError):
@@ -69,7 +81,7 @@ def _sniff(path: Path) -> str:
         return ","
 
 
-def read_csv(path: str | Path, options: CSVOptions) -> tuple[Dataset, list[str]]:
+def read_csv(path: str | Path, options: CSVOptions) -> tuple[Table, list[str]]:
     """The data set in ``path`` and notes for the user (what was dropped, detected or assumed);
     raises :class:`DataError` with a one-line reason."""
     path = Path(path)
@@ -135,7 +147,7 @@ def read_csv(path: str | Path, options: CSVOptions) -> tuple[Dataset, list[str]]
             notes.append(f"warning: column {column!r} is unique per row (an id?): it only adds noise; --drop {column}")
     if not numeric:
         X = frame[features].to_numpy(dtype=object)
-        return Dataset(path.stem, X, y, tuple(features), label), notes
+        return Table(path.stem, X, y, tuple(features), label), notes
     values = frame[features].astype(float)
     ranges = []
     for column in features:
@@ -156,7 +168,7 @@ def read_csv(path: str | Path, options: CSVOptions) -> tuple[Dataset, list[str]]
     unused = set(options.ranges) - set(features)
     if unused:
         raise DataError(f"--range for columns that are not numeric features: {sorted(unused)}")
-    return Dataset(path.stem, values.to_numpy(), y, tuple(features), label, tuple(ranges)), notes
+    return Table(path.stem, values.to_numpy(), y, tuple(features), label, tuple(ranges)), notes
 
 
 def _numeric_columns(frame: pd.DataFrame, features: list[str], options: CSVOptions, notes: list[str]) -> list[str]:
@@ -179,12 +191,3 @@ def _numeric_columns(frame: pd.DataFrame, features: list[str], options: CSVOptio
         notes.append(f"numeric columns detected (every value a number, over {MANY_DISTINCT} distinct): {detected}")
     return detected
 
-
-def load_source(source: str, data_dir=None, options: CSVOptions | None = None) -> Dataset:
-    """A built-in data set by name, or a CSV file read with ``options`` (its notes are dropped:
-    the command that named it printed them once)."""
-    from .datasets import load_dataset
-
-    if options is not None and (source.endswith(".csv") or Path(source).is_file()):
-        return read_csv(source, options)[0]
-    return load_dataset(source, data_dir)
