@@ -55,8 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--spec",
         metavar="FILE",
-        help="with --csv: run the collection this spec describes (the JSON a service accepts; it fixes the "
-        "protocol, epsilon, budget and model)",
+        help="run the collection this spec describes (the JSON a service accepts; it fixes the protocol, "
+        "epsilon, budget and model); the built-in data sets' specs are in sim/specs/",
     )
     parser.add_argument("--data-dir", metavar="DIR", help=f"folder holding the UCI files (or set ${ENV_VAR})")
     add_csv_options(parser)
@@ -264,8 +264,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_spec(parser: argparse.ArgumentParser, args) -> int:
     """``--spec FILE --csv DATA``: the repetitions of the given collection on the CSV's rows."""
-    if not args.csv:
-        parser.error("--spec runs on your own data: pass --csv FILE too")
     try:
         with open(args.spec) as f:
             spec = CollectionSpec.from_json(f.read())

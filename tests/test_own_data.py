@@ -188,3 +188,15 @@ def test_one_spec_format_drafted_from_a_sample_and_run_by_the_simulator(tmp_path
     with pytest.raises(SystemExit) as exit:  # numeric columns without declared ranges
         aggregator(["spec", "--csv", str(numeric), "--label", "class"])
     assert exit.value.code == 2 and "needs a declared range" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["car", "australian"])
+def test_the_built_in_data_sets_ship_their_specs(name, capsys):
+    from pathlib import Path
+
+    spec = Path(__file__).resolve().parents[1] / "sim" / "specs" / f"{name}.json"
+    assert run("--spec", spec, "--dataset", name, "--reps", 3, "--json") == 0
+    with_spec = json.loads(capsys.readouterr().out)
+    assert run("--dataset", name, "--reps", 3, "--json") == 0
+    built_in = json.loads(capsys.readouterr().out)
+    assert with_spec["accuracy_mean"] == built_in["accuracy_mean"] and with_spec["eps_per_person"] == 1.0
