@@ -123,9 +123,49 @@ def smooth_conditionals(table: np.ndarray, cell_variance: float, strength: float
     return smoothed / smoothed.sum(axis=1, keepdims=True) * np.maximum(totals, 1.0)
 
 
+def iterative_bayesian_update(oracle, state, tolerance: float = 1e-9, max_iterations: int = 2_000) -> np.ndarray:
+    """The maximum-likelihood histogram of the values behind a DE input's reports (counts, shape
+    ``(d,)``): EM on the perturbation matrix (Iterative Bayesian Update; Agrawal and Aggarwal
+    2001, ElSalamouny and Palamidessi 2020). A DE report equals the true value with probability
+    ``p`` and each other value with ``q``, so the output distribution is ``q + θ_o (p − q)`` and
+    one EM step is ``θ_v ← θ_v (p·r_v + q·(Σ r − r_v))`` with ``r_o = f_o / (q + θ_o (p − q))``
+    for the observed output frequencies ``f``, renormalised."""
+    d = oracle.domain_size
+    if state.n == 0:
+        return np.zeros(d)
+    observed = state.support / state.n
+    p, q = oracle.p, oracle.q
+    theta = np.full(d, 1.0 / d)
+    for _ in range(max_iterations):
+        ratio = observed / (q + theta * (p - q))
+        updated = theta * (p * ratio + q * (ratio.sum() - ratio))
+        updated /= updated.sum()
+        if np.abs(updated - theta).max() < tolerance:
+            theta = updated
+            break
+        theta = updated
+    return theta * state.n
+
+
+def ibu_estimator(stats: CollectionStatistics) -> NaiveBayesModel:
+    """``normsub`` with each DE input's histogram from :func:`iterative_bayesian_update` instead of
+    Norm-Sub (other protocols' inputs as in ``normsub``), then the same smoothing."""
+    from protocols import DirectEncoding
+
+    spec, k = stats.spec, stats.spec.n_classes
+    base = normsub_estimator(stats)
+    tables = list(base.category_count)
+    for i, (oracle, state) in enumerate(zip(spec.oracles[1:], stats.states[1:])):
+        if isinstance(oracle, DirectEncoding):
+            table = iterative_bayesian_update(oracle, state).reshape(-1, k).T
+            tables[i] = smooth_conditionals(table, oracle.variance(max(state.n, 1))[0])
+    return NaiveBayesModel(spec, base.class_count, tables)
+
+
 ESTIMATORS: dict[str, Callable[[CollectionStatistics], NaiveBayesModel]] = {
     "paper": paper_estimator,
     "normsub": normsub_estimator,
+    "ibu": ibu_estimator,
 }
 
 

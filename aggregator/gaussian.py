@@ -130,7 +130,7 @@ def gaussian_estimator(stats: CollectionStatistics, estimator: str = "normsub") 
         first, second = estimates[1].reshape(r, k).T, estimates[2].reshape(r, k).T
     theta = first / prior[:, None]
     mean_square = second / prior[:, None]
-    if estimator != "normsub":
+    if estimator == "paper":
         var = np.maximum(mean_square - theta**2, VARIANCE_FLOOR)
         return GaussianModel(spec, prior, theta, var)
     theta = np.clip(theta, -1.0, 1.0)

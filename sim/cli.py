@@ -74,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--estimator",
         choices=list(ESTIMATORS),
         default="normsub",
-        help="how counts become probabilities: normsub (default) or paper (section 3.1 as written)",
+        help="how counts become probabilities: normsub (default), paper (section 3.1 as written) or ibu "
+        "(normsub with EM histograms for DE inputs)",
     )
     parser.add_argument(
         "--reps", type=int, default=10, help="repetitions, each a fresh random 80/20 split (default 10)"
