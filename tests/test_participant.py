@@ -192,3 +192,26 @@ def test_secure_integers_cover_exactly_their_range_in_every_form():
         rng.integers(0)
     with pytest.raises(ValueError):
         rng.integers(5, 5)
+
+
+def test_refusals_name_their_field_and_assigned_groups_include_0():
+    spec = table_1_spec(input_selection="assigned")
+    participant = Participant(spec, rng=np.random.default_rng(0))
+    assert participant.report(RECORD, group=0).input == 0
+    assert participant.report(RECORD, group=spec.n_inputs - 1).input == spec.n_inputs - 1
+    cases = [
+        (lambda: participant.report(RECORD), "group"),
+        (lambda: participant.report(RECORD, group=True), "group"),
+        (lambda: participant.report(RECORD, group=-1), "group"),
+        (lambda: Participant(table_1_spec(), rng=np.random.default_rng(0)).report(RECORD, group=0), "group"),
+        (lambda: Participant(table_1_spec(budget="split")).report(RECORD), "budget"),
+        (lambda: Participant(table_1_spec()).reports(RECORD), "budget"),
+    ]
+    for call, field in cases:
+        with pytest.raises(RecordError) as refused:
+            call()
+        assert refused.value.field == field and str(refused.value).startswith(f"{field}: ")
+    # A seeded generator makes reports reproducible (the simulator relies on it).
+    a = Participant(table_1_spec(), rng=np.random.default_rng(9)).report(RECORD)
+    b = Participant(table_1_spec(), rng=np.random.default_rng(9)).report(RECORD)
+    assert (a.input, int(a.payload)) == (b.input, int(b.payload))
