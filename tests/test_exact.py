@@ -70,6 +70,10 @@ def test_the_one_bit_mechanism_realises_at_most_e_eps(epsilon):
     thresholds = mechanism.exact_thresholds(np.array([-1.0, -0.3, 0.0, 0.7, 1.0]))
     assert all(lo <= t <= hi for t in thresholds)
     assert thresholds[2] == ONE // 2  # v = 0: a fair coin, so the class stays hidden
+    # Unbiased: P(u = 1 | v) = 1/2 + v (e^ε - 1) / (2 (e^ε + 1)), to within the thresholds' grid.
+    e = np.exp(epsilon)
+    ideal = 0.5 + np.array([-1.0, -0.3, 0.0, 0.7, 1.0]) * (e - 1) / (2 * (e + 1))
+    np.testing.assert_allclose(np.array(thresholds, dtype=float) / ONE, ideal, atol=1e-12)
     if epsilon <= 20:
         assert tight(Fraction(thresholds[-1], thresholds[0]), epsilon)
 

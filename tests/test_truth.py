@@ -56,8 +56,10 @@ def log_likelihoods(spec, reports, inputs) -> float:
     return sum(float(spec.oracles[r.input].log_likelihood(np.asarray([r.payload]), inputs[r.input][0])[0]) for r in reports)
 
 
-@pytest.mark.parametrize("name, spec", list(specs()), ids=[n for n, _ in specs()])
-def test_the_composite_a_device_runs_spends_at_most_the_stated_epsilon(name, spec):
+@pytest.mark.parametrize("name", [n for n, _ in specs()])
+def test_the_composite_a_device_runs_spends_at_most_the_stated_epsilon(name):
+    # Built inside the test, so coverage-guided tools (mutmut) see which test exercises the spec.
+    spec = dict(specs())[name]
     x, x2 = worst_pair(spec)
     inputs = [population_inputs(spec, encode_record(r, spec)[0], [r[spec.label]]) for r in (x, x2)]
     participant = Participant(spec, rng=np.random.default_rng(5))
