@@ -90,14 +90,13 @@ async def main_async(args) -> None:
                     )
                 )
                 elapsed = time.perf_counter() - start
-                async with session.get(f"{base}/metrics") as r:
-                    metrics = await r.text()
+                async with session.get(
+                    f"{base}/collections/load/status", headers={"Authorization": f"Bearer {token}"}
+                ) as r:
+                    counted = (await r.json())["reports"]
         finally:
             server.terminate()
             server.wait()
-    counted = int(
-        next(l for l in metrics.splitlines() if l.startswith('ldpnb_collection_reports{collection="load"}')).split()[-1]
-    )
     lat = np.array(latencies) * 1000
     print(f"{args.clients} concurrent participants for {elapsed:.1f} s")
     print(f"  acknowledged {len(latencies):,} reports, {len(latencies) / elapsed:,.0f}/s; counted {counted:,}")
