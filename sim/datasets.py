@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from aggregator.csvdata import Table
+
 ENV_VAR = "LDPNB_DATA"
 CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ldpnb"
 _UCI = "https://archive.ics.uci.edu/ml/machine-learning-databases/"
@@ -41,20 +43,14 @@ class DatasetInfo:
 
 
 @dataclass
-class Dataset:
-    """A data set: raw values ``X`` (m, n) and labels ``y`` (m,) as strings.
+class Dataset(Table):
+    """A data set: raw values ``X`` (m, n) and labels ``y`` (m,) as strings (the fields of a
+    :class:`~aggregator.csvdata.Table`).
 
     Categorical data sets hold strings in ``X``; ``categories[i]`` lists feature ``i``'s values
     and ``classes`` the labels, sorted: the public domain a collection spec declares. Continuous
     data sets hold floats in ``X`` and declare each feature's range in ``ranges``.
     """
-
-    name: str
-    X: np.ndarray
-    y: np.ndarray
-    feature_names: tuple[str, ...]
-    label_name: str
-    ranges: tuple[tuple[float, float], ...] | None = None
 
     @property
     def continuous(self) -> bool:
