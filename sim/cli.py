@@ -45,6 +45,7 @@ data: files are read from --data-dir, ${ENV_VAR}, ../shared/datasets, or downloa
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m sim",
+        allow_abbrev=False,  # "--admin-token" must not pass for "--admin-token-file"
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -129,9 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     http.add_argument("--aggregator", metavar="URL", help="an aggregator to use; omitted, a local one is started")
     http.add_argument(
-        "--admin-token",
-        default=os.environ.get("LDPNB_ADMIN_TOKEN"),
-        help="the --aggregator's admin token, to create the collection (or $LDPNB_ADMIN_TOKEN)",
+        "--admin-token-file",
+        metavar="FILE",
+        help="file holding the --aggregator's admin token, to create the collection (else $LDPNB_ADMIN_TOKEN; "
+        "never on the command line, where ps shows it)",
     )
     http.add_argument("--clients", type=int, default=256, help="participants in flight at once (default 256)")
     return parser
@@ -157,8 +159,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--theta must lie in (0, 1)")
     if args.reps < 1:
         parser.error("--reps must be at least 1")
+    args.admin_token = os.environ.get("LDPNB_ADMIN_TOKEN")
+    if args.admin_token_file:
+        try:
+            with open(args.admin_token_file) as f:
+                args.admin_token = f.readline().rstrip("\r\n")
+        except OSError as exc:
+            parser.error(f"cannot read --admin-token-file: {exc}")
     if args.aggregator and not args.admin_token:
-        parser.error("--aggregator needs --admin-token (or $LDPNB_ADMIN_TOKEN) to create a collection")
+        parser.error("--aggregator needs the admin token in $LDPNB_ADMIN_TOKEN or --admin-token-file")
     if args.clients < 1:
         parser.error("--clients must be at least 1")
     if args.via == "http" and (args.budget != "one-report" or args.mode != "replay"):
