@@ -13,9 +13,10 @@ import numpy as np
 
 from aggregator import build_model
 from participant import CollectionSpec, Feature
-from sim.synthetic import known_model_statistics
 from sim.datasets import load_dataset
 from sim.experiment import run_once
+from sim.synthetic import known_model_statistics, largest_conditional_error
+
 reps = int(sys.argv[1])
 prior = np.array([0.3, 0.7])
 conds = [np.random.default_rng(0).dirichlet(np.ones(d), size=2) for d in (4, 4, 6)]
@@ -26,7 +27,7 @@ for n in (1000, 10_000, 100_000, 1_000_000):
         st = known_model_statistics(spec, prior, conds, n, np.random.default_rng(seed + 1))
         for k in e:
             m = build_model(st, k)
-            e[k].append(max(np.abs(np.exp(lp) - t).max() for lp, t in zip(m.feature_log_prob, conds)))
+            e[k].append(largest_conditional_error(m, conds))
     print(n, {k: round(float(np.mean(v)), 4) for k, v in e.items()}, flush=True)
 for name in ("car", "chess", "mushroom"):
     data = load_dataset(name)

@@ -24,7 +24,7 @@ from aggregator.model import NaiveBayesModel
 from participant import CollectionSpec, Feature
 from sim.datasets import load_dataset
 from sim.experiment import run_once
-from sim.synthetic import known_model_statistics
+from sim.synthetic import known_model_statistics, largest_conditional_error
 
 
 def earlier_rule(stats: CollectionStatistics) -> NaiveBayesModel:
@@ -55,7 +55,7 @@ def main() -> None:
             stats = known_model_statistics(spec, prior, conditionals, n, np.random.default_rng(seed + 1))
             for name in errors:
                 model = build_model(stats, name)
-                errors[name].append(max(np.abs(np.exp(lp) - t).max() for lp, t in zip(model.feature_log_prob, conditionals)))
+                errors[name].append(largest_conditional_error(model, conditionals))
         print(f"| {n:,} | " + " | ".join(f"{np.mean(errors[e]):.4f}" for e in errors) + " |", flush=True)
     epsilons = (0.5, 1, 2, 4)
     print("\n| data set | protocol | " + " | ".join(f"ε={e:g}" for e in epsilons) + " |")

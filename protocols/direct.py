@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 
@@ -30,7 +31,7 @@ class DirectEncoding(PureOracle):
     def q(self) -> float:
         return 1.0 / (math.exp(self.epsilon) + self.domain_size - 1)
 
-    @property
+    @cached_property  # a certified bound of e^ε, computed once per mechanism
     def exact_keep_threshold(self) -> int:
         """The device's keep coin: true with probability exactly ``T/2^64``, ``T`` rounded down
         from ``E/(E + d - 1)`` with ``E <= e^ε``; each other value then has ``(1 - T/2^64)/(d - 1)``,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 
@@ -172,7 +173,7 @@ class OneBitMean(Mechanism):
         e = math.exp(self.epsilon)
         return (np.asarray(v) * (e - 1) + e + 1) / (2 * e + 2)
 
-    @property
+    @cached_property  # a certified bound of e^ε, computed once per mechanism
     def exact_bounds(self) -> tuple[int, int]:
         """``(lo, hi)``: the device's coin thresholds (over 2^64) are kept within them, with
         ``hi/lo <= E`` and ``(2^64 - lo)/(2^64 - hi) <= E`` for ``E <= e^ε``."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 
@@ -27,7 +28,7 @@ class UnaryEncoding(PureOracle):
         ``p`` down and ``q`` up keeps the ratio at most ``e^ε``."""
         raise NotImplementedError
 
-    @property
+    @cached_property  # a certified bound of e^ε, computed once per mechanism
     def exact_thresholds(self) -> tuple[int, int]:
         """The device's coins: the true bit is set with probability exactly ``T_p/2^64``, every
         other bit with ``T_q/2^64`` (``p`` rounded down, ``q`` up)."""

@@ -226,8 +226,6 @@ def main(argv: list[str] | None = None) -> int:
             )
             for r in tqdm(range(args.reps), desc=f"{data.name} {args.protocol} eps={args.eps:g}", delay=1.0, unit="rep")
         ]
-    accuracy = np.array([r.accuracy[args.estimator] for r in results])
-    nonprivate = np.array([r.nonprivate_accuracy for r in results])
     summary = {
         "dataset": data.name,
         "protocol": args.protocol,
@@ -238,11 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         "reps": args.reps,
         "seed": args.seed,
         "estimator": args.estimator,
-        "n_train": results[0].n_train,
-        "accuracy_mean": float(accuracy.mean()),
-        "accuracy_std": float(accuracy.std()),
-        "nonprivate_mean": float(nonprivate.mean()),
-        "nonprivate_std": float(nonprivate.std()),
+        **accuracy_summary(results, args.estimator),
     }
     if args.protocol == "THE":
         summary["theta"] = args.theta
@@ -272,6 +266,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def accuracy_summary(results: list, estimator: str) -> dict:
+    """Training-set size and the mean and standard deviation of the private and non-private
+    accuracies over ``results`` (one RunResult per repetition)."""
+    accuracy = np.array([r.accuracy[estimator] for r in results])
+    nonprivate = np.array([r.nonprivate_accuracy for r in results])
+    return {
+        "n_train": results[0].n_train,
+        "accuracy_mean": float(accuracy.mean()),
+        "accuracy_std": float(accuracy.std()),
+        "nonprivate_mean": float(nonprivate.mean()),
+        "nonprivate_std": float(nonprivate.std()),
+    }
+
+
 def run_spec(parser: argparse.ArgumentParser, args) -> int:
     """``--spec FILE --csv DATA``: the repetitions of the given collection on the CSV's rows."""
     try:
@@ -291,19 +299,13 @@ def run_spec(parser: argparse.ArgumentParser, args) -> int:
         results = [run_with_spec(spec, data, args.seed + r, (args.estimator,), args.mode) for r in range(args.reps)]
     except (RecordError, ValueError) as exc:
         parser.exit(2, f"{parser.prog}: error: the data do not fit the spec: {exc}\n")
-    accuracy = np.array([r.accuracy[args.estimator] for r in results])
-    nonprivate = np.array([r.nonprivate_accuracy for r in results])
     summary = {
         "dataset": data.name,
         "spec": args.spec,
         "protocol": spec.protocol,
         "eps_per_person": spec.epsilon_per_person,
         "reps": args.reps,
-        "n_train": results[0].n_train,
-        "accuracy_mean": float(accuracy.mean()),
-        "accuracy_std": float(accuracy.std()),
-        "nonprivate_mean": float(nonprivate.mean()),
-        "nonprivate_std": float(nonprivate.std()),
+        **accuracy_summary(results, args.estimator),
     }
     if args.json:
         print(json.dumps(summary))

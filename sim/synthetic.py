@@ -27,3 +27,9 @@ def known_model_statistics(spec: CollectionSpec, prior, conditionals, n: int, rn
             values = a * k + y
         stats.states[i] = oracle.simulate_counts(np.bincount(values, minlength=oracle.domain_size), rng)
     return stats
+
+
+def largest_conditional_error(model, conditionals) -> float:
+    """The largest absolute error of ``model``'s conditional probabilities against the known
+    ``conditionals`` (one ``(k, n_i)`` table per feature)."""
+    return max(np.abs(np.exp(log_prob) - np.asarray(t)).max() for log_prob, t in zip(model.feature_log_prob, conditionals))

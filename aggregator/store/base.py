@@ -236,8 +236,9 @@ class Store(ABC):
                 stats.add(i, decode_values(oracle, values, i)[0])
         return stats
 
+    @abstractmethod
     async def count_reports(self, collection: Collection) -> int:
-        return len(await self._stored_values(collection.key))
+        """Reports stored for the collection (a count in the database, not a fetch)."""
 
     # reports
 

@@ -152,6 +152,9 @@ class PostgresStore(Store):
         )
         return {r["id"]: int(r["n"]) for r in rows}
 
+    async def count_reports(self, collection) -> int:
+        return await self.pool.fetchval("SELECT count(*) FROM reports WHERE collection = $1", collection.key)
+
     async def _stored_values(self, key: int, input_index: int | None = None) -> list[tuple[int, object]]:
         sql = "SELECT input, value FROM reports WHERE collection = $1"
         args = [key]

@@ -211,6 +211,9 @@ class SQLiteStore(Store):
         )
         return dict(rows.fetchall())
 
+    async def count_reports(self, collection) -> int:
+        return self.db.execute("SELECT count(*) FROM reports WHERE collection = ?", [collection.key]).fetchone()[0]
+
     async def _stored_values(self, key: int, input_index: int | None = None) -> list[tuple[int, object]]:
         sql = "SELECT input, value FROM reports WHERE collection = ?"
         args = [key]
