@@ -1,6 +1,7 @@
 """Aggregator ingest throughput over loopback HTTP, beside a bare aiohttp handler in the same run.
 
     python bench/ingest.py [--requests 20000] [--concurrency 64] [--batch 1000] [--batches 100]
+                           [--rounds 5] [--ratio-concurrency 64 256]
 
 Starts ``python -m aggregator serve`` on SQLite (WAL, synchronous=FULL: an acknowledged report is
 on disk), on PostgreSQL with one worker and with two (durable commits), and a bare aiohttp app
@@ -51,14 +52,18 @@ asyncio.run(main())
 
 
 def start(cmd, env=None) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
     line = proc.stdout.readline()
     return proc, line.split("listening on ")[1].split()[0]
 
 
 def spec() -> CollectionSpec:
     # A mid-sized collection: 8 features of 4 values, 3 classes, OUE (bit-vector reports).
-    return CollectionSpec([Feature(f"f{i}", list("abcd")) for i in range(8)], ["x", "y", "z"], "OUE", 1.0)
+    return CollectionSpec(
+        [Feature(f"f{i}", list("abcd")) for i in range(8)], ["x", "y", "z"], "OUE", 1.0
+    )
 
 
 def reports(s: CollectionSpec, n: int, seed: int = 0) -> list[Report]:
@@ -66,7 +71,9 @@ def reports(s: CollectionSpec, n: int, seed: int = 0) -> list[Report]:
     inputs = rng.integers(0, s.n_inputs, n)
     out = []
     for i, oracle in enumerate(s.oracles):
-        rows = oracle.perturb(rng.integers(0, oracle.domain_size, int((inputs == i).sum())), rng)
+        rows = oracle.perturb(
+            rng.integers(0, oracle.domain_size, int((inputs == i).sum())), rng
+        )
         out += [Report(i, row) for row in rows]
     return out
 
@@ -78,12 +85,16 @@ async def drive(url: str, path: str, bodies: list[bytes], concurrency: int) -> f
 
     async def worker(session):
         for body in it:
-            async with session.post(url + path, data=body, headers={"Content-Type": "application/msgpack"}) as r:
+            async with session.post(
+                url + path, data=body, headers={"Content-Type": "application/msgpack"}
+            ) as r:
                 await r.read()
                 if r.status not in (200, 201):
                     failures.append(r.status)
 
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
+    async with aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=concurrency)
+    ) as session:
         start = time.perf_counter()
         await asyncio.gather(*(worker(session) for _ in range(concurrency)))
         elapsed = time.perf_counter() - start
@@ -92,63 +103,125 @@ async def drive(url: str, path: str, bodies: list[bytes], concurrency: int) -> f
     return elapsed
 
 
-async def drive_raw(url: str, path: str, bodies: list[bytes], concurrency: int) -> float:
-    """:func:`drive` with a lean HTTP/1.1 client (prebuilt requests on kept-alive connections,
-    only the status line and Content-Length parsed): the load generator shares this machine's
-    cores with the servers, and aiohttp's client spends about as much CPU per request as the
-    server does, which would hide whether more server processes help."""
+class _Pipe(asyncio.Protocol):
+    """One kept-alive connection of :func:`drive_raw`: sends the next prebuilt request as soon as
+    the previous answer is complete."""
+
+    def __init__(self, requests, statuses: list[int], done: asyncio.Future):
+        self.requests, self.statuses, self.done = requests, statuses, done
+        self.buffer = b""
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self._send_next()
+
+    def _send_next(self) -> None:
+        request = next(self.requests, None)
+        if request is None:
+            self.transport.close()
+        else:
+            self.transport.write(request)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
+            head = self.buffer[:end]
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            if len(self.buffer) < end + 4 + length:
+                return
+            self.statuses.append(int(head[9:12]))
+            self.buffer = self.buffer[end + 4 + length :]
+            self._send_next()
+
+    def connection_lost(self, exc) -> None:
+        if not self.done.done():
+            self.done.set_result(exc)
+
+
+async def drive_raw(
+    url: str, path: str, bodies: list[bytes], concurrency: int
+) -> float:
+    """:func:`drive` with a lean HTTP/1.1 client (prebuilt requests on kept-alive connections, an
+    asyncio protocol that parses only the status line and Content-Length): the load generator
+    shares this machine's cores with the servers, and every microsecond it spends per request is
+    taken from them, which would hide whether more server processes help."""
     host, port = url.removeprefix("http://").split(":")
-    it = iter(bodies)
-    failures = []
     head = f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/msgpack\r\nContent-Length: "
-
-    async def worker():
-        reader, writer = await asyncio.open_connection(host, int(port))
-        try:
-            for body in it:
-                writer.write(f"{head}{len(body)}\r\n\r\n".encode() + body)
-                headers = await reader.readuntil(b"\r\n\r\n")
-                status = int(headers[9:12])
-                length = int(headers.lower().split(b"content-length:")[1].split(b"\r\n")[0])
-                await reader.readexactly(length)
-                if status not in (200, 201):
-                    failures.append(status)
-        finally:
-            writer.close()
-
+    requests = iter([f"{head}{len(body)}\r\n\r\n".encode() + body for body in bodies])
+    statuses: list[int] = []
+    loop = asyncio.get_running_loop()
     start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    done = [loop.create_future() for _ in range(concurrency)]
+    for future in done:
+        await loop.create_connection(
+            lambda f=future: _Pipe(requests, statuses, f), host, int(port)
+        )
+    errors = [e for e in await asyncio.gather(*done) if e is not None]
     elapsed = time.perf_counter() - start
-    if failures:
-        raise RuntimeError(f"{len(failures)} requests failed, e.g. {failures[:5]}")
+    failures = [s for s in statuses if s not in (200, 201)]
+    if errors or failures or len(statuses) != len(bodies):
+        raise RuntimeError(
+            f"{len(bodies) - len(statuses)} unanswered, {len(failures)} failed, e.g. {failures[:5]} {errors[:1]}"
+        )
     return elapsed
 
 
 async def create(url: str, token: str, s: CollectionSpec, cid: str) -> None:
-    async with aiohttp.ClientSession() as session:
-        async with session.post(
-            f"{url}/collections", json={"spec": s.to_dict(), "id": cid}, headers={"Authorization": f"Bearer {token}"}
-        ) as r:
-            assert r.status == 201, await r.text()
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{url}/collections", json={"spec": s.to_dict(), "id": cid}, headers=headers
+        ) as r,
+    ):
+        assert r.status == 201, await r.text()
 
 
-async def measure(db: str, workers: int, token: str, args, singles, batches) -> tuple[float, float]:
-    """``(single reports/s, batched reports/s)`` of one configuration."""
+async def measure(
+    db: str,
+    workers: int,
+    token: str,
+    singles,
+    batches,
+    concurrency: int,
+    batch_size: int = 0,
+):
+    """``(single reports/s, batched reports/s or None)`` of one configuration, on a fresh server."""
     agg, agg_url = start(
-        [sys.executable, "-m", "aggregator", "serve", "--db", db, "--port", "0", "--workers", str(workers)],
+        [
+            sys.executable,
+            "-m",
+            "aggregator",
+            "serve",
+            "--db",
+            db,
+            "--port",
+            "0",
+            "--workers",
+            str(workers),
+        ],
         env={**os.environ, "LDPNB_ADMIN_TOKEN": token},
     )
     s = spec()
     try:
         await create(agg_url, token, s, "single")
         await create(agg_url, token, s, "batched")
-        await drive_raw(agg_url, "/collections/single/reports", singles[:500], args.concurrency)  # warm up
-        single_s = await drive_raw(agg_url, "/collections/single/reports", singles[500:], args.concurrency)
-        batch_s = await drive(agg_url, "/collections/batched/reports", batches, min(args.concurrency, 8))
+        await drive_raw(
+            agg_url, "/collections/single/reports", singles[:500], concurrency
+        )  # warm up
+        single_s = await drive_raw(
+            agg_url, "/collections/single/reports", singles[500:], concurrency
+        )
+        batched = None
+        if batches:
+            batch_s = await drive(
+                agg_url, "/collections/batched/reports", batches, min(concurrency, 8)
+            )
+            batched = batch_size * len(batches) / batch_s
     finally:
         agg.terminate()
         agg.wait()
-    return (len(singles) - 500) / single_s, args.batch * len(batches) / batch_s
+    return (len(singles) - 500) / single_s, batched
 
 
 def postgres_server(tmp: str):
@@ -173,43 +246,107 @@ async def main_async(args) -> None:
     token = secrets.token_urlsafe(24)
     singles = [pack_report(r, s) for r in reports(s, args.requests + 500)]
     batch_reports = reports(s, args.batch * args.batches, seed=1)
-    batches = [pack_batch(batch_reports[i : i + args.batch], s) for i in range(0, len(batch_reports), args.batch)]
+    batches = [
+        pack_batch(batch_reports[i : i + args.batch], s)
+        for i in range(0, len(batch_reports), args.batch)
+    ]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         bare, bare_url = start([sys.executable, "-c", BARE_SERVER])
         try:
-            await drive_raw(bare_url, "/collections/x/reports", singles[:500], args.concurrency)
-            bare_rate = args.requests / await drive_raw(bare_url, "/collections/x/reports", singles[500:], args.concurrency)
+            await drive_raw(
+                bare_url, "/collections/x/reports", singles[:500], args.concurrency
+            )
+            bare_rate = args.requests / await drive_raw(
+                bare_url, "/collections/x/reports", singles[500:], args.concurrency
+            )
         finally:
             bare.terminate()
         server, fresh = postgres_server(tmp)
         try:
             configurations = [
-                ("SQLite, 1 worker", os.path.join(tmp, "bench.sqlite3"), 1),
-                ("PostgreSQL, 1 worker", fresh(), 1),
-                ("PostgreSQL, 2 workers", fresh(), 2),
+                (
+                    "SQLite, 1 worker",
+                    lambda: os.path.join(tmp, f"bench{len(rows)}.sqlite3"),
+                    1,
+                ),
+                ("PostgreSQL, 1 worker", fresh, 1),
+                ("PostgreSQL, 2 workers", fresh, 2),
             ]
             for name, db, workers in configurations:
-                single, batched = await measure(db, workers, token, args, singles, batches)
+                single, batched = await measure(
+                    db(), workers, token, singles, batches, args.concurrency, args.batch
+                )
                 rows.append((name, single, batched))
-                print(f"{name:<24} {single:>9,.0f} single reports/s ({single / bare_rate:.0%} of bare)  "
-                      f"{batched:>9,.0f} batched reports/s", flush=True)
+                print(
+                    f"{name:<24} {single:>9,.0f} single reports/s ({single / bare_rate:.0%} of bare)  "
+                    f"{batched:>9,.0f} batched reports/s",
+                    flush=True,
+                )
+            # Two workers against one: the rates move by tens of percent from run to run on this
+            # shared virtual machine, so the two are measured alternately and compared per round.
+            ratios = {}
+            for concurrency in args.ratio_concurrency:
+                for round_ in range(args.rounds):
+                    one, _ = await measure(fresh(), 1, token, singles, [], concurrency)
+                    two, _ = await measure(fresh(), 2, token, singles, [], concurrency)
+                    ratios.setdefault(concurrency, []).append((one, two))
+                    print(
+                        f"{concurrency} in flight, round {round_ + 1}: 1 worker {one:,.0f}/s, "
+                        f"2 workers {two:,.0f}/s, {two / one:.2f}x",
+                        flush=True,
+                    )
         finally:
             server.cleanup()
     print()
-    print("| configuration | single reports/s | % of bare handler | batched reports/s |")
+    print(
+        f"{args.requests:,} single-report requests with {args.concurrency} in flight, "
+        f"{args.batches} batches of {args.batch:,} with 8 in flight"
+    )
+    print()
+    print(
+        "| configuration | single reports/s | % of bare handler | batched reports/s |"
+    )
     print("|---|---|---|---|")
     print(f"| bare aiohttp handler | {bare_rate:,.0f} requests/s | 100 % | |")
     for name, single, batched in rows:
         print(f"| {name} | {single:,.0f} | {single / bare_rate:.0%} | {batched:,.0f} |")
     print()
-    print(f"2 PostgreSQL workers / 1: {rows[2][1] / rows[1][1]:.2f}x single-report rate (target >= 1.3)")
+    print(
+        f"PostgreSQL single reports, 1 worker against 2 workers, {args.rounds} alternating rounds (target >= 1.3x):"
+    )
+    print()
+    print(
+        "| in flight | 1 worker, median /s | 2 workers, median /s | ratio per round | median ratio |"
+    )
+    print("|---|---|---|---|---|")
+    for concurrency, pairs in ratios.items():
+        one, two = np.array(pairs).T
+        per_round = ", ".join(f"{r:.2f}" for r in two / one)
+        print(
+            f"| {concurrency} | {np.median(one):,.0f} | {np.median(two):,.0f} | {per_round} | "
+            f"{np.median(two / one):.2f}x |"
+        )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--requests", type=int, default=20_000)
-    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument(
+        "--concurrency", type=int, default=64, help="requests in flight for the table"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="alternating 1-worker/2-worker rounds"
+    )
+    parser.add_argument(
+        "--ratio-concurrency",
+        type=int,
+        nargs="+",
+        default=[64, 256],
+        help="requests in flight for the worker comparison",
+    )
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--batches", type=int, default=100)
     asyncio.run(main_async(parser.parse_args()))

@@ -1,10 +1,13 @@
 import math
+import warnings
 
 import numpy as np
 import pytest
+from scipy.stats import binomtest
 
 from protocols import OptimisedUnaryEncoding, SymmetricUnaryEncoding, make_oracle
 from protocols.audit import audit
+from protocols.direct import DirectEncoding
 from protocols.histogram import SummationHistogramEncoding
 from protocols.mean import LaplaceMean, OneBitMean
 from protocols.noise import GRID, discrete_laplace
@@ -45,7 +48,9 @@ class HalfNoiseSHE(SummationHistogramEncoding):
 
     def perturb(self, values, rng):
         m = len(values)
-        reports = GRID * discrete_laplace(rng, math.exp(-self.epsilon * GRID), (m, self.domain_size))
+        reports = GRID * discrete_laplace(
+            rng, math.exp(-self.epsilon * GRID), (m, self.domain_size)
+        )
         reports[np.arange(m), values] += 1.0
         return reports
 
@@ -62,4 +67,58 @@ class PerCoordinateLaplace(LaplaceMean):
 ])  # fmt: skip
 def test_broken_mechanisms_fail_the_audit(broken, a, b):
     claimed = 1.0
-    assert audit(broken, a, b, N, np.random.default_rng(2)).epsilon_lower_bound > claimed
+    assert (
+        audit(broken, a, b, N, np.random.default_rng(2)).epsilon_lower_bound > claimed
+    )
+
+
+class ScriptedDE(DirectEncoding):
+    """Reports fixed values: the first call (input a) gives ``for_a``, the second ``for_b``."""
+
+    def __init__(self, for_a, for_b):
+        super().__init__(1.0, 2)
+        self.scripted = [np.asarray(for_a), np.asarray(for_b)]
+
+    def perturb(self, values, rng):
+        return self.scripted.pop(0)
+
+
+def clopper_pearson_bound(for_a, for_b, alpha):
+    """The audit's bound recomputed with scipy's exact binomial intervals, event by event:
+    ``(bound, event)`` with events in the order a-over-b first, then b-over-a."""
+    n, size = len(for_a), int(max(max(for_a), max(for_b))) + 1
+    level = alpha / (2 * size)
+    ca, cb = np.bincount(for_a, minlength=size), np.bincount(for_b, minlength=size)
+    interval = lambda k: binomtest(int(k), n).proportion_ci(
+        1 - 2 * level, method="exact"
+    )
+    ratios = []
+    for top, bottom in ((ca, cb), (cb, ca)):
+        for e in range(size):
+            low, high = interval(top[e]).low, interval(bottom[e]).high
+            ratios.append(math.log(low / high) if low > 0 else -math.inf)
+    best = int(np.argmax(ratios))
+    return max(ratios[best], 0.0), best % size
+
+
+def test_the_audit_bound_is_the_clopper_pearson_ratio_event_by_event():
+    rng = np.random.default_rng(5)
+    cases = 0
+    for _ in range(300):
+        n, size = int(rng.integers(1, 25)), int(rng.integers(1, 5))
+        # Skewed event probabilities, so some events get no report and some get all of them.
+        for_a = rng.choice(size, n, p=rng.dirichlet(np.full(size, 0.3)))
+        for_b = rng.choice(size, n, p=rng.dirichlet(np.full(size, 0.3)))
+        alpha = float(rng.choice([1e-3, 0.05, 0.3]))
+        expected, event = clopper_pearson_bound(for_a, for_b, alpha)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no division warnings leak to the caller
+            result = audit(ScriptedDE(for_a, for_b), 0, 1, n, rng, alpha=alpha)
+        assert result.epsilon_lower_bound == pytest.approx(
+            expected, rel=1e-9, abs=1e-12
+        )
+        assert result.samples == n
+        if expected > 0:
+            cases += 1
+            assert result.event == event and isinstance(result.event, int)
+    assert cases > 50  # enough cases where an event separates the inputs
