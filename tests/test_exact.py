@@ -13,7 +13,15 @@ from scipy import stats
 from participant.randomness import SecureGenerator
 from protocols import make_oracle
 from protocols.audit import audit
-from protocols.exact import ONE, ExactRandomness, bernoulli_exp, coins, discrete_laplace, exp_lower, grid_rate
+from protocols.exact import (
+    ONE,
+    ExactRandomness,
+    bernoulli_exp,
+    coins,
+    discrete_laplace,
+    exp_lower,
+    grid_rate,
+)
 from protocols.histogram import SummationHistogramEncoding
 from protocols.mean import LaplaceMean, OneBitMean
 from protocols.noise import GRID
@@ -24,12 +32,17 @@ decimal.getcontext().prec = 80
 
 def log_at_most(ratio: Fraction, epsilon: float) -> bool:
     """ln(ratio) <= ε, decided with 80 significant digits (ε, a float, is exact in Decimal)."""
-    return (decimal.Decimal(ratio.numerator) / decimal.Decimal(ratio.denominator)).ln() <= decimal.Decimal(epsilon)
+    return (
+        decimal.Decimal(ratio.numerator) / decimal.Decimal(ratio.denominator)
+    ).ln() <= decimal.Decimal(epsilon)
 
 
 def tight(ratio: Fraction, epsilon: float) -> bool:
     """The realised ratio is e^ε to within 1e-9 (relative): exactness costs no accuracy."""
-    gap = decimal.Decimal(epsilon) - (decimal.Decimal(ratio.numerator) / decimal.Decimal(ratio.denominator)).ln()
+    gap = (
+        decimal.Decimal(epsilon)
+        - (decimal.Decimal(ratio.numerator) / decimal.Decimal(ratio.denominator)).ln()
+    )
     return gap < decimal.Decimal("1e-9")
 
 
@@ -46,7 +59,9 @@ def test_direct_encoding_realises_at_most_e_eps(epsilon, d):
     keep = Fraction(oracle.exact_keep_threshold, ONE)
     other = (1 - keep) / (d - 1)
     assert 0 < keep < 1 and log_at_most(keep / other, epsilon)
-    if epsilon <= 20:  # beyond, q is below 2^-64 and the realised ratio is smaller than e^ε
+    if (
+        epsilon <= 20
+    ):  # beyond, q is below 2^-64 and the realised ratio is smaller than e^ε
         assert tight(keep / other, epsilon)
 
 
@@ -66,14 +81,18 @@ def test_unary_encodings_realise_at_most_e_eps(epsilon, protocol):
 def test_the_one_bit_mechanism_realises_at_most_e_eps(epsilon):
     mechanism = OneBitMean(epsilon, 3)
     lo, hi = mechanism.exact_bounds
-    assert log_at_most(Fraction(hi, lo), epsilon) and log_at_most(Fraction(ONE - lo, ONE - hi), epsilon)
+    assert log_at_most(Fraction(hi, lo), epsilon) and log_at_most(
+        Fraction(ONE - lo, ONE - hi), epsilon
+    )
     thresholds = mechanism.exact_thresholds(np.array([-1.0, -0.3, 0.0, 0.7, 1.0]))
     assert all(lo <= t <= hi for t in thresholds)
     assert thresholds[2] == ONE // 2  # v = 0: a fair coin, so the class stays hidden
     # Unbiased: P(u = 1 | v) = 1/2 + v (e^ε - 1) / (2 (e^ε + 1)), to within the thresholds' grid.
     e = np.exp(epsilon)
     ideal = 0.5 + np.array([-1.0, -0.3, 0.0, 0.7, 1.0]) * (e - 1) / (2 * (e + 1))
-    np.testing.assert_allclose(np.array(thresholds, dtype=float) / ONE, ideal, atol=1e-12)
+    np.testing.assert_allclose(
+        np.array(thresholds, dtype=float) / ONE, ideal, atol=1e-12
+    )
     if epsilon <= 20:
         assert tight(Fraction(thresholds[-1], thresholds[0]), epsilon)
 
@@ -81,8 +100,12 @@ def test_the_one_bit_mechanism_realises_at_most_e_eps(epsilon):
 @pytest.mark.parametrize("epsilon", EPSILONS)
 def test_grid_noise_rates_are_exact(epsilon):
     # DLap(exp(-rate)) on grid steps: neighbours Δ apart (Δ/GRID steps) have ratio exp(rate·Δ/GRID).
-    assert SummationHistogramEncoding(epsilon, 4).exact_rate * 2 / Fraction(GRID) == Fraction(epsilon)
-    assert LaplaceMean(epsilon, 6, 6.0).exact_rate * 6 / Fraction(GRID) == Fraction(epsilon)
+    assert SummationHistogramEncoding(epsilon, 4).exact_rate * 2 / Fraction(
+        GRID
+    ) == Fraction(epsilon)
+    assert LaplaceMean(epsilon, 6, 6.0).exact_rate * 6 / Fraction(GRID) == Fraction(
+        epsilon
+    )
 
 
 class Words(ExactRandomness):
@@ -101,7 +124,12 @@ class Words(ExactRandomness):
 
 def test_a_coin_is_true_for_exactly_threshold_words():
     t = 12345678901234567890
-    assert coins(Words([t - 1, t, t + 1, 0]), t, 4).tolist() == [True, False, False, True]
+    assert coins(Words([t - 1, t, t + 1, 0]), t, 4).tolist() == [
+        True,
+        False,
+        False,
+        True,
+    ]
     assert coins(Words([ONE - 1]), ONE, 1).tolist() == [True]  # threshold 2^64: certain
     assert coins(Words([0]), 0, 1).tolist() == [False]
 
@@ -114,7 +142,10 @@ def test_the_exact_discrete_laplace_has_the_stated_distribution():
     ks = np.arange(-12, 13)
     r = np.exp(-float(rate))
     pmf = (1 - r) / (1 + r) * r ** np.abs(ks)
-    observed = np.array([counts.get(int(k), 0) for k in ks] + [sum(v for k, v in counts.items() if abs(k) > 12)])
+    observed = np.array(
+        [counts.get(int(k), 0) for k in ks]
+        + [sum(v for k, v in counts.items() if abs(k) > 12)]
+    )
     expected = np.append(pmf, 1 - pmf.sum()) * len(draws)
     assert stats.chisquare(observed, expected).pvalue > 1e-4
     # Large values occur: the exact sampler has no largest output.
@@ -143,3 +174,37 @@ def test_the_device_histogram_noise_passes_the_audit():
 
 def test_grid_rate_is_exact_for_floats():
     assert grid_rate(0.1, 2.0, GRID) == Fraction(0.1) / 2048
+
+
+class ScriptedSecure(SecureGenerator):
+    """The secure generator's own arithmetic on scripted 64-bit words; records each request."""
+
+    def __init__(self, *batches):
+        self.batches, self.requested = [list(b) for b in batches], []
+
+    def _words(self, count):
+        self.requested.append(count)
+        return np.array(self.batches.pop(0), dtype=np.uint64)
+
+
+def test_secure_integers_reject_exactly_the_words_past_the_last_whole_multiple():
+    span = 7
+    limit = (2**64 // span) * span - 1  # the largest accepted word
+    rng = ScriptedSecure([limit, limit + 1, 0, 13], [5])
+    out = rng.integers(3, 10, size=(2, 2))
+    assert out.dtype == np.int64 and out.shape == (2, 2)
+    assert out.ravel().tolist() == [limit % span + 3, 3, 13 % span + 3, 5 + 3]
+    assert rng.requested == [4, 1]  # one word asked again for the one rejected
+    one = ScriptedSecure([12])
+    value = one.integers(5)  # [0, 5): 12 mod 5
+    assert value == 2 and type(value) is int and one.requested == [1]
+    with pytest.raises(ValueError, match="high must be greater than low"):
+        SecureGenerator().integers(5, 5)
+
+
+def test_secure_floats_take_the_top_53_bits():
+    rng = ScriptedSecure([2**64 - 1], [0, 2**11, 2**63, 2**64 - 1, 2**64 - 2**11, 1])
+    assert rng.random() == 1 - 2**-53 and rng.requested == [1]
+    grid = rng.random(size=(2, 3))
+    assert grid.shape == (2, 3) and grid.dtype == np.float64
+    assert grid.ravel().tolist() == [0.0, 2**-53, 0.5, 1 - 2**-53, 1 - 2**-53, 0.0]
