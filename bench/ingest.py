@@ -52,18 +52,14 @@ asyncio.run(main())
 
 
 def start(cmd, env=None) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
-    )
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     line = proc.stdout.readline()
     return proc, line.split("listening on ")[1].split()[0]
 
 
 def spec() -> CollectionSpec:
     # A mid-sized collection: 8 features of 4 values, 3 classes, OUE (bit-vector reports).
-    return CollectionSpec(
-        [Feature(f"f{i}", list("abcd")) for i in range(8)], ["x", "y", "z"], "OUE", 1.0
-    )
+    return CollectionSpec([Feature(f"f{i}", list("abcd")) for i in range(8)], ["x", "y", "z"], "OUE", 1.0)
 
 
 def reports(s: CollectionSpec, n: int, seed: int = 0) -> list[Report]:
@@ -71,9 +67,7 @@ def reports(s: CollectionSpec, n: int, seed: int = 0) -> list[Report]:
     inputs = rng.integers(0, s.n_inputs, n)
     out = []
     for i, oracle in enumerate(s.oracles):
-        rows = oracle.perturb(
-            rng.integers(0, oracle.domain_size, int((inputs == i).sum())), rng
-        )
+        rows = oracle.perturb(rng.integers(0, oracle.domain_size, int((inputs == i).sum())), rng)
         out += [Report(i, row) for row in rows]
     return out
 
@@ -85,16 +79,12 @@ async def drive(url: str, path: str, bodies: list[bytes], concurrency: int) -> f
 
     async def worker(session):
         for body in it:
-            async with session.post(
-                url + path, data=body, headers={"Content-Type": "application/msgpack"}
-            ) as r:
+            async with session.post(url + path, data=body, headers={"Content-Type": "application/msgpack"}) as r:
                 await r.read()
                 if r.status not in (200, 201):
                     failures.append(r.status)
 
-    async with aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=concurrency)
-    ) as session:
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
         start = time.perf_counter()
         await asyncio.gather(*(worker(session) for _ in range(concurrency)))
         elapsed = time.perf_counter() - start
@@ -138,9 +128,7 @@ class _Pipe(asyncio.Protocol):
             self.done.set_result(exc)
 
 
-async def drive_raw(
-    url: str, path: str, bodies: list[bytes], concurrency: int
-) -> float:
+async def drive_raw(url: str, path: str, bodies: list[bytes], concurrency: int) -> float:
     """:func:`drive` with a lean HTTP/1.1 client (prebuilt requests on kept-alive connections, an
     asyncio protocol that parses only the status line and Content-Length): the load generator
     shares this machine's cores with the servers, and every microsecond it spends per request is
@@ -153,9 +141,7 @@ async def drive_raw(
     start = time.perf_counter()
     done = [loop.create_future() for _ in range(concurrency)]
     for future in done:
-        await loop.create_connection(
-            lambda f=future: _Pipe(requests, statuses, f), host, int(port)
-        )
+        await loop.create_connection(lambda f=future: _Pipe(requests, statuses, f), host, int(port))
     errors = [e for e in await asyncio.gather(*done) if e is not None]
     elapsed = time.perf_counter() - start
     failures = [s for s in statuses if s not in (200, 201)]
@@ -170,9 +156,7 @@ async def create(url: str, token: str, s: CollectionSpec, cid: str) -> None:
     headers = {"Authorization": f"Bearer {token}"}
     async with (
         aiohttp.ClientSession() as session,
-        session.post(
-            f"{url}/collections", json={"spec": s.to_dict(), "id": cid}, headers=headers
-        ) as r,
+        session.post(f"{url}/collections", json={"spec": s.to_dict(), "id": cid}, headers=headers) as r,
     ):
         assert r.status == 201, await r.text()
 
@@ -206,17 +190,11 @@ async def measure(
     try:
         await create(agg_url, token, s, "single")
         await create(agg_url, token, s, "batched")
-        await drive_raw(
-            agg_url, "/collections/single/reports", singles[:500], concurrency
-        )  # warm up
-        single_s = await drive_raw(
-            agg_url, "/collections/single/reports", singles[500:], concurrency
-        )
+        await drive_raw(agg_url, "/collections/single/reports", singles[:500], concurrency)  # warm up
+        single_s = await drive_raw(agg_url, "/collections/single/reports", singles[500:], concurrency)
         batched = None
         if batches:
-            batch_s = await drive(
-                agg_url, "/collections/batched/reports", batches, min(concurrency, 8)
-            )
+            batch_s = await drive(agg_url, "/collections/batched/reports", batches, min(concurrency, 8))
             batched = batch_size * len(batches) / batch_s
     finally:
         agg.terminate()
@@ -246,17 +224,12 @@ async def main_async(args) -> None:
     token = secrets.token_urlsafe(24)
     singles = [pack_report(r, s) for r in reports(s, args.requests + 500)]
     batch_reports = reports(s, args.batch * args.batches, seed=1)
-    batches = [
-        pack_batch(batch_reports[i : i + args.batch], s)
-        for i in range(0, len(batch_reports), args.batch)
-    ]
+    batches = [pack_batch(batch_reports[i : i + args.batch], s) for i in range(0, len(batch_reports), args.batch)]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         bare, bare_url = start([sys.executable, "-c", BARE_SERVER])
         try:
-            await drive_raw(
-                bare_url, "/collections/x/reports", singles[:500], args.concurrency
-            )
+            await drive_raw(bare_url, "/collections/x/reports", singles[:500], args.concurrency)
             bare_rate = args.requests / await drive_raw(
                 bare_url, "/collections/x/reports", singles[500:], args.concurrency
             )
@@ -274,9 +247,7 @@ async def main_async(args) -> None:
                 ("PostgreSQL, 2 workers", fresh, 2),
             ]
             for name, db, workers in configurations:
-                single, batched = await measure(
-                    db(), workers, token, singles, batches, args.concurrency, args.batch
-                )
+                single, batched = await measure(db(), workers, token, singles, batches, args.concurrency, args.batch)
                 rows.append((name, single, batched))
                 print(
                     f"{name:<24} {single:>9,.0f} single reports/s ({single / bare_rate:.0%} of bare)  "
@@ -304,21 +275,15 @@ async def main_async(args) -> None:
         f"{args.batches} batches of {args.batch:,} with 8 in flight"
     )
     print()
-    print(
-        "| configuration | single reports/s | % of bare handler | batched reports/s |"
-    )
+    print("| configuration | single reports/s | % of bare handler | batched reports/s |")
     print("|---|---|---|---|")
     print(f"| bare aiohttp handler | {bare_rate:,.0f} requests/s | 100 % | |")
     for name, single, batched in rows:
         print(f"| {name} | {single:,.0f} | {single / bare_rate:.0%} | {batched:,.0f} |")
     print()
-    print(
-        f"PostgreSQL single reports, 1 worker against 2 workers, {args.rounds} alternating rounds (target >= 1.3x):"
-    )
+    print(f"PostgreSQL single reports, 1 worker against 2 workers, {args.rounds} alternating rounds (target >= 1.3x):")
     print()
-    print(
-        "| in flight | 1 worker, median /s | 2 workers, median /s | ratio per round | median ratio |"
-    )
+    print("| in flight | 1 worker, median /s | 2 workers, median /s | ratio per round | median ratio |")
     print("|---|---|---|---|---|")
     for concurrency, pairs in ratios.items():
         one, two = np.array(pairs).T
@@ -330,16 +295,10 @@ async def main_async(args) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=20_000)
-    parser.add_argument(
-        "--concurrency", type=int, default=64, help="requests in flight for the table"
-    )
-    parser.add_argument(
-        "--rounds", type=int, default=5, help="alternating 1-worker/2-worker rounds"
-    )
+    parser.add_argument("--concurrency", type=int, default=64, help="requests in flight for the table")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating 1-worker/2-worker rounds")
     parser.add_argument(
         "--ratio-concurrency",
         type=int,

@@ -48,9 +48,7 @@ class HalfNoiseSHE(SummationHistogramEncoding):
 
     def perturb(self, values, rng):
         m = len(values)
-        reports = GRID * discrete_laplace(
-            rng, math.exp(-self.epsilon * GRID), (m, self.domain_size)
-        )
+        reports = GRID * discrete_laplace(rng, math.exp(-self.epsilon * GRID), (m, self.domain_size))
         reports[np.arange(m), values] += 1.0
         return reports
 
@@ -67,9 +65,7 @@ class PerCoordinateLaplace(LaplaceMean):
 ])  # fmt: skip
 def test_broken_mechanisms_fail_the_audit(broken, a, b):
     claimed = 1.0
-    assert (
-        audit(broken, a, b, N, np.random.default_rng(2)).epsilon_lower_bound > claimed
-    )
+    assert audit(broken, a, b, N, np.random.default_rng(2)).epsilon_lower_bound > claimed
 
 
 class ScriptedDE(DirectEncoding):
@@ -89,9 +85,7 @@ def clopper_pearson_bound(for_a, for_b, alpha):
     n, size = len(for_a), int(max(max(for_a), max(for_b))) + 1
     level = alpha / (2 * size)
     ca, cb = np.bincount(for_a, minlength=size), np.bincount(for_b, minlength=size)
-    interval = lambda k: binomtest(int(k), n).proportion_ci(
-        1 - 2 * level, method="exact"
-    )
+    interval = lambda k: binomtest(int(k), n).proportion_ci(1 - 2 * level, method="exact")
     ratios = []
     for top, bottom in ((ca, cb), (cb, ca)):
         for e in range(size):
@@ -114,9 +108,7 @@ def test_the_audit_bound_is_the_clopper_pearson_ratio_event_by_event():
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # no division warnings leak to the caller
             result = audit(ScriptedDE(for_a, for_b), 0, 1, n, rng, alpha=alpha)
-        assert result.epsilon_lower_bound == pytest.approx(
-            expected, rel=1e-9, abs=1e-12
-        )
+        assert result.epsilon_lower_bound == pytest.approx(expected, rel=1e-9, abs=1e-12)
         assert result.samples == n
         if expected > 0:
             cases += 1

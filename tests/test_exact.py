@@ -32,17 +32,12 @@ decimal.getcontext().prec = 80
 
 def log_at_most(ratio: Fraction, epsilon: float) -> bool:
     """ln(ratio) <= ε, decided with 80 significant digits (ε, a float, is exact in Decimal)."""
-    return (
-        decimal.Decimal(ratio.numerator) / decimal.Decimal(ratio.denominator)
-    ).ln() <= decimal.Decimal(epsilon)
+    return (decimal.Decimal(ratio.numerator) / decimal.Decimal(ratio.denominator)).ln() <= decimal.Decimal(epsilon)
 
 
 def tight(ratio: Fraction, epsilon: float) -> bool:
     """The realised ratio is e^ε to within 1e-9 (relative): exactness costs no accuracy."""
-    gap = (
-        decimal.Decimal(epsilon)
-        - (decimal.Decimal(ratio.numerator) / decimal.Decimal(ratio.denominator)).ln()
-    )
+    gap = decimal.Decimal(epsilon) - (decimal.Decimal(ratio.numerator) / decimal.Decimal(ratio.denominator)).ln()
     return gap < decimal.Decimal("1e-9")
 
 
@@ -59,9 +54,7 @@ def test_direct_encoding_realises_at_most_e_eps(epsilon, d):
     keep = Fraction(oracle.exact_keep_threshold, ONE)
     other = (1 - keep) / (d - 1)
     assert 0 < keep < 1 and log_at_most(keep / other, epsilon)
-    if (
-        epsilon <= 20
-    ):  # beyond, q is below 2^-64 and the realised ratio is smaller than e^ε
+    if epsilon <= 20:  # beyond, q is below 2^-64 and the realised ratio is smaller than e^ε
         assert tight(keep / other, epsilon)
 
 
@@ -81,18 +74,14 @@ def test_unary_encodings_realise_at_most_e_eps(epsilon, protocol):
 def test_the_one_bit_mechanism_realises_at_most_e_eps(epsilon):
     mechanism = OneBitMean(epsilon, 3)
     lo, hi = mechanism.exact_bounds
-    assert log_at_most(Fraction(hi, lo), epsilon) and log_at_most(
-        Fraction(ONE - lo, ONE - hi), epsilon
-    )
+    assert log_at_most(Fraction(hi, lo), epsilon) and log_at_most(Fraction(ONE - lo, ONE - hi), epsilon)
     thresholds = mechanism.exact_thresholds(np.array([-1.0, -0.3, 0.0, 0.7, 1.0]))
     assert all(lo <= t <= hi for t in thresholds)
     assert thresholds[2] == ONE // 2  # v = 0: a fair coin, so the class stays hidden
     # Unbiased: P(u = 1 | v) = 1/2 + v (e^ε - 1) / (2 (e^ε + 1)), to within the thresholds' grid.
     e = np.exp(epsilon)
     ideal = 0.5 + np.array([-1.0, -0.3, 0.0, 0.7, 1.0]) * (e - 1) / (2 * (e + 1))
-    np.testing.assert_allclose(
-        np.array(thresholds, dtype=float) / ONE, ideal, atol=1e-12
-    )
+    np.testing.assert_allclose(np.array(thresholds, dtype=float) / ONE, ideal, atol=1e-12)
     if epsilon <= 20:
         assert tight(Fraction(thresholds[-1], thresholds[0]), epsilon)
 
@@ -100,12 +89,8 @@ def test_the_one_bit_mechanism_realises_at_most_e_eps(epsilon):
 @pytest.mark.parametrize("epsilon", EPSILONS)
 def test_grid_noise_rates_are_exact(epsilon):
     # DLap(exp(-rate)) on grid steps: neighbours Δ apart (Δ/GRID steps) have ratio exp(rate·Δ/GRID).
-    assert SummationHistogramEncoding(epsilon, 4).exact_rate * 2 / Fraction(
-        GRID
-    ) == Fraction(epsilon)
-    assert LaplaceMean(epsilon, 6, 6.0).exact_rate * 6 / Fraction(GRID) == Fraction(
-        epsilon
-    )
+    assert SummationHistogramEncoding(epsilon, 4).exact_rate * 2 / Fraction(GRID) == Fraction(epsilon)
+    assert LaplaceMean(epsilon, 6, 6.0).exact_rate * 6 / Fraction(GRID) == Fraction(epsilon)
 
 
 class Words(ExactRandomness):
@@ -142,10 +127,7 @@ def test_the_exact_discrete_laplace_has_the_stated_distribution():
     ks = np.arange(-12, 13)
     r = np.exp(-float(rate))
     pmf = (1 - r) / (1 + r) * r ** np.abs(ks)
-    observed = np.array(
-        [counts.get(int(k), 0) for k in ks]
-        + [sum(v for k, v in counts.items() if abs(k) > 12)]
-    )
+    observed = np.array([counts.get(int(k), 0) for k in ks] + [sum(v for k, v in counts.items() if abs(k) > 12)])
     expected = np.append(pmf, 1 - pmf.sum()) * len(draws)
     assert stats.chisquare(observed, expected).pvalue > 1e-4
     # Large values occur: the exact sampler has no largest output.

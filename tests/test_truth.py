@@ -46,9 +46,7 @@ def specs():
             yield f"gaussian-A{approach}-{budget}", spec
     yield (
         "binned-DE",
-        CollectionSpec(
-            [], ["a", "b"], "DE", 1.0, continuous=Preparation(CONTINUOUS, bins=3)
-        ),
+        CollectionSpec([], ["a", "b"], "DE", 1.0, continuous=Preparation(CONTINUOUS, bins=3)),
     )
 
 
@@ -62,12 +60,7 @@ def worst_pair(spec):
 
 def log_likelihoods(spec, reports, inputs) -> float:
     return sum(
-        float(
-            spec.oracles[r.input].log_likelihood(
-                np.asarray([r.payload]), inputs[r.input][0]
-            )[0]
-        )
-        for r in reports
+        float(spec.oracles[r.input].log_likelihood(np.asarray([r.payload]), inputs[r.input][0])[0]) for r in reports
     )
 
 
@@ -95,23 +88,14 @@ def test_the_composite_a_device_runs_spends_exactly_the_stated_epsilon(name):
     spec = dict(specs())[name]
     worst = np.full(spec.n_inputs, -np.inf)  # per input, the largest log-ratio seen
     for x, x2 in pairs(spec):
-        inputs = [
-            population_inputs(spec, encode_record(r, spec)[0], [r[spec.label]])
-            for r in (x, x2)
-        ]
+        inputs = [population_inputs(spec, encode_record(r, spec)[0], [r[spec.label]]) for r in (x, x2)]
         participant = Participant(spec, rng=np.random.default_rng(5))
         for _ in range(300):
             # The input choice is uniform and independent of the record (tested below), so its
             # probability cancels in the ratio; what a person sends is one report or one per input.
-            sent = (
-                [participant.report(x)]
-                if spec.budget == "one-report"
-                else participant.reports(x)
-            )
+            sent = [participant.report(x)] if spec.budget == "one-report" else participant.reports(x)
             for r in sent:
-                ratio = log_likelihoods(spec, [r], inputs[0]) - log_likelihoods(
-                    spec, [r], inputs[1]
-                )
+                ratio = log_likelihoods(spec, [r], inputs[0]) - log_likelihoods(spec, [r], inputs[1])
                 worst[r.input] = max(worst[r.input], ratio)
     # What the collection states, from the spec's fields (not from the mechanisms it builds).
     stated = spec.epsilon * (spec.n_inputs if spec.budget == "per-input" else 1)
@@ -150,9 +134,7 @@ def paper_p_q(protocol, epsilon, d):
     if protocol == "DE":
         return e / (e + d - 1), 1 / (e + d - 1)
     if protocol == "SUE":
-        return math.exp(epsilon / 2) / (math.exp(epsilon / 2) + 1), 1 / (
-            math.exp(epsilon / 2) + 1
-        )
+        return math.exp(epsilon / 2) / (math.exp(epsilon / 2) + 1), 1 / (math.exp(epsilon / 2) + 1)
     if protocol == "OUE":
         return 0.5, 1 / (e + 1)
     raise ValueError(protocol)
@@ -171,26 +153,18 @@ def test_replayed_supports_have_the_papers_expectation(protocol):
     oracle = make_oracle(protocol, epsilon, d)
     values = np.repeat(np.arange(d), COUNTS)
     rng = np.random.default_rng(42)
-    supports = np.array(
-        [oracle.aggregate(oracle.perturb(values, rng)).support for _ in range(reps)]
-    )
+    supports = np.array([oracle.aggregate(oracle.perturb(values, rng)).support for _ in range(reps)])
     n = COUNTS.sum()
     if protocol == "SHE":
         expected = COUNTS.astype(float)
         moved_by_1pct = 0.01 * COUNTS[0]
     else:
-        p, q = (
-            paper_p_q(protocol, epsilon, d)
-            if protocol != "THE"
-            else (oracle.p, oracle.q)
-        )
+        p, q = paper_p_q(protocol, epsilon, d) if protocol != "THE" else (oracle.p, oracle.q)
         expected = COUNTS * p + (n - COUNTS) * q
         moved_by_1pct = 0.01 * p * COUNTS[0]
     se = supports.std(axis=0, ddof=1) / np.sqrt(reps)
     assert moved_by_1pct > 4 * se[0]
-    np.testing.assert_array_less(
-        np.abs(supports.mean(axis=0) - expected), 4.5 * se + 1e-9
-    )
+    np.testing.assert_array_less(np.abs(supports.mean(axis=0) - expected), 4.5 * se + 1e-9)
 
 
 @pytest.mark.parametrize("protocol", ["DE", "SUE", "OUE", "THE", "SHE"])
@@ -201,23 +175,15 @@ def test_fast_mode_states_have_the_papers_moments(protocol):
     epsilon, d, reps = 2.0, len(COUNTS), 1000
     oracle = make_oracle(protocol, epsilon, d)
     rng = np.random.default_rng(7)
-    supports = np.array(
-        [oracle.simulate_counts(COUNTS, rng).support for _ in range(reps)]
-    )
+    supports = np.array([oracle.simulate_counts(COUNTS, rng).support for _ in range(reps)])
     n = COUNTS.sum()
     if protocol == "SHE":
         expected = COUNTS.astype(float)
     else:
-        p, q = (
-            paper_p_q(protocol, epsilon, d)
-            if protocol != "THE"
-            else (oracle.p, oracle.q)
-        )
+        p, q = paper_p_q(protocol, epsilon, d) if protocol != "THE" else (oracle.p, oracle.q)
         expected = COUNTS * p + (n - COUNTS) * q
     se = supports.std(axis=0, ddof=1) / np.sqrt(reps)
-    np.testing.assert_array_less(
-        np.abs(supports.mean(axis=0) - expected), 4.5 * se + 1e-9
-    )
+    np.testing.assert_array_less(np.abs(supports.mean(axis=0) - expected), 4.5 * se + 1e-9)
     estimates = np.array([oracle.estimate(OracleState(n, s)) for s in supports])
     ratio = estimates.var(axis=0, ddof=1) / oracle.variance(n, COUNTS)
     # 1,000 draws: the sample variance is within 15 % of the truth with probability > 0.999.
@@ -236,9 +202,7 @@ def test_gaussian_means_and_variances_match_the_truth():
     rng = np.random.default_rng(9)
     m = 200_000
     y = np.where(rng.random(m) < 0.4, "a", "b")
-    z = np.clip(
-        np.where(y == "a", rng.normal(0.6, 0.1, m), rng.normal(-0.5, 0.2, m)), -1, 1
-    )
+    z = np.clip(np.where(y == "a", rng.normal(0.6, 0.1, m), rng.normal(-0.5, 0.2, m)), -1, 1)
     X = ((z + 1) / 2)[:, None]
     inputs = population_inputs(spec, X, y)
     chosen = rng.integers(0, spec.n_inputs, m)
@@ -266,14 +230,9 @@ def test_normsub_converges_at_least_like_the_paper_estimator():
     10^5 to 10^6 people and ends below the paper estimator's (below 10^4 both are dominated by
     the noise's size against probabilities, which cannot err by more than 1)."""
     prior = np.array([0.3, 0.7])
-    conditionals = [
-        np.random.default_rng(0).dirichlet(np.ones(d), size=2) for d in (4, 4, 6)
-    ]
+    conditionals = [np.random.default_rng(0).dirichlet(np.ones(d), size=2) for d in (4, 4, 6)]
     spec = CollectionSpec(
-        [
-            Feature(f"f{i}", [str(j) for j in range(t.shape[1])])
-            for i, t in enumerate(conditionals)
-        ],
+        [Feature(f"f{i}", [str(j) for j in range(t.shape[1])]) for i, t in enumerate(conditionals)],
         ["a", "b"],
         "OUE",
         1.0,
@@ -283,18 +242,10 @@ def test_normsub_converges_at_least_like_the_paper_estimator():
         for estimator in ("paper", "normsub"):
             worst = []
             for seed in range(10):
-                stats_ = known_model_statistics(
-                    spec, prior, conditionals, n, np.random.default_rng(seed + 1)
-                )
+                stats_ = known_model_statistics(spec, prior, conditionals, n, np.random.default_rng(seed + 1))
                 model = build_model(stats_, estimator)
                 worst.append(largest_conditional_error(model, conditionals))
             error[estimator, n] = np.mean(worst)
-    assert error["normsub", 100_000] / error["normsub", 1_000_000] >= 0.95 * np.sqrt(
-        10
-    ), error
+    assert error["normsub", 100_000] / error["normsub", 1_000_000] >= 0.95 * np.sqrt(10), error
     assert error["normsub", 1_000_000] <= error["paper", 1_000_000], error
-    assert (
-        error["normsub", 10_000]
-        > error["normsub", 100_000]
-        > error["normsub", 1_000_000]
-    )
+    assert error["normsub", 10_000] > error["normsub", 100_000] > error["normsub", 1_000_000]

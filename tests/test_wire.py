@@ -20,9 +20,7 @@ from protocols.noise import GRID
 from .conftest import table_1_spec
 
 ID = bytes(range(16))
-DE, OUE, SHE = (
-    table_1_spec(protocol=p) for p in ("DE", "OUE", "SHE")
-)  # inputs of sizes 2, 6, 6, 4
+DE, OUE, SHE = (table_1_spec(protocol=p) for p in ("DE", "OUE", "SHE"))  # inputs of sizes 2, 6, 6, 4
 
 
 def report(**fields):
@@ -53,9 +51,7 @@ def report(**fields):
     (SHE, report(input=2, value=b"\0" * 8), "wrong_length", "value of input 2 must be 48 bytes (6 float64), got 8"),
     (SHE, report(input=2, value=1.0), "wrong_type", "value of input 2 must be bytes (floats)"),
 ])  # fmt: skip
-def test_each_refusal_has_its_reason_and_names_field_bound_and_value(
-    spec, obj, reason, message
-):
+def test_each_refusal_has_its_reason_and_names_field_bound_and_value(spec, obj, reason, message):
     with pytest.raises(ReportError) as refused:
         check_report(spec, obj)
     assert (refused.value.reason, str(refused.value)) == (reason, message)
@@ -84,15 +80,9 @@ def test_index_payloads_decode_with_every_out_of_range_value_refused():
 
 def test_bit_payloads_decode_most_significant_bit_first_and_refuse_padding():
     oracle = OUE.oracles[1]  # d = 6: one byte, two padding bits
-    rows, bad, message = decode_values(
-        oracle, [b"\x80", b"\xfc", b"\x01", b"\x02", b"\x04"], 1
-    )
+    rows, bad, message = decode_values(oracle, [b"\x80", b"\xfc", b"\x01", b"\x02", b"\x04"], 1)
     assert rows.dtype == bool and rows.shape == (5, 6)
-    assert (
-        rows[0].tolist() == [1, 0, 0, 0, 0, 0]
-        and rows[1].all()
-        and rows[4].tolist() == [0, 0, 0, 0, 0, 1]
-    )
+    assert rows[0].tolist() == [1, 0, 0, 0, 0, 0] and rows[1].all() and rows[4].tolist() == [0, 0, 0, 0, 0, 1]
     assert bad.tolist() == [False, False, True, True, False]
     assert message == "value of input 1 sets padding bits beyond bit 6"
     with pytest.raises(ReportError) as refused:
@@ -112,18 +102,13 @@ def test_float_payloads_must_be_finite_grid_points_within_the_bound():
         (0.1, 0.0),
         (GRID, 0.0),
     ]
-    rows, bad, message = decode_values(
-        oracle, [struct.pack("<2d", *p) for p in pairs], 0
-    )
+    rows, bad, message = decode_values(oracle, [struct.pack("<2d", *p) for p in pairs], 0)
     assert rows.dtype == np.float64 and rows[:2].tolist() == [
         [1.0, -0.5],
         [limit, -limit],
     ]
     assert bad.tolist() == [False, False, True, True, True, True, False]
-    assert (
-        message
-        == "value of input 0 must hold finite multiples of 2^-10 (the release grid) of magnitude <= 2001"
-    )
+    assert message == "value of input 0 must hold finite multiples of 2^-10 (the release grid) of magnitude <= 2001"
     with pytest.raises(ReportError, match="value of input 0 must hold finite"):
         decode_payload(oracle, struct.pack("<2d", np.inf, 0.0), 0)
 
@@ -131,10 +116,7 @@ def test_float_payloads_must_be_finite_grid_points_within_the_bound():
 def test_payloads_encode_to_the_documented_bytes():
     assert encode_payload(OUE.oracles[1], [1, 0, 1, 0, 0, 1]) == b"\xa4"
     assert encode_payload(SHE.oracles[0], [1, 2]) == struct.pack("<2d", 1.0, 2.0)
-    assert (
-        encode_payload(DE.oracles[1], np.int64(4)) == 4
-        and type(encode_payload(DE.oracles[1], np.int64(4))) is int
-    )
+    assert encode_payload(DE.oracles[1], np.int64(4)) == 4 and type(encode_payload(DE.oracles[1], np.int64(4))) is int
 
 
 def test_unpack_decodes_strings_and_refuses_non_string_keys_and_garbage():
@@ -147,6 +129,4 @@ def test_unpack_decodes_strings_and_refuses_non_string_keys_and_garbage():
         with pytest.raises(ReportError) as refused:
             unpack(body)
         assert refused.value.reason == "malformed"
-        assert str(refused.value).startswith(f"body is not valid msgpack: {kind}: "), (
-            str(refused.value)
-        )
+        assert str(refused.value).startswith(f"body is not valid msgpack: {kind}: "), str(refused.value)
