@@ -181,3 +181,70 @@ def test_gaussian_collection_over_http_matches_in_process(capsys):
     assert main([*common, "--via", "http", "--clients", "32"]) == 0
     over_http = json.loads(capsys.readouterr().out)
     assert over_http["accuracy_mean"] == in_process["accuracy_mean"]
+
+
+H = {"name": "h", "low": 0.0, "high": 1.0}
+W = {"name": "w", "low": -2, "high": 2}
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"inputs": [H], "colour": 1, "bins": 3}, "unknown continuous fields: colour"),
+    ({"inputs": H}, "continuous inputs must be a list of {name, low, high}"),
+    ({"inputs": [H, "w"]}, "continuous inputs must be a list of {name, low, high}"),
+    ({"inputs": []}, "continuous inputs must list at least one feature"),
+    ({"inputs": [H, H]}, "continuous feature names must be unique, got ['h', 'h']"),
+    ({"inputs": [H | {"name": ""}]}, "continuous feature name must be a non-empty string, got ''"),
+    ({"inputs": [H | {"low": 1.0}]}, "feature 'h': low must be below high, got [1.0, 1.0]"),
+    ({"inputs": [H | {"high": float("inf")}]}, "feature 'h': low and high must be finite numbers"),
+    ({"inputs": [H | {"high": "1"}]}, "feature 'h': low and high must be finite numbers"),
+    ({"inputs": [H | {"low": True}]}, "feature 'h': low and high must be finite numbers"),
+    ({"inputs": [H], "bins": 1}, "bins must be an integer from 2 to 10000, got 1"),
+    ({"inputs": [H], "bins": 10_001}, "bins must be an integer from 2 to 10000, got 10001"),
+    ({"inputs": [H], "bins": True}, "bins must be an integer from 2 to 10000, got True"),
+    ({"inputs": [H], "bins": 2.0}, "bins must be an integer from 2 to 10000, got 2.0"),
+    ({"inputs": [H, W], "projection": {"matrix": [[1, 0]], "center": [0, 0, 0], "outputs": [H]}},
+     "projection matrix (1, 2) does not fit center (3,)"),
+    ({"inputs": [H, W], "projection": {"matrix": [[1, 0]], "center": [[0, 0]], "outputs": [H]}},
+     "projection matrix (1, 2) does not fit center (1, 2)"),
+    ({"inputs": [H, W], "projection": {"matrix": [1, 0], "center": [0, 0], "outputs": [H]}},
+     "projection matrix (2,) does not fit center (2,)"),
+    ({"inputs": [H, W], "projection": {"matrix": [[1, 0], [0, 1]], "center": [0, 0], "outputs": [H]}},
+     "projection needs one declared output range per row and finite entries"),
+    ({"inputs": [H, W], "projection": {"matrix": [[1, float("nan")]], "center": [0, 0], "outputs": [H]}},
+     "projection needs one declared output range per row and finite entries"),
+    ({"inputs": [H, W], "projection": {"matrix": [[1, 0]], "center": [0, float("inf")], "outputs": [H]}},
+     "projection needs one declared output range per row and finite entries"),
+])  # fmt: skip
+def test_preparation_refusals_word_for_word(data, message):
+    with pytest.raises(SpecError) as refused:
+        Preparation.from_dict(data)
+    assert str(refused.value) == message
+
+
+def test_preparation_normalises_what_it_reads_and_accepts_its_bounds():
+    prep = Preparation.from_dict({"inputs": [H, W], "bins": 10_000})
+    assert prep.bins == 10_000 and Preparation.from_dict({"inputs": [H], "bins": 2}).bins == 2
+    assert prep.inputs[1] == ContinuousFeature("w", -2.0, 2.0) and type(prep.inputs[1].low) is float
+    assert type(prep.inputs[1].high) is float
+    projected = Preparation.from_dict(
+        {"inputs": [H, W], "projection": {"matrix": [[1, 2]], "center": [0, 1], "outputs": [H | {"name": "p"}]}}
+    )
+    assert projected.projection.matrix == ((1.0, 2.0),) and projected.projection.center == (0.0, 1.0)
+    assert projected.projection.outputs == (ContinuousFeature("p", 0.0, 1.0),) and projected.output_names == ("p",)
+    assert Preparation.from_dict(projected.to_dict()) == projected
+
+
+def test_records_are_refused_naming_the_feature():
+    prep = Preparation([ContinuousFeature("h", 0.0, 1.0), ContinuousFeature("w", -2.0, 2.0)])
+    cases = [
+        (np.zeros((2, 3)), "features: expected 2 continuous values per record, got shape (2, 3)"),
+        (np.zeros(2), "features: expected 2 continuous values per record, got shape (2,)"),
+        ([[0.5, 0.0], [0.5, np.nan]], "w: must be a finite number, got NaN or inf"),
+        ([[np.inf, 0.0], [0.5, np.nan]], "h: must be a finite number, got NaN or inf"),
+        ([["a", 0.0]], "features: continuous values must be numbers"),
+    ]
+    for X, message in cases:
+        with pytest.raises(RecordError) as refused:
+            prep.check(X)
+        assert str(refused.value) == message
+    assert prep.check([[0.5, 1]]).dtype == np.float64

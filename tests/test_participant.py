@@ -7,6 +7,7 @@ from scipy import stats
 
 from participant import (
     CollectionSpec,
+    Feature,
     Participant,
     RecordError,
     SecureGenerator,
@@ -17,6 +18,8 @@ from participant import (
     joint_decode,
     joint_encode,
 )
+
+from participant.continuous import ContinuousFeature, Preparation
 
 from .conftest import TABLE_1, table_1_spec
 
@@ -199,19 +202,133 @@ def test_refusals_name_their_field_and_assigned_groups_include_0():
     participant = Participant(spec, rng=np.random.default_rng(0))
     assert participant.report(RECORD, group=0).input == 0
     assert participant.report(RECORD, group=spec.n_inputs - 1).input == spec.n_inputs - 1
+    assigns = "this collection assigns inputs: pass the group index you were given"
     cases = [
-        (lambda: participant.report(RECORD), "group"),
-        (lambda: participant.report(RECORD, group=True), "group"),
-        (lambda: participant.report(RECORD, group=-1), "group"),
-        (lambda: Participant(table_1_spec(), rng=np.random.default_rng(0)).report(RECORD, group=0), "group"),
-        (lambda: Participant(table_1_spec(budget="split")).report(RECORD), "budget"),
-        (lambda: Participant(table_1_spec()).reports(RECORD), "budget"),
+        (lambda: participant.report(RECORD), "group", assigns),
+        (lambda: participant.report(RECORD, group=True), "group", assigns),
+        (lambda: participant.report(RECORD, group=1.0), "group", assigns),
+        (lambda: participant.report(RECORD, group=-1), "group", "must lie in [0, 3], got -1"),
+        (lambda: participant.report(RECORD, group=4), "group", "must lie in [0, 3], got 4"),
+        (
+            lambda: Participant(table_1_spec(), rng=np.random.default_rng(0)).report(RECORD, group=0),
+            "group",
+            "this collection picks the input at random; do not pass a group",
+        ),
+        (
+            lambda: Participant(table_1_spec(budget="split")).report(RECORD),
+            "budget",
+            "this collection's budget is 'split': use reports()",
+        ),
+        (
+            lambda: Participant(table_1_spec()).reports(RECORD),
+            "budget",
+            "this collection takes one report per person: use report()",
+        ),
     ]
-    for call, field in cases:
+    for call, field, message in cases:
         with pytest.raises(RecordError) as refused:
             call()
-        assert refused.value.field == field and str(refused.value).startswith(f"{field}: ")
+        assert refused.value.field == field and str(refused.value) == f"{field}: {message}"
+    assert participant.report(RECORD, group=np.int64(2)).input == 2
     # A seeded generator makes reports reproducible (the simulator relies on it).
     a = Participant(table_1_spec(), rng=np.random.default_rng(9)).report(RECORD)
     b = Participant(table_1_spec(), rng=np.random.default_rng(9)).report(RECORD)
     assert (a.input, int(a.payload)) == (b.input, int(b.payload))
+
+
+# A spec's refusals word for word (an operator reads them in a 400 answer or on the command line),
+# its boundaries, what it normalises, and the privacy statement it publishes.
+
+BASE = table_1_spec().to_dict()
+RANGES = {"inputs": [{"name": "h", "low": 0.0, "high": 1.0}]}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"epsilon": 0.0009}, "epsilon must be a number from 0.001 to 50, got 0.0009"),
+    ({"epsilon": 50.5}, "epsilon must be a number from 0.001 to 50, got 50.5"),
+    ({"epsilon": "1"}, "epsilon must be a number from 0.001 to 50, got '1'"),
+    ({"epsilon": True}, "epsilon must be a number from 0.001 to 50, got True"),
+    ({"epsilon": 10**400}, "epsilon must be a number from 0.001 to 50, got 1000000000000000000000000000000000000..."),
+    ({"theta": 0.0}, "theta must lie in (0, 1), got 0.0"),
+    ({"theta": 1}, "theta must lie in (0, 1), got 1"),
+    ({"protocol": "XYZ"}, "protocol must be one of DE, SUE, OUE, SHE, THE, auto, got 'XYZ'"),
+    ({"classes": ["Yes"]}, "classes must list at least two class labels"),
+    ({"classes": ["Yes", ""]}, "classes must hold non-empty strings, got ['Yes', '']"),
+    ({"classes": ["Yes", 3]}, "classes must hold non-empty strings, got ['Yes', 3]"),
+    ({"label": ""}, "label must be a non-empty name distinct from the features, got ''"),
+    ({"label": "age"}, "label must be a non-empty name distinct from the features, got 'age'"),
+    ({"colour": "blue", "shade": 1}, "unknown spec fields: colour, shade"),
+    ({"features": "age"}, "features must be a list of {name, categories} mappings"),
+    ({"features": [{"name": "", "categories": ["a"]}]}, "feature name must be a non-empty string, got ''"),
+    ({"continuous": RANGES}, "a discrete model of continuous features needs bins (equal-width bins per coordinate)"),
+])  # fmt: skip
+def test_refusals_say_what_is_wrong_word_for_word(change, message):
+    with pytest.raises(SpecError) as refused:
+        CollectionSpec.from_dict(BASE | change)
+    assert str(refused.value) == message
+
+
+def test_missing_fields_are_listed_and_continuous_specs_need_no_features():
+    for drop, message in [
+        ({"classes", "epsilon"}, "missing spec fields: classes, epsilon"),
+        ({"features"}, "missing spec fields: features"),
+    ]:
+        with pytest.raises(SpecError) as refused:
+            CollectionSpec.from_dict({k: v for k, v in BASE.items() if k not in drop})
+        assert str(refused.value) == message
+    binned = {k: v for k, v in BASE.items() if k != "features"} | {"continuous": RANGES | {"bins": 3}, "label": "y"}
+    assert [f.name for f in CollectionSpec.from_dict(binned).features] == ["h"]
+    assert CollectionSpec.from_dict({**BASE, "version": 1}) == CollectionSpec.from_dict(BASE)
+    with pytest.raises(SpecError, match="unsupported spec version None"):
+        CollectionSpec.from_dict({**BASE, "version": None})
+
+
+def test_derived_features_may_be_restated_but_not_changed():
+    prep = Preparation([ContinuousFeature("h", 0.0, 1.0)], bins=2)
+    same = CollectionSpec([Feature("h", ["bin0", "bin1"])], ["a", "b"], "DE", 1.0, continuous=prep)
+    assert same.features == (Feature("h", ("bin0", "bin1")),)
+    with pytest.raises(SpecError, match="features are derived from the continuous preparation"):
+        CollectionSpec([Feature("h", ["lo", "hi"])], ["a", "b"], "DE", 1.0, continuous=prep)
+
+
+def test_boundaries_are_inclusive_where_stated_and_values_are_normalised():
+    low = CollectionSpec.from_dict(BASE | {"epsilon": 0.001})
+    high = CollectionSpec.from_dict(BASE | {"epsilon": 50, "theta": 0.999})
+    assert (low.epsilon, high.epsilon) == (0.001, 50.0) and type(high.epsilon) is float
+    assert high.theta == 0.999 and type(CollectionSpec.from_dict(BASE | {"theta": 0.5}).theta) is float
+    spec = CollectionSpec([{"name": "f", "categories": ["x", "y"]}], ["a", "b"], "DE", 2)
+    assert spec.classes == ("a", "b") and type(spec.classes) is tuple
+    assert spec.features == (Feature("f", ("x", "y")),) and type(spec.features[0].categories) is tuple
+    assert type(spec.epsilon) is float and spec.oracles[0].epsilon == 2.0
+
+
+def test_budget_round_trips_and_is_left_out_when_default():
+    assert "budget" not in table_1_spec().to_dict()
+    for budget in ("split", "per-input"):
+        spec = table_1_spec(budget=budget)
+        assert spec.to_dict()["budget"] == budget and CollectionSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_privacy_statements_name_mechanism_budget_and_inputs():
+    assert table_1_spec(epsilon=2.0).privacy_statement() == (
+        "Each person sends one DE report with epsilon=2: epsilon=2-LDP per person for the whole record "
+        "(4 inputs, one reported)."
+    )
+    assert table_1_spec(epsilon=2.0, budget="split").privacy_statement() == (
+        "Each person sends 4 DE reports, one per input, each with epsilon=0.5: epsilon=2-LDP per person "
+        "for the whole record (budget split)."
+    )
+    prep = Preparation([ContinuousFeature("h", 0.0, 1.0), ContinuousFeature("w", 0.0, 1.0)])
+    laplace = CollectionSpec([], ["a", "b"], "OUE", 1.0, continuous=prep, model="gaussian", approach=1)
+    assert laplace.privacy_statement() == (
+        "Each person sends one report (class by OUE, values by laplace, scale 4) with epsilon=1: "
+        "epsilon=1-LDP per person for the whole record (3 inputs, one reported)."
+    )
+    one_bit = CollectionSpec([], ["a", "b"], "OUE", 1.0, continuous=prep, model="gaussian", approach=2)
+    assert "values by onebit, one bit) with epsilon=1" in one_bit.privacy_statement()
+
+
+def test_garbage_msgpack_names_the_format():
+    with pytest.raises(SpecError, match="^spec is not valid msgpack: "):
+        CollectionSpec.from_msgpack(b"\xc1")
+    assert CollectionSpec.from_msgpack(msgpack.packb(BASE)) == table_1_spec()
