@@ -610,7 +610,9 @@ async def test_float_payloads_must_be_finite_bounded_and_on_the_grid(service, ba
     await service.create(spec)
     value = np.zeros(6)
     value[3] = bad
-    status, data = await service.post("/collections/c1/reports", msgpack.packb(wire(value=value.astype("<f8").tobytes())))
+    status, data = await service.post(
+        "/collections/c1/reports", msgpack.packb(wire(value=value.astype("<f8").tobytes()))
+    )
     assert status == 400 and data["reason"] == "out_of_range"
     batch = {"reports": [wire(b"x" * 16, 1, value.astype("<f8").tobytes()), wire(b"y" * 16, 1, np.zeros(6).tobytes())]}
     status, data = await service.post("/collections/c1/reports", msgpack.packb(batch))
@@ -633,5 +635,125 @@ async def test_bit_payloads_have_exactly_ceil_d_over_8_bytes(service):
     spec = CollectionSpec([Feature("f", [str(i) for i in range(9)])], ["a", "b"], "OUE", 1.0)
     await service.create(spec)
     for length, status in ((2, 400), (4, 400), (3, 201)):
-        got, data = await service.post("/collections/c1/reports", msgpack.packb(wire(report_id=bytes([length]) * 16, value=b"\x00" * length)))
+        got, data = await service.post(
+            "/collections/c1/reports", msgpack.packb(wire(report_id=bytes([length]) * 16, value=b"\x00" * length))
+        )
         assert got == status, (length, data)
+
+
+# The client's retry policy against a scripted server on loopback: which answers it retries, how
+# long it waits, what it sends, and what it says when it gives up.
+
+
+class Scripted:
+    """An HTTP server answering from a script of ``(status, body, content type)``; records requests."""
+
+    def __init__(self, script):
+        self.script, self.seen = list(script), []
+
+    async def handle(self, request):
+        self.seen.append((request.method, request.path, dict(request.headers), await request.read()))
+        status, body, ctype = self.script.pop(0)
+        return web.Response(status=status, body=body, content_type=ctype)
+
+    async def __aenter__(self):
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}/"
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.runner.cleanup()
+
+
+def packed(data) -> tuple[bytes, str]:
+    return msgpack.packb(data), "application/msgpack"
+
+
+@pytest.fixture
+def waits(monkeypatch):
+    """The client's backoff sleeps, recorded (and not slept); jitter fixed at its middle."""
+    recorded, real_sleep = [], asyncio.sleep
+
+    async def sleep(delay, *args):
+        if delay:  # asyncio.sleep is the module's, so aiohttp's own sleep(0) calls land here too
+            recorded.append(delay)
+        else:
+            await real_sleep(0)
+
+    monkeypatch.setattr("participant.client.asyncio.sleep", sleep)
+    monkeypatch.setattr("participant.client.random.random", lambda: 0.5)
+    return recorded
+
+
+async def test_the_client_retries_5xx_and_429_with_doubling_backoff(waits):
+    script = [(503, b"busy", "text/plain"), (429, b"slow down", "text/plain"), (500, b"", "text/plain")]
+    async with Scripted([*script, (201, *packed({"status": "accepted"}))]) as server:
+        async with AsyncClient(server.url, ledger=None, backoff=0.25) as client:
+            assert await client.send_report("c1", b"\x81\xa1a\x01") == "accepted"
+    assert waits == [0.25, 0.5, 1.0]
+    assert len(server.seen) == 4
+    method, path, headers, body = server.seen[-1]
+    assert (method, path, body) == ("POST", "/collections/c1/reports", b"\x81\xa1a\x01")
+    assert headers["Content-Type"] == headers["Accept"] == "application/msgpack"
+
+
+async def test_the_client_gives_up_after_its_retries_saying_what_it_saw_last(waits):
+    async with Scripted([(502, b"gateway", "text/plain")] * 2 + [(501, b"x" * 300, "text/plain")]) as server:
+        async with AsyncClient(server.url, ledger=None, retries=2, backoff=1.0) as client:
+            with pytest.raises(SubmissionFailed) as failed:
+                await client.send_report("c1", b"")
+    assert len(server.seen) == 3 and waits == [1.0, 2.0]
+    assert str(failed.value) == (
+        f"POST {server.url}collections/c1/reports failed after 3 attempts; last: 501 {b'x' * 200!r}"
+    )
+    closed = f"http://127.0.0.1:{server.url.split(':')[2]}"  # nothing listens there any more
+    async with AsyncClient(closed, ledger=None, retries=1, backoff=0.1) as client:
+        with pytest.raises(SubmissionFailed, match=r"failed after 2 attempts; last: ClientConnectorError: "):
+            await client.fetch_collection("c1")
+    assert waits[2:] == [0.1]
+
+
+async def test_4xx_answers_are_not_retried_and_carry_the_servers_message(waits):
+    script = [
+        (400, json_body := b'{"error": "value of input 1 must lie in [0, 5], got 6"}', "application/json"),
+        (404, b"[1, 2]", "application/json"),
+        (409, *packed({"error": "duplicate id"})),
+        (404, b"", "application/json"),
+    ]
+    async with Scripted(script) as server:
+        async with AsyncClient(server.url + "/", ledger=None) as client:
+            assert client.collection_url("c1") == server.url + "collections/c1"
+            with pytest.raises(ReportRejected) as first:
+                await client.send_report("c1", b"")
+            with pytest.raises(ReportRejected) as second:
+                await client.send_report("c1", b"")
+            with pytest.raises(ReportRejected) as third:
+                await client.fetch_collection("c1")
+            with pytest.raises(ReportRejected) as fourth:
+                await client.fetch_collection("c1")
+    assert json_body and waits == [] and len(server.seen) == 4
+    assert (first.value.status, str(first.value)) == (
+        400,
+        "aggregator answered 400: value of input 1 must lie in [0, 5], got 6",
+    )
+    assert str(second.value) == "aggregator answered 404: [1, 2]"
+    assert (third.value.status, str(third.value)) == (409, "aggregator answered 409: duplicate id")
+    assert str(fourth.value) == "aggregator answered 404: None"
+    assert server.seen[2][0] == "GET" and server.seen[2][2]["Accept"] == "application/msgpack"
+
+
+async def test_the_client_closes_only_the_session_it_opened():
+    async with aiohttp.ClientSession() as session:
+        async with AsyncClient("http://127.0.0.1:9", ledger=None, session=session) as client:
+            assert client.session is session
+        assert not session.closed
+    own = AsyncClient("http://127.0.0.1:9", ledger=None, timeout=3.5)
+    opened = own.session
+    assert opened.timeout.total == 3.5
+    await own.close()
+    assert opened.closed and own._session is None
