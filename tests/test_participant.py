@@ -20,6 +20,7 @@ from participant import (
 )
 
 from participant.continuous import ContinuousFeature, Preparation
+from participant.encoding import population_inputs
 
 from .conftest import TABLE_1, table_1_spec
 
@@ -332,3 +333,19 @@ def test_garbage_msgpack_names_the_format():
     with pytest.raises(SpecError, match="^spec is not valid msgpack: "):
         CollectionSpec.from_msgpack(b"\xc1")
     assert CollectionSpec.from_msgpack(msgpack.packb(BASE)) == table_1_spec()
+
+
+def test_gaussian_inputs_are_class_hiding_values_and_squares_worked_by_hand():
+    prep = Preparation([ContinuousFeature("h", 0.0, 1.0), ContinuousFeature("w", -2.0, 2.0)])
+    X = np.array([[0.75, -1.0], [0.0, 2.0]])  # prepared z = 2(x - low)/(high - low) - 1
+    y = ["b", "a"]
+    three = CollectionSpec([], ["a", "b"], "DE", 1.0, continuous=prep, model="gaussian", approach=3)
+    labels, h, h2, w, w2 = population_inputs(three, X, y)
+    assert labels.tolist() == [1, 0]
+    assert h.tolist() == [[0.0, 0.5], [-1.0, 0.0]] and h2.tolist() == [[0.0, 0.25], [1.0, 0.0]]
+    assert w.tolist() == [[0.0, -0.5], [1.0, 0.0]] and w2.tolist() == [[0.0, 0.25], [1.0, 0.0]]
+    one = CollectionSpec([], ["a", "b"], "DE", 1.0, continuous=prep, model="gaussian", approach=1)
+    labels, values, squares = population_inputs(one, X, y)
+    # Coordinate-major: (h at a, h at b, w at a, w at b).
+    assert values.tolist() == [[0.0, 0.5, 0.0, -0.5], [-1.0, 0.0, 1.0, 0.0]]
+    assert squares.tolist() == [[0.0, 0.25, 0.0, 0.25], [1.0, 0.0, 1.0, 0.0]]
