@@ -190,3 +190,12 @@ def test_secure_floats_take_the_top_53_bits():
     grid = rng.random(size=(2, 3))
     assert grid.shape == (2, 3) and grid.dtype == np.float64
     assert grid.ravel().tolist() == [0.0, 2**-53, 0.5, 1 - 2**-53, 1 - 2**-53, 0.0]
+
+
+def test_exact_edges_e_to_the_zero_and_coins_beyond_64_bits():
+    assert exp_lower(Fraction(0)) == 1
+    with pytest.raises(ValueError, match="x >= 0"):
+        exp_lower(Fraction(-1, 10**9))
+    # A threshold of 2^64 (a certain coin) takes the exact-integer path; equality is still False.
+    assert coins(Words([ONE - 1, 5, 4]), np.array([ONE, 5, 5], dtype=object), 3).tolist() == [True, False, True]
+    assert coins(Words([]), np.array([], dtype=object), 0).tolist() == []

@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import stat
 import threading
+import time
 
 import pytest
 
@@ -126,3 +127,40 @@ def test_claim_returns_the_first_report_to_everyone(tmp_path):
     assert ledger.claim("uid", lambda: next(bodies)) == (b"first", False)
     ledger.mark_sent("uid")
     assert ledger.claim("uid", lambda: next(bodies)) == (b"first", True)
+
+
+def test_the_ledger_records_when_and_what_and_replaces_its_file_atomically(tmp_path, monkeypatch):
+    path = tmp_path / "ledger.json"
+    ledger = Ledger(path)
+    replaced = []
+    real_replace = os.replace
+
+    def replace(src, dst):
+        replaced.append((os.path.dirname(src), os.path.basename(src), os.fspath(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr("participant.client.os.replace", replace)
+    before = time.time()
+    ledger.claim("uid", lambda: b"report", collection="http://x/collections/c1", fingerprint="f" * 16)
+    assert ledger.pending_body("uid") == b"report" and ledger.pending_body("other") is None
+    ledger.mark_sent("uid")
+    entry = json.loads(path.read_text())["uid"]
+    assert (
+        entry["sent"] is True and entry["collection"] == "http://x/collections/c1" and entry["fingerprint"] == "f" * 16
+    )
+    assert before <= entry["reserved_at"] <= entry["sent_at"] <= time.time()
+    assert ledger.pending_body("uid") is None  # sent: nothing left to re-send
+    # Each write goes to a hidden temporary file beside the ledger (a rename is atomic only within
+    # one file system), then replaces it; nothing is left behind.
+    assert len(replaced) == 2
+    for directory, name, target in replaced:
+        assert directory == str(tmp_path) and name.startswith(".ledger.json.") and name.endswith(".tmp")
+        assert target == str(path)
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_report_that_is_not_base64_is_a_corrupt_ledger(tmp_path):
+    path = tmp_path / "ledger.json"
+    path.write_text('{"uid": {"report": "AA!A", "sent": false}}')
+    with pytest.raises(LedgerError, match=str(path)):
+        Ledger(path).entry("uid")

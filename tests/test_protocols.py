@@ -17,7 +17,9 @@ from protocols.noise import (
     GRID,
     discrete_laplace,
     discrete_laplace_log_pmf,
+    discrete_laplace_sf,
     discrete_laplace_variance,
+    grid_log_likelihood,
     grid_ratio,
     round_to_grid,
     sum_of_discrete_laplace,
@@ -181,3 +183,32 @@ def test_a_wrong_direct_encoding_fails_sampling_and_estimation():
 
 def test_an_over_budget_protocol_fails_the_privacy_ratio():
     assert worst_log_ratio(OverconfidentSUE(1.0, 3)) == pytest.approx(2.0)
+
+
+def test_discrete_laplace_tail_variance_and_grid_likelihood_against_the_pmf_summed():
+    """The closed forms against sums of the pmf (written here: (1-r)/(1+r)·r^|k|) over a range
+    that holds all but r^4000 of the mass."""
+    r = 0.99
+    k = np.arange(-4000, 4001)
+    pmf = (1 - r) / (1 + r) * r ** np.abs(k)
+    np.testing.assert_allclose(np.exp(discrete_laplace_log_pmf(k, r)), pmf, rtol=1e-12)
+    assert discrete_laplace_variance(r) == pytest.approx((pmf * k**2).sum(), rel=1e-9)
+    for m in (-3, 0, 1, 2, 7):
+        assert discrete_laplace_sf(m, r) == pytest.approx(pmf[k >= m].sum(), rel=1e-9), m
+    # Grid noise around a grid centre: a distribution over grid outputs, centred on the centre.
+    centre = np.array([5 * GRID, -2 * GRID])
+    outputs = np.stack([centre[0] + k * GRID, np.full(k.size, centre[1])], axis=1)
+    logp = grid_log_likelihood(outputs, centre, r)
+    assert logp.shape == (k.size,)
+    p = np.exp(logp - discrete_laplace_log_pmf(0, r))  # the second coordinate sits at its centre
+    assert p.sum() == pytest.approx(1.0, abs=1e-9) and (p * outputs[:, 0]).sum() == pytest.approx(centre[0], abs=1e-9)
+    assert grid_log_likelihood(centre + [GRID / 1000, 0.0], centre, r) == -np.inf
+    assert grid_log_likelihood(centre + [GRID / 2, 0.0], centre, r) == -np.inf
+
+
+def test_a_sum_of_one_discrete_laplace_draw_is_one_draw():
+    rng = np.random.default_rng(4)
+    r = 0.8
+    draws = sum_of_discrete_laplace(rng, r, 1, 40_000)
+    assert draws.var() == pytest.approx(discrete_laplace_variance(r), rel=0.05)
+    assert sum_of_discrete_laplace(rng, r, 0, 3).tolist() == [0, 0, 0]
