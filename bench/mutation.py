@@ -1,5 +1,5 @@
-"""Mutation testing of protocols/ and participant/ with mutmut (not run in CI: it takes about an
-hour on two cores).
+"""Mutation testing of protocols/, participant/ (the device, the wire format and its validation)
+and aggregator/statistics.py with mutmut (not run in CI: it takes about an hour on two cores).
 
     pip install mutmut
     python bench/mutation.py [--max-children 2] [--summary-only]
@@ -8,6 +8,10 @@ mutmut copies the project to ``mutants/``, mutates each covered line of the modu
 ``[tool.mutmut]`` of pyproject.toml (operators, constants, comparisons, arguments), and runs the
 fast tests that cover it; a mutant the tests still pass is a survivor. This prints, per module,
 the mutants killed, the survivors and the score, then the functions survivors sit in.
+
+Every run starts from an empty ``mutants/``: mutmut's incremental mode measures coverage on the
+previous run's mutated copies, whose lines no longer match an edited source, and silently
+mutates only part of it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -51,6 +56,7 @@ def main() -> None:
     parser.add_argument("--summary-only", action="store_true", help="summarise an earlier run's mutants/")
     args = parser.parse_args()
     if not args.summary_only:
+        shutil.rmtree(ROOT / "mutants", ignore_errors=True)
         # The data sets are found relative to the project; mutmut runs the tests from mutants/.
         env = {**os.environ, "LDPNB_DATA": os.environ.get("LDPNB_DATA", str(ROOT.parent / "shared" / "datasets"))}
         subprocess.run(["mutmut", "run", "--max-children", str(args.max_children)], cwd=ROOT, env=env, check=False)

@@ -36,7 +36,7 @@ def encode_column(values, categories: Sequence[str], field: str) -> np.ndarray:
     codes = order[position]
     unknown = cats[codes] != values
     if unknown.any():
-        bad = values[np.argmax(unknown)]
+        bad = str(values[np.argmax(unknown)])  # a str, so the message shows the value, not numpy's repr
         raise RecordError(field, f"unknown value {bad!r}; expected one of {list(categories)}")
     return codes.astype(np.int64)
 

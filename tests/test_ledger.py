@@ -164,3 +164,22 @@ def test_a_report_that_is_not_base64_is_a_corrupt_ledger(tmp_path):
     path.write_text('{"uid": {"report": "AA!A", "sent": false}}')
     with pytest.raises(LedgerError, match=str(path)):
         Ledger(path).entry("uid")
+
+
+def test_a_published_collection_needs_an_identity_and_a_matching_fingerprint():
+    from participant.client import ClientError, Published
+
+    spec = table_1_spec()
+    answer = {"id": "c1", "uid": "u" * 16, "spec": spec.to_dict(), "fingerprint": spec.fingerprint}
+    published = Published.from_answer(answer)
+    assert (published.collection_id, published.uid, published.spec) == ("c1", "u" * 16, spec)
+    cases = [
+        (answer | {"uid": "u" * 15}, "the service published no usable collection identity (uid)"),
+        (answer | {"uid": 12345678901234567890}, "the service published no usable collection identity (uid)"),
+        (answer | {"fingerprint": "0" * 16}, "the published spec does not match its fingerprint; refusing to report"),
+        ({k: v for k, v in answer.items() if k != "uid"}, "the service's description of the collection lacks 'uid'"),
+    ]
+    for data, message in cases:
+        with pytest.raises(ClientError) as refused:
+            Published.from_answer(data)
+        assert str(refused.value) == message

@@ -13,6 +13,7 @@ from participant import (
     SecureGenerator,
     SpecError,
     encode_features,
+    encode_labels,
     encode_record,
     input_values,
     joint_decode,
@@ -349,3 +350,23 @@ def test_gaussian_inputs_are_class_hiding_values_and_squares_worked_by_hand():
     # Coordinate-major: (h at a, h at b, w at a, w at b).
     assert values.tolist() == [[0.0, 0.5, 0.0, -0.5], [-1.0, 0.0, 1.0, 0.0]]
     assert squares.tolist() == [[0.0, 0.25, 0.0, 0.25], [1.0, 0.0, 1.0, 0.0]]
+
+
+def test_record_refusals_word_for_word():
+    spec = table_1_spec()
+    cases = [
+        (lambda: encode_record({**RECORD, "age": "Ancient"}, spec),
+         "age: unknown value 'Ancient'; expected one of ['Young', 'Medium', 'Old']"),
+        (lambda: encode_features(np.array([["Young", "Low"]], dtype=object), spec),
+         "features: expected a table with 3 columns, got shape (1, 2)"),
+        (lambda: encode_features(np.array(["Young", "Low", "Male"], dtype=object), spec),
+         "features: expected a table with 3 columns, got shape (3,)"),
+    ]  # fmt: skip
+    for call, message in cases:
+        with pytest.raises(RecordError) as refused:
+            call()
+        assert str(refused.value) == message
+    # Labels given as a column (m, 1) are read like a flat list.
+    assert encode_labels(np.array([["No"], ["Yes"]]), spec).tolist() == [1, 0]
+    codes = encode_features(np.array([["Old", "High", "Female"], ["Young", "Low", "Male"]], dtype=object), spec)
+    assert codes.dtype == np.int64 and codes.tolist() == [[2, 2, 1], [0, 0, 0]]

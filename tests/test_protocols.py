@@ -212,3 +212,21 @@ def test_a_sum_of_one_discrete_laplace_draw_is_one_draw():
     draws = sum_of_discrete_laplace(rng, r, 1, 40_000)
     assert draws.var() == pytest.approx(discrete_laplace_variance(r), rel=0.05)
     assert sum_of_discrete_laplace(rng, r, 0, 3).tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize("protocol", ["DE", "SUE", "OUE", "SHE", "THE"])
+def test_simulated_states_count_every_person_with_float_supports(protocol):
+    oracle = make_oracle(protocol, 1.0, 4)
+    counts = [3, 0, 5, 2]  # a list, as callers pass it
+    state = oracle.simulate_counts(counts, np.random.default_rng(0))
+    assert state.n == 10 and type(state.n) is int
+    assert state.support.dtype == np.float64 and state.support.shape == (4,)
+    empty = OracleState.empty(4)
+    assert empty.n == 0 and empty.support.dtype == np.float64 and not empty.support.any()
+
+
+@pytest.mark.parametrize("theta", [0.0, 1.0, -0.1, 1.5])
+def test_the_threshold_must_lie_strictly_between_0_and_1(theta):
+    with pytest.raises(ValueError, match="theta"):
+        ThresholdHistogramEncoding(1.0, 4, theta)
+    assert ThresholdHistogramEncoding(1.0, 4).theta == 0.25  # the default of Wang et al.
