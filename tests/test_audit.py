@@ -114,3 +114,18 @@ def test_the_audit_bound_is_the_clopper_pearson_ratio_event_by_event():
             cases += 1
             assert result.event == event and isinstance(result.event, int)
     assert cases > 50  # enough cases where an event separates the inputs
+
+
+def test_the_audit_events_separate_every_outcome_that_matters():
+    from protocols.audit import _events
+
+    oue = OptimisedUnaryEncoding(1.0, 3)
+    bits = np.array([[1, 0, 1], [0, 1, 0], [1, 1, 0], [0, 0, 1]], dtype=bool)
+    assert sorted(_events(oue, bits, 0, 1).tolist()) == [0, 1, 2, 3]  # the two differing bits, jointly
+    she = SummationHistogramEncoding(1.0, 3)
+    values = np.array([[-0.5, -0.5, 9.0], [0.5, 1.5, 9.0], [1.0, 0.0, 9.0]])
+    assert _events(she, values, 0, 1).tolist() == [0, 5, 7]  # buckets (-inf, 0), [0, 1), [1, inf), jointly
+    laplace = LaplaceMean(1.0, 3, 2.0)
+    reports = np.array([[5.0, -1.5, 5.0], [5.0, 0.0, 5.0], [5.0, 1.0, 5.0]])
+    # The coordinate where the inputs differ, split at its tails beyond ±1.
+    assert _events(laplace, reports, [0.0, 1.0, 0.0], [0.0, -1.0, 0.0]).tolist() == [0, 1, 2]

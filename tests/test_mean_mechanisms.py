@@ -7,7 +7,7 @@ from scipy import stats
 
 from protocols import OracleState
 from protocols.mean import LaplaceMean, OneBitMean
-from protocols.noise import GRID
+from protocols.noise import GRID, discrete_laplace_variance, grid_log_likelihood
 
 from .protocol_checks import discrete_laplace_pvalue
 
@@ -165,3 +165,32 @@ def test_mean_mechanism_variances_match_simulated_estimates():
         assert mechanism.variance(0).tolist() == mechanism.variance(1).tolist()
         np.testing.assert_allclose(mechanism.variance(1), 7 * mechanism.variance(7), rtol=1e-12)
         assert mechanism.estimate(OracleState.empty(mechanism.state_size)).tolist() == [0.0] * mechanism.dim
+
+
+def test_far_from_zero_a_half_step_is_still_off_the_grid():
+    # 200,000.5 grid steps: a relative tolerance would call it a grid point.
+    mechanism = LaplaceMean(1.0, 1, 2.0)
+    far = np.array([[200_000.5 * GRID]])
+    assert mechanism.log_likelihood(far, np.array([0.0]))[0] == -np.inf
+    assert grid_log_likelihood(far[0], np.array([0.0]), mechanism.r) == -np.inf
+    assert np.isfinite(mechanism.log_likelihood(np.array([[200_000 * GRID]]), np.array([0.0]))[0])
+
+
+def test_mean_mechanism_parameters_are_checked_and_the_variance_bound_is_its_formula():
+    for bad in ((0, 2.0), (1.5, 2.0), (2, 0.0), (2, -1.0)):
+        with pytest.raises(ValueError):
+            LaplaceMean(1.0, *bad)
+    for bad in (0, 1.5):
+        with pytest.raises(ValueError):
+            OneBitMean(1.0, bad)
+    assert OneBitMean(1.0, 1).dim == 1 and LaplaceMean(1.0, 1, 0.5).dim == 1
+    # The documented bound: grid noise plus at most a quarter grid step squared from rounding.
+    mechanism = LaplaceMean(50.0, 2, 2.0)
+    assert mechanism.variance(1)[0] / GRID**2 == pytest.approx(discrete_laplace_variance(mechanism.r) + 0.25, rel=1e-12)
+
+
+def test_simulated_mean_noise_is_independent_across_coordinates():
+    mechanism = LaplaceMean(1.0, 3, 2.0)
+    rng = np.random.default_rng(3)
+    states = np.array([mechanism.simulate(np.zeros((10, 3)), rng).support for _ in range(400)])
+    assert np.abs(np.corrcoef(states.T)[np.triu_indices(3, 1)]).max() < 0.2

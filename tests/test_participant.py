@@ -370,3 +370,26 @@ def test_record_refusals_word_for_word():
     assert encode_labels(np.array([["No"], ["Yes"]]), spec).tolist() == [1, 0]
     codes = encode_features(np.array([["Old", "High", "Female"], ["Young", "Low", "Male"]], dtype=object), spec)
     assert codes.dtype == np.int64 and codes.tolist() == [[2, 2, 1], [0, 0, 0]]
+
+
+def test_the_spec_passes_its_threshold_to_every_oracle_and_reads_versionless_specs():
+    spec = table_1_spec(protocol="THE", theta=0.4)
+    assert [o.theta for o in spec.oracles] == [0.4] * spec.n_inputs
+    unversioned = {k: v for k, v in table_1_spec().to_dict().items() if k != "version"}
+    assert CollectionSpec.from_dict(unversioned) == table_1_spec()
+    with pytest.raises(SpecError) as refused:
+        CollectionSpec.from_dict({**BASE, "features": [1]})
+    assert str(refused.value) == "features must be a list of {name, categories} mappings"
+    # Values are quoted whole up to 40 characters, then cut to 37 and an ellipsis.
+    for text, shown in [("a" * 38, "'" + "a" * 38 + "'"), ("a" * 39, "'" + "a" * 36 + "...")]:
+        with pytest.raises(SpecError) as refused:
+            CollectionSpec.from_dict({**BASE, "epsilon": text})
+        assert str(refused.value) == f"epsilon must be a number from 0.001 to 50, got {shown}"
+
+
+def test_an_unknown_value_is_named_wherever_it_sorts_and_whichever_row_holds_it():
+    spec = table_1_spec()
+    X = np.array([["Old", "High", "Female"], ["Zebra", "Low", "Male"]], dtype=object)
+    with pytest.raises(RecordError) as refused:
+        encode_features(X, spec)
+    assert str(refused.value) == "age: unknown value 'Zebra'; expected one of ['Young', 'Medium', 'Old']"

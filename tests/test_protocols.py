@@ -230,3 +230,26 @@ def test_the_threshold_must_lie_strictly_between_0_and_1(theta):
     with pytest.raises(ValueError, match="theta"):
         ThresholdHistogramEncoding(1.0, 4, theta)
     assert ThresholdHistogramEncoding(1.0, 4).theta == 0.25  # the default of Wang et al.
+
+
+def test_the_threshold_counts_reports_strictly_above_it():
+    # Reports are grid points, and θ = 0.25 is one: a report exactly at θ must not count, as in
+    # the p and q that the estimator divides by (P(report > θ)).
+    oracle = ThresholdHistogramEncoding(1.0, 3)
+    reports = np.array([[0.25, 0.25 + GRID, 1.0], [0.25 - GRID, 0.25, 0.0]])
+    assert oracle.support(reports).tolist() == [0.0, 1.0, 1.0]
+
+
+def test_simulated_histogram_noise_is_independent_across_values():
+    oracle = make_oracle("SHE", 1.0, 3)
+    rng = np.random.default_rng(8)
+    supports = np.array([oracle.simulate_counts([10, 0, 5], rng).support for _ in range(400)])
+    correlation = np.corrcoef(supports.T)[np.triu_indices(3, 1)]
+    assert np.abs(correlation).max() < 0.2  # 400 draws: |r| of independent ones is below 0.2 w.p. > 0.999
+
+
+@pytest.mark.parametrize("values", [np.array([0.0, 1.0]), np.array([[0, 1]]), np.array(["0"])])
+def test_oracles_take_a_flat_array_of_integers_only(values):
+    for protocol in ("DE", "OUE", "SHE"):
+        with pytest.raises(ValueError, match="values must be a 1-d array of integers"):
+            make_oracle(protocol, 1.0, 4).perturb(values, np.random.default_rng(0))

@@ -130,3 +130,13 @@ def test_unpack_decodes_strings_and_refuses_non_string_keys_and_garbage():
             unpack(body)
         assert refused.value.reason == "malformed"
         assert str(refused.value).startswith(f"body is not valid msgpack: {kind}: "), str(refused.value)
+
+
+def test_integers_beyond_64_bits_are_refused_not_overflowed():
+    oracle = DE.oracles[1]  # d = 6
+    values = [2**63, 2**64 - 1, -(2**63) - 1, -(2**63), 2**63 - 1, 5]
+    rows, bad, _ = decode_values(oracle, values, 1)
+    assert bad.tolist() == [True] * 5 + [False] and rows[-1] == 5
+    with pytest.raises(ReportError) as refused:
+        decode_payload(OUE.oracles[1], b"\0\0", 1)  # checked before decoding
+    assert refused.value.reason == "wrong_length"
