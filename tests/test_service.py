@@ -1,4 +1,5 @@
 import asyncio
+import json
 import re
 import sqlite3
 import subprocess
@@ -757,3 +758,33 @@ async def test_the_client_closes_only_the_session_it_opened():
     assert opened.timeout.total == 3.5
     await own.close()
     assert opened.closed and own._session is None
+
+
+RECORD_1 = {"age": "Young", "income": "Medium", "gender": "Female", "missed_payment": "No"}
+
+
+def published_answer(spec, collection_id="c1") -> tuple[int, bytes, str]:
+    data = {"id": collection_id, "uid": "u" * 32, "spec": spec.to_dict(), "fingerprint": spec.fingerprint}
+    return (200, *packed(data))
+
+
+async def test_the_sync_client_passes_group_token_options_and_rng_through(tmp_path, waits):
+    spec = table_1_spec(protocol="OUE", input_selection="assigned")  # bit vectors: rarely equal by chance
+    accepted = (201, *packed({"status": "accepted"}))
+    async with Scripted([published_answer(spec), accepted, published_answer(spec), accepted]) as server:
+        sent = []
+        for name in ("a.json", "b.json"):
+            client = Client(server.url, ledger=str(tmp_path / name), rng=np.random.default_rng(7), retries=0)
+            assert isinstance(client.ledger, Ledger)
+            # The sync client runs its own loop on a helper thread: this test's loop is running.
+            assert await asyncio.to_thread(client.submit, "c1", RECORD_1, 2, "tok") == "accepted"
+            sent.append(msgpack.unpackb(server.seen[-1][3]))
+        entry = json.loads((tmp_path / "a.json").read_text())["u" * 32]
+    assert entry["collection"] == server.url + "collections/c1" and entry["fingerprint"] == spec.fingerprint
+    assert [s["input"] for s in sent] == [2, 2] and [s["token"] for s in sent] == ["tok", "tok"]
+    assert sent[0]["value"] == sent[1]["value"]  # the same seeded generator, the same randomised value
+    # Options reach the async client: no retry, so one 503 is the end.
+    async with Scripted([(503, b"busy", "text/plain")]) as server:
+        client = Client(server.url, ledger=None, retries=0)
+        with pytest.raises(SubmissionFailed, match="failed after 1 attempts"):
+            await asyncio.to_thread(client.submit, "c1", RECORD_1)
