@@ -29,32 +29,59 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def summarise(root: Path) -> None:
+    """Per module: mutants killed, timed out (a mutant that hangs the tests counts as caught),
+    survived, with no covering test (counted as survivors) and not yet run; then the score."""
+    from mutmut.stats import status_by_exit_code
+
     rows, survivors = {}, Counter()
     for meta in sorted((root / "mutants").rglob("*.py.meta")):
         module = str(meta.relative_to(root / "mutants")).removesuffix(".meta")
-        codes = json.loads(meta.read_text())["exit_code_by_key"]
-        killed = sum(1 for c in codes.values() if c not in (0, None))
-        alive = [k for k, c in codes.items() if c == 0]
-        rows[module] = (killed, len(alive), sum(1 for c in codes.values() if c is None))
-        for key in alive:
-            survivors[key.split("__mutmut_")[0]] += 1
-    total_killed = sum(k for k, _, _ in rows.values())
-    total_alive = sum(a for _, a, _ in rows.values())
-    print("| module | killed | survived | not run | score |\n|---|---|---|---|---|")
-    for module, (killed, alive, skipped) in rows.items():
-        if killed + alive:
-            print(f"| {module} | {killed} | {alive} | {skipped} | {killed / (killed + alive):.0%} |")
-    print(f"| all | {total_killed} | {total_alive} | | {total_killed / max(1, total_killed + total_alive):.1%} |")
+        statuses = {k: status_by_exit_code[c] for k, c in json.loads(meta.read_text())["exit_code_by_key"].items()}
+        count = Counter(statuses.values())
+        rows[module] = [count["killed"], count["timeout"], count["survived"], count["no tests"], count["not checked"]]
+        for key, status in statuses.items():
+            if status in ("survived", "no tests"):
+                survivors[key.split("__mutmut_")[0]] += 1
+    print("| module | killed | timeout | survived | no test | not run | score |\n|---|---|---|---|---|---|---|")
+    totals = [0] * 5
+    for module, row in rows.items():
+        totals = [t + r for t, r in zip(totals, row)]
+        caught, run = row[0] + row[1], sum(row[:4])
+        if run:
+            print(f"| {module} | {' | '.join(map(str, row))} | {caught / run:.0%} |")
+    caught, run = totals[0] + totals[1], sum(totals[:4])
+    print(f"| all | {' | '.join(map(str, totals))} | {caught / max(1, run):.1%} |")
     print("\nsurvivors by function:")
     for function, count in survivors.most_common():
         print(f"  {count:4d}  {function}")
+
+
+def list_survivors(prefixes: list[str]) -> None:
+    """Each surviving mutant of the modules named by ``prefixes`` (dotted, e.g. ``protocols.mean``)
+    with the line it changes, for the equivalence list."""
+    from mutmut.mutation.diff_apply import find_mutant, get_diff_for_mutant
+    from mutmut.stats import status_by_exit_code
+
+    os.chdir(ROOT)
+    for meta in sorted((ROOT / "mutants").rglob("*.py.meta")):
+        for key, code in json.loads(meta.read_text())["exit_code_by_key"].items():
+            if status_by_exit_code[code] not in ("survived", "no tests") or not key.startswith(tuple(prefixes)):
+                continue
+            diff = get_diff_for_mutant(key, path=find_mutant(key).path).splitlines()
+            old = " ".join(line[1:].strip() for line in diff if line.startswith("-") and not line.startswith("---"))
+            new = " ".join(line[1:].strip() for line in diff if line.startswith("+") and not line.startswith("+++"))
+            print(f"- `{key}`: `{old}` -> `{new}`")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--summary-only", action="store_true", help="summarise an earlier run's mutants/")
+    parser.add_argument("--list", nargs="+", metavar="MODULE", help="list the survivors of these dotted modules")
     args = parser.parse_args()
+    if args.list:
+        list_survivors(args.list)
+        return
     if not args.summary_only:
         shutil.rmtree(ROOT / "mutants", ignore_errors=True)
         # The data sets are found relative to the project; mutmut runs the tests from mutants/.

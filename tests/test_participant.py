@@ -289,7 +289,7 @@ def test_derived_features_may_be_restated_but_not_changed():
     prep = Preparation([ContinuousFeature("h", 0.0, 1.0)], bins=2)
     same = CollectionSpec([Feature("h", ["bin0", "bin1"])], ["a", "b"], "DE", 1.0, continuous=prep)
     assert same.features == (Feature("h", ("bin0", "bin1")),)
-    with pytest.raises(SpecError, match="features are derived from the continuous preparation"):
+    with pytest.raises(SpecError, match="^features are derived from the continuous preparation; leave them out$"):
         CollectionSpec([Feature("h", ["lo", "hi"])], ["a", "b"], "DE", 1.0, continuous=prep)
 
 
@@ -393,3 +393,16 @@ def test_an_unknown_value_is_named_wherever_it_sorts_and_whichever_row_holds_it(
     with pytest.raises(RecordError) as refused:
         encode_features(X, spec)
     assert str(refused.value) == "age: unknown value 'Zebra'; expected one of ['Young', 'Medium', 'Old']"
+
+
+def test_gaussian_inputs_are_named_for_what_they_carry():
+    prep = Preparation([ContinuousFeature("h", 0.0, 1.0)])
+    names = {
+        a: CollectionSpec([], ["a", "b"], "DE", 1.0, continuous=prep, model="gaussian", approach=a).input_names
+        for a in (1, 2, 3)
+    }
+    assert names == {
+        1: ("class", "values", "squares"),
+        2: ("class", "values", "squares"),
+        3: ("class", "h:value", "h:square"),
+    }

@@ -1,4 +1,5 @@
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -253,3 +254,28 @@ def test_oracles_take_a_flat_array_of_integers_only(values):
     for protocol in ("DE", "OUE", "SHE"):
         with pytest.raises(ValueError, match="values must be a 1-d array of integers"):
             make_oracle(protocol, 1.0, 4).perturb(values, np.random.default_rng(0))
+
+
+def test_protocol_refusals_word_for_word():
+    from protocols.exact import exp_lower
+    from protocols.mean import LaplaceMean, OneBitMean
+
+    cases = [
+        (lambda: make_oracle("XYZ", 1.0, 4), "unknown protocol 'XYZ'; choose one of " + ", ".join(FREQUENCY_ORACLES)),
+        (lambda: make_oracle("DE", 1.0, 1), "domain_size must be an integer >= 2, got 1"),
+        (lambda: make_oracle("DE", float("nan"), 4), "epsilon must be a finite number > 0, got nan"),
+        (lambda: make_oracle("DE", 1.0, 4).perturb(np.array([4]), None), "values must lie in [0, 3]"),
+        (lambda: ThresholdHistogramEncoding(1.0, 4, 1.0), "theta must lie in (0, 1), got 1.0"),
+        (lambda: LaplaceMean(1.0, 2, 2.0).perturb(np.zeros((1, 3)), None), "values must have shape (m, 2), got (1, 3)"),
+        (
+            lambda: LaplaceMean(1.0, 2, 2.0).perturb(np.full((1, 2), 1.5), None),
+            "values must be finite and lie in [-1, 1]",
+        ),
+        (lambda: OneBitMean(1.0, 0), "dim must be a positive integer, got 0"),
+        (lambda: LaplaceMean(1.0, 2, 0.0), "sensitivity must be > 0, got 0.0"),
+        (lambda: exp_lower(Fraction(-1)), "exp_lower takes x >= 0"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError) as refused:
+            call()
+        assert str(refused.value) == message
