@@ -19,7 +19,6 @@ from participant import (
     joint_decode,
     joint_encode,
 )
-
 from participant.continuous import ContinuousFeature, Preparation
 from participant.encoding import population_inputs
 
