@@ -43,7 +43,8 @@ def encode_column(values, categories: Sequence[str], field: str) -> np.ndarray:
 
 def encode_labels(labels, spec: CollectionSpec) -> np.ndarray:
     """Class codes of ``labels`` (1-d), shape ``(m,)``."""
-    return encode_column(np.asarray(labels).reshape(-1), spec.classes, spec.label)
+    # dtype=object keeps each label as written: numpy would make [1, 2.5] floats, and "1.0" no class.
+    return encode_column(np.asarray(labels, dtype=object).reshape(-1), spec.classes, spec.label)
 
 
 def encode_features(X, spec: CollectionSpec) -> np.ndarray:

@@ -194,3 +194,12 @@ def test_simulated_mean_noise_is_independent_across_coordinates():
     rng = np.random.default_rng(3)
     states = np.array([mechanism.simulate(np.zeros((10, 3)), rng).support for _ in range(400)])
     assert np.abs(np.corrcoef(states.T)[np.triu_indices(3, 1)]).max() < 0.2
+
+
+def test_a_grid_point_within_a_millionth_of_a_step_is_on_the_grid():
+    # A report that went through decimal text (JSON, a CSV) comes back a hair off its grid point.
+    mechanism = LaplaceMean(1.0, 1, 2.0)
+    for offset, on_grid in ((5e-7, True), (-5e-7, True), (2e-6, False)):
+        report = np.array([(3 + offset) * GRID])
+        assert np.isfinite(grid_log_likelihood(report, np.array([0.0]), mechanism.r)) == on_grid, offset
+        assert np.isfinite(mechanism.log_likelihood(report[None, :], np.array([0.0]))[0]) == on_grid, offset

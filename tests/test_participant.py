@@ -20,7 +20,7 @@ from participant import (
     joint_encode,
 )
 from participant.continuous import ContinuousFeature, Preparation
-from participant.encoding import population_inputs
+from participant.encoding import encode_column, population_inputs
 
 from .conftest import TABLE_1, table_1_spec
 
@@ -56,6 +56,17 @@ def test_spec_domain_sizes_follow_the_joint_encoding(spec):
     assert spec.domain_sizes == (2, 6, 6, 4)
     assert [o.domain_size for o in spec.oracles] == [2, 6, 6, 4]
     assert spec.input_names == ("missed_payment", "age", "income", "gender")
+
+
+def test_numbers_match_categories_as_written_even_beside_floats():
+    # Values mixing 1 and 2.5 must not become floats first: "1" is a category, "1.0" is not.
+    n = Feature("n", ("1", "2.5"))
+    np.testing.assert_array_equal(encode_column([1, 2.5], n.categories, "n"), [0, 1])
+    spec = CollectionSpec([n, Feature("k", ("a", "b"))], ["1", "2.5"], "DE", 1.0)
+    np.testing.assert_array_equal(encode_features([[1, "a"], [2.5, "b"]], spec), [[0, 0], [1, 1]])
+    only_n = CollectionSpec([n], ["1", "2.5"], "DE", 1.0)
+    np.testing.assert_array_equal(encode_features([[1], [2.5]], only_n), [[0], [1]])
+    np.testing.assert_array_equal(encode_labels([2.5, 1], only_n), [1, 0])
 
 
 @pytest.mark.parametrize(
@@ -191,6 +202,10 @@ def test_secure_integers_cover_exactly_their_range_in_every_form():
         assert ints.min() == low and ints.max() == high - 1, args
         assert stats.chisquare(np.bincount(ints - low, minlength=high - low)).pvalue > 1e-4
     assert {rng.integers(1) for _ in range(50)} == {0}
+    # Spans past 2**53 must stay exact integers (a detour through float64 would round them).
+    wide = rng.integers(0, 2**62 + 1, size=2_000)
+    assert wide.min() >= 0 and wide.max() <= 2**62
+    assert 850 < np.count_nonzero(wide[wide >= 2**53] % 2) < 1150  # odd half the time (binomial, |z| > 6.5 otherwise)
     assert 0 <= rng.integers(4) < 4 and 10 <= rng.integers(10, 12) < 12
     with pytest.raises(ValueError):
         rng.integers(0)

@@ -252,7 +252,7 @@ def test_simulated_histogram_noise_is_independent_across_values():
 @pytest.mark.parametrize("values", [np.array([0.0, 1.0]), np.array([[0, 1]]), np.array(["0"])])
 def test_oracles_take_a_flat_array_of_integers_only(values):
     for protocol in ("DE", "OUE", "SHE"):
-        with pytest.raises(ValueError, match="values must be a 1-d array of integers"):
+        with pytest.raises(ValueError, match="^values must be a 1-d array of integers$"):
             make_oracle(protocol, 1.0, 4).perturb(values, np.random.default_rng(0))
 
 
@@ -272,6 +272,7 @@ def test_protocol_refusals_word_for_word():
             "values must be finite and lie in [-1, 1]",
         ),
         (lambda: OneBitMean(1.0, 0), "dim must be a positive integer, got 0"),
+        (lambda: LaplaceMean(1.0, 0, 2.0), "dim must be a positive integer, got 0"),
         (lambda: LaplaceMean(1.0, 2, 0.0), "sensitivity must be > 0, got 0.0"),
         (lambda: exp_lower(Fraction(-1)), "exp_lower takes x >= 0"),
     ]
