@@ -197,7 +197,8 @@ def test_simulated_mean_noise_is_independent_across_coordinates():
 
 
 def test_a_grid_point_within_a_millionth_of_a_step_is_on_the_grid():
-    # A report that went through decimal text (JSON, a CSV) comes back a hair off its grid point.
+    # Arithmetic on a report's way (a unit conversion, a decimal printed short) can leave it a hair off its
+    # grid point: within a millionth of a step it still counts as the grid point.
     mechanism = LaplaceMean(1.0, 1, 2.0)
     for offset, on_grid in ((5e-7, True), (-5e-7, True), (2e-6, False)):
         report = np.array([(3 + offset) * GRID])

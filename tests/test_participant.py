@@ -205,7 +205,7 @@ def test_secure_integers_cover_exactly_their_range_in_every_form():
     # Spans past 2**53 must stay exact integers (a detour through float64 would round them).
     wide = rng.integers(0, 2**62 + 1, size=2_000)
     assert wide.min() >= 0 and wide.max() <= 2**62
-    assert 850 < np.count_nonzero(wide[wide >= 2**53] % 2) < 1150  # odd half the time (binomial, |z| > 6.5 otherwise)
+    assert 850 < np.count_nonzero(wide[wide >= 2**53] % 2) < 1150  # odd half the time: bounds 6.6 sd from 998
     assert 0 <= rng.integers(4) < 4 and 10 <= rng.integers(10, 12) < 12
     with pytest.raises(ValueError):
         rng.integers(0)
