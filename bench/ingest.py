@@ -161,29 +161,10 @@ async def create(url: str, token: str, s: CollectionSpec, cid: str) -> None:
         assert r.status == 201, await r.text()
 
 
-async def measure(
-    db: str,
-    workers: int,
-    token: str,
-    singles,
-    batches,
-    concurrency: int,
-    batch_size: int = 0,
-):
+async def measure(db: str, workers: int, token: str, singles, batches, concurrency: int, batch_size: int = 0):
     """``(single reports/s, batched reports/s or None)`` of one configuration, on a fresh server."""
     agg, agg_url = start(
-        [
-            sys.executable,
-            "-m",
-            "aggregator",
-            "serve",
-            "--db",
-            db,
-            "--port",
-            "0",
-            "--workers",
-            str(workers),
-        ],
+        [sys.executable, "-m", "aggregator", "serve", "--db", db, "--port", "0", "--workers", str(workers)],
         env={**os.environ, "LDPNB_ADMIN_TOKEN": token},
     )
     s = spec()
@@ -238,11 +219,7 @@ async def main_async(args) -> None:
         server, fresh = postgres_server(tmp)
         try:
             configurations = [
-                (
-                    "SQLite, 1 worker",
-                    lambda: os.path.join(tmp, f"bench{len(rows)}.sqlite3"),
-                    1,
-                ),
+                ("SQLite, 1 worker", lambda: os.path.join(tmp, "bench.sqlite3"), 1),
                 ("PostgreSQL, 1 worker", fresh, 1),
                 ("PostgreSQL, 2 workers", fresh, 2),
             ]

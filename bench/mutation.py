@@ -1,5 +1,5 @@
 """Mutation testing of protocols/, participant/ (the device, the wire format and its validation)
-and aggregator/statistics.py with mutmut (not run in CI: it takes about an hour on two cores).
+and aggregator/statistics.py with mutmut (not run in CI: about half an hour on two cores).
 
     pip install mutmut
     python bench/mutation.py [--max-children 2] [--summary-only]
@@ -28,19 +28,30 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+SURVIVED = ("survived", "no tests")
+
+
+def statuses_by_module(root: Path) -> dict[str, dict[str, str]]:
+    """``{module path: {mutant key: mutmut status}}`` read from an earlier run's ``mutants/``."""
+    from mutmut.stats import status_by_exit_code
+
+    return {
+        str(meta.relative_to(root / "mutants")).removesuffix(".meta"): {
+            key: status_by_exit_code[code] for key, code in json.loads(meta.read_text())["exit_code_by_key"].items()
+        }
+        for meta in sorted((root / "mutants").rglob("*.py.meta"))
+    }
+
+
 def summarise(root: Path) -> None:
     """Per module: mutants killed, timed out (a mutant that hangs the tests counts as caught),
     survived, with no covering test (counted as survivors) and not yet run; then the score."""
-    from mutmut.stats import status_by_exit_code
-
     rows, survivors = {}, Counter()
-    for meta in sorted((root / "mutants").rglob("*.py.meta")):
-        module = str(meta.relative_to(root / "mutants")).removesuffix(".meta")
-        statuses = {k: status_by_exit_code[c] for k, c in json.loads(meta.read_text())["exit_code_by_key"].items()}
+    for module, statuses in statuses_by_module(root).items():
         count = Counter(statuses.values())
         rows[module] = [count["killed"], count["timeout"], count["survived"], count["no tests"], count["not checked"]]
         for key, status in statuses.items():
-            if status in ("survived", "no tests"):
+            if status in SURVIVED:
                 survivors[key.split("__mutmut_")[0]] += 1
     print("| module | killed | timeout | survived | no test | not run | score |\n|---|---|---|---|---|---|---|")
     totals = [0] * 5
@@ -60,12 +71,11 @@ def list_survivors(prefixes: list[str]) -> None:
     """Each surviving mutant of the modules named by ``prefixes`` (dotted, e.g. ``protocols.mean``)
     with the line it changes, for the equivalence list."""
     from mutmut.mutation.diff_apply import find_mutant, get_diff_for_mutant
-    from mutmut.stats import status_by_exit_code
 
     os.chdir(ROOT)
-    for meta in sorted((ROOT / "mutants").rglob("*.py.meta")):
-        for key, code in json.loads(meta.read_text())["exit_code_by_key"].items():
-            if status_by_exit_code[code] not in ("survived", "no tests") or not key.startswith(tuple(prefixes)):
+    for statuses in statuses_by_module(ROOT).values():
+        for key, status in statuses.items():
+            if status not in SURVIVED or not key.startswith(tuple(prefixes)):
                 continue
             diff = get_diff_for_mutant(key, path=find_mutant(key).path).splitlines()
             old = " ".join(line[1:].strip() for line in diff if line.startswith("-") and not line.startswith("---"))
