@@ -278,7 +278,7 @@ async def post_reports(request: web.Request) -> web.Response:
         return await _post_batch(request, collection, obj)
     outcome = await _ingest_one(request, collection, obj)
     if outcome["status"] == "rejected":
-        status = {"bad_token": 403, "token_used": 409, "conflict": 409}.get(outcome["reason"], 400)
+        status = {"bad_token": 403, "token_used": 409, "conflict": 409, "wrong_spec": 409}.get(outcome["reason"], 400)
         raise APIError(status, outcome["error"], reason=outcome["reason"])
     return respond(request, {"status": outcome["status"]}, status=201 if outcome["status"] == "accepted" else 200)
 

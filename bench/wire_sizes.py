@@ -2,7 +2,7 @@
 
     python bench/wire_sizes.py
 
-A report is the msgpack map ``{id: 16 bytes, input, value}`` (plus a 24-byte token for collections
+A report is the msgpack map ``{id: 16 bytes, spec: 32 bytes, input, value}`` (plus a 24-byte token for collections
 with enrollment); the HTTP request around it adds its headers. The body's size depends on the
 input a person happens to report (each input has its own domain), so the table gives the mean
 over the inputs (what a population sends on average) and the largest.

@@ -4,8 +4,12 @@ Each person spends the collection's ε once: exactly one report per person per c
 public API an app needs:
 
 - :class:`Client` (synchronous) and :class:`AsyncClient`: ``submit(collection_id, record)`` sends
-  this device's one report, keeping a :class:`Ledger` so that no second report is ever drawn;
+  this device's one report, keeping a :class:`Ledger` so that no second report is ever drawn, within
+  the app's limits (``max_epsilon`` per collection, a :class:`Budget` per origin) that no service
+  can raise;
 - the errors to handle: :class:`AlreadyReported` (this device reported already; nothing sent),
+  :class:`CollectionChanged` (the service changed a collection this device reported to; nothing
+  sent), :class:`BudgetExceeded` (over the app's limits; nothing drawn or sent),
   :class:`ReportRejected` (the service refused it, e.g. a spec or record it does not accept),
   :class:`SubmissionFailed` (unreachable; the report stays pending and is re-sent unchanged),
   :class:`LedgerError` (the ledger file is damaged; nothing sent), :class:`RecordError` and
@@ -15,17 +19,7 @@ public API an app needs:
 Everything here needs only the core install (numpy, msgpack, aiohttp).
 """
 
-from .client import (
-    AlreadyReported,
-    AsyncClient,
-    Client,
-    ClientError,
-    Ledger,
-    LedgerError,
-    Published,
-    ReportRejected,
-    SubmissionFailed,
-)
+from .client import AsyncClient, Client, Published
 from .encoding import (
     encode_features,
     encode_labels,
@@ -35,7 +29,18 @@ from .encoding import (
     joint_encode,
     population_inputs,
 )
-from .errors import RecordError, SpecError
+from .errors import (
+    AlreadyReported,
+    BudgetExceeded,
+    ClientError,
+    CollectionChanged,
+    LedgerError,
+    RecordError,
+    ReportRejected,
+    SpecError,
+    SubmissionFailed,
+)
+from .ledger import Budget, Ledger, Limits
 from .randomness import SecureGenerator
 from .reporting import Participant, PerturbedInputs, Report, choose_inputs, perturb_population
 from .spec import CollectionSpec, Feature
@@ -43,6 +48,10 @@ from .spec import CollectionSpec, Feature
 __all__ = [
     "AlreadyReported",
     "AsyncClient",
+    "Budget",
+    "BudgetExceeded",
+    "CollectionChanged",
+    "Limits",
     "Client",
     "ClientError",
     "Ledger",

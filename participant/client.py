@@ -1,69 +1,95 @@
 """Talking to an aggregator: fetch a collection's spec, send the one report, and never a second.
 
-The ledger is what keeps the privacy promise on the device: a report is written to it *before*
-it is sent, so a retry (or a restart after a crash) re-sends the very same report (same id, same
-randomness) instead of drawing a new one, and a collection already reported to is refused.
-Drawing a second report for the same collection would spend ε twice.
+The ledger (:mod:`participant.ledger`) is what keeps the privacy promise on the device: a report is
+written to it *before* it is sent, so a retry (or a restart after a crash) re-sends the very same
+report (same id, same randomness) instead of drawing a new one, and a collection already reported
+to is refused. What the device spends is decided from the ledger and the app's :class:`Limits`,
+never from what the service publishes.
+
+Timing: the report leaves a fixed ``pace`` after the spec arrived (or the next multiple of it, if
+building the report took longer), so the moment a service sees it does not depend on the record or
+on the noise drawn (the exact discrete Laplace sampler's running time does).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import fcntl
 import json
+import math
 import os
 import random
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
-from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from pathlib import Path
 
 import aiohttp
 import msgpack
 
-from .reporting import Participant, Report
+from .errors import (
+    AlreadyReported,
+    BudgetExceeded,
+    ClientError,
+    CollectionChanged,
+    LedgerError,
+    ReportRejected,
+    SubmissionFailed,
+)
+from .ledger import Asked, Budget, Claim, Ledger, Limits, normalise_origin
+from .reporting import Participant
 from .spec import CollectionSpec
-from .wire import pack_report
+from .wire import pack_report, rewrap
 
 MSGPACK = "application/msgpack"
+#: Seconds from the spec's arrival to the report's departure (a whole multiple of it when drawing took longer).
+DEFAULT_PACE = 0.2
+
+__all__ = [
+    "AlreadyReported",
+    "AsyncClient",
+    "Budget",
+    "BudgetExceeded",
+    "Client",
+    "ClientError",
+    "CollectionChanged",
+    "Ledger",
+    "LedgerError",
+    "Limits",
+    "Published",
+    "ReportRejected",
+    "SubmissionFailed",
+    "pace_from",
+    "paced_wait",
+]
 
 
-class ClientError(Exception):
-    """Base of the client's errors."""
+def paced_wait(elapsed: float, pace: float) -> float:
+    """Seconds to wait after ``elapsed`` seconds so that the total is the smallest positive whole
+    multiple of ``pace`` (0 when ``pace`` is 0: no pacing)."""
+    if pace <= 0:
+        return 0.0
+    return max(1, math.ceil(elapsed / pace)) * pace - elapsed
 
 
-class AlreadyReported(ClientError):
-    """This device has already reported to the collection; a second report would spend ε again."""
+def _sleep_until(deadline: float) -> None:
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(left)
 
 
-class ReportRejected(ClientError):
-    """The aggregator refused the request (4xx): retrying would not help. ``status`` and the
-    server's message say why."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(f"aggregator answered {status}: {message}")
-        self.status = status
-
-
-class SubmissionFailed(ClientError):
-    """The aggregator could not be reached, or kept failing, through every retry. The report
-    stays pending in the ledger and is re-sent unchanged by the next ``submit``."""
-
-
-class LedgerError(ClientError):
-    """The ledger file cannot be read or is not a ledger (truncated, garbage, wrong types). Nothing
-    is sent: without a trustworthy ledger the device cannot know whether it already reported."""
+async def pace_from(start: float, pace: float) -> None:
+    """Return at ``start + paced_wait(...)`` on the ``time.monotonic`` clock. The wait runs on a
+    helper thread: the event loop's own timers wake on whole milliseconds counted from when the
+    wait began (epoll's resolution), which would carry the sampling time into the sending time."""
+    wait = paced_wait(time.monotonic() - start, pace)
+    if wait > 0:
+        await asyncio.to_thread(_sleep_until, time.monotonic() + wait)
 
 
 @dataclass(frozen=True)
 class Published:
-    """What the service publishes for a collection: its id there, its globally unique ``uid``
-    (what the ledger is keyed by, whatever address reached the service), the spec and the
-    spec's fingerprint."""
+    """What the service publishes for a collection: its id there, its ``uid`` (random, unique to
+    the collection; the ledger records it and refuses a uid it already reported to under another
+    address, but never keys its spending by it), the spec and the spec's fingerprint."""
 
     collection_id: str
     uid: str
@@ -83,105 +109,16 @@ class Published:
         return cls(data["id"], uid, spec)
 
 
-class Ledger:
-    """A JSON file of the collections this device has reported to, keyed by the collection's
-    globally unique id as the service publishes it.
-
-    Each entry holds the packed report and whether the service acknowledged it. Every change
-    happens under an exclusive file lock (threads and processes alike), is written to a fresh
-    temporary file (mode 0600) and renamed over the ledger, so a reader sees the old or the new
-    ledger, never half of one.
-    """
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path).expanduser()
-
-    @contextmanager
-    def _locked(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path.with_name(self.path.name + ".lock"), os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing releases the lock
-
-    def _read(self) -> dict:
-        try:
-            text = self.path.read_text()
-        except FileNotFoundError:
-            return {}
-        except (OSError, UnicodeDecodeError) as exc:
-            raise LedgerError(f"cannot read the ledger {self.path}: {exc}") from None
-        try:
-            entries = json.loads(text)
-        except ValueError:
-            raise LedgerError(f"the ledger {self.path} is not valid JSON (truncated or overwritten)") from None
-        if not isinstance(entries, dict) or not all(self._valid(e) for e in entries.values()):
-            raise LedgerError(f"the ledger {self.path} does not hold ledger entries")
-        return entries
-
-    @staticmethod
-    def _valid(entry) -> bool:
-        if not isinstance(entry, dict) or not isinstance(entry.get("sent"), bool):
-            return False
-        try:
-            base64.b64decode(entry["report"], validate=True)
-        except (KeyError, TypeError, ValueError):
-            return False
-        return True
-
-    def _write(self, entries: dict) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(entries, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            with suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-
-    def entry(self, key: str) -> dict | None:
-        with self._locked():
-            return self._read().get(key)
-
-    def claim(self, key: str, make_body, **about) -> tuple[bytes, bool]:
-        """This device's report for ``key``: the one in the ledger, or a new one from
-        ``make_body()`` recorded (with ``about``) before it is sent. Returns ``(body, sent)``,
-        ``sent`` saying whether the service already acknowledged it. Atomic across threads and
-        processes: whoever comes second gets the first one's report."""
-        with self._locked():
-            entries = self._read()
-            entry = entries.get(key)
-            if entry is not None:
-                return base64.b64decode(entry["report"]), entry["sent"]
-            body = make_body()
-            entries[key] = {"report": base64.b64encode(body).decode(), "sent": False, "reserved_at": time.time(), **about}
-            self._write(entries)
-            return body, False
-
-    def pending_body(self, key: str) -> bytes | None:
-        entry = self.entry(key)
-        return None if entry is None or entry["sent"] else base64.b64decode(entry["report"])
-
-    def mark_sent(self, key: str) -> None:
-        with self._locked():
-            entries = self._read()
-            entries[key]["sent"] = True
-            entries[key]["sent_at"] = time.time()
-            self._write(entries)
-
-
 class AsyncClient:
-    """An async client for one aggregator at ``base_url``.
+    """An async client for one aggregator at ``base_url`` (the origin the ledger keys by).
 
     ``ledger`` is a :class:`Ledger` or a path for one; pass ``None`` only in simulations, where no
-    real person is reporting. Network errors, 5xx and 429 answers are retried ``retries`` times
-    with exponential backoff (``backoff`` seconds, doubled each time, with jitter); the report id
-    makes retries safe. ``rng`` defaults to the secure source.
+    real person is reporting. ``max_epsilon`` (per collection) and ``budget`` (per origin over a
+    window of days) bound what this device spends whatever the service publishes: the defaults
+    (2 per collection, 8 over 30 days) protect a person whose app never sets them. ``pace`` (seconds)
+    fixes when the report leaves after the spec arrived. Network errors, 5xx and 429 answers are
+    retried ``retries`` times with exponential backoff (``backoff`` seconds, doubled each time, with
+    jitter); the report id makes retries safe. ``rng`` defaults to the secure source.
     """
 
     def __init__(
@@ -189,14 +126,22 @@ class AsyncClient:
         base_url: str,
         *,
         ledger: Ledger | str | os.PathLike | None,
+        max_epsilon: float = Limits.max_epsilon,
+        budget: Budget | None = None,
+        pace: float = DEFAULT_PACE,
         session: aiohttp.ClientSession | None = None,
         rng=None,
         retries: int = 5,
         backoff: float = 0.2,
         timeout: float = 10.0,
     ):
-        self.base_url = base_url.rstrip("/")
+        self.origin = normalise_origin(base_url)
+        self.base_url = base_url.strip().rstrip("/")
         self.ledger = ledger if isinstance(ledger, Ledger) or ledger is None else Ledger(ledger)
+        self.limits = Limits(max_epsilon, budget or Budget())
+        if isinstance(pace, bool) or not isinstance(pace, (int, float)) or not 0 <= pace < math.inf:
+            raise ValueError(f"pace must be a number of seconds >= 0, got {pace!r}")
+        self.pace = float(pace)
         self._session = session
         self._owns_session = session is None
         self.rng = rng
@@ -226,14 +171,15 @@ class AsyncClient:
 
     async def _request(self, method: str, url: str, **kwargs) -> tuple[int, bytes, str]:
         """``(status, body, content type)`` of the first non-retryable answer; raises
-        :class:`SubmissionFailed` when every attempt failed."""
+        :class:`SubmissionFailed` when every attempt failed. Redirects are not followed: the app
+        configured the one origin it reports to."""
         last = "no attempt made"
         for attempt in range(self.retries + 1):
             if attempt:
                 delay = self.backoff * 2 ** (attempt - 1)
                 await asyncio.sleep(delay * (0.5 + random.random()))
             try:
-                async with self.session.request(method, url, **kwargs) as response:
+                async with self.session.request(method, url, allow_redirects=False, **kwargs) as response:
                     body = await response.read()
                     if response.status >= 500 or response.status == 429:
                         last = f"{response.status} {body[:200]!r}"
@@ -245,17 +191,24 @@ class AsyncClient:
 
     @staticmethod
     def _decode(body: bytes, content_type: str):
-        return msgpack.unpackb(body) if content_type == MSGPACK else json.loads(body or b"null")
+        try:
+            return msgpack.unpackb(body) if content_type == MSGPACK else json.loads(body or b"null")
+        except Exception:  # an answer that is not what it says: report what arrived, not a decoder's traceback
+            return {"error": f"unreadable {content_type or 'untyped'} answer of {len(body)} bytes"}
+
+    @staticmethod
+    def _refusal(status: int, data) -> ReportRejected:
+        return ReportRejected(status, data.get("error", "") if isinstance(data, dict) else str(data))
 
     async def fetch_collection(self, collection_id: str) -> Published:
-        """What the service publishes for the collection: its globally unique id and its spec
-        (checked against the published fingerprint)."""
+        """What the service publishes for the collection: its uid and its spec (checked against
+        the published fingerprint)."""
         status, body, ctype = await self._request(
             "GET", self.collection_url(collection_id), headers={"Accept": MSGPACK}
         )
         data = self._decode(body, ctype)
         if status != 200:
-            raise ReportRejected(status, data.get("error", "") if isinstance(data, dict) else str(data))
+            raise self._refusal(status, data)
         return Published.from_answer(data)
 
     async def fetch_spec(self, collection_id: str) -> CollectionSpec:
@@ -271,8 +224,8 @@ class AsyncClient:
             headers={"Content-Type": MSGPACK, "Accept": MSGPACK},
         )
         data = self._decode(answer, ctype)
-        if status not in (200, 201):
-            raise ReportRejected(status, data.get("error", "") if isinstance(data, dict) else str(data))
+        if status not in (200, 201) or not isinstance(data, dict) or data.get("status") not in ("accepted", "duplicate"):
+            raise self._refusal(status, data)
         return data["status"]
 
     async def submit(
@@ -285,34 +238,45 @@ class AsyncClient:
     ) -> str:
         """Build this person's one report for ``record`` and send it; returns the server's status.
 
-        The collection's identity and spec are fetched from the service first (or taken from
-        ``published``, an earlier :meth:`fetch_collection`); the ledger is keyed by that identity,
-        so no address, host name or proxy opens a second report. ``token`` is the enrollment token
-        the operator gave this person, for collections that require one.
+        The spec is fetched first (or taken from ``published``, an earlier
+        :meth:`fetch_collection`). The ledger keys the report by this client's origin and
+        ``collection_id`` (see :meth:`participant.ledger.Ledger.claim`): a report already drawn is
+        re-sent unchanged, a spec equal to one already reported to here gets that same answer at no
+        cost, and a fresh draw must fit the app's limits. ``token`` is the enrollment token the
+        operator gave this person, for collections that require one.
 
-        Raises :class:`AlreadyReported` if the ledger shows a report already acknowledged; a
-        pending one (recorded but never acknowledged) is re-sent unchanged rather than redrawn.
-        Raises :class:`LedgerError`, sending nothing, if the ledger is unreadable.
+        Raises, sending nothing: :class:`AlreadyReported` (acknowledged before),
+        :class:`CollectionChanged` (the service changed the spec of a collection reported to),
+        :class:`BudgetExceeded` (over the app's limits; nothing drawn either), :class:`LedgerError`
+        (unreadable ledger), :class:`~participant.errors.RecordError` (bad record).
         """
         published = published or await self.fetch_collection(collection_id)
+        arrived = time.monotonic()
         spec = published.spec
+        participant = Participant(spec, rng=self.rng)
+        record_bytes = participant.encoded(record, group)  # validates the record: nothing drawn yet
 
-        def make_body() -> bytes:
-            report: Report = Participant(spec, rng=self.rng).report(record, group)
-            return pack_report(report, spec, token)
+        def draw() -> bytes:
+            return pack_report(participant.report(record, group), spec, token)
 
         if self.ledger is None:
-            return await self.send_report(collection_id, make_body())
-        about = {"collection": self.collection_url(collection_id), "fingerprint": spec.fingerprint}
+            self.limits.check_collection(spec.epsilon_per_person, collection_id)
+            body = draw()
+            await pace_from(arrived, self.pace)
+            return await self.send_report(collection_id, body)
+        asked = Asked(self.origin, collection_id, published.uid, spec.fingerprint, spec.epsilon_per_person)
         # The ledger's file lock may wait on another process: off the event loop.
-        body, sent = await asyncio.to_thread(self.ledger.claim, published.uid, make_body, **about)
-        if sent:
+        claim: Claim = await asyncio.to_thread(
+            self.ledger.claim, asked, self.limits, record_bytes, draw, lambda old: rewrap(old, token)
+        )
+        if claim.sent:
             raise AlreadyReported(
-                f"this device already reported to collection {published.uid} ({about['collection']}); "
+                f"this device already reported to collection {collection_id!r} at {self.origin}; "
                 "a second report would spend epsilon twice"
             )
-        status = await self.send_report(collection_id, body)
-        await asyncio.to_thread(self.ledger.mark_sent, published.uid)
+        await pace_from(arrived, self.pace)
+        status = await self.send_report(collection_id, claim.body)
+        await asyncio.to_thread(self.ledger.mark_sent, claim.key)
         return status
 
 
@@ -325,6 +289,7 @@ class Client:
         self.base_url = base_url
         self.ledger = ledger if isinstance(ledger, Ledger) or ledger is None else Ledger(ledger)
         self.options = options
+        AsyncClient(base_url, ledger=None, **options)  # refuses bad limits or a bad address now, not at submit
 
     def _run(self, method: str, *args, **kwargs):
         async def call():

@@ -69,23 +69,50 @@ def raw_field_names(spec: CollectionSpec) -> tuple[str, ...]:
     return (*(f.name for f in raw), spec.label)
 
 
-def encode_record(record: Mapping[str, object], spec: CollectionSpec) -> tuple[np.ndarray, np.ndarray]:
-    """One person's record (a mapping holding every raw feature and the label) as a raw feature
-    row ``(1, p)`` and a class code ``(1,)``; raises :class:`RecordError` naming a missing or bad field."""
+def _raw_values(record: Mapping[str, object], spec: CollectionSpec) -> list:
+    """The record's raw feature values in spec order; raises :class:`RecordError` for a missing
+    field or, for continuous features, a value that is not a number."""
     if not isinstance(record, Mapping):
         raise RecordError("record", "must be a mapping of field name to value")
     names = raw_field_names(spec)
     for name in names:
         if name not in record or record[name] is None:
             raise RecordError(name, "missing")
-    row = np.array([[record[name] for name in names[:-1]]], dtype=object)
+    values = [record[name] for name in names[:-1]]
     if spec.continuous is not None:
-        for name, value in zip(names, row[0]):
+        for name, value in zip(names, values):
             if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
                 raise RecordError(name, f"must be a number, got {value!r}")
-    else:
+    return values
+
+
+def encode_record(record: Mapping[str, object], spec: CollectionSpec) -> tuple[np.ndarray, np.ndarray]:
+    """One person's record (a mapping holding every raw feature and the label) as a raw feature
+    row ``(1, p)`` and a class code ``(1,)``; raises :class:`RecordError` naming a missing or bad field."""
+    row = np.array([_raw_values(record, spec)], dtype=object)
+    if spec.continuous is None:
         encode_features(row, spec)  # validates every category now, before anything is randomised
     return row, encode_labels([record[spec.label]], spec)
+
+
+def _code(value, categories: Sequence[str], field: str) -> int:
+    """The 0-based code of one value, compared as written (``str``), as :func:`encode_column` does."""
+    try:
+        return categories.index(str(value))
+    except ValueError:
+        raise RecordError(field, f"unknown value {str(value)!r}; expected one of {list(categories)}") from None
+
+
+def record_inputs(record: Mapping[str, object], spec: CollectionSpec) -> list[np.ndarray]:
+    """One person's value for every input (as :func:`population_inputs` gives for a population of
+    one), validated whole before anything is randomised; raises :class:`RecordError`."""
+    values = _raw_values(record, spec)
+    if spec.continuous is not None:
+        return population_inputs(spec, np.array([values], dtype=float), [record[spec.label]])
+    k = spec.n_classes
+    label = _code(record[spec.label], spec.classes, spec.label)
+    codes = [_code(v, f.categories, f.name) for v, f in zip(values, spec.features)]
+    return [np.array([label], dtype=np.int64), *(np.array([a * k + label], dtype=np.int64) for a in codes)]
 
 
 def population_inputs(spec: CollectionSpec, X, y) -> list[np.ndarray]:

@@ -1,4 +1,4 @@
-"""Errors the participant library raises before anything is sent."""
+"""Errors the participant library raises; none of them leaves anything sent that the ledger does not know."""
 
 
 class SpecError(ValueError):
@@ -11,3 +11,40 @@ class RecordError(ValueError):
     def __init__(self, field: str, message: str):
         super().__init__(f"{field}: {message}")
         self.field = field
+
+
+class ClientError(Exception):
+    """Base of the client's errors."""
+
+
+class AlreadyReported(ClientError):
+    """This device has already reported to the collection; a second report would spend ε again."""
+
+
+class CollectionChanged(ClientError):
+    """The service now publishes another spec for a collection this device already reported to.
+    Nothing is sent: a new report would spend ε again on the same collection."""
+
+
+class BudgetExceeded(ClientError):
+    """The collection asks more ε than the app accepts per collection, or this device's spend at
+    the service over the budget's window would pass the app's total. Nothing was drawn or sent."""
+
+
+class ReportRejected(ClientError):
+    """The aggregator refused the request (4xx): retrying would not help. ``status`` and the
+    server's message say why."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(f"aggregator answered {status}: {message}")
+        self.status = status
+
+
+class SubmissionFailed(ClientError):
+    """The aggregator could not be reached, or kept failing, through every retry. The report
+    stays pending in the ledger and is re-sent unchanged by the next ``submit``."""
+
+
+class LedgerError(ClientError):
+    """The ledger file cannot be read or is not a ledger (truncated, garbage, wrong types). Nothing
+    is sent: without a trustworthy ledger the device cannot know whether it already reported."""

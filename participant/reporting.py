@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .encoding import encode_record, population_inputs
+from .encoding import record_inputs
 from .errors import RecordError
 from .randomness import SecureGenerator
 from .spec import CollectionSpec
@@ -78,36 +78,49 @@ class Participant:
         self.spec = spec
         self.rng = SecureGenerator() if rng is None else rng
 
-    def report(self, record: Mapping[str, object], group: int | None = None) -> Report:
-        """The one report for ``record`` (a mapping of every raw feature name and the label to its value).
-
-        ``group`` is the input index the operator assigned, required when the spec's
-        ``input_selection`` is ``"assigned"`` and refused otherwise. Raises
-        :class:`~participant.errors.RecordError` for bad input; nothing is randomised then.
-        """
-        if self.spec.budget != "one-report":
-            raise RecordError("budget", f"this collection's budget is {self.spec.budget!r}: use reports()")
-        row, _ = encode_record(record, self.spec)
+    def _chosen(self, group) -> int | None:
+        """The assigned input ``group`` checked against the spec (None when inputs are chosen at
+        random); raises :class:`RecordError`."""
         if self.spec.input_selection == "assigned":
             if group is None or isinstance(group, bool) or not isinstance(group, (int, np.integer)):
                 raise RecordError("group", "this collection assigns inputs: pass the group index you were given")
             if not 0 <= group < self.spec.n_inputs:
                 raise RecordError("group", f"must lie in [0, {self.spec.n_inputs - 1}], got {group}")
-            chosen = np.array([group])
-        else:
-            if group is not None:
-                raise RecordError("group", "this collection picks the input at random; do not pass a group")
-            chosen = choose_inputs(self.spec, 1, self.rng)
-        inputs = population_inputs(self.spec, row, [record[self.spec.label]])
-        perturbed = perturb_population(self.spec, inputs, chosen, self.rng)
-        i = int(chosen[0])
-        return Report(input=i, payload=perturbed.reports[i][0])
+            return int(group)
+        if group is not None:
+            raise RecordError("group", "this collection picks the input at random; do not pass a group")
+        return None
+
+    def encoded(self, record: Mapping[str, object], group: int | None = None) -> bytes:
+        """The record as this spec's mechanisms would see it, with the assigned group, as bytes:
+        equal bytes, identically distributed reports. Validates like :meth:`report`, drawing nothing."""
+        self._one_report()
+        chosen = self._chosen(group)
+        inputs = record_inputs(record, self.spec)
+        return b"".join(np.ascontiguousarray(a).tobytes() for a in inputs) + f"|{chosen}".encode()
+
+    def _one_report(self) -> None:
+        if self.spec.budget != "one-report":
+            raise RecordError("budget", f"this collection's budget is {self.spec.budget!r}: use reports()")
+
+    def report(self, record: Mapping[str, object], group: int | None = None) -> Report:
+        """The one report for ``record`` (a mapping of every raw feature name and the label to its value).
+
+        ``group`` is the input index the operator assigned, required when the spec's
+        ``input_selection`` is ``"assigned"`` and refused otherwise. Raises
+        :class:`~participant.errors.RecordError` for bad input; nothing is randomised then. Only
+        the input reported is randomised (one mechanism call).
+        """
+        self._one_report()
+        chosen = self._chosen(group)
+        inputs = record_inputs(record, self.spec)
+        i = int(choose_inputs(self.spec, 1, self.rng)[0]) if chosen is None else chosen
+        return Report(input=i, payload=self.spec.oracles[i].perturb(inputs[i], self.rng)[0])
 
     def reports(self, record: Mapping[str, object]) -> list[Report]:
         """One report per input, for collections whose budget is ``per-input`` or ``split``
         (the person spends ``spec.epsilon_per_person``)."""
         if self.spec.budget == "one-report":
             raise RecordError("budget", "this collection takes one report per person: use report()")
-        row, _ = encode_record(record, self.spec)
-        inputs = population_inputs(self.spec, row, [record[self.spec.label]])
+        inputs = record_inputs(record, self.spec)
         return [Report(i, oracle.perturb(inputs[i], self.rng)[0]) for i, oracle in enumerate(self.spec.oracles)]

@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import msgpack
@@ -309,11 +310,17 @@ class CollectionSpec:
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
 
+    @cached_property  # specs are immutable; the service compares it with every report it receives
+    def fingerprint_digest(self) -> bytes:
+        """SHA-256 (32 bytes) of the spec's canonical JSON: equal specs, equal digests; any change
+        (a reordered category, another ε, another preparation) gives another."""
+        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).digest()
+
     @property
     def fingerprint(self) -> str:
-        """SHA-256 (hex) of the spec's canonical JSON: equal specs, equal fingerprints."""
-        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        """:attr:`fingerprint_digest` in hex, as the service publishes it."""
+        return self.fingerprint_digest.hex()
 
     @classmethod
     def from_json(cls, text: str | bytes) -> CollectionSpec:

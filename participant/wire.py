@@ -1,8 +1,11 @@
 """The msgpack wire format of reports, and its validation.
 
-One report is a map ``{"id": <16 bytes>, "input": <int>, "value": <payload>}`` (plus ``"token"``,
-the person's enrollment token, for collections that require one) where the payload depends on
-the collection's protocol:
+One report is a map ``{"id": <16 bytes>, "spec": <32 bytes>, "input": <int>, "value": <payload>}``
+(plus ``"token"``, the person's enrollment token, for collections that require one). ``spec`` is
+the SHA-256 digest of the spec the report was built for
+(:attr:`~participant.spec.CollectionSpec.fingerprint_digest`): the service refuses a report built
+for any other spec, even one of the same shape, so a report is never read under questions or a
+budget other than those its person answered. The payload depends on the collection's protocol:
 
 - DE: an integer in ``[0, d)``;
 - SUE, OUE: the bit vector packed into ``ceil(d / 8)`` bytes, most significant bit first
@@ -18,6 +21,7 @@ class, ``n_i·k`` for feature ``i``). A batch is ``{"reports": [report, ...]}``.
 from __future__ import annotations
 
 import math
+import secrets
 
 import msgpack
 import numpy as np
@@ -29,6 +33,8 @@ from .reporting import Report
 from .spec import CollectionSpec
 
 REPORT_ID_BYTES = 16
+SPEC_DIGEST_BYTES = 32
+FIELDS = ("id", "spec", "input", "value")
 
 
 class ReportError(ValueError):
@@ -53,6 +59,7 @@ def report_to_wire(report: Report, spec: CollectionSpec, token: str | bytes | No
     """The msgpack-ready map of ``report``, with the enrollment ``token`` if the collection asks for one."""
     wire = {
         "id": report.report_id,
+        "spec": spec.fingerprint_digest,
         "input": report.input,
         "value": encode_payload(spec.oracles[report.input], report.payload),
     }
@@ -63,6 +70,16 @@ def report_to_wire(report: Report, spec: CollectionSpec, token: str | bytes | No
 
 def pack_report(report: Report, spec: CollectionSpec, token: str | bytes | None = None) -> bytes:
     return msgpack.packb(report_to_wire(report, spec, token))
+
+
+def rewrap(body: bytes, token: str | bytes | None = None) -> bytes:
+    """An earlier packed report's randomised answer (spec, input, value) under a fresh report id
+    and ``token``: what a device re-sends, memoised, to a collection with the same spec."""
+    wire = msgpack.unpackb(body)
+    wire = {"id": secrets.token_bytes(REPORT_ID_BYTES), "spec": wire["spec"], "input": wire["input"], "value": wire["value"]}
+    if token is not None:
+        wire["token"] = token
+    return msgpack.packb(wire)
 
 
 def pack_batch(reports: list[Report], spec: CollectionSpec) -> bytes:
@@ -141,16 +158,24 @@ def check_report(spec: CollectionSpec, obj) -> tuple[bytes, int, int | bytes]:
     """``(report_id, input_index, wire value)`` of one report map after the per-report checks;
     raises :class:`ReportError`."""
     if not isinstance(obj, dict):
-        raise ReportError("wrong_type", "a report must be a map with keys id, input, value")
-    if len(obj) - ("token" in obj) != 3 or "id" not in obj or "input" not in obj or "value" not in obj:
-        extra = set(obj) - {"id", "input", "value", "token"}
+        raise ReportError("wrong_type", "a report must be a map with keys id, spec, input, value")
+    if len(obj) - ("token" in obj) != len(FIELDS) or not all(k in obj for k in FIELDS):
+        extra = set(obj) - {*FIELDS, "token"}
         if extra:
             raise ReportError("malformed", f"unknown report fields: {', '.join(sorted(map(str, extra)))}")
-        missing = [k for k in ("id", "input", "value") if k not in obj]
+        missing = [k for k in FIELDS if k not in obj]
         raise ReportError("malformed", f"report is missing {missing[0]!r}")
-    report_id, input_index, value = obj["id"], obj["input"], obj["value"]
+    report_id, digest, input_index, value = obj["id"], obj["spec"], obj["input"], obj["value"]
     if not isinstance(report_id, bytes) or len(report_id) != REPORT_ID_BYTES:
         raise ReportError("wrong_type", f"id must be {REPORT_ID_BYTES} random bytes")
+    if not isinstance(digest, bytes) or len(digest) != SPEC_DIGEST_BYTES:
+        raise ReportError("wrong_type", f"spec must be the {SPEC_DIGEST_BYTES}-byte SHA-256 digest of the collection's spec")
+    if digest != spec.fingerprint_digest:
+        raise ReportError(
+            "wrong_spec",
+            f"this report was built for another spec (fingerprint {digest.hex()[:16]}…, the collection's is "
+            f"{spec.fingerprint[:16]}…); nothing was stored",
+        )
     if isinstance(input_index, bool) or not isinstance(input_index, int):
         raise ReportError("wrong_type", "input must be an integer")
     if not 0 <= input_index < spec.n_inputs:

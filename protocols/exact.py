@@ -21,6 +21,7 @@ Simulations keep their fast numpy samplers; they release nothing.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from fractions import Fraction
 
@@ -128,14 +129,19 @@ def grid_rate(epsilon: float, sensitivity: float, grid: float) -> Fraction:
 
 
 def round_to_grid(source: ExactRandomness, values: np.ndarray, grid: float) -> np.ndarray:
-    """Each value moved to one of its two neighbouring grid points, the upper one with probability
-    exactly its distance from the lower (in grid units): unbiased, decided by integer coins."""
+    """Each value moved to one of its two neighbouring grid points: the upper one with probability
+    exactly ``⌊f·2^64⌋/2^64``, ``f`` the value's distance from the lower point in grid units (so
+    the expectation moves by less than ``2^-64`` of a step). One 64-bit word per value, compared
+    as integers: the randomness drawn and the work done do not depend on the values (a rational
+    coin's denominator would). The privacy of the grid noise holds for any grid point, so the
+    rounding probabilities need no certificate. ``grid`` must be a power of two (then ``value /
+    grid`` and its fractional part are exact doubles)."""
+    if math.frexp(grid)[0] != 0.5:
+        raise ValueError(f"grid must be a power of two, got {grid!r}")
     values = np.asarray(values, dtype=float)
-    out = np.empty(values.shape)
-    flat_in, flat_out = values.reshape(-1), out.reshape(-1)
-    for i, v in enumerate(flat_in):
-        scaled = Fraction(float(v)) / Fraction(grid)
-        lower = scaled.numerator // scaled.denominator
-        up = bernoulli(source, scaled - lower) if scaled != lower else False
-        flat_out[i] = (lower + up) * grid
-    return out
+    scaled = values / grid
+    lower = np.floor(scaled)
+    # The fractional part is exact and below 1, so its 64-bit threshold fits a uint64.
+    threshold = np.floor((scaled - lower) * 2.0**WORD_BITS).astype(np.uint64)
+    up = source.words(values.size).reshape(values.shape) < threshold
+    return (lower + up) * grid

@@ -23,14 +23,17 @@ from .servers import AUTH, MSGPACK, Server
 MARKERS = 3000  # joint domain 2·MARKERS: report i carries value i, so a double count shows as a 2
 
 
-def marker(i: int) -> dict:
-    return {"id": i.to_bytes(16, "big"), "input": 1, "value": i}
+SPEC = CollectionSpec([Feature("tag", [f"t{i}" for i in range(MARKERS)])], ["a", "b"], "DE", 1.0)
+
+
+def marker(i: int, spec: CollectionSpec = SPEC) -> dict:
+    return {"id": i.to_bytes(16, "big"), "spec": spec.fingerprint_digest, "input": 1, "value": i}
 
 
 async def stream(servers: list[Server], victim: int, kills: int, rng: random.Random) -> set[int]:
     """Stream markers at ``servers`` (singles and batches, ids shared between instances) while
     ``servers[victim]`` is killed and restarted ``kills`` times; returns the acknowledged ids."""
-    spec = CollectionSpec([Feature("tag", [f"t{i}" for i in range(MARKERS)])], ["a", "b"], "DE", 1.0)
+    spec = SPEC
     acked, unknown = set(), set()
     next_id = iter(range(2 * MARKERS))
     stop = asyncio.Event()
@@ -187,7 +190,7 @@ async def test_instances_share_collections_settings_and_statistics(postgres):
                     assert r.status == 200
             for j, url in enumerate(urls):
                 async with session.post(
-                    f"{url}/collections/shared/reports", data=msgpack.packb(marker(j) | {"value": j}), headers=MSGPACK
+                    f"{url}/collections/shared/reports", data=msgpack.packb(marker(j, spec) | {"value": j}), headers=MSGPACK
                 ) as r:
                     assert r.status == 201
             for url in urls:

@@ -36,6 +36,9 @@ values = st.recursive(
 near_reports = st.fixed_dictionaries(
     {
         "id": st.binary(min_size=0, max_size=20),
+        # The right digest for one of the three protocols under test, or bytes of any length.
+        "spec": st.sampled_from([table_1_spec(protocol=p).fingerprint_digest for p in ("DE", "OUE", "SHE")])
+        | st.binary(max_size=40),
         "input": st.integers(-3, 8) | st.booleans() | st.none(),
         "value": st.integers(-3, 100) | st.binary(max_size=70) | st.floats() | st.text(max_size=3),
     },

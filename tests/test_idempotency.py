@@ -20,9 +20,12 @@ ADMIN = "model-check-admin-token-0123456789"
 MARKERS = 200
 
 
+SPEC = CollectionSpec([Feature("tag", [f"t{i}" for i in range(MARKERS)])], ["a", "b"], "DE", 1.0)
+
+
 def marker_report(i: int) -> dict:
     # Input 1 is the feature jointly with the class: value i (of 400) marks report i.
-    return {"id": i.to_bytes(16, "big"), "input": 1, "value": i}
+    return {"id": i.to_bytes(16, "big"), "spec": SPEC.fingerprint_digest, "input": 1, "value": i}
 
 
 async def post(session, url, body):
@@ -33,7 +36,7 @@ async def post(session, url, body):
 @pytest.mark.parametrize("seed", range(4))
 async def test_every_schedule_counts_each_report_once(database, seed):
     store, _ = await open_store(database, ADMIN)
-    spec = CollectionSpec([Feature("tag", [f"t{i}" for i in range(MARKERS)])], ["a", "b"], "DE", 1.0)
+    spec = SPEC
     collection = await store.create_collection("m", spec, 0)
     runner, base = await start_site(await create_app(store))
     url = f"{base}/collections/m/reports"

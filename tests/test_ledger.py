@@ -2,16 +2,21 @@
 and nothing sent when the ledger cannot be trusted."""
 
 import asyncio
+import hashlib
+import hmac
 import json
 import multiprocessing
 import os
 import stat
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
-from participant.client import AlreadyReported, AsyncClient, Client, Ledger, LedgerError
+from participant.client import AlreadyReported, AsyncClient, Client
+from participant.errors import BudgetExceeded, CollectionChanged, LedgerError
+from participant.ledger import Asked, Budget, Claim, Ledger, Limits, normalise_origin
 
 from .conftest import TABLE_1, table_1_spec
 from .test_service import service  # noqa: F401 (the fixture)
@@ -37,8 +42,11 @@ async def test_no_address_opens_a_second_report(service, tmp_path):  # noqa: F81
                 outcomes.append("refused")
     assert outcomes == ["accepted", "refused", "refused", "refused"]
     assert await service.n_reports() == 1
-    entries = json.loads(ledger.read_text())
-    assert list(entries) == [(await service.collection()).uid]
+    # Keyed by the origin the app configured (normalised) and the id it asked for; "localhost" is
+    # another origin, refused because the service it reaches published a uid already reported to.
+    entries = json.loads(ledger.read_text())["entries"]
+    assert list(entries) == [f"{service.url} c1"]
+    assert entries[f"{service.url} c1"]["uid"] == (await service.collection()).uid
     assert stat.S_IMODE(os.stat(ledger).st_mode) == 0o600
 
 
@@ -93,6 +101,8 @@ async def test_processes_sharing_a_ledger_send_one_report(service, tmp_path):  #
         '{"abc": {"report": 5, "sent": false}}',
         '{"abc": {"report": "AAAA", "sent": "no"}}',
         '{"abc": "entry"}',
+        '{"version": 2, "salt": "00", "entries": {"k": {"report": "AAAA", "sent": false}}}',  # no fingerprint
+        '{"version": 3, "salt": "00", "entries": {}}',
     ],
 )
 async def test_a_corrupted_ledger_raises_ledger_error_and_sends_nothing(service, tmp_path, content):  # noqa: F811
@@ -120,13 +130,24 @@ async def test_the_sync_client_works_inside_a_running_event_loop(service, tmp_pa
     assert await asyncio.to_thread(asyncio.run, app_code()) == "accepted"
 
 
+ASKED = Asked("http://x", "c1", "u" * 32, "f" * 64, 1.0)
+LIMITS = Limits(max_epsilon=2.0, budget=Budget(total=3.0, per_days=30))
+
+
+def claim(ledger, asked=ASKED, record=b"record", limits=LIMITS, body=b"report"):
+    return ledger.claim(asked, limits, record, lambda: body, lambda old: b"memo:" + old)
+
+
 def test_claim_returns_the_first_report_to_everyone(tmp_path):
     ledger = Ledger(tmp_path / "ledger.json")
-    bodies = iter([b"first", b"second"])
-    assert ledger.claim("uid", lambda: next(bodies)) == (b"first", False)
-    assert ledger.claim("uid", lambda: next(bodies)) == (b"first", False)
-    ledger.mark_sent("uid")
-    assert ledger.claim("uid", lambda: next(bodies)) == (b"first", True)
+    assert claim(ledger, body=b"first") == Claim("http://x c1", b"first", False, 1.0)
+    assert claim(ledger, body=b"second") == Claim("http://x c1", b"first", False, 0.0)
+    ledger.mark_sent("http://x c1")
+    assert claim(ledger, body=b"second") == Claim("http://x c1", b"first", True, 0.0)
+    # Another published uid changes nothing; another spec is refused, drawing nothing.
+    assert claim(ledger, replace(ASKED, uid="v" * 32), body=b"x").body == b"first"
+    with pytest.raises(CollectionChanged, match="under another spec"):
+        claim(ledger, replace(ASKED, fingerprint="e" * 64), body=b"x")
 
 
 def test_the_ledger_records_when_and_what_and_replaces_its_file_atomically(tmp_path, monkeypatch):
@@ -135,21 +156,24 @@ def test_the_ledger_records_when_and_what_and_replaces_its_file_atomically(tmp_p
     replaced = []
     real_replace = os.replace
 
-    def replace(src, dst):
+    def replace_file(src, dst):
         replaced.append((os.path.dirname(src), os.path.basename(src), os.fspath(dst)))
         real_replace(src, dst)
 
-    monkeypatch.setattr("participant.client.os.replace", replace)
+    monkeypatch.setattr("participant.ledger.os.replace", replace_file)
     before = time.time()
-    ledger.claim("uid", lambda: b"report", collection="http://x/collections/c1", fingerprint="f" * 16)
-    assert ledger.pending_body("uid") == b"report" and ledger.pending_body("other") is None
-    ledger.mark_sent("uid")
-    entry = json.loads(path.read_text())["uid"]
-    assert (
-        entry["sent"] is True and entry["collection"] == "http://x/collections/c1" and entry["fingerprint"] == "f" * 16
-    )
+    claim(ledger, record=b"Young;Low;Male")
+    ledger.mark_sent("http://x c1")
+    data = json.loads(path.read_text())
+    entry = data["entries"]["http://x c1"]
+    assert {k: entry[k] for k in ("origin", "collection", "uid", "fingerprint", "epsilon", "sent", "memo_of")} == {
+        "origin": "http://x", "collection": "c1", "uid": "u" * 32, "fingerprint": "f" * 64, "epsilon": 1.0,
+        "sent": True, "memo_of": None,
+    }  # fmt: skip
     assert before <= entry["reserved_at"] <= entry["sent_at"] <= time.time()
-    assert ledger.pending_body("uid") is None  # sent: nothing left to re-send
+    # The record is kept only as a hash keyed by the ledger's own salt.
+    assert entry["record"] == hmac.new(bytes.fromhex(data["salt"]), b"Young;Low;Male", hashlib.sha256).hexdigest()
+    assert b"Young" not in path.read_bytes()
     # Each write goes to a hidden temporary file beside the ledger (a rename is atomic only within
     # one file system), then replaces it; nothing is left behind.
     assert len(replaced) == 2
@@ -163,7 +187,60 @@ def test_a_report_that_is_not_base64_is_a_corrupt_ledger(tmp_path):
     path = tmp_path / "ledger.json"
     path.write_text('{"uid": {"report": "AA!A", "sent": false}}')
     with pytest.raises(LedgerError, match=str(path)):
-        Ledger(path).entry("uid")
+        Ledger(path).entries()
+
+
+def test_a_first_format_ledger_keeps_its_reports_and_counts_them_at_the_cap(tmp_path):
+    path = tmp_path / "ledger.json"
+    url = "HTTP://X:80/collections/c1"
+    old = {"u" * 32: {"report": "cmVwb3J0", "sent": True, "collection": url, "fingerprint": "f" * 64}}
+    path.write_text(json.dumps(old))
+    ledger = Ledger(path)
+    assert claim(ledger) == Claim("http://x c1", b"report", True, 0.0)
+    # Its spend is unknown: counted as the app's cap (2), whenever it was, so 2 + 1.5 passes 3.
+    with pytest.raises(BudgetExceeded, match="spent epsilon=2 at http://x"):
+        claim(ledger, replace(ASKED, collection="c2", uid="w" * 32, fingerprint="a" * 64, epsilon=1.5))
+
+
+def test_memoised_reports_cost_nothing_and_changed_records_cost_again(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.json")
+    first = claim(ledger, body=b"drawn")
+    clone = claim(ledger, replace(ASKED, collection="clone", uid="v" * 32), body=b"other")
+    assert (clone.body, clone.spent) == (b"memo:drawn", 0.0)  # the same randomised answer, no new spend
+    other_origin = claim(ledger, replace(ASKED, origin="http://y", collection="clone", uid="x" * 32), body=b"y")
+    assert (other_origin.body, other_origin.spent) == (b"y", 1.0)  # memoised per origin only
+    changed = claim(ledger, replace(ASKED, collection="c3", uid="y" * 32), record=b"changed", body=b"fresh")
+    assert (changed.body, changed.spent) == (b"fresh", 1.0)
+    assert ledger.spent("http://x", LIMITS) == 2.0 and first.spent == 1.0
+    # A fresh draw of 1.5 at this origin would pass the total of 3 within 30 days: refused, nothing drawn.
+    with pytest.raises(BudgetExceeded, match="spent epsilon=2 at http://x in the last 30 days"):
+        ledger.claim(replace(ASKED, collection="c4", uid="z" * 32, fingerprint="b" * 64, epsilon=1.5), LIMITS, b"r", pytest.fail, pytest.fail)
+    # Once the window has passed, the origin may spend again.
+    monkey_now = time.time() + 31 * 86400
+    assert ledger.spent("http://x", LIMITS, now=monkey_now) == 0.0
+
+
+def test_a_collection_above_the_app_cap_is_refused_before_anything_is_drawn(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.json")
+    with pytest.raises(BudgetExceeded, match="asks epsilon=2.5; this app accepts at most 2 per collection"):
+        ledger.claim(replace(ASKED, epsilon=2.5), LIMITS, b"r", pytest.fail, pytest.fail)
+    assert not ledger.path.exists() or ledger.entries() == {}
+
+
+@pytest.mark.parametrize("url, origin", [
+    ("HTTP://Example.ORG:80//api//", "http://example.org/api"),
+    ("https://example.org:443/", "https://example.org"),
+    ("https://example.org:8443", "https://example.org:8443"),
+    ("http://[::1]:8080/", "http://[::1]:8080"),
+])  # fmt: skip
+def test_origins_are_normalised(url, origin):
+    assert normalise_origin(url) == origin
+
+
+@pytest.mark.parametrize("url", ["example.org", "ftp://example.org", "http://"])
+def test_an_address_without_scheme_or_host_is_refused(url):
+    with pytest.raises(ValueError, match="http"):
+        normalise_origin(url)
 
 
 def test_a_published_collection_needs_an_identity_and_a_matching_fingerprint():

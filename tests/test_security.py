@@ -346,7 +346,7 @@ async def test_a_huge_domain_is_refused_before_anything_is_allocated(service):  
 async def test_the_same_id_with_another_value_is_a_conflict_and_the_first_is_kept(service):  # noqa: F811
     spec = table_1_spec(protocol="DE")
     await service.create(spec)
-    first = {"id": b"k" * 16, "input": 1, "value": 2}
+    first = {"id": b"k" * 16, "spec": spec.fingerprint_digest, "input": 1, "value": 2}
     assert (await service.post("/collections/c1/reports", msgpack.packb(first)))[0] == 201
     assert (await service.post("/collections/c1/reports", msgpack.packb(first))) == (200, {"status": "duplicate"})
     for other in ({**first, "value": 3}, {**first, "input": 2}):

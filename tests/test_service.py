@@ -1,4 +1,5 @@
 import asyncio
+import base64
 import json
 import re
 import sqlite3
@@ -239,14 +240,15 @@ async def test_estimates_wait_for_the_minimum_number_of_reports(service):
     assert (await service.get("/collections/c1/model?estimator=bogus"))[0] == 400
 
 
-def wire(report_id=b"r" * 16, input=1, value=0):
-    return {"id": report_id, "input": input, "value": value}
+def wire(report_id=b"r" * 16, input=1, value=0, spec=None):
+    spec = spec or table_1_spec(protocol="OUE")  # the collection of the tests that use it
+    return {"id": report_id, "spec": spec.fingerprint_digest, "input": input, "value": value}
 
 
 BAD_REPORTS = [
     (b"\xc1\x00garbage", "malformed", 400),
     (msgpack.packb([1, 2, 3]), "wrong_type", 400),
-    (msgpack.packb({"id": "not-bytes-at-all", "input": 1, "value": b"\x00"}), "wrong_type", 400),
+    (msgpack.packb({**wire(value=b"\x00"), "id": "not-bytes-at-all"}), "wrong_type", 400),
     (msgpack.packb(wire(report_id=b"short")), "wrong_type", 400),
     (msgpack.packb({"id": b"r" * 16, "input": 1}), "malformed", 400),
     (msgpack.packb({**wire(value=b"\x00"), "extra": 1}), "malformed", 400),
@@ -256,6 +258,8 @@ BAD_REPORTS = [
     (msgpack.packb(wire(value=b"\x00\x00")), "wrong_length", 400),
     (msgpack.packb(wire(value=b"\x01")), "out_of_range", 400),  # padding bit beyond bit 6
     (msgpack.packb({"reports": "not a list"}), "malformed", 400),
+    # Built for a spec of the same shape with other meaning: never counted under this one.
+    (msgpack.packb(wire(value=b"\x00", spec=table_1_spec(protocol="OUE", epsilon=2.0))), "wrong_spec", 409),
 ]
 
 
@@ -292,6 +296,7 @@ async def test_bad_reports_get_4xx_naming_the_problem_and_count_nothing(service)
         "wrong_type": "6",
         "out_of_range": "3",
         "wrong_length": "1",
+        "wrong_spec": "1",
         "too_large": "1",
         "batch_too_large": "1",
         "wrong_content_type": "1",
@@ -310,12 +315,12 @@ async def test_histogram_reports_must_be_finite_and_on_the_grid(service):
     await service.create(spec)
     nan = np.zeros(6)
     nan[2] = np.nan
-    status, data = await service.post("/collections/c1/reports", msgpack.packb(wire(value=nan.astype("<f8").tobytes())))
+    status, data = await service.post("/collections/c1/reports", msgpack.packb(wire(value=nan.astype("<f8").tobytes(), spec=spec)))
     assert status == 400 and data["reason"] == "out_of_range"
     off_grid = np.zeros(6)
     off_grid[1] = 0.3  # not a multiple of 2^-10: no honest participant sends it
     status, data = await service.post(
-        "/collections/c1/reports", msgpack.packb(wire(value=off_grid.astype("<f8").tobytes()))
+        "/collections/c1/reports", msgpack.packb(wire(value=off_grid.astype("<f8").tobytes(), spec=spec))
     )
     assert status == 400 and "grid" in data["error"]
     assert await service.n_reports("c1") == 0
@@ -356,11 +361,13 @@ async def test_an_unacknowledged_report_is_resent_unchanged(service, tmp_path):
         with pytest.raises(SubmissionFailed, match="3 attempts"):
             await dead.submit("c1", record, published=published)
         await dead.close()
-    pending = ledger.pending_body(published.uid)
-    assert pending is not None
+    # Pending under the uid the live service published (the dead address is another origin).
+    ((key, entry),) = ledger.entries().items()
+    assert entry["uid"] == published.uid and entry["sent"] is False
+    pending = base64.b64decode(entry["report"])
     # The next submit, to the live service, sends exactly that report and no new one.
     assert await live.submit("c1", record) == "accepted"
-    assert ledger.entry(published.uid)["sent"] is True
+    assert ledger.entries()[key]["sent"] is True
     assert await live.send_report("c1", pending) == "duplicate"
     await live.close()
 
@@ -579,14 +586,14 @@ async def test_one_bad_report_never_costs_another_its_place(service, monkeypatch
     spec = table_1_spec(protocol="DE")
     await service.create(spec)
     d = spec.oracles[1].domain_size
-    batch = [wire(b"a" * 16, 1, 0), wire(b"b" * 16, 1, d), wire(b"c" * 16, 1, 5), wire(b"e" * 16, 1, -1)]
+    batch = [wire(b"a" * 16, 1, 0, spec), wire(b"b" * 16, 1, d, spec), wire(b"c" * 16, 1, 5, spec), wire(b"e" * 16, 1, -1, spec)]
     status, data = await service.post("/collections/c1/reports", msgpack.packb({"reports": batch}))
     assert status == 200 and [r["status"] for r in data["results"]] == ["accepted", "rejected", "accepted", "rejected"]
     # Even with the per-report range check gone (a bug), the batch decoder refuses the bad value.
     import participant.wire
 
     monkeypatch.setattr(participant.wire, "check_value", lambda oracle, value, input_index: None)
-    batch = [wire(b"f" * 16, 1, 1), wire(b"g" * 16, 1, d)]
+    batch = [wire(b"f" * 16, 1, 1, spec), wire(b"g" * 16, 1, d, spec)]
     status, data = await service.post("/collections/c1/reports", msgpack.packb({"reports": batch}))
     assert status == 200 and [r["status"] for r in data["results"]] == ["accepted", "rejected"]
     assert await service.n_reports() == await service.count() == 3
@@ -612,10 +619,15 @@ async def test_float_payloads_must_be_finite_bounded_and_on_the_grid(service, ba
     value = np.zeros(6)
     value[3] = bad
     status, data = await service.post(
-        "/collections/c1/reports", msgpack.packb(wire(value=value.astype("<f8").tobytes()))
+        "/collections/c1/reports", msgpack.packb(wire(value=value.astype("<f8").tobytes(), spec=spec))
     )
     assert status == 400 and data["reason"] == "out_of_range"
-    batch = {"reports": [wire(b"x" * 16, 1, value.astype("<f8").tobytes()), wire(b"y" * 16, 1, np.zeros(6).tobytes())]}
+    batch = {
+        "reports": [
+            wire(b"x" * 16, 1, value.astype("<f8").tobytes(), spec),
+            wire(b"y" * 16, 1, np.zeros(6).tobytes(), spec),
+        ]
+    }
     status, data = await service.post("/collections/c1/reports", msgpack.packb(batch))
     assert [r["status"] for r in data["results"]] == ["rejected", "accepted"]
     assert await service.n_reports() == await service.count() == 1
@@ -623,8 +635,9 @@ async def test_float_payloads_must_be_finite_bounded_and_on_the_grid(service, ba
 
 @pytest.mark.parametrize("value", [1.5, "1", True, None, [1]])
 async def test_an_index_payload_must_be_an_integer(service, value):
-    await service.create(table_1_spec(protocol="DE"))
-    status, data = await service.post("/collections/c1/reports", msgpack.packb(wire(value=value)))
+    spec = table_1_spec(protocol="DE")
+    await service.create(spec)
+    status, data = await service.post("/collections/c1/reports", msgpack.packb(wire(value=value, spec=spec)))
     assert status == 400 and data["reason"] == "wrong_type"
     assert await service.n_reports() == 0
 
@@ -637,7 +650,7 @@ async def test_bit_payloads_have_exactly_ceil_d_over_8_bytes(service):
     await service.create(spec)
     for length, status in ((2, 400), (4, 400), (3, 201)):
         got, data = await service.post(
-            "/collections/c1/reports", msgpack.packb(wire(report_id=bytes([length]) * 16, value=b"\x00" * length))
+            "/collections/c1/reports", msgpack.packb(wire(report_id=bytes([length]) * 16, value=b"\x00" * length, spec=spec))
         )
         assert got == status, (length, data)
 
@@ -779,8 +792,8 @@ async def test_the_sync_client_passes_group_token_options_and_rng_through(tmp_pa
             # The sync client runs its own loop on a helper thread: this test's loop is running.
             assert await asyncio.to_thread(client.submit, "c1", RECORD_1, 2, "tok") == "accepted"
             sent.append(msgpack.unpackb(server.seen[-1][3]))
-        entry = json.loads((tmp_path / "a.json").read_text())["u" * 32]
-    assert entry["collection"] == server.url + "collections/c1" and entry["fingerprint"] == spec.fingerprint
+        entry = json.loads((tmp_path / "a.json").read_text())["entries"][f"{server.url.rstrip('/')} c1"]
+    assert (entry["uid"], entry["collection"], entry["fingerprint"]) == ("u" * 32, "c1", spec.fingerprint)
     assert [s["input"] for s in sent] == [2, 2] and [s["token"] for s in sent] == ["tok", "tok"]
     assert sent[0]["value"] == sent[1]["value"]  # the same seeded generator, the same randomised value
     # Options reach the async client: no retry, so one 503 is the end.

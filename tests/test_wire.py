@@ -23,18 +23,32 @@ ID = bytes(range(16))
 DE, OUE, SHE = (table_1_spec(protocol=p) for p in ("DE", "OUE", "SHE"))  # inputs of sizes 2, 6, 6, 4
 
 
+SAME = object()  # stands for the digest of the spec under test
+
+
 def report(**fields):
-    return {"id": ID, "input": 3, "value": 1} | fields
+    return {"id": ID, "spec": SAME, "input": 3, "value": 1} | fields
+
+
+def for_spec(spec, obj):
+    """``obj`` with the :data:`SAME` placeholder replaced by ``spec``'s digest."""
+    return {k: spec.fingerprint_digest if v is SAME else v for k, v in obj.items()} if isinstance(obj, dict) else obj
 
 
 @pytest.mark.parametrize("spec, obj, reason, message", [
-    (DE, [ID, 3, 1], "wrong_type", "a report must be a map with keys id, input, value"),
+    (DE, [ID, 3, 1], "wrong_type", "a report must be a map with keys id, spec, input, value"),
     (DE, report(x=1), "malformed", "unknown report fields: x"),
     (DE, report(b=1, a=2, token="t"), "malformed", "unknown report fields: a, b"),
-    (DE, {"input": 3, "value": 1}, "malformed", "report is missing 'id'"),
-    (DE, {"id": ID, "value": 1}, "malformed", "report is missing 'input'"),
-    (DE, {"id": ID, "input": 3}, "malformed", "report is missing 'value'"),
-    (DE, {"id": ID, "input": 3, "token": "t"}, "malformed", "report is missing 'value'"),
+    (DE, {"spec": SAME, "input": 3, "value": 1}, "malformed", "report is missing 'id'"),
+    (DE, {"id": ID, "input": 3, "value": 1}, "malformed", "report is missing 'spec'"),
+    (DE, {"id": ID, "spec": SAME, "value": 1}, "malformed", "report is missing 'input'"),
+    (DE, {"id": ID, "spec": SAME, "input": 3}, "malformed", "report is missing 'value'"),
+    (DE, {"id": ID, "spec": SAME, "input": 3, "token": "t"}, "malformed", "report is missing 'value'"),
+    (DE, report(spec=b"\0" * 31), "wrong_type", "spec must be the 32-byte SHA-256 digest of the collection's spec"),
+    (DE, report(spec=OUE.fingerprint), "wrong_type", "spec must be the 32-byte SHA-256 digest of the collection's spec"),
+    (DE, report(spec=OUE.fingerprint_digest), "wrong_spec",
+     (f"this report was built for another spec (fingerprint {OUE.fingerprint[:16]}…, the collection's is "
+     f"{DE.fingerprint[:16]}…); nothing was stored")),
     (DE, report(id=ID[:15]), "wrong_type", "id must be 16 random bytes"),
     (DE, report(id="0123456789abcdef"), "wrong_type", "id must be 16 random bytes"),
     (DE, report(input=True), "wrong_type", "input must be an integer"),
@@ -53,7 +67,7 @@ def report(**fields):
 ])  # fmt: skip
 def test_each_refusal_has_its_reason_and_names_field_bound_and_value(spec, obj, reason, message):
     with pytest.raises(ReportError) as refused:
-        check_report(spec, obj)
+        check_report(spec, for_spec(spec, obj))
     assert (refused.value.reason, str(refused.value)) == (reason, message)
 
 
@@ -66,7 +80,25 @@ def test_each_refusal_has_its_reason_and_names_field_bound_and_value(spec, obj, 
     (SHE, report(input=0, value=b"\0" * 16)),
 ])  # fmt: skip
 def test_valid_reports_pass_unchanged(spec, obj):
+    obj = for_spec(spec, obj)
     assert check_report(spec, obj) == (obj["id"], obj["input"], obj["value"])
+
+
+def test_a_report_built_for_a_reordered_spec_of_the_same_shape_is_refused():
+    from participant import CollectionSpec, Participant
+    from participant.wire import pack_report
+
+    spec = table_1_spec(protocol="OUE")
+    data = spec.to_dict()
+    data["features"][0]["categories"] = data["features"][0]["categories"][::-1]  # same sizes, other meaning
+    reordered = CollectionSpec.from_dict(data)
+    assert [o.state_size for o in reordered.oracles] == [o.state_size for o in spec.oracles]
+    record = dict(zip(["age", "income", "gender", "missed_payment"], ["Young", "Low", "Male", "No"]))
+    body = msgpack.unpackb(pack_report(Participant(spec).report(record), spec))
+    assert check_report(spec, body)[0] == body["id"]
+    with pytest.raises(ReportError) as refused:
+        check_report(reordered, body)
+    assert refused.value.reason == "wrong_spec"
 
 
 def test_index_payloads_decode_with_every_out_of_range_value_refused():
