@@ -7,6 +7,7 @@ import secrets
 from aiohttp import web
 
 from .auth import ENROLLMENT_KEY, SETTING_KEY, TokenError, check_admin_token, hash_token, new_token
+from .addresses import within
 from .connections import CappedRunner
 from .errors import error_middleware
 from .handlers import routes
@@ -49,11 +50,13 @@ async def settle_admin_token(store: Store, admin_token: str | None, rotate: bool
     return shown
 
 
-async def open_store(db: str, admin_token: str | None = None, rotate: bool = False) -> tuple[Store, str | None]:
-    """Open (creating if needed) the store at ``db`` (a SQLite path or a PostgreSQL URL), settle
-    the admin token (:func:`settle_admin_token`) and the enrollment key. Returns ``(store, token
-    to show or None)``."""
-    store = await open_database(str(db))
+async def open_store(
+    db: str, admin_token: str | None = None, rotate: bool = False, **options
+) -> tuple[Store, str | None]:
+    """Open (creating if needed) the store at ``db`` (a SQLite path or a PostgreSQL URL, with
+    ``options`` for PostgreSQL: ``pool_size``, ``timeout``), settle the admin token
+    (:func:`settle_admin_token`) and the enrollment key. Returns ``(store, token to show or None)``."""
+    store = await open_database(str(db), **options)
     try:
         shown = await settle_admin_token(store, admin_token, rotate)
         await store.set_setting(ENROLLMENT_KEY, secrets.token_hex(32), replace=False)
@@ -102,6 +105,8 @@ async def start_site(
     runner = CappedRunner(
         app,
         config.max_connections,
+        config.max_connections_per_address,
+        lambda peer: within(peer, config.trusted_proxies),
         access_log=None,
         # Request bodies are never inflated: a small compressed body could expand without bound
         # inside the parser, before any handler could refuse it.

@@ -54,15 +54,13 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
-def require_admin(request: web.Request, token_hash: str, failures=None) -> None:
-    """Raise 401 without a bearer token, 403 with a wrong one, and 429 once an address has
-    failed too often (``failures``, a :class:`~aggregator.ratelimit.RateLimiter`, spends one token
-    per failed attempt)."""
-    source = request.remote or ""
-    if failures is not None and failures.exhausted("admin", source):
-        raise APIError(
-            429, "too many failed admin attempts from this address; wait a minute", headers={"Retry-After": "60"}
-        )
+def require_admin(request: web.Request, token_hash: str, failures=None, source: str | None = None) -> None:
+    """Raise 401 without a bearer token, 403 with a wrong one, and 429 for a wrong one once its
+    address (``source``, else the peer's) has failed too often (``failures``, a
+    :class:`~aggregator.ratelimit.RateLimiter`, spends one token per failed attempt). The right
+    token always passes: others' failures from a shared address never lock the operator out, and
+    guessing a token of 22 or more random characters is hopeless at any rate."""
+    source = (request.remote or "") if source is None else source
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token:
@@ -74,8 +72,10 @@ def require_admin(request: web.Request, token_hash: str, failures=None) -> None:
     # The token is compared as sent, never stripped: whitespace is not part of any valid token.
     # Hash first so the comparison's time does not depend on the token's length or prefix.
     if not (TOKEN_CHARS.fullmatch(token) and hmac.compare_digest(hash_token(token), token_hash)):
-        if failures is not None:
-            failures.take("admin", source)
+        if failures is not None and failures.take("admin", source):
+            raise APIError(
+                429, "too many failed admin attempts from this address; wait a minute", headers={"Retry-After": "60"}
+            )
         raise APIError(403, "the admin token is wrong")
 
 

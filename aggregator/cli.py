@@ -21,7 +21,8 @@ from .operator import OperatorError
 from .operator import add_parsers as add_operator_parsers
 from .operator import run as run_operator
 from .store import StoreLocked, is_postgres_url
-from .store.postgres import redacted
+from .addresses import parse_networks
+from .store.postgres import DEFAULT_POOL, DEFAULT_TIMEOUT, redacted
 
 DESCRIPTION = """\
 Run the ldpnb aggregator (serve), move its database (copy), or operate a running one (create,
@@ -138,6 +139,34 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--body-timeout", type=_positive(float), default=30.0, help="seconds to receive a request body (default 30)"
     )
+    serve.add_argument(
+        "--max-connections-per-address",
+        type=_positive(int),
+        default=256,
+        help="connections open at once from one address (trusted proxies excepted); a further one is answered "
+        "503 and closed, so one address cannot starve the others (default 256)",
+    )
+    serve.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="ADDRESS[/BITS]",
+        help="a load balancer in front of the service (repeat for several): requests from it are counted against "
+        "the device address its X-Forwarded-For names, for rate limits and failed admin attempts",
+    )
+    serve.add_argument(
+        "--db-timeout",
+        type=_positive(float),
+        default=DEFAULT_TIMEOUT,
+        help="PostgreSQL: seconds a connect, a wait for a pooled connection or a query may take before the "
+        f"request is answered 503 (default {DEFAULT_TIMEOUT:g})",
+    )
+    serve.add_argument(
+        "--db-pool",
+        type=_positive(int),
+        default=DEFAULT_POOL,
+        help=f"PostgreSQL: connections each process opens at start (default {DEFAULT_POOL})",
+    )
 
     copy = sub.add_parser(
         "copy",
@@ -201,10 +230,17 @@ def run_spec_draft(args) -> str:
 
 
 def read_admin_token(args) -> str | None:
-    """The admin token from ``--admin-token-file`` (one line) or ``$LDPNB_ADMIN_TOKEN``; None if neither."""
+    """The admin token from ``--admin-token-file`` (one line; the file readable by its owner
+    only, as ssh wants of a key) or ``$LDPNB_ADMIN_TOKEN``; None if neither."""
     if args.admin_token_file:
         try:
             with open(args.admin_token_file) as f:
+                mode = os.fstat(f.fileno()).st_mode & 0o777
+                if mode & 0o077:
+                    raise UsageError(
+                        f"--admin-token-file {args.admin_token_file} is readable by others (mode {mode:04o}); "
+                        f"chmod 600 {args.admin_token_file}"
+                    )
                 return f.readline().rstrip("\r\n")
         except OSError as exc:
             raise UsageError(f"cannot read --admin-token-file: {exc}") from None
@@ -221,19 +257,25 @@ def config_from(args) -> Config:
         keepalive_timeout=args.keepalive_timeout,
         max_connections=args.max_connections,
         body_timeout=args.body_timeout,
+        max_connections_per_address=args.max_connections_per_address,
+        trusted_proxies=parse_networks(args.trusted_proxy),
     )
+
+
+def store_options(args) -> dict:
+    return {"pool_size": args.db_pool, "timeout": args.db_timeout} if is_postgres_url(args.db) else {}
 
 
 async def prepare(args) -> None:
     """Open the database once (schema, admin token, keys) before any worker starts."""
-    store, shown = await open_store(args.db, read_admin_token(args), args.rotate_admin_token)
+    store, shown = await open_store(args.db, read_admin_token(args), args.rotate_admin_token, **store_options(args))
     await store.close()
     if shown:
         print(f"admin token (shown once; only its hash is stored): {shown}", flush=True)
 
 
 async def serve_worker(args, sock: socket.socket | None, announce: bool, ready_fd: int | None = None) -> None:
-    store, _ = await open_store(args.db, None)
+    store, _ = await open_store(args.db, None, **store_options(args))
     runner, url = await start_site(await create_app(store, config_from(args)), args.host, args.port, sock)
     if ready_fd is not None:
         os.write(ready_fd, b".")
@@ -334,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.workers > 1 and not is_postgres_url(args.db):
             raise UsageError("--workers needs a PostgreSQL database: one process serves a SQLite file")
+        config_from(args)  # refuses a bad option before anything starts
         asyncio.run(prepare(args))
         if args.workers == 1:
             asyncio.run(serve_worker(args, None, announce=True))

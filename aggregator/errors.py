@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from aiohttp import web
 
@@ -10,6 +11,30 @@ from .store import StoreUnavailable
 
 log = logging.getLogger("ldpnb.aggregator")
 _PASSED_HEADERS = {"allow", "www-authenticate", "retry-after"}
+#: What a 503 asks clients to wait before retrying while the database is away (seconds).
+RETRY_AFTER = "5"
+_LOG_EVERY = 5.0  # seconds between log lines about an unavailable database (a flood answers 503s by thousands)
+_unavailable_log = {"next": 0.0, "quiet": 0}
+
+
+def log_unavailable(request: web.Request, detail: str) -> None:
+    """Log ``detail`` at most once per :data:`_LOG_EVERY` seconds, with how many were left out."""
+    now = time.monotonic()
+    if now < _unavailable_log["next"]:
+        _unavailable_log["quiet"] += 1
+        return
+    quiet, _unavailable_log["quiet"], _unavailable_log["next"] = _unavailable_log["quiet"], 0, now + _LOG_EVERY
+    more = f" (and {quiet} more since the last line)" if quiet else ""
+    log.warning("503 on %s %s: %s%s", request.method, request.path, detail, more)
+
+
+def unavailable_message(request: web.Request, exc: StoreUnavailable) -> str:
+    """What a client is told: why (never where), and what became of what it sent."""
+    if exc.maybe_stored:
+        return f"{exc}; the reports may have been stored: re-send the same ones (a re-send is counted once)"
+    if request.method == "POST":
+        return f"{exc}; nothing was stored"
+    return f"{exc}; retry later"
 
 
 class APIError(Exception):
@@ -38,7 +63,8 @@ async def error_middleware(request: web.Request, handler):
     except APIError as exc:
         return json_error(exc.status, str(exc), exc.headers, **exc.extra)
     except StoreUnavailable as exc:
-        return json_error(503, f"{exc}; nothing was stored", {"Retry-After": "30"})
+        log_unavailable(request, exc.detail)
+        return json_error(503, unavailable_message(request, exc), {"Retry-After": RETRY_AFTER})
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

@@ -17,8 +17,9 @@ from participant.errors import SpecError
 from participant.spec import CollectionSpec
 from participant.wire import ReportError, check_report, decode_payload, decode_values, unpack
 
+from .addresses import client_address
 from .auth import SETTING_KEY, enrollment_nonce, issue_enrollment_tokens, require_admin
-from .errors import APIError
+from .errors import RETRY_AFTER, APIError
 from .estimators import ESTIMATORS, build_model
 from .keys import ADMIN_FAILURES, CONFIG, ENROLLMENT_HMAC, LIMITER, METRICS, STORE, WRITER
 from .metrics import UNKNOWN_COLLECTION
@@ -56,10 +57,16 @@ async def read_raw(request: web.Request) -> bytes:
         raise APIError(408, "the request body did not arrive in time") from None
 
 
+def source(request: web.Request) -> str:
+    """The address rate limits count the request against (the device's, behind a trusted proxy)."""
+    return client_address(request, request.app[CONFIG].trusted_proxies)
+
+
 async def admin(request: web.Request) -> None:
     """Raise unless the request carries the admin token stored in the database (read on each
     call, so a rotation on any instance holds on all)."""
-    require_admin(request, await request.app[STORE].get_setting(SETTING_KEY), request.app[ADMIN_FAILURES])
+    token_hash = await request.app[STORE].get_setting(SETTING_KEY)
+    require_admin(request, token_hash, request.app[ADMIN_FAILURES], source(request))
 
 
 async def off_loop(function, *args):
@@ -114,7 +121,9 @@ async def healthz(request: web.Request) -> web.Response:
     """200 when the database takes reads and writes; 503 naming the reason otherwise."""
     problem = await request.app[STORE].health()
     if problem is not None:
-        return web.json_response({"status": "unavailable", "reason": problem}, status=503)
+        return web.json_response(
+            {"status": "unavailable", "reason": problem}, status=503, headers={"Retry-After": RETRY_AFTER}
+        )
     return web.json_response({"status": "ok"})
 
 
@@ -257,13 +266,13 @@ async def post_reports(request: web.Request) -> web.Response:
         metrics.reject(collection.id, "too_large")
         raise
     try:
-        obj = unpack(body)
+        obj = unpack(body, app[CONFIG].max_batch)
     except ReportError as exc:
         metrics.reject(collection.id, exc.reason)
-        raise APIError(400, str(exc), reason=exc.reason) from None
+        raise APIError(413 if exc.reason == "batch_too_large" else 400, str(exc), reason=exc.reason) from None
     if LIMITER in app:
         count = len(obj["reports"]) if isinstance(obj, dict) and isinstance(obj.get("reports"), list) else 1
-        wait = app[LIMITER].take(collection.id, request.remote or "", count)
+        wait = app[LIMITER].take(collection.id, source(request), count)
         if wait:
             metrics.reject(collection.id, "rate_limited", count)
             retry = "3600" if math.isinf(wait) else str(math.ceil(wait))

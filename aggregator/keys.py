@@ -26,6 +26,8 @@ class Config:
     max_connections: int = 1024  # open at once; a further one is answered 503 and closed
     body_timeout: float = 30.0  # seconds to receive a request body
     max_header_bytes: int = 8190  # a request line or header field
+    max_connections_per_address: int = 256  # open at once from one peer address (trusted proxies excepted)
+    trusted_proxies: tuple = ()  # ipaddress networks whose X-Forwarded-For names the device
 
 
 CONFIG = web.AppKey("config", Config)

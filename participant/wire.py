@@ -190,9 +190,52 @@ def decode_report(spec: CollectionSpec, obj) -> tuple[bytes, int, np.ndarray | i
     return report_id, input_index, decode_payload(spec.oracles[input_index], value, input_index)
 
 
-def unpack(body: bytes):
-    """The msgpack object in ``body``; raises :class:`ReportError` ("malformed") if it is not msgpack."""
+class _Oversized(Exception):
+    """Raised from inside the unpacker: the body holds more than any batch could."""
+
+
+def unpack(body: bytes, max_reports: int | None = None):
+    """The msgpack object in ``body``; raises :class:`ReportError` ("malformed") if it is not msgpack.
+
+    With ``max_reports``, a body that holds more than a batch of that many reports could (more
+    than one array, more than ``max_reports + 1`` maps, an array longer than ``max_reports``, a map
+    of more than 8 entries, a string past 1 KiB) is refused while it is unpacked, before the rest
+    is allocated: a body of a million empty arrays costs one array, not a million.
+    """
     try:
-        return msgpack.unpackb(body, raw=False, strict_map_key=True)
+        if max_reports is None:
+            return msgpack.unpackb(body, raw=False, strict_map_key=True)
+        built = {"lists": 0, "maps": 0}
+
+        def on_list(items):
+            built["lists"] += 1
+            if built["lists"] > 1:
+                raise _Oversized("a batch holds one array (its reports)")
+            return items
+
+        def on_map(pairs):
+            built["maps"] += 1
+            if built["maps"] > max_reports + 1:
+                raise _Oversized(f"a batch holds at most {max_reports} reports")
+            return pairs
+
+        return msgpack.unpackb(
+            body,
+            raw=False,
+            strict_map_key=True,
+            list_hook=on_list,
+            object_hook=on_map,
+            max_array_len=max_reports,
+            max_map_len=8,
+            max_str_len=1024,
+            max_bin_len=len(body),
+            max_ext_len=0,
+        )
+    except _Oversized as exc:
+        raise ReportError("malformed", f"body holds more than a batch: {exc}") from None
+    except ValueError as exc:
+        if "max_array_len" in str(exc):  # msgpack's own words for an array header over the limit
+            raise ReportError("batch_too_large", f"a batch holds at most {max_reports} reports") from None
+        raise ReportError("malformed", f"body is not valid msgpack: {type(exc).__name__}: {exc}") from None
     except Exception as exc:  # msgpack raises several unrelated types for bad input
         raise ReportError("malformed", f"body is not valid msgpack: {type(exc).__name__}: {exc}") from None

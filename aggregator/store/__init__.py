@@ -18,10 +18,11 @@ from .postgres import PostgresStore, is_postgres_url
 from .sqlite import SQLiteStore, StoreLocked
 
 
-async def open_database(db: str) -> Store:
-    """The store at ``db``: a ``postgresql://`` URL, or a SQLite file path (created if missing)."""
+async def open_database(db: str, **options) -> Store:
+    """The store at ``db``: a ``postgresql://`` URL (``options``: ``pool_size``, ``timeout``; see
+    :meth:`PostgresStore.open`), or a SQLite file path (created if missing)."""
     if is_postgres_url(str(db)):
-        return await PostgresStore.open(str(db))
+        return await PostgresStore.open(str(db), **options)
     return await SQLiteStore.open(db)
 
 

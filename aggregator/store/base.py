@@ -16,6 +16,16 @@ with PostgreSQL machines) can share one. Why the numbers they serve are never st
   frequency oracles and for the grid-valued mean reports (multiples of 2^-10, far below 2^53).
   An instance takes a fresh id at every start, so a restarted or killed instance's rows stay
   valid and keep being summed; rows grow with collections × inputs × starts, a few per restart.
+- **A write whose outcome is unknown** (the connection broke, the database restarted or a reply
+  was lost, possibly after the commit) leaves the in-memory copy of this instance's partials
+  unsure: the transaction may have committed its reports *and* the partials counting them, or
+  neither. So after any failed write the instance takes a fresh id and starts new partials from
+  zero (:meth:`Store._forget_partials`), and never writes its earlier rows again. Whatever those
+  rows hold now, with or without the uncertain transaction, is consistent with the reports table
+  (both change in one transaction), and it stays so: even a commit that lands later changes them
+  together. A report of an uncertain write that is re-sent is a duplicate (its id is stored) or
+  new (it is not), so it is counted exactly once either way. One write runs at a time per
+  instance (the writer's queue), so no other transaction of the old id can be in flight.
 - **Collections** are immutable once created, so each instance caches them and looks the
   database up on a miss: one created on another instance is found there. A duplicate id is
   refused by the primary key (409), never by a race between instances.
@@ -50,8 +60,18 @@ class CollectionExists(Exception):
 
 
 class StoreUnavailable(Exception):
-    """The database cannot take writes now (deleted, replaced, full or unreachable); the message
-    says why."""
+    """The database cannot serve the request now (deleted, replaced, full, starting, unreachable,
+    out of connections or too slow).
+
+    The message is what a client may be told: it never names the database's address, path or
+    user (``detail`` holds that, for the operator's log, with passwords redacted).
+    ``maybe_stored`` is true when a write's outcome is unknown: the connection failed after its
+    statements were sent, so its transaction may have committed."""
+
+    def __init__(self, message: str, detail: str = "", maybe_stored: bool = False):
+        super().__init__(message)
+        self.detail = detail or message
+        self.maybe_stored = maybe_stored
 
 
 @dataclass(frozen=True)
@@ -270,7 +290,11 @@ class Store(ABC):
         groups = self._groups(batches)
         results: list[np.ndarray] = [np.zeros(0, dtype=np.int8)] * len(batches)
         merged = {group: merge_group([batches[b] for b in members]) for group, members in groups.items()}
-        outcomes, updated = await self._transaction(merged)
+        try:
+            outcomes, updated = await self._transaction(merged)
+        except BaseException:
+            self._forget_partials()
+            raise
         for group, members in groups.items():
             bounds = np.cumsum([len(batches[b]) for b in members])[:-1]
             for b, part in zip(members, np.split(outcomes[group], bounds)):
@@ -278,6 +302,12 @@ class Store(ABC):
         # This instance's partials change only once committed.
         self._own.update(updated)
         return results
+
+    def _forget_partials(self) -> None:
+        """Leave this instance's partial rows as the database holds them and continue under a fresh
+        id from zero (see the module's note on writes whose outcome is unknown)."""
+        self.instance = secrets.token_hex(8)
+        self._own = {}
 
     def _updated_partials(
         self, merged: dict[tuple[str, int], IncomingBatch], outcomes: dict[tuple[str, int], np.ndarray]

@@ -10,8 +10,10 @@ are stored msgpack-packed (an integer index or the payload bytes, as received).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 import msgpack
@@ -66,25 +68,53 @@ def is_postgres_url(db: str) -> bool:
     return db.startswith(("postgresql://", "postgres://"))
 
 
+log = logging.getLogger("ldpnb.aggregator")
+#: Seconds a query, a connection or a wait for a free pooled connection may take before the
+#: request is answered 503 (``serve --db-timeout``).
+DEFAULT_TIMEOUT = 5.0
+#: Connections each process opens, all at start (``serve --db-pool``).
+DEFAULT_POOL = 4
+# What says the database is away, restarting, out of connections or too slow (not what a query
+# did wrong): connection and interface errors, and the classes 08 (connection), 53 (resources)
+# and 57 (operator intervention: shutdown, restart, cancelled statement).
+CONNECTION_ERRORS = (
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InsufficientResourcesError,
+    asyncpg.OperatorInterventionError,
+)
+SECRET_PARAMETERS = {"password", "sslpassword", "passfile", "sslkey"}
+
+
 def redacted(url: str) -> str:
-    """``url`` without its password, for messages and logs."""
+    """``url`` without its password (in the user part or as a query parameter), for logs."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = netloc.replace(f":{parts.password}@", ":***@")
+    query = urlencode(
+        [(k, "***" if k.lower() in SECRET_PARAMETERS else v) for k, v in parse_qsl(parts.query, keep_blank_values=True)],
+        safe="*",
+    )
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 class PostgresStore(Store):
-    def __init__(self, url: str, pool: asyncpg.Pool):
+    def __init__(self, url: str, pool: asyncpg.Pool, timeout: float = DEFAULT_TIMEOUT):
         super().__init__()
-        self.url, self.location, self.pool = url, redacted(url), pool
+        self.url, self.location, self.pool, self.timeout = url, redacted(url), pool, timeout
 
     @classmethod
-    async def open(cls, url: str, pool_size: int = 8) -> PostgresStore:
-        """Connect, then create or migrate the schema (one instance at a time)."""
-        pool = await asyncpg.create_pool(url, min_size=1, max_size=pool_size, command_timeout=60)
-        store = cls(url, pool)
+    async def open(cls, url: str, pool_size: int = DEFAULT_POOL, timeout: float = DEFAULT_TIMEOUT) -> PostgresStore:
+        """Connect (``pool_size`` connections, opened now, so a database without room for them
+        refuses the start, not the requests), then create or migrate the schema (one instance at
+        a time). ``timeout`` bounds every connect, wait for a pooled connection and query."""
+        pool = await asyncpg.create_pool(
+            url, min_size=pool_size, max_size=pool_size, command_timeout=timeout, timeout=timeout
+        )
+        store = cls(url, pool, timeout)
         try:
             async with pool.acquire() as conn, conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
@@ -106,23 +136,51 @@ class PostgresStore(Store):
     async def close(self) -> None:
         await self.pool.close()
 
+    def _unavailable(self, exc: BaseException, maybe_stored: bool = False) -> StoreUnavailable:
+        detail = f"the database {self.location}: {type(exc).__name__}: {exc}"
+        if isinstance(exc, asyncpg.CannotConnectNowError):
+            public = "the database is starting up"
+        elif isinstance(exc, TimeoutError):
+            public = f"the database did not answer within {self.timeout:g} s"
+        elif isinstance(exc, asyncpg.TooManyConnectionsError):
+            public = "the database has no free connection"
+        else:
+            public = "the database is unavailable"
+        return StoreUnavailable(public, detail, maybe_stored)
+
+    async def _query(self, method: str, sql: str, *args):
+        """``conn.<method>(sql, *args)`` on a pooled connection, within :attr:`timeout` (waiting
+        for the connection included); raises :class:`StoreUnavailable` when the database is away."""
+        try:
+            async with asyncio.timeout(self.timeout), self.pool.acquire() as conn:
+                return await getattr(conn, method)(sql, *args)
+        except CONNECTION_ERRORS as exc:
+            raise self._unavailable(exc) from None
+
     async def get_setting(self, key: str) -> str | None:
-        return await self.pool.fetchval("SELECT value FROM settings WHERE key = $1", key)
+        return await self._query("fetchval", "SELECT value FROM settings WHERE key = $1", key)
 
     async def set_setting(self, key: str, value: str, replace: bool = True) -> str:
         conflict = "DO UPDATE SET value = excluded.value" if replace else "DO NOTHING"
-        await self.pool.execute(f"INSERT INTO settings VALUES ($1, $2) ON CONFLICT (key) {conflict}", key, value)
+        await self._query("execute", f"INSERT INTO settings VALUES ($1, $2) ON CONFLICT (key) {conflict}", key, value)
         return await self.get_setting(key)
 
     async def health(self) -> str | None:
+        """None when a pooled connection answers within the timeout and the database can assign a
+        transaction id (a writable primary, not one in recovery); else why not, for anyone to read."""
         try:
-            await self.pool.fetchval("SELECT 1", timeout=5)
-        except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
-            return f"the database {self.location} does not answer: {type(exc).__name__}: {exc}"
+            await self._query("fetchval", "SELECT txid_current()")
+        except StoreUnavailable as exc:
+            log.warning("health check: %s", exc.detail)
+            return str(exc)
+        except asyncpg.PostgresError as exc:
+            log.warning("health check: the database %s refused a write: %s", self.location, exc)
+            return "the database cannot take writes"
         return None
 
     async def _insert_collection(self, collection_id, uid, spec_json, min_reports, created_at, enrollment) -> int | None:
-        return await self.pool.fetchval(
+        return await self._query(
+            "fetchval",
             "INSERT INTO collections (id, uid, spec, min_reports, created_at, enrollment) "
             "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING key",
             collection_id,
@@ -136,24 +194,25 @@ class PostgresStore(Store):
     async def _collection_rows(self, collection_id=None, after="", limit=0) -> list[dict]:
         sql = "SELECT key, id, uid, spec, min_reports, created_at, enrollment FROM collections"
         if collection_id is not None:
-            rows = await self.pool.fetch(sql + " WHERE id = $1", collection_id)
+            rows = await self._query("fetch", sql + " WHERE id = $1", collection_id)
         else:
-            rows = await self.pool.fetch(sql + " WHERE id > $1 ORDER BY id LIMIT $2", after, limit or None)
+            rows = await self._query("fetch", sql + " WHERE id > $1 ORDER BY id LIMIT $2", after, limit or None)
         return [dict(r) for r in rows]
 
     async def _partial_rows(self, key: int) -> list[tuple[int, int, bytes]]:
-        rows = await self.pool.fetch("SELECT input, n, support FROM partials WHERE collection = $1", key)
+        rows = await self._query("fetch", "SELECT input, n, support FROM partials WHERE collection = $1", key)
         return [tuple(r) for r in rows]
 
     async def report_counts(self) -> dict[str, int]:
-        rows = await self.pool.fetch(
+        rows = await self._query(
+            "fetch",
             "SELECT c.id, coalesce(sum(p.n), 0) AS n FROM collections c LEFT JOIN partials p ON p.collection = c.key "
-            "GROUP BY c.id"
+            "GROUP BY c.id",
         )
         return {r["id"]: int(r["n"]) for r in rows}
 
     async def count_reports(self, collection) -> int:
-        return await self.pool.fetchval("SELECT count(*) FROM reports WHERE collection = $1", collection.key)
+        return await self._query("fetchval", "SELECT count(*) FROM reports WHERE collection = $1", collection.key)
 
     async def _stored_values(self, key: int, input_index: int | None = None) -> list[tuple[int, object]]:
         sql = "SELECT input, value FROM reports WHERE collection = $1"
@@ -161,10 +220,10 @@ class PostgresStore(Store):
         if input_index is not None:
             sql += " AND input = $2"
             args.append(input_index)
-        rows = await self.pool.fetch(sql + " ORDER BY received_at, report_id", *args)
+        rows = await self._query("fetch", sql + " ORDER BY received_at, report_id", *args)
         return [(r["input"], msgpack.unpackb(r["value"])) for r in rows]
 
-    async def _all_new(self, merged, now: float):
+    async def _all_new(self, conn, merged, now: float):
         """``(outcomes, partials)`` if every report is new and was stored in one statement, else None
         (nothing stored)."""
         outcomes = {group: np.full(len(batch), NEW, dtype=np.int8) for group, batch in merged.items()}
@@ -184,44 +243,51 @@ class PostgresStore(Store):
         ]
         columns = [list(c) for c in zip(*partials)] if partials else [[], [], [], []]
         try:
-            await self.pool.fetchval(ALL_NEW, keys, ids, inputs, values, now, self.instance, *columns, len(ids))
+            await conn.fetchval(ALL_NEW, keys, ids, inputs, values, now, self.instance, *columns, len(ids))
         except asyncpg.DivisionByZeroError:
             return None
         return outcomes, updated
 
     async def _transaction(self, merged):
+        """Raises :class:`StoreUnavailable` when the database is away, with ``maybe_stored`` once
+        anything was sent (a commit's answer may be what was lost)."""
         now = time.time()
-        if all(batch.tokens is None for batch in merged.values()):
-            try:
-                done = await self._all_new(merged, now)
-            except (OSError, asyncpg.PostgresConnectionError, asyncpg.InsufficientResourcesError) as exc:
-                raise StoreUnavailable(f"the database {self.location} refused a write: {exc}") from None
-            if done is not None:
-                return done
-        outcomes: dict[tuple[str, int], np.ndarray] = {}
+        sent = False
         try:
-            async with self.pool.acquire() as conn, conn.transaction():
-                for (cid, i), batch in merged.items():
-                    key = self._collections[cid].key
-                    if batch.tokens is None:
-                        outcomes[(cid, i)] = await self._insert(conn, key, batch, now)
-                    else:
-                        outcomes[(cid, i)] = await self._insert_enrolled(conn, key, batch, now)
-                updated = self._updated_partials(merged, outcomes)
-                rows = [
-                    (key, i, self.instance, state.n, state.support.tobytes())
-                    for key, stats in updated.items()
-                    for i, state in enumerate(stats.states)
-                    if state.n
-                ]
-                if rows:
-                    await conn.executemany(
-                        "INSERT INTO partials VALUES ($1, $2, $3, $4, $5) ON CONFLICT (collection, input, instance) "
-                        "DO UPDATE SET n = excluded.n, support = excluded.support",
-                        rows,
-                    )
-        except (OSError, asyncpg.PostgresConnectionError, asyncpg.InsufficientResourcesError) as exc:
-            raise StoreUnavailable(f"the database {self.location} refused a write: {exc}") from None
+            async with asyncio.timeout(self.timeout), self.pool.acquire() as conn:
+                sent = True
+                if all(batch.tokens is None for batch in merged.values()):
+                    done = await self._all_new(conn, merged, now)
+                    if done is not None:
+                        return done
+                return await self._row_by_row(conn, merged, now)
+        except CONNECTION_ERRORS as exc:
+            raise self._unavailable(exc, maybe_stored=sent) from None
+
+    async def _row_by_row(self, conn, merged, now: float):
+        """The slower path (duplicates, tokens), in one transaction: nothing of it is stored or
+        counted unless all of it is."""
+        outcomes: dict[tuple[str, int], np.ndarray] = {}
+        async with conn.transaction():
+            for (cid, i), batch in merged.items():
+                key = self._collections[cid].key
+                if batch.tokens is None:
+                    outcomes[(cid, i)] = await self._insert(conn, key, batch, now)
+                else:
+                    outcomes[(cid, i)] = await self._insert_enrolled(conn, key, batch, now)
+            updated = self._updated_partials(merged, outcomes)
+            rows = [
+                (key, i, self.instance, state.n, state.support.tobytes())
+                for key, stats in updated.items()
+                for i, state in enumerate(stats.states)
+                if state.n
+            ]
+            if rows:
+                await conn.executemany(
+                    "INSERT INTO partials VALUES ($1, $2, $3, $4, $5) ON CONFLICT (collection, input, instance) "
+                    "DO UPDATE SET n = excluded.n, support = excluded.support",
+                    rows,
+                )
         return outcomes, updated
 
     @staticmethod

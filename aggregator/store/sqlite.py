@@ -14,6 +14,7 @@ readable by its owner only: it holds the enrollment HMAC key.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import secrets
 import sqlite3
@@ -33,6 +34,7 @@ from .base import (
     classify,
 )
 
+log = logging.getLogger("ldpnb.aggregator")
 INSERT_REPORT = "INSERT OR IGNORE INTO reports (collection, report_id, input, value, received_at) VALUES (?, ?, ?, ?, ?)"
 
 
@@ -73,7 +75,8 @@ def _lock(path: str):
 class SQLiteStore(Store):
     def __init__(self, path: str | Path):
         super().__init__()
-        self.path = self.location = os.path.abspath(str(path))
+        # The real path: a symlink to a file another process serves must meet that process's lock.
+        self.path = self.location = os.path.realpath(str(path))
         self._lock_fd = _lock(self.path)
         try:
             _private_file(self.path)
@@ -90,7 +93,7 @@ class SQLiteStore(Store):
         except BaseException:
             os.close(self._lock_fd)
             raise
-        self._write_error: str | None = None
+        self._write_error: tuple[str, str] | None = None
 
     @classmethod
     async def open(cls, path: str | Path) -> SQLiteStore:
@@ -172,18 +175,33 @@ class SQLiteStore(Store):
         self.db.execute(f"{verb} INTO settings (key, value) VALUES (?, ?)", [key, value])
         return self._setting(key)
 
-    async def health(self) -> str | None:
+    def _problem(self) -> tuple[str, str] | None:
+        """``(public reason, detail naming the file)`` when the file cannot take writes, else None."""
         try:
             stat = os.stat(self.path)
         except FileNotFoundError:
-            return f"the database file {self.path} was deleted while the service ran; restore it and restart"
+            return "the database file was deleted while the service ran", f"{self.path} was deleted; restore it and restart"
         if (stat.st_dev, stat.st_ino) != self._identity:
-            return f"the database file {self.path} was replaced while the service ran; restart the service"
+            return "the database file was replaced while the service ran", f"{self.path} was replaced; restart the service"
         return self._write_error
+
+    async def health(self) -> str | None:
+        problem = self._problem()
+        if problem is None:
+            return None
+        log.warning("health check: %s", problem[1])
+        return problem[0]
+
+    def _check_writable(self) -> None:
+        """Raise :class:`StoreUnavailable` unless the file this process opened is still in place."""
+        problem = self._problem()
+        if problem is not None and problem != self._write_error:
+            raise StoreUnavailable(problem[0], problem[1])
 
     # collections
 
     async def _insert_collection(self, collection_id, uid, spec_json, min_reports, created_at, enrollment) -> int | None:
+        self._check_writable()  # a collection written into a deleted file would vanish at restart
         try:
             cursor = self.db.execute(
                 "INSERT INTO collections (id, uid, spec, min_reports, created_at, enrollment) VALUES (?, ?, ?, ?, ?, ?)",
@@ -225,9 +243,7 @@ class SQLiteStore(Store):
     # reports
 
     async def _transaction(self, merged):
-        problem = await self.health()
-        if problem is not None and problem != self._write_error:
-            raise StoreUnavailable(problem)
+        self._check_writable()
         now = time.time()
         conn = self.db.conn
         outcomes: dict[tuple[str, int], np.ndarray] = {}
@@ -253,8 +269,8 @@ class SQLiteStore(Store):
                 raise
         except sqlite3.OperationalError as exc:
             # A full disk, an I/O error: nothing was stored. Health says so until a write succeeds.
-            self._write_error = f"the database {self.path} refused a write: {exc}"
-            raise StoreUnavailable(self._write_error) from None
+            self._write_error = ("the database refused a write (disk full or failing)", f"{self.path}: {exc}")
+            raise StoreUnavailable(*self._write_error) from None
         self._write_error = None
         return outcomes, updated
 
