@@ -6,12 +6,13 @@ import secrets
 
 from aiohttp import web
 
-from .auth import ENROLLMENT_KEY, SETTING_KEY, TokenError, check_admin_token, hash_token, new_token
 from .addresses import within
+from .answers import AnswerCache
+from .auth import ENROLLMENT_KEY, SETTING_KEY, TokenError, check_admin_token, hash_token, new_token
 from .connections import CappedRunner
 from .errors import error_middleware
 from .handlers import routes
-from .keys import ADMIN_FAILURES, CONFIG, ENROLLMENT_HMAC, LIMITER, METRICS, STORE, WRITER, Config
+from .keys import ADMIN_FAILURES, ANSWERS, CONFIG, ENROLLMENT_HMAC, LIMITER, METRICS, STORE, WRITER, Config
 from .metrics import Metrics
 from .ratelimit import RateLimiter
 from .store import Store, open_database
@@ -82,6 +83,7 @@ async def create_app(store: Store, config: Config | None = None) -> web.Applicat
     app[ADMIN_FAILURES] = RateLimiter(ADMIN_FAILURES_PER_MINUTE)
     app[STORE] = store
     app[METRICS] = Metrics(per_collection=config.metrics_per_collection)
+    app[ANSWERS] = AnswerCache()
     app.add_routes(routes)
     app.cleanup_ctx.append(_writer_context)
     return app

@@ -12,6 +12,7 @@ import sys
 
 import asyncpg
 
+from .addresses import parse_networks
 from .app import create_app, open_store, start_site
 from .auth import TokenError
 from .copy import CopyError, copy_database
@@ -21,7 +22,6 @@ from .operator import OperatorError
 from .operator import add_parsers as add_operator_parsers
 from .operator import run as run_operator
 from .store import StoreLocked, is_postgres_url
-from .addresses import parse_networks
 from .store.postgres import DEFAULT_POOL, DEFAULT_TIMEOUT, redacted
 
 DESCRIPTION = """\
@@ -304,6 +304,15 @@ def _reuse_port_socket(host: str, port: int, listen: bool) -> socket.socket:
     return sock
 
 
+def end_with_parent() -> None:
+    """Ask the kernel (Linux) to SIGTERM this worker when the process that forked it dies: a
+    killed master leaves no worker serving on its own."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def forward_all(children: list[int], signum: int) -> None:
     for child in children:
         try:
@@ -324,6 +333,7 @@ def serve_many(args) -> int:
         pid = os.fork()
         if pid == 0:
             os.close(ready_read)
+            end_with_parent()
             try:
                 sock = _reuse_port_socket(host, port, listen=True)
                 asyncio.run(serve_worker(args, sock, announce=False, ready_fd=ready_write))

@@ -18,10 +18,11 @@ from participant.spec import CollectionSpec
 from participant.wire import ReportError, check_report, decode_payload, decode_values, unpack
 
 from .addresses import client_address
+from .answers import encode_json, encode_msgpack
 from .auth import SETTING_KEY, enrollment_nonce, issue_enrollment_tokens, require_admin
 from .errors import RETRY_AFTER, APIError
 from .estimators import ESTIMATORS, build_model
-from .keys import ADMIN_FAILURES, CONFIG, ENROLLMENT_HMAC, LIMITER, METRICS, STORE, WRITER
+from .keys import ADMIN_FAILURES, ANSWERS, CONFIG, ENROLLMENT_HMAC, LIMITER, METRICS, STORE, WRITER
 from .metrics import UNKNOWN_COLLECTION
 from .plausibility import plausibility
 from .statistics import CollectionStatistics
@@ -92,28 +93,38 @@ async def read_body(request: web.Request):
     raise APIError(415, f"send application/json or {MSGPACK}, not {request.content_type!r}")
 
 
-async def get_collection(request: web.Request) -> Collection:
+def collection_id_of(request: web.Request) -> str:
+    """The path's collection id; 400 for one no collection can have (a NUL byte would reach the
+    database as a query parameter it refuses)."""
     collection_id = request.match_info["collection_id"]
+    if not COLLECTION_ID.fullmatch(collection_id):
+        raise APIError(400, "a collection id is 1-64 letters, digits, '-' or '_'")
+    return collection_id
+
+
+async def get_collection(request: web.Request) -> Collection:
+    collection_id = collection_id_of(request)
     collection = await request.app[STORE].collection(collection_id)
     if collection is None:
         raise APIError(404, f"no collection {collection_id!r}")
     return collection
 
 
-async def require_released(request: web.Request, collection: Collection) -> CollectionStatistics:
-    """The collection's statistics, or 409 saying how many reports are still missing."""
-    stats = await request.app[STORE].statistics(collection)
-    missing = collection.min_reports - stats.n_reports
+async def require_released(request: web.Request, collection: Collection) -> int:
+    """The collection's count of reports (a count, not its statistics), or 409 saying how many
+    are still missing."""
+    counted = await request.app[STORE].counted(collection)
+    missing = collection.min_reports - counted
     if missing > 0:
         raise APIError(
             409,
-            f"collection {collection.id!r} has {stats.n_reports} reports; estimates are released at "
+            f"collection {collection.id!r} has {counted} reports; estimates are released at "
             f"{collection.min_reports}, so {missing} more are needed",
-            reports=stats.n_reports,
+            reports=counted,
             min_reports=collection.min_reports,
             missing=missing,
         )
-    return stats
+    return counted
 
 
 @routes.get("/healthz")
@@ -251,7 +262,7 @@ async def get_spec(request: web.Request) -> web.Response:
 async def post_reports(request: web.Request) -> web.Response:
     """One report (a map), or a batch ``{"reports": [...]}`` answered report by report."""
     app = request.app
-    collection_id = request.match_info["collection_id"]
+    collection_id = collection_id_of(request)
     collection = await app[STORE].collection(collection_id)
     if collection is None:
         app[METRICS].reject(UNKNOWN_COLLECTION, "unknown_collection")
@@ -470,8 +481,8 @@ def _estimates(collection: Collection, stats: CollectionStatistics) -> dict:
                 "name": name,
                 "reports": state.n,
                 "size": oracle.state_size,
-                "estimate": estimate.tolist(),
-                "variance": oracle.variance(state.n).tolist(),
+                "estimate": estimate,
+                "variance": oracle.variance(state.n),
             }
         )
     return {
@@ -492,28 +503,49 @@ def _model(collection: Collection, stats: CollectionStatistics, estimator: str) 
     }
 
 
-async def respond_off_loop(request: web.Request, build, *args) -> web.Response:
-    """:func:`respond` with ``build(*args)``, built and encoded on a worker thread."""
+async def cached_answer(request: web.Request, collection: Collection, build, *extra) -> web.Response:
+    """``build(collection, statistics, *extra)`` encoded as the client asked (JSON or msgpack),
+    from the app's :class:`~aggregator.answers.AnswerCache`: one build per release state (the
+    count of reports says which), encoded in slices on a worker thread."""
+    counted = await require_released(request, collection)
     as_msgpack = any(t in request.headers.get("Accept", "") for t in MSGPACK_TYPES)
+    encode = encode_msgpack if as_msgpack else encode_json
+    store = request.app[STORE]
 
-    def encode() -> bytes:
-        data = build(*args)
-        return msgpack.packb(data) if as_msgpack else json.dumps(data).encode()
+    async def produce() -> bytes:
+        stats = await store.statistics(collection)
+        return await off_loop(lambda: encode(build(collection, stats, *extra)))
 
-    body = await off_loop(encode)
-    return web.Response(body=body, content_type=MSGPACK if as_msgpack else "application/json")
+    key = (build.__name__, collection.key, counted, *extra, as_msgpack)
+    body = await request.app[ANSWERS].get(key, produce)
+    return await send_in_slices(request, body, MSGPACK if as_msgpack else "application/json")
+
+
+SEND_SLICE = 256 * 1024
+
+
+async def send_in_slices(request: web.Request, body: bytes, content_type: str) -> web.StreamResponse:
+    """``body`` written a slice at a time, each after the last has drained: a 40 MB answer handed
+    to the transport whole is copied (sliced, joined, buffered) on the event loop's thread, tens of
+    milliseconds a copy, and several at once stall every other request."""
+    response = web.StreamResponse(headers={"Content-Type": content_type})
+    response.content_length = len(body)
+    await response.prepare(request)
+    view = memoryview(body)
+    for start in range(0, len(body), SEND_SLICE):
+        await response.write(view[start : start + SEND_SLICE])
+    await response.write_eof()
+    return response
 
 
 @routes.get("/collections/{collection_id}/estimates")
 async def estimates(request: web.Request) -> web.Response:
     collection = await get_collection(request)
-    stats = await require_released(request, collection)
-    return await respond_off_loop(request, _estimates, collection, stats)
+    return await cached_answer(request, collection, _estimates)
 
 
 @routes.get("/collections/{collection_id}/model")
 async def model(request: web.Request) -> web.Response:
     collection = await get_collection(request)
     estimator = _estimator(request)
-    stats = await require_released(request, collection)
-    return await respond_off_loop(request, _model, collection, stats, estimator)
+    return await cached_answer(request, collection, _model, estimator)

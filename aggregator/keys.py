@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from .answers import AnswerCache
 from .metrics import Metrics
 from .ratelimit import RateLimiter
 from .store import Store
@@ -37,3 +38,4 @@ WRITER = web.AppKey("writer", ReportWriter)
 METRICS = web.AppKey("metrics", Metrics)
 LIMITER = web.AppKey("limiter", RateLimiter)
 ADMIN_FAILURES = web.AppKey("admin_failures", RateLimiter)
+ANSWERS = web.AppKey("answers", AnswerCache)

@@ -211,6 +211,7 @@ async def _enroll(service: Service, session, args) -> str:
             tokens += answer["tokens"]
             bar.update(n)
     fd = os.open(args.out, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)  # tokens are credentials
+    os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT: take others' access away
     with os.fdopen(fd, "w") as f:
         f.write("\n".join(tokens) + "\n")
     return f"wrote {len(tokens)} tokens to {args.out}"

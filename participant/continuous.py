@@ -114,6 +114,8 @@ class Preparation:
             raise SpecError(f"continuous feature names must be unique, got {names}")
         object.__setattr__(self, "inputs", inputs)
         projection = self.projection
+        if projection is not None and not isinstance(projection, (dict, Projection)):
+            raise SpecError("projection must be a mapping with matrix, center and outputs")
         if isinstance(projection, dict):
             try:
                 projection = Projection(**projection)

@@ -1,4 +1,5 @@
 import itertools
+import signal
 
 import pytest
 
@@ -44,14 +45,20 @@ def spec():
 # itself (the pgserver wheel's binaries, in a temporary directory), one fresh database per test.
 
 
+def pytest_configure(config):
+    # A run stopped by a timeout's SIGTERM tears down like Ctrl-C: every fixture and finally block
+    # stops what it started (servers, PostgreSQL), instead of the process vanishing around them.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
 @pytest.fixture(scope="session")
 def postgres(tmp_path_factory):
-    """A PostgreSQL server for the session: ``(server, base URL)``."""
-    import pgserver
+    """A PostgreSQL server for the session (:class:`tests.postgres.PostgreSQL`)."""
+    from .postgres import PostgreSQL
 
-    server = pgserver.get_server(tmp_path_factory.mktemp("postgres"), cleanup_mode="stop")
+    server = PostgreSQL(tmp_path_factory.mktemp("postgres")).start()
     yield server
-    server.cleanup()
+    server.stop("fast")
 
 
 _databases = itertools.count()
@@ -59,11 +66,7 @@ _databases = itertools.count()
 
 def fresh_postgres_url(server) -> str:
     """A new, empty database on ``server``; its URL."""
-    name = f"ldpnb_test_{next(_databases)}"
-    server.psql(f"CREATE DATABASE {name};")
-    uri = server.get_uri()  # postgresql://postgres:@/postgres?host=/tmp/...
-    base, _, query = uri.partition("?")
-    return f"{base.rsplit('/', 1)[0]}/{name}?{query}"
+    return server.create_database(f"ldpnb_test_{next(_databases)}")
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -8,6 +8,8 @@ import socket
 import subprocess
 import sys
 
+from .postgres import spawn
+
 ADMIN = "process-test-admin-token-0123456789"
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
 MSGPACK = {"Content-Type": "application/msgpack"}
@@ -34,14 +36,14 @@ class Server:
         ]  # fmt: skip
 
     def start(self) -> Server:
-        self.proc = subprocess.Popen(
+        self.proc = spawn(
             self.command(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "LDPNB_ADMIN_TOKEN": ADMIN},
             start_new_session=True,  # its workers form a group that kill() ends together
-        )
+        )  # spawned to die with the test process: a suite killed outright leaves no server behind
         line = self.proc.stdout.readline()
         if "listening on" not in line:
             self.proc.wait(10)

@@ -152,6 +152,11 @@ def test_a_second_process_on_one_sqlite_file_is_refused(tmp_path):
         with pytest.raises(RuntimeError, match=rf"{db} is in use by process {first.proc.pid}") as refused:
             second.start()
         assert second.proc.returncode == 2 and "Traceback" not in str(refused.value)
+        # Another name for the same file meets the same lock.
+        link = tmp_path / "link.sqlite3"
+        link.symlink_to(db)
+        with pytest.raises(RuntimeError, match=rf"{db} is in use by process {first.proc.pid}"):
+            Server(str(link)).start()
         many = subprocess.run(
             [*Server(str(tmp_path / "other.sqlite3"), None, 2).command()], capture_output=True, text=True, timeout=60
         )

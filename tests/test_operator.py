@@ -105,6 +105,8 @@ def test_enrollment_tokens_are_written_privately(server, tmp_path):
     spec_file.write_text(table_1_spec(protocol="DE").to_json())
     assert cli(server, "create", "--spec", str(spec_file), "--id", "enrolled", "--enrollment").returncode == 0
     out = tmp_path / "tokens.txt"
+    out.write_text("")
+    out.chmod(0o644)  # an existing world-readable file: the tokens must not stay readable by others
     result = cli(server, "enroll", "enrolled", "--count", "25", "--out", str(out))
     assert result.returncode == 0, result.stderr
     tokens = out.read_text().split()

@@ -105,3 +105,14 @@ async def test_the_home_page_lists_nothing_without_the_token(site, browser):
     await page.goto(f"{site}/")
     await page.get_by_text("Enter the admin token").wait_for()
     assert await page.locator("table").count() == 0
+
+
+@pytest.mark.parametrize("interval", ["abc", "0", "-5"])
+async def test_a_bad_refresh_interval_is_the_default_not_a_busy_loop(site, browser, interval):
+    page = await browser.new_page()
+    requests = []
+    page.on("request", lambda request: requests.append(request.url))
+    await page.goto(f"{site}/?interval={interval}")
+    await page.wait_for_timeout(3000)
+    # The default refreshes every 2 s: the page itself, a few reads each refresh; a busy loop sends hundreds.
+    assert len(requests) < 20, len(requests)

@@ -240,6 +240,11 @@ class Store(ABC):
         return stats
 
     @abstractmethod
+    async def counted(self, collection: Collection) -> int:
+        """Reports counted in the collection's statistics (every instance's partials), without
+        reading the statistics themselves."""
+
+    @abstractmethod
     async def report_counts(self) -> dict[str, int]:
         """Reports counted per collection id (every instance's partials)."""
 

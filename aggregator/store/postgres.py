@@ -81,6 +81,8 @@ CONNECTION_ERRORS = (
     OSError,
     TimeoutError,
     asyncpg.InterfaceError,
+    # The driver's own view of a connection a cancelled query left mid-protocol ("cannot switch to state").
+    asyncpg.InternalClientError,
     asyncpg.PostgresConnectionError,
     asyncpg.InsufficientResourcesError,
     asyncpg.OperatorInterventionError,
@@ -134,7 +136,11 @@ class PostgresStore(Store):
         return store
 
     async def close(self) -> None:
-        await self.pool.close()
+        """Close the pool: gracefully within the timeout, else at once (the database may be away)."""
+        try:
+            await asyncio.wait_for(self.pool.close(), self.timeout)
+        except (*CONNECTION_ERRORS, asyncio.CancelledError):
+            self.pool.terminate()
 
     def _unavailable(self, exc: BaseException, maybe_stored: bool = False) -> StoreUnavailable:
         detail = f"the database {self.location}: {type(exc).__name__}: {exc}"
@@ -202,6 +208,11 @@ class PostgresStore(Store):
     async def _partial_rows(self, key: int) -> list[tuple[int, int, bytes]]:
         rows = await self._query("fetch", "SELECT input, n, support FROM partials WHERE collection = $1", key)
         return [tuple(r) for r in rows]
+
+    async def counted(self, collection) -> int:
+        return int(
+            await self._query("fetchval", "SELECT coalesce(sum(n), 0) FROM partials WHERE collection = $1", collection.key)
+        )
 
     async def report_counts(self) -> dict[str, int]:
         rows = await self._query(

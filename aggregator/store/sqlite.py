@@ -222,6 +222,10 @@ class SQLiteStore(Store):
     async def _partial_rows(self, key: int) -> list[tuple[int, int, bytes]]:
         return self.db.execute("SELECT input, n, support FROM partials WHERE collection = ?", [key]).fetchall()
 
+    async def counted(self, collection) -> int:
+        sql = "SELECT coalesce(sum(n), 0) FROM partials WHERE collection = ?"
+        return int(self.db.execute(sql, [collection.key]).fetchone()[0])
+
     async def report_counts(self) -> dict[str, int]:
         rows = self.db.execute(
             "SELECT c.id, coalesce(sum(p.n), 0) FROM collections c LEFT JOIN partials p ON p.collection = c.rowid "

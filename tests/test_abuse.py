@@ -1,0 +1,167 @@
+"""Anonymous abuse: allocation bombs, one address holding every connection, forged forwarding
+headers, ids and specs the database cannot take, and nothing internal in public answers."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+import tracemalloc
+
+import aiohttp
+import msgpack
+import pytest
+
+from aggregator.addresses import parse_networks
+from aggregator.app import create_app, open_store, start_site
+from aggregator.keys import Config
+from aggregator.store.postgres import redacted
+from participant import Participant
+from participant.wire import ReportError, pack_report, unpack
+
+from .conftest import TABLE_1, table_1_spec
+from .test_service import ADMIN, AUTH, MSGPACK, service  # noqa: F401 (the fixture)
+
+RECORD = dict(zip(["age", "income", "gender", "missed_payment"], TABLE_1[0]))
+
+
+@pytest.fixture
+async def configured(tmp_path):
+    """Start a SQLite service with a given :class:`Config`; returns its URL."""
+    started = []
+
+    async def start(**config):
+        store, _ = await open_store(tmp_path / f"abuse{len(started)}.sqlite3", ADMIN)
+        runner, url = await start_site(await create_app(store, Config(**config)))
+        started.append((runner, store))
+        return url
+
+    yield start
+    for runner, store in started:
+        await runner.cleanup()
+        await store.close()
+
+
+def array32(count: int, item: bytes) -> bytes:
+    return b"\xdd" + count.to_bytes(4, "big") + item * count
+
+
+@pytest.mark.parametrize("name, body", [
+    ("8 MiB of empty arrays", array32(8 << 20, b"\x90")),
+    ("8 MiB of empty maps", array32(8 << 20, b"\x80")),
+    ("a batch of empty arrays", msgpack.packb({"reports": [[]] * 10_000})),
+    ("arrays nested deep", b"\x91" * 200_000 + b"\x90"),
+    ("a batch one over", msgpack.packb({"reports": [{}] * 10_001})),
+])  # fmt: skip
+def test_bodies_larger_than_any_batch_are_refused_while_unpacking(name, body):
+    tracemalloc.start()
+    start = time.perf_counter()
+    with pytest.raises(ReportError):
+        unpack(body, 10_000)
+    seconds = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    # Unpacked whole, 8 MiB of empty arrays took 628 MB and 12 s.
+    assert seconds < 0.1 and peak < 20 * 2**20, (name, seconds, peak)
+
+
+def test_a_batch_at_the_limit_still_unpacks():
+    spec = table_1_spec()
+    wire = msgpack.unpackb(pack_report(Participant(spec).report(RECORD), spec))
+    assert len(unpack(msgpack.packb({"reports": [wire] * 10_000}), 10_000)["reports"]) == 10_000
+
+
+async def test_the_service_answers_a_bomb_400_and_stays_responsive(service):  # noqa: F811
+    await service.create(table_1_spec())
+    status, data = await service.post("/collections/c1/reports", array32(60_000, b"\x90"))  # under the size limit
+    assert status == 413 and data["reason"] == "batch_too_large"
+    status, data = await service.post("/collections/c1/reports", msgpack.packb({"reports": [[]] * 400}))
+    assert status == 400 and data["reason"] == "malformed"
+    assert (await service.get("/healthz"))[0] == 200
+
+
+@pytest.mark.parametrize("path", ["/collections/%00", "/collections/a%00b/reports", "/collections/%00/estimates"])
+async def test_an_id_no_collection_can_have_is_400_on_every_backend(service, path):  # noqa: F811
+    method = service.session.post if path.endswith("/reports") else service.session.get
+    async with method(service.url + path, data=b"\x80", headers=MSGPACK) as r:
+        assert r.status == 400 and "1-64 letters" in (await r.json())["error"]
+
+
+@pytest.mark.parametrize("projection", [1, "x", [], [1, 2]])
+async def test_a_malformed_projection_is_400_naming_it(service, projection):  # noqa: F811
+    spec = {
+        "classes": ["a", "b"], "protocol": "DE", "epsilon": 1.0, "model": "gaussian",
+        "continuous": {"inputs": [{"name": "x", "low": 0, "high": 1}], "projection": projection},
+    }  # fmt: skip
+    async with service.session.post(f"{service.url}/collections", json={"spec": spec}, headers=AUTH) as r:
+        assert r.status == 400 and "projection" in (await r.json())["error"]
+
+
+def _connect_from(host: str, port: int, source: str) -> socket.socket:
+    sock = socket.socket()
+    sock.bind((source, 0))
+    sock.connect((host, port))
+    sock.sendall(
+        b"POST /collections/c1/reports HTTP/1.1\r\nHost: x\r\nContent-Type: application/msgpack\r\n"
+        b"Content-Length: 100\r\n\r\n"
+    )  # and then nothing: the body drips, or never comes
+    return sock
+
+
+def _answer(sock: socket.socket) -> bytes:
+    sock.settimeout(0.5)
+    try:
+        return sock.recv(200)
+    except TimeoutError:
+        return b""  # still waiting for its body: the connection was taken
+
+
+async def test_one_address_cannot_hold_every_connection(configured):
+    url = await configured(max_connections=20, max_connections_per_address=4)
+    async with aiohttp.ClientSession() as session:
+        body = {"spec": table_1_spec().to_dict(), "id": "c1"}
+        async with session.post(f"{url}/collections", json=body, headers=AUTH) as r:
+            assert r.status == 201
+    await asyncio.sleep(0.2)  # that connection closed
+    host, port = url.removeprefix("http://").split(":")
+    # Six slow connections from 127.0.0.1: four held, the others refused at once.
+    held = [await asyncio.to_thread(_connect_from, host, int(port), "127.0.0.1") for _ in range(6)]
+    answers = [await asyncio.to_thread(_answer, s) for s in held]
+    assert [a[:12] for a in answers].count(b"HTTP/1.1 503") == 2 and answers.count(b"") == 4
+    # Another address is served meanwhile.
+    other = await asyncio.to_thread(_connect_from, host, int(port), "127.0.0.2")
+    assert await asyncio.to_thread(_answer, other) == b""
+    for sock in [*held, other]:
+        sock.close()
+    await asyncio.sleep(0.2)
+    async with aiohttp.ClientSession() as session, session.get(f"{url}/healthz") as r:
+        assert r.status == 200  # the slots come back when the connections close
+
+
+async def test_rate_limits_key_on_the_device_behind_a_trusted_proxy_only(configured):
+    spec = table_1_spec()
+
+    async def post_as(session, url, forwarded):
+        body = pack_report(Participant(spec).report(RECORD), spec)
+        headers = {**MSGPACK, "X-Forwarded-For": forwarded}
+        async with session.post(f"{url}/collections/c1/reports", data=body, headers=headers) as r:
+            return r.status
+
+    async with aiohttp.ClientSession() as session:
+        for trusted, expected in (("127.0.0.1", [201, 201, 429, 201]), ("", [201, 201, 429, 429])):
+            url = await configured(rate_limit=2, trusted_proxies=parse_networks([trusted] if trusted else []))
+            async with session.post(
+                f"{url}/collections", json={"spec": spec.to_dict(), "id": "c1"}, headers=AUTH
+            ) as r:
+                assert r.status == 201
+            # Behind a trusted proxy, 10.0.0.1 and 10.0.0.2 are two devices; without one, a forged
+            # header changes nothing: every request is 127.0.0.1's.
+            statuses = [await post_as(session, url, f) for f in ("6.6.6.6, 10.0.0.1", "10.0.0.1", "10.0.0.1", "10.0.0.2")]
+            assert statuses == expected, (trusted, statuses)
+
+
+def test_passwords_are_redacted_from_database_urls_wherever_they_stand():
+    url = "postgresql://ldpnb:s3cret@db.internal:5432/ldpnb?password=an0ther&sslmode=require&sslpassword=k3y"
+    shown = redacted(url)
+    assert not any(secret in shown for secret in ("s3cret", "an0ther", "k3y"))
+    assert shown == "postgresql://ldpnb:***@db.internal:5432/ldpnb?password=***&sslmode=require&sslpassword=***"

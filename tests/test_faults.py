@@ -1,0 +1,253 @@
+"""Faults of the database and the network under load: nothing acknowledged is lost, nothing counted twice.
+
+Two real ``serve`` instances reach their own PostgreSQL through a TCP proxy of this test. While
+clients stream marker reports (report ``i`` carries the value ``i``, so a double count shows as a
+2) and re-send each until it is acknowledged, the test, seeded, in turn: cuts connections and drops
+PostgreSQL's replies at random points (a commit may land with its answer lost), restarts PostgreSQL
+fast and then immediately (a crash, with recovery), freezes the link past the instances' database
+timeout, and takes every connection slot while cutting the instances' own. Every answer must be an
+acknowledgement or a 503 with Retry-After, never a 500; afterwards the reports table must hold
+exactly the acknowledged reports, and every instance must count each once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+
+import aiohttp
+import asyncpg
+import msgpack
+import numpy as np
+
+from aggregator.app import open_store
+from participant import CollectionSpec, Feature
+
+from .postgres import PostgreSQL
+from .servers import AUTH, MSGPACK, Server
+
+MARKERS = 4000
+SPEC = CollectionSpec([Feature("tag", [f"t{i}" for i in range(MARKERS)])], ["a", "b"], "DE", 1.0)
+DB_TIMEOUT = 1.5  # the instances' --db-timeout: a frozen link answers 503 after this, not after 60 s
+
+
+def marker(i: int) -> dict:
+    return {"id": i.to_bytes(16, "big"), "spec": SPEC.fingerprint_digest, "input": 1, "value": i}
+
+
+class Proxy:
+    """TCP on 127.0.0.1 to PostgreSQL's Unix socket, which can cut connections, drop replies and freeze."""
+
+    def __init__(self, socket_path: str, rng: random.Random):
+        self.socket_path, self.rng = socket_path, rng
+        self.chaos = 0.0  # per forwarded chunk: the chance of a cut (half of them swallowing a reply)
+        self.frozen = False
+        self.links: set[asyncio.StreamWriter] = set()
+        self.cuts = 0
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._link, "127.0.0.1", 0)
+        return self.server.sockets[0].getsockname()[1]
+
+    def cut_all(self) -> None:
+        for writer in list(self.links):
+            writer.transport.abort()
+        self.cuts += len(self.links)
+
+    async def _link(self, reader, writer) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_unix_connection(self.socket_path)
+        except OSError:
+            writer.transport.abort()
+            return
+        self.links |= {writer, up_writer}
+        pipes = [asyncio.ensure_future(p) for p in (self._pipe(reader, up_writer, writer), self._pipe(up_reader, writer, up_writer))]
+        try:
+            # When either side closes, both go: a half-open link would hold the other end forever.
+            await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for pipe in pipes:
+                pipe.cancel()
+            self.links -= {writer, up_writer}
+            writer.transport.abort()
+            up_writer.transport.abort()
+
+    async def _pipe(self, source, target, other) -> None:
+        try:
+            while data := await source.read(65536):
+                while self.frozen:
+                    await asyncio.sleep(0.05)
+                if self.chaos and self.rng.random() < self.chaos:
+                    # Cut now: this chunk (a query, or PostgreSQL's answer to one) never arrives.
+                    self.cuts += 1
+                    target.transport.abort()
+                    other.transport.abort()
+                    return
+                target.write(data)
+                await target.drain()
+        except (ConnectionError, OSError):
+            pass
+
+
+async def load(urls: list[str], rng: random.Random, stop: asyncio.Event, answers: list) -> set[int]:
+    """Clients sending singles and small batches, each re-sent until acknowledged; returns the
+    acknowledged ids. ``answers`` collects every non-2xx answer's (status, Retry-After, error)."""
+    acked: set[int] = set()
+    fresh = iter(range(MARKERS))
+
+    async def client(session: aiohttp.ClientSession) -> None:
+        while not stop.is_set():
+            ids = [i for i in (next(fresh, None) for _ in range(rng.choice([1, 1, 1, 4]))) if i is not None]
+            if not ids:
+                return
+            body = msgpack.packb(marker(ids[0]) if len(ids) == 1 else {"reports": [marker(i) for i in ids]})
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    async with session.post(
+                        f"{rng.choice(urls)}/collections/c/reports", data=body, headers=MSGPACK
+                    ) as r:
+                        if r.status in (200, 201):
+                            answer = json.loads(await r.read())
+                            if len(ids) > 1:
+                                assert {x["status"] for x in answer["results"]} <= {"accepted", "duplicate"}, answer
+                            acked.update(ids)
+                            break
+                        answers.append((r.status, r.headers.get("Retry-After"), (await r.json()).get("error")))
+                except (aiohttp.ClientError, TimeoutError, OSError):
+                    pass
+                await asyncio.sleep(0.05)
+
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+        await asyncio.gather(*(client(session) for _ in range(12)))
+    return acked
+
+
+async def healthz_latency(url: str) -> tuple[int, float]:
+    start = time.monotonic()
+    async with aiohttp.ClientSession() as session, session.get(f"{url}/healthz", timeout=aiohttp.ClientTimeout(30)) as r:
+        return r.status, time.monotonic() - start
+
+
+async def exhaust(pg: PostgreSQL, limit: int) -> list:
+    """Take every connection slot PostgreSQL has (its superuser reserve included)."""
+    held = []
+    while len(held) < limit:
+        try:
+            held.append(await asyncpg.connect(pg.url(), timeout=5))
+        except (asyncpg.TooManyConnectionsError, asyncpg.CannotConnectNowError, OSError):
+            break
+    return held
+
+
+async def scenario(pg: PostgreSQL, db: str, seed: int) -> tuple[set[int], list, dict, list[list[float]]]:
+    """Run the load through every fault; returns the acknowledged ids, the non-2xx answers, what
+    the faults did (cuts, slots held, /healthz during the freeze and the exhaustion) and each
+    instance's served estimates."""
+    rng = random.Random(seed)
+    proxy = Proxy(f"{pg.socket_dir}/.s.PGSQL.5432", rng)
+    port = await proxy.start()
+    via_proxy = f"postgresql://postgres@127.0.0.1:{port}/{db}?sslmode=disable"
+    options = ("--db-timeout", str(DB_TIMEOUT), "--db-pool", "3")
+    servers = [Server(via_proxy, None, 1, *options), Server(via_proxy, None, 1, *options)]
+    loop = asyncio.get_running_loop()
+    for server in servers:
+        await loop.run_in_executor(None, server.start)
+    urls = [s.url for s in servers]
+    answers: list = []
+    seen: dict = {}
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.post(f"{urls[0]}/collections", json={"spec": SPEC.to_dict(), "id": "c"}, headers=AUTH) as r:
+                assert r.status == 201
+        stop = asyncio.Event()
+        streaming = asyncio.create_task(load(urls, rng, stop, answers))
+
+        await asyncio.sleep(1.0)
+        proxy.chaos = 0.03  # cuts and lost replies at random points
+        await asyncio.sleep(3.0)
+        proxy.chaos = 0.0
+        seen["cuts"] = proxy.cuts
+
+        await asyncio.sleep(0.5)
+        await loop.run_in_executor(None, pg.restart, "fast")
+        await asyncio.sleep(1.0)
+        await loop.run_in_executor(None, pg.restart, "immediate")
+        await asyncio.sleep(1.0)
+
+        proxy.frozen = True  # the link hangs: every instance must answer within its timeout
+        seen["frozen_healthz"] = await asyncio.gather(*(healthz_latency(u) for u in urls))
+        await asyncio.sleep(0.5)
+        proxy.frozen = False
+        proxy.cut_all()
+
+        held = await exhaust(pg, 200)
+        seen["held"] = len(held)
+        proxy.cut_all()  # the instances must reconnect, and cannot
+        await asyncio.sleep(0.3)
+        seen["exhausted_healthz"] = await asyncio.gather(*(healthz_latency(u) for u in urls))
+        await asyncio.sleep(1.0)
+        for conn in held:
+            await conn.close()
+
+        await asyncio.sleep(1.0)
+        stop.set()
+        acked = await asyncio.wait_for(streaming, 120)
+        estimates = []
+        async with aiohttp.ClientSession() as session:
+            for url in urls:
+                async with session.get(f"{url}/collections/c/estimates") as r:
+                    assert r.status == 200
+                    estimates.append((await r.json())["inputs"][1]["estimate"])
+    finally:
+        for server in servers:
+            if server.proc is not None and server.proc.poll() is None:
+                server.proc.terminate()
+                seen.setdefault("logs", []).append(server.proc.communicate(timeout=15)[1])
+            server.stop()
+        proxy.server.close()
+    return acked, answers, seen, estimates
+
+
+def test_nothing_acknowledged_is_lost_or_counted_twice_under_database_and_network_faults(tmp_path):
+    pg = PostgreSQL(tmp_path / "pg", max_connections=20, superuser_reserved_connections=2).start()
+    try:
+        db = "faults"
+        pg.create_database(db)
+        acked, answers, seen, estimates = asyncio.run(scenario(pg, db, seed=11))
+        asyncio.run(check(pg.url(db), acked, estimates))
+    finally:
+        pg.stop("fast")
+    assert len(acked) > 1000  # the load really ran through the faults
+    assert seen["cuts"] >= 10  # the proxy really cut connections and dropped replies
+    assert seen["held"] >= 15  # the slots really ran out
+    # Under every fault: acknowledged, or 503 saying when to retry (and what became of the report).
+    assert answers, "no fault reached a client"
+    errors = "\n".join(log[log.find("unhandled error"):][:4000] for log in seen["logs"] if "unhandled error" in log)
+    assert {status for status, _, _ in answers} == {503}, ([a for a in answers if a[0] != 503][:5], errors[-3000:])
+    assert all(retry for _, retry, _ in answers)
+    assert any("may have been stored" in error for _, _, error in answers)
+    assert not any("127.0.0.1" in error or "postgres" in error for _, _, error in answers)  # nothing internal
+    for status, latency in seen["frozen_healthz"] + seen["exhausted_healthz"]:
+        assert status == 503 and latency < DB_TIMEOUT + 2.0, (status, latency)
+
+
+async def check(db: str, acked: set[int], estimates: list[list[float]]) -> None:
+    store, _ = await open_store(db)
+    try:
+        collection = await store.collection("c")
+        stored = {int.from_bytes(rid, "big") for rid, in await store.pool.fetch(
+            "SELECT report_id FROM reports WHERE collection = $1", collection.key)}  # fmt: skip
+        assert stored == acked  # nothing acknowledged missing (and clients re-sent until acknowledged)
+        stats = await store.statistics(collection)
+        expected = np.zeros(2 * MARKERS)
+        expected[sorted(stored)] = 1
+        np.testing.assert_array_equal(stats.states[1].support, expected)  # every stored report counted once
+        assert stats.n_reports == len(stored)
+        truth = (await store.recompute_statistics(collection)).estimated_counts()[1]
+        for served in estimates:
+            np.testing.assert_allclose(served, truth, rtol=1e-12)
+    finally:
+        await store.close()
