@@ -21,7 +21,7 @@ from typing import Any
 
 import msgpack
 
-from protocols import DEFAULT_THETA, PROTOCOL_NAMES, Mechanism, make_oracle
+from protocols import DEFAULT_THETA, PAPER_THETA, PROTOCOL_NAMES, Mechanism, make_oracle, optimal_theta
 from protocols.mean import LaplaceMean, OneBitMean
 
 from .continuous import Preparation
@@ -84,7 +84,8 @@ class CollectionSpec:
     """What a collection asks of its participants.
 
     ``features`` and ``classes`` define the record; ``protocol`` (DE, SUE, OUE, SHE or THE),
-    ``epsilon`` (the whole per-person budget) and ``theta`` (THE's threshold) define the
+    ``epsilon`` (the whole per-person budget) and ``theta`` (THE's threshold, applied by the
+    aggregator; omitted, the variance-optimal one for the ε, stated in the spec) define the
     randomisation. ``input_selection`` is ``"uniform"`` (each person picks the input they report
     uniformly at random) or ``"assigned"`` (the operator assigns each person an input group, and
     the participant is told its index).
@@ -105,7 +106,7 @@ class CollectionSpec:
     classes: tuple[str, ...]
     protocol: str
     epsilon: float
-    theta: float = DEFAULT_THETA
+    theta: float | None = DEFAULT_THETA
     label: str = "class"
     input_selection: str = "uniform"
     continuous: Preparation | None = None
@@ -157,7 +158,7 @@ class CollectionSpec:
         if epsilon is None or not low <= epsilon <= high:
             raise SpecError(f"epsilon must be a number from {low:g} to {high:g}, got {_short(self.epsilon)}")
         theta = _number(self.theta)
-        if theta is None or not 0 < theta < 1:
+        if self.theta is not None and (theta is None or not 0 < theta < 1):
             raise SpecError(f"theta must lie in (0, 1), got {_short(self.theta)}")
         if self.budget not in BUDGETS:
             raise SpecError(f"budget must be one of {BUDGETS}, got {self.budget!r}")
@@ -175,6 +176,9 @@ class CollectionSpec:
             raise SpecError(
                 f"split among {count} inputs, epsilon {self.epsilon:g} leaves {eps:.3g} per input, below {low:g}"
             )
+        if theta is None:  # THE's variance-optimal threshold at the inputs' ε; the field is moot for the others
+            theta = optimal_theta(eps) if self.protocol == "THE" else PAPER_THETA
+            object.__setattr__(self, "theta", theta)
         class_oracle = make_oracle(self.protocol, eps, k, self.theta)
         if self.model == "discrete":
             oracles = (

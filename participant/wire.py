@@ -234,7 +234,7 @@ def unpack(body: bytes, max_reports: int | None = None):
     except _Oversized as exc:
         raise ReportError("malformed", f"body holds more than a batch: {exc}") from None
     except ValueError as exc:
-        if "max_array_len" in str(exc):  # msgpack's own words for an array header over the limit
+        if max_reports is not None and "max_array_len" in str(exc):  # msgpack's words for an array over the limit
             raise ReportError("batch_too_large", f"a batch holds at most {max_reports} reports") from None
         raise ReportError("malformed", f"body is not valid msgpack: {type(exc).__name__}: {exc}") from None
     except Exception as exc:  # msgpack raises several unrelated types for bad input

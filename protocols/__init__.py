@@ -1,8 +1,10 @@
 """LDP mechanisms: frequency oracles (DE, SUE, OUE, SHE, THE). Pure mathematics, no I/O."""
 
+import numpy as np
+
 from .base import FrequencyOracle, Mechanism, OracleState, PureOracle
 from .direct import DirectEncoding
-from .histogram import SummationHistogramEncoding, ThresholdHistogramEncoding
+from .histogram import SummationHistogramEncoding, ThresholdHistogramEncoding, optimal_theta
 from .unary import OptimisedUnaryEncoding, SymmetricUnaryEncoding, UnaryEncoding
 
 FREQUENCY_ORACLES: dict[str, type[FrequencyOracle]] = {
@@ -16,18 +18,30 @@ FREQUENCY_ORACLES: dict[str, type[FrequencyOracle]] = {
     )
 }
 
-DEFAULT_THETA = 0.25
-# Not a protocol of its own: per input, whichever of DE and OUE has the smaller estimate variance
-# for that domain size and ε (DE when d < 3e^ε + 2).
+# THE's threshold when none is given: the variance-optimal one for the ε (optimal_theta); the
+# paper's experiments use PAPER_THETA.
+DEFAULT_THETA = None
+PAPER_THETA = 0.25
+# Not a protocol of its own: per input, whichever of DE and OUE has the smaller exact variance for
+# that domain size and ε, summed over the domain for a population spread evenly over it.
 ADAPTIVE = "auto"
 PROTOCOL_NAMES = (*FREQUENCY_ORACLES, ADAPTIVE)
 
 
-def make_oracle(protocol: str, epsilon: float, domain_size: int, theta: float = DEFAULT_THETA) -> FrequencyOracle:
-    """The frequency oracle named ``protocol`` (one of :data:`FREQUENCY_ORACLES`, or ``"auto"``)."""
+def total_variance(oracle: PureOracle) -> float:
+    """The exact variance of one report's count estimates summed over the domain, the report's
+    value spread evenly over it (the true counts' term included, which the approximation
+    ``q(1 − q)/(p − q)²`` per value leaves out and which separates DE from OUE near ``d = 3e^ε + 2``)."""
+    d = oracle.domain_size
+    return float(oracle.variance(1, np.full(d, 1.0 / d)).sum())
+
+
+def make_oracle(protocol: str, epsilon: float, domain_size: int, theta: float | None = DEFAULT_THETA) -> FrequencyOracle:
+    """The frequency oracle named ``protocol`` (one of :data:`FREQUENCY_ORACLES`, or ``"auto"``);
+    ``theta`` is THE's threshold (None: :func:`optimal_theta`)."""
     if protocol == ADAPTIVE:
         candidates = [DirectEncoding(epsilon, domain_size), OptimisedUnaryEncoding(epsilon, domain_size)]
-        return min(candidates, key=lambda oracle: oracle.variance(1)[0])
+        return min(candidates, key=total_variance)
     try:
         cls = FREQUENCY_ORACLES[protocol]
     except KeyError:
@@ -40,6 +54,7 @@ def make_oracle(protocol: str, epsilon: float, domain_size: int, theta: float = 
 __all__ = [
     "ADAPTIVE",
     "DEFAULT_THETA",
+    "PAPER_THETA",
     "PROTOCOL_NAMES",
     "FREQUENCY_ORACLES",
     "DirectEncoding",
@@ -53,4 +68,6 @@ __all__ = [
     "ThresholdHistogramEncoding",
     "UnaryEncoding",
     "make_oracle",
+    "optimal_theta",
+    "total_variance",
 ]

@@ -3,7 +3,7 @@
 Draw ``n`` reports for each of two neighbouring inputs, map every report to one of a few events
 (post-processing, so any event set gives a valid bound), and for each event and direction take a
 Clopper-Pearson lower bound on one probability over an upper bound on the other. The largest
-log-ratio is, with confidence ``1 - alpha`` (Bonferroni over events), a lower bound on the
+log-ratio is, with confidence ``1 - alpha`` (Bonferroni over the four one-sided bounds of every event), a lower bound on the
 mechanism's true ε. A correct mechanism yields a bound below its stated ε; one that spends more
 (a wrong probability, a missing factor in the noise scale) is caught once the bound passes ε.
 
@@ -62,8 +62,10 @@ def audit(mechanism: Mechanism, a, b, n: int, rng, alpha: float = 1e-3) -> Audit
     eb = _events(mechanism, mechanism.perturb(values_b, rng), a, b)
     size = int(max(ea.max(), eb.max())) + 1
     ca, cb = np.bincount(ea, minlength=size), np.bincount(eb, minlength=size)
-    tests = 2 * size  # both directions, every event
-    level = alpha / tests
+    # Four one-sided bounds per event (each probability's lower and upper, under each input), all
+    # of which must hold for every ratio to hold: Bonferroni over all of them.
+    bounds = 4 * size
+    level = alpha / bounds
     lower_a = np.where(ca > 0, beta.ppf(level, ca, n - ca + 1), 0.0)
     upper_a = np.where(ca < n, beta.ppf(1 - level, ca + 1, n - ca), 1.0)
     lower_b = np.where(cb > 0, beta.ppf(level, cb, n - cb + 1), 0.0)

@@ -97,6 +97,21 @@ class SummationHistogramEncoding(_HistogramPerturbation, FrequencyOracle):
         return np.full(self.domain_size, n * GRID**2 * discrete_laplace_variance(self.r))
 
 
+def optimal_theta(epsilon: float) -> float:
+    """THE's variance-optimal threshold for ``epsilon``: the grid point θ in (0, 1) minimising
+    ``q(1 − q)/(p − q)²``, the variance per report of a value's count estimate (Wang et al.'s
+    comparison, the true count's share neglected), with ``p`` and ``q`` exact under the grid noise.
+    About 0.62 at ε = 1, 0.82 at ε = 4 and 0.90 at ε = 8; the paper's 0.25 costs 1.1, 2.2 and 7.6
+    times that variance there. The threshold is applied by the aggregator to the reports it
+    holds: it changes no report, so it costs no privacy."""
+    r = grid_ratio(epsilon, 2.0)
+    steps = np.arange(1, int(round(1 / GRID)))  # θ = steps·GRID, every grid point inside (0, 1)
+    offset = int(round(1 / GRID))
+    p = discrete_laplace_sf(steps - offset + 1, r)
+    q = discrete_laplace_sf(steps + 1, r)
+    return float(steps[int(np.argmin(q * (1 - q) / (p - q) ** 2))] * GRID)
+
+
 class ThresholdHistogramEncoding(_HistogramPerturbation, PureOracle):
     """THE: the aggregator counts a component as supporting its value when it exceeds θ.
 
@@ -109,8 +124,10 @@ class ThresholdHistogramEncoding(_HistogramPerturbation, PureOracle):
 
     name = "THE"
 
-    def __init__(self, epsilon: float, domain_size: int, theta: float = 0.25):
+    def __init__(self, epsilon: float, domain_size: int, theta: float | None = None):
         super().__init__(epsilon, domain_size)
+        if theta is None:
+            theta = optimal_theta(self.epsilon)
         if not 0.0 < theta < 1.0:
             raise ValueError(f"theta must lie in (0, 1), got {theta!r}")
         self.theta = float(theta)

@@ -9,6 +9,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from aggregator import build_model
+from participant.encoding import encode_features, encode_labels
 from participant.spec import CollectionSpec, Feature
 from protocols import DEFAULT_THETA
 
@@ -26,6 +27,15 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
     distinct value is a category (``categories="auto"``) or the lists given in ``categories``
     are the declared domains. Unknown categories at prediction time contribute no evidence.
 
+    **A fit is a simulation, not an LDP release.** With ``categories="auto"`` the domains (and
+    with them the model's shape) and the classes come from the training data itself: a value held
+    by one person shows in the fitted model whatever the noise. And the reports are drawn from a
+    seeded numpy generator (``random_state``), not a device's CSPRNG. For a fit whose only input
+    from the people is their randomised reports, pass ``spec`` (a
+    :class:`~participant.spec.CollectionSpec` declared beforehand, e.g. by ``python -m aggregator
+    spec`` on a public sample): its features' categories, its classes, protocol, ε, θ and budget
+    are used, and a record outside its declared values is refused, as a device would refuse it.
+
     Parameters mirror the simulator's options; ``random_state`` seeds the simulated randomness.
     """
 
@@ -39,6 +49,7 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         theta: float = DEFAULT_THETA,
         categories="auto",
         random_state=None,
+        spec: CollectionSpec | None = None,
     ):
         self.protocol = protocol
         self.epsilon = epsilon
@@ -48,6 +59,7 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         self.theta = theta
         self.categories = categories
         self.random_state = random_state
+        self.spec = spec
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -60,6 +72,8 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         """Simulate the collection of ``X, y`` (one participant per row) and assemble the model."""
         X, y = validate_data(self, X, y, dtype=None)
         check_classification_targets(y)
+        if self.spec is not None:
+            return self._fit_declared(X, y)
         self.classes_, labels = np.unique(y, return_inverse=True)
         if len(self.classes_) < 2:
             raise ValueError(f"LDPNaiveBayes needs at least two classes; y has {len(self.classes_)} class")
@@ -78,7 +92,26 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         self.spec_ = CollectionSpec(
             features, classes, self.protocol, self.epsilon, theta=self.theta, budget=self.budget
         )
-        codes = self.encoder_.transform(X)
+        return self._collect(self.encoder_.transform(X), labels)
+
+    def _fit_declared(self, X, y):
+        """``fit`` with the domains, classes and randomisation of :attr:`spec` (nothing from the data)."""
+        spec = self.spec
+        if spec.continuous is not None or len(spec.features) != X.shape[1]:
+            raise ValueError(f"spec declares {len(spec.features)} categorical features; X has {X.shape[1]} columns")
+        self.classes_ = np.asarray(spec.classes, dtype=object)
+        labels = encode_labels(y, spec)
+        self.encoder_ = OrdinalEncoder(
+            categories=[list(f.categories) for f in spec.features],
+            handle_unknown="use_encoded_value",
+            unknown_value=-1,
+            dtype=np.int64,
+        ).fit([[f.categories[0] for f in spec.features]])  # the categories are given: one row fits it
+        self.spec_ = spec
+        return self._collect(encode_features(np.asarray(X, dtype=object), spec), labels)
+
+    def _collect(self, codes: np.ndarray, labels: np.ndarray):
+        """Simulate the collection of the encoded rows and assemble :attr:`model_`."""
         k = len(self.classes_)
         inputs = [labels, *(codes * k + labels[:, None]).T]
         rng = np.random.default_rng(self.random_state)
@@ -88,6 +121,8 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
     def _joint_log_likelihood(self, X) -> np.ndarray:
         check_is_fitted(self)
         X = validate_data(self, X, dtype=None, reset=False)
+        if self.spec is not None:  # declared categories are compared as written, as a device does
+            X = np.asarray(X, dtype=object).astype(str)
         codes = self.encoder_.transform(X)
         jll = np.tile(self.model_.class_log_prior, (codes.shape[0], 1))
         for i, table in enumerate(self.model_.feature_log_prob):
