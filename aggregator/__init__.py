@@ -6,8 +6,9 @@ require_extra("aggregator", "aggregator", ["scipy", "sklearn", "sqlite_utils", "
 
 # The extra is there: the package's own imports follow.
 
-from .estimators import ESTIMATORS, build_model, model_from_dict, normsub_estimator, paper_estimator, project_to_simplex
+from .estimators import ESTIMATORS, build_model, model_from_dict, normsub_estimator, paper_estimator
 from .model import NaiveBayesModel
+from .simplex import project_to_simplex
 from .statistics import CollectionStatistics
 
 __all__ = [

@@ -23,26 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .gaussian import GaussianModel, gaussian_estimator
 from .model import NaiveBayesModel
+from .simplex import project_to_simplex
 from .statistics import CollectionStatistics
-
-
-def project_to_simplex(estimate: np.ndarray, total: float) -> np.ndarray:
-    """The closest vector (Euclidean) to ``estimate`` with non-negative entries summing to ``total``.
-
-    This equals Norm-Sub: subtract one constant δ from every entry and clip at zero, with δ chosen
-    so the result sums to ``total``. Returns zeros when ``total`` is 0.
-    """
-    estimate = np.asarray(estimate, dtype=float)
-    if total <= 0:
-        return np.zeros_like(estimate)
-    ordered = np.sort(estimate)[::-1]
-    cumulative = np.cumsum(ordered) - total
-    ranks = np.arange(1, estimate.size + 1)
-    # Largest r with ordered[r-1] > (cumsum_r - total) / r: those entries stay positive.
-    r = np.flatnonzero(ordered * ranks > cumulative)[-1] + 1
-    delta = cumulative[r - 1] / r
-    return np.maximum(estimate - delta, 0.0)
 
 
 def paper_estimator(stats: CollectionStatistics) -> NaiveBayesModel:
@@ -228,8 +212,6 @@ def build_model(stats: CollectionStatistics, estimator: str = "normsub"):
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; choose one of {', '.join(ESTIMATORS)}")
     if stats.spec.model == "gaussian":
-        from .gaussian import gaussian_estimator  # gaussian imports this module
-
         return gaussian_estimator(stats, estimator)
     return ESTIMATORS[estimator](stats)
 
@@ -237,7 +219,5 @@ def build_model(stats: CollectionStatistics, estimator: str = "normsub"):
 def model_from_dict(data: dict):
     """The model a ``to_dict()`` (or the service's /model answer) describes."""
     if "theta" in data:
-        from .gaussian import GaussianModel
-
         return GaussianModel.from_dict(data)
     return NaiveBayesModel.from_dict(data)

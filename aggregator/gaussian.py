@@ -18,7 +18,7 @@ from sklearn.preprocessing import FunctionTransformer
 
 from participant.spec import CollectionSpec
 
-from .estimators import project_to_simplex
+from .simplex import project_to_simplex
 from .statistics import CollectionStatistics
 
 VARIANCE_FLOOR = 1e-3

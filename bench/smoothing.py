@@ -19,8 +19,8 @@ import numpy as np
 
 import aggregator.estimators as estimators
 from aggregator import CollectionStatistics, build_model
-from aggregator.estimators import project_to_simplex
 from aggregator.model import NaiveBayesModel
+from aggregator.simplex import project_to_simplex
 from participant import CollectionSpec, Feature
 from sim.datasets import load_dataset
 from sim.experiment import run_once

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import sparse
+from scipy.special import logsumexp
 from sklearn.model_selection import train_test_split
 from sklearn.naive_bayes import CategoricalNB, GaussianNB
 
@@ -90,12 +91,16 @@ def spec_for(
 
 @dataclass
 class RunResult:
-    """Test accuracies of one repetition: per estimator, and of non-private Naive Bayes."""
+    """Test accuracies of one repetition: per estimator, and of non-private Naive Bayes; the
+    constant classifier's (the training split's majority class, knowing nothing else) and, where
+    scored, each estimator's log-loss on the test split (nats per record)."""
 
     seed: int
     accuracy: dict[str, float]
     nonprivate_accuracy: float
     n_train: int
+    majority_accuracy: float = float("nan")
+    log_loss: dict[str, float] = field(default_factory=dict)
 
 
 def simulate_reports(spec: CollectionSpec, X_train, y_train, rng) -> PerturbedInputs:
@@ -265,12 +270,17 @@ class Runner:
             inputs = [labels, *(self.codes[train] * self.k + labels[:, None]).T]
             stats = simulate_collection(spec, inputs, rng, mode)
         onehot, test_labels = self._test_onehot(seed), self.labels[test]
-        accuracy = {}
+        accuracy, log_loss = {}, {}
         for name in estimators:
             model = build_model(stats, name)
             jll = onehot @ np.concatenate(model.feature_log_prob, axis=1).T + model.class_log_prior
             accuracy[name] = float(np.mean(np.argmax(jll, axis=1) == test_labels))
-        return RunResult(seed, accuracy, nonprivate, len(train))
+            log_posterior = jll - logsumexp(jll, axis=1, keepdims=True)
+            log_loss[name] = float(-log_posterior[np.arange(len(test)), test_labels].mean())
+        majority = np.argmax(np.bincount(self.labels[train], minlength=self.k))
+        return RunResult(
+            seed, accuracy, nonprivate, len(train), float(np.mean(test_labels == majority)), log_loss
+        )
 
 
 _RUNNERS: dict[int, Runner] = {}

@@ -83,7 +83,7 @@ def clopper_pearson_bound(for_a, for_b, alpha):
     """The audit's bound recomputed with scipy's exact binomial intervals, event by event:
     ``(bound, event)`` with events in the order a-over-b first, then b-over-a."""
     n, size = len(for_a), int(max(max(for_a), max(for_b))) + 1
-    level = alpha / (2 * size)
+    level = alpha / (4 * size)  # four one-sided bounds per event must hold together
     ca, cb = np.bincount(for_a, minlength=size), np.bincount(for_b, minlength=size)
     interval = lambda k: binomtest(int(k), n).proportion_ci(1 - 2 * level, method="exact")
     ratios = []

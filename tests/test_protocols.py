@@ -13,6 +13,7 @@ from protocols import (
     SymmetricUnaryEncoding,
     ThresholdHistogramEncoding,
     make_oracle,
+    optimal_theta,
 )
 from protocols.noise import (
     GRID,
@@ -89,7 +90,7 @@ def test_parameters_match_section_2_2_1():
     pmf = np.exp(discrete_laplace_log_pmf(k, the.r))
     assert the.p == pytest.approx(pmf[1 + k * GRID > 0.25].sum(), rel=1e-9)
     assert the.q == pytest.approx(pmf[k * GRID > 0.25].sum(), rel=1e-9)
-    assert make_oracle("THE", 1.0, 5).theta == 0.25
+    assert make_oracle("THE", 1.0, 5).theta == optimal_theta(1.0)  # the variance-optimal default
 
 
 def test_states_merge_exactly():
@@ -230,13 +231,13 @@ def test_simulated_states_count_every_person_with_float_supports(protocol):
 def test_the_threshold_must_lie_strictly_between_0_and_1(theta):
     with pytest.raises(ValueError, match="theta"):
         ThresholdHistogramEncoding(1.0, 4, theta)
-    assert ThresholdHistogramEncoding(1.0, 4).theta == 0.25  # the default of Wang et al.
+    assert ThresholdHistogramEncoding(1.0, 4).theta == optimal_theta(1.0)  # not Wang et al.'s 0.25
 
 
 def test_the_threshold_counts_reports_strictly_above_it():
     # Reports are grid points, and θ = 0.25 is one: a report exactly at θ must not count, as in
     # the p and q that the estimator divides by (P(report > θ)).
-    oracle = ThresholdHistogramEncoding(1.0, 3)
+    oracle = ThresholdHistogramEncoding(1.0, 3, theta=0.25)
     reports = np.array([[0.25, 0.25 + GRID, 1.0], [0.25 - GRID, 0.25, 0.0]])
     assert oracle.support(reports).tolist() == [0.0, 1.0, 1.0]
 
