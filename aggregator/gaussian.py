@@ -113,12 +113,13 @@ def gaussian_estimator(stats: CollectionStatistics, estimator: str = "normsub") 
 
     ``paper``: the plug-in ``σ̂² = Ê[z²]/P̂ − θ̂²``, floored at :data:`VARIANCE_FLOOR`.
     ``normsub`` (default): means clipped to [-1, 1] and mean squares to [0, 1] (the ranges
-    prepared values cannot leave); the variance corrected for the bias of ``θ̂²`` (it exceeds
-    ``θ²`` by ``Var(θ̂)``, which the mechanism's noise and the entries' spread give), which leaves
-    it unbiased; only a variance below its own standard error is raised to it (the floor follows
-    the noise, so a coordinate drowned in noise gets a wide variance and barely sways the model).
-    Each class keeps its own variance: putting the classes' pooled variance in place of one below
-    twice its standard error biased the rarer class's variance up by two thirds at 10^5 people.
+    prepared values cannot leave); the variance corrected for the bias of ``θ̂²``
+    (:func:`corrected_variances`, unbiased); then, where a class's variance is not estimable
+    (below twice its standard error), the classes' pooled variance takes its place, and what stays
+    below its standard error is raised to it. Those two steps are shrinkage, not bias correction:
+    they bias a rare class's variance upward when noise dominates (by about two thirds at 10^5
+    people, ε = 1), and they are kept because they classify better. Without them, Australian at
+    ε = 4 fell from 0.739 to 0.692 and PCA at ε = 1 from 0.761 to 0.728 (``bench/continuous.py``).
     """
     spec = stats.spec
     k, r = spec.n_classes, len(spec.continuous.output_names)
@@ -136,11 +137,21 @@ def gaussian_estimator(stats: CollectionStatistics, estimator: str = "normsub") 
         return GaussianModel(spec, prior, theta, var)
     theta = np.clip(theta, -1.0, 1.0)
     mean_square = np.clip(mean_square, 0.0, 1.0)
-    var_theta, var_square = _estimate_variances(stats, prior, theta, mean_square)
-    var = mean_square - theta**2 + var_theta
-    se = np.sqrt(var_square + 4 * theta**2 * var_theta)
+    var, se = corrected_variances(stats, prior, theta, mean_square)
+    pooled = (prior[:, None] * var).sum(axis=0, keepdims=True)
+    pooled_se = np.sqrt((prior[:, None] ** 2 * se**2).sum(axis=0, keepdims=True))
+    var = np.where(var < 2 * se, np.broadcast_to(pooled, var.shape), var)
+    se = np.where(var == pooled, np.broadcast_to(pooled_se, se.shape), se)
     var = np.clip(np.maximum(var, se), VARIANCE_FLOOR, 1.0)
     return GaussianModel(spec, prior, theta, var)
+
+
+def corrected_variances(stats: CollectionStatistics, prior, theta, mean_square) -> tuple[np.ndarray, np.ndarray]:
+    """``(variance, standard error)`` per class and coordinate, shape ``(k, r)`` each: the plug-in
+    ``Ê[z²] − θ̂²`` plus ``Var(θ̂)``, by which ``θ̂²`` overestimates ``θ²`` on average. Unbiased
+    (up to the clipping of ``θ̂`` and ``Ê[z²]`` to their ranges); may be negative."""
+    var_theta, var_square = _estimate_variances(stats, prior, theta, mean_square)
+    return mean_square - theta**2 + var_theta, np.sqrt(var_square + 4 * theta**2 * var_theta)
 
 
 def _estimate_variances(stats: CollectionStatistics, prior, theta, mean_square) -> tuple[np.ndarray, np.ndarray]:

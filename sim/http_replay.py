@@ -151,5 +151,5 @@ def run_over_http(
         {estimator: model.score(X_test, y_test)},
         nonprivate_accuracy(spec, X_train, y_train, X_test, y_test),
         len(y_train),
-        seconds,
+        seconds=seconds,
     )

@@ -12,7 +12,7 @@ from aggregator.estimators import (
     direct_encoding_mle,
     iterative_bayesian_update,
 )
-from aggregator.gaussian import gaussian_estimator
+from aggregator.gaussian import corrected_variances, gaussian_estimator
 from participant import CollectionSpec, Feature
 from participant.continuous import ContinuousFeature, Preparation
 from participant.encoding import population_inputs
@@ -47,13 +47,12 @@ def test_the_pooled_prior_weighs_each_input_by_its_class_shares_true_variance(or
 # 2 and 8. Gaussian variances against the truth.
 
 
-def test_the_rarer_class_keeps_its_own_variance_and_the_correction_its_sign():
+def test_the_variance_correction_is_unbiased_and_keeps_its_sign():
     """Class a (a fifth of the people): z ~ N(0, 0.45²); class b: N(0.3, 0.2²); ε = 1, 30,000 people.
-    The rarer class's variance (0.19) lies within twice its standard error (about 0.1), where the
-    classes' pooled variance (0.07) used to replace it. Over 2,000 seeds the median estimate sits on
-    the truth (the floor at one standard error lifts only the lowest fifth, leaving the median),
-    within 0.011 (four of its standard errors): the pooled substitution moved it by about -0.1,
-    and a flipped correction for Var(θ̂) by -0.024."""
+    The corrected variance of the rarer class (0.19, within twice its standard error of about 0.1)
+    averages to the truth over 2,000 seeds within four standard errors (0.009); a correction with
+    its sign flipped is 0.024 low. (The shipped estimate then pools such a variance: shrinkage,
+    biased by design; see :func:`aggregator.gaussian.gaussian_estimator`.)"""
     spec = CollectionSpec([], ["a", "b"], "DE", 1.0, continuous=Preparation([ContinuousFeature("x", -1.0, 1.0)]),
                           model="gaussian", approach=3)  # fmt: skip
     rng = np.random.default_rng(3)
@@ -61,10 +60,16 @@ def test_the_rarer_class_keeps_its_own_variance_and_the_correction_its_sign():
     y = np.where(rng.random(m) < 0.2, "a", "b")
     z = np.clip(np.where(y == "a", rng.normal(0.0, 0.45, m), rng.normal(0.3, 0.2, m)), -1, 1)
     inputs = population_inputs(spec, z[:, None], y)
-    estimates = np.array([gaussian_estimator(simulate_collection(spec, inputs, rng, "fast")).var[0, 0] for _ in range(2000)])
+    prior = np.array([0.2, 0.8])
+    estimates = []
+    for _ in range(2000):
+        stats = simulate_collection(spec, inputs, rng, "fast")
+        first, second = (spec.oracles[i].estimate(stats.states[i]) for i in (1, 2))
+        theta, mean_square = first[:, None] / prior[:, None], second[:, None] / prior[:, None]
+        estimates.append(corrected_variances(stats, prior, theta, mean_square)[0][0, 0])
     truth = z[y == "a"].var()
-    median_error = 1.25 * estimates.std(ddof=1) / np.sqrt(len(estimates))
-    assert abs(np.median(estimates) - truth) < 4 * median_error, (np.median(estimates), truth, median_error)
+    standard_error = np.std(estimates, ddof=1) / np.sqrt(len(estimates))
+    assert abs(np.mean(estimates) - truth) < 4 * standard_error, (np.mean(estimates), truth, standard_error)
 
 
 def test_the_paper_variance_subtracts_the_squared_mean():
