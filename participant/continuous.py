@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -54,9 +55,10 @@ def _ranges(features) -> tuple[np.ndarray, np.ndarray]:
     return np.array([f.low for f in features]), np.array([f.high for f in features])
 
 
-def clip_and_normalise(X: np.ndarray, features) -> np.ndarray:
-    """Clip each column to its declared range and map it linearly onto [-1, 1]."""
-    low, high = _ranges(features)
+def clip_and_normalise(X: np.ndarray, features, bounds: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Clip each column to its declared range and map it linearly onto [-1, 1] (``bounds``: the
+    ranges as arrays, when the caller holds them already)."""
+    low, high = bounds if bounds is not None else _ranges(features)
     return 2.0 * (np.clip(X, low, high) - low) / (high - low) - 1.0
 
 
@@ -85,8 +87,13 @@ class Projection:
         object.__setattr__(self, "matrix", tuple(map(tuple, matrix.tolist())))
         object.__setattr__(self, "center", tuple(center.tolist()))
 
+    @cached_property  # a device applies it to every record: the arrays once
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        return np.asarray(self.center), np.asarray(self.matrix).T, _ranges(self.outputs)
+
     def apply(self, X_normalised: np.ndarray) -> np.ndarray:
-        return (X_normalised - np.asarray(self.center)) @ np.asarray(self.matrix).T
+        center, matrix_t, _ = self._arrays
+        return (X_normalised - center) @ matrix_t
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -156,11 +163,15 @@ class Preparation:
             )
         return X
 
+    @cached_property
+    def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        return _ranges(self.inputs)
+
     def transform(self, X) -> np.ndarray:
         """Prepared coordinates in [-1, 1], shape ``(m, r)``."""
-        Z = clip_and_normalise(self.check(X), self.inputs)
+        Z = clip_and_normalise(self.check(X), self.inputs, self._bounds)
         if self.projection is not None:
-            Z = clip_and_normalise(self.projection.apply(Z), self.projection.outputs)
+            Z = clip_and_normalise(self.projection.apply(Z), self.projection.outputs, self.projection._arrays[2])
         return Z
 
     def bin_edges(self) -> np.ndarray:

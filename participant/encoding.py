@@ -103,16 +103,42 @@ def _code(value, categories: Sequence[str], field: str) -> int:
         raise RecordError(field, f"unknown value {str(value)!r}; expected one of {list(categories)}") from None
 
 
-def record_inputs(record: Mapping[str, object], spec: CollectionSpec) -> list[np.ndarray]:
-    """One person's value for every input (as :func:`population_inputs` gives for a population of
-    one), validated whole before anything is randomised; raises :class:`RecordError`."""
-    values = _raw_values(record, spec)
-    if spec.continuous is not None:
-        return population_inputs(spec, np.array([values], dtype=float), [record[spec.label]])
-    k = spec.n_classes
-    label = _code(record[spec.label], spec.classes, spec.label)
-    codes = [_code(v, f.categories, f.name) for v, f in zip(values, spec.features)]
-    return [np.array([label], dtype=np.int64), *(np.array([a * k + label], dtype=np.int64) for a in codes)]
+class RecordInputs:
+    """One person's value for every input, validated whole before anything is randomised: the
+    class code and the categories' codes of a discrete record (turned into an input's value only
+    for the input reported), or every input's array for a continuous one."""
+
+    def __init__(self, record: Mapping[str, object], spec: CollectionSpec):
+        values = _raw_values(record, spec)
+        self.spec = spec
+        if spec.model == "gaussian":
+            self.arrays = population_inputs(spec, np.array([values], dtype=float), [record[spec.label]])
+            return
+        self.arrays = None
+        self.label = _code(record[spec.label], spec.classes, spec.label)
+        if spec.continuous is not None:  # binned: the bins of the prepared coordinates
+            self.codes = spec.continuous.discretise(spec.continuous.transform([values]))[0].tolist()
+        else:
+            self.codes = [_code(v, f.categories, f.name) for v, f in zip(values, spec.features)]
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        """Input ``i``'s value as a population of one (shape ``(1,)`` or ``(1, dim)``)."""
+        if self.arrays is not None:
+            return self.arrays[i]
+        value = self.label if i == 0 else self.codes[i - 1] * self.spec.n_classes + self.label
+        return np.array([value], dtype=np.int64)
+
+    def __len__(self) -> int:
+        return self.spec.n_inputs
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+
+def record_inputs(record: Mapping[str, object], spec: CollectionSpec) -> RecordInputs:
+    """One person's value for every input (indexable like :func:`population_inputs`'s list for a
+    population of one), validated whole first; raises :class:`RecordError`."""
+    return RecordInputs(record, spec)
 
 
 def population_inputs(spec: CollectionSpec, X, y) -> list[np.ndarray]:

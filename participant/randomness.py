@@ -46,6 +46,9 @@ class SecureGenerator(ExactRandomness):
         if span <= 0:
             raise ValueError("high must be greater than low")
         count = 1 if size is None else int(np.prod(size))
+        if count == 1:  # one device draw (its input, an index): no array machinery
+            value = int(low) + self.randbelow(span)
+            return value if size is None else np.full(size, value, dtype=np.int64)
         # Reject words at or above the largest multiple of span below 2**64.
         limit = np.uint64((2**64 // span) * span - 1)
         out = np.empty(count, dtype=np.int64)

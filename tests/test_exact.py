@@ -195,9 +195,11 @@ def test_secure_integers_reject_exactly_the_words_past_the_last_whole_multiple()
     assert out.dtype == np.int64 and out.shape == (2, 2)
     assert out.ravel().tolist() == [limit % span + 3, 3, 13 % span + 3, 5 + 3]
     assert rng.requested == [4, 1]  # one word asked again for the one rejected
+    # One draw takes Python's secrets.randbelow (exact, and without numpy's per-call cost).
     one = ScriptedSecure([12])
-    value = one.integers(5)  # [0, 5): 12 mod 5
-    assert value == 2 and type(value) is int and one.requested == [1]
+    value = one.integers(5, 10)
+    assert 5 <= value < 10 and type(value) is int and one.requested == []
+    assert one.integers(5, 10, size=1).shape == (1,) and one.requested == []
     with pytest.raises(ValueError, match="^high must be greater than low$"):
         SecureGenerator().integers(5, 5)
 
