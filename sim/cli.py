@@ -26,7 +26,7 @@ DESCRIPTION = """\
 Simulate a local-DP Naive Bayes collection: every training row of a data set becomes one
 participant who sends exactly one randomised report (one of its n+1 inputs, chosen at random),
 so each simulated person spends exactly --eps. The aggregator estimates class and joint
-frequencies, assembles the model, and its accuracy on the held-out 20%% is printed beside
+frequencies, assembles the model, and its accuracy on the held-out 20% is printed beside
 non-private Naive Bayes trained on the same split."""
 
 EPILOG = f"""\

@@ -13,6 +13,27 @@ from aggregator.csvdata import DEFAULT_NA, CSVOptions, DataError, parse_ranges, 
 from .datasets import Dataset, DatasetNotFound, load_dataset
 
 
+def epsilons(text: str) -> list[float]:
+    """An argparse type: comma-separated ε values, each in the range a collection spec accepts."""
+    from participant.spec import EPSILON_RANGE
+
+    low, high = EPSILON_RANGE
+    values = []
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        try:
+            value = float(item)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {item!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"every epsilon must lie in [{low:g}, {high:g}], got {item}")
+        values.append(value)
+    if not values:
+        raise argparse.ArgumentTypeError("give at least one epsilon")
+    return values
+
+
 def _columns(text: str) -> tuple[str, ...]:
     return tuple(c.strip() for c in text.split(",") if c.strip())
 

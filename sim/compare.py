@@ -21,6 +21,7 @@ from .baselines import DPSVM, DPDecisionTree, DPGaussianNB, DPNaiveBayes, DPRadi
 from .baselines.neighbours import DPKNearestNeighbours
 from .baselines.smooth_nb import SmoothSensitivityNB
 from .cli_options import add_csv_options, check_common, load_data
+from .cli_options import epsilons as epsilon_list
 from .datasets import dataset_names
 from .experiment import Setup, run_once, runner_for, spec_for, split
 
@@ -152,7 +153,7 @@ def main(argv: list[str]) -> int:
     source.add_argument("--dataset", choices=dataset_names())
     source.add_argument("--csv", metavar="FILE", help="your own data (see the data options)")
     add_csv_options(parser)
-    parser.add_argument("--eps", default="0.1,0.5,1,2,5", help="comma-separated ε values")
+    parser.add_argument("--eps", type=epsilon_list, default="0.1,0.5,1,2,5", help="comma-separated ε values")
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", metavar="DIR")
@@ -163,14 +164,14 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     check_common(parser, args)
     data = load_data(parser, args)
-    epsilons = [float(e) for e in args.eps.split(",")]
+    eps_values = args.eps
     if args.knn and data.continuous:
         parser.error("--knn applies to the categorical data sets")
-    result = compare(data, epsilons, args.reps, args.seed, args.knn)
-    header = "| model | privacy | " + " | ".join(f"ε={e:g}" for e in epsilons) + " | non-private |"
+    result = compare(data, eps_values, args.reps, args.seed, args.knn)
+    header = "| model | privacy | " + " | ".join(f"ε={e:g}" for e in eps_values) + " | non-private |"
     print(f"{data.name}: mean accuracy over {args.reps} splits")
     print(header)
-    print("|---|---|" + "---|" * len(epsilons) + "---|")
+    print("|---|---|" + "---|" * len(eps_values) + "---|")
     for name, model in result["models"]:
         acc = result["accuracy"][name].mean(axis=1)
         print(
@@ -181,6 +182,6 @@ def main(argv: list[str]) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"compare-{data.name}.png"
-    plot(result, epsilons, f"{data.name}: local vs central DP", path)
+    plot(result, eps_values, f"{data.name}: local vs central DP", path)
     print(f"plot: {path}", file=sys.stderr)
     return 0

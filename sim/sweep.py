@@ -24,6 +24,7 @@ from aggregator.csvdata import DataError, read_csv
 from protocols import DEFAULT_THETA, FREQUENCY_ORACLES, PROTOCOL_NAMES
 
 from .cli_options import add_csv_options, check_common, csv_options, load_source
+from .cli_options import epsilons as epsilon_list
 from .datasets import DatasetNotFound, dataset_names, load_dataset
 from .experiment import Setup, run_once, spec_for, split
 
@@ -168,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--protocols", type=_list(str), default=list(FREQUENCY_ORACLES), help="comma-separated (default all)"
     )
-    parser.add_argument("--eps", type=_list(float), default=[0.5, 1, 2, 3, 4, 5], help="comma-separated ε values")
+    parser.add_argument("--eps", type=epsilon_list, default=[0.5, 1, 2, 3, 4, 5], help="comma-separated ε values")
     parser.add_argument("--reps", type=int, default=100, help="repetitions per cell (default 100)")
     parser.add_argument("--seed", type=int, default=0, help="seed of repetition 0 (default 0)")
     parser.add_argument(

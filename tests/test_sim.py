@@ -133,6 +133,7 @@ def test_help_explains_the_privacy_budget():
     out = subprocess.run([sys.executable, "-m", "sim", "--help"], capture_output=True, text=True, check=True).stdout
     assert "exactly one randomised report" in out
     assert "--estimator" in out and "--data-dir" in out
+    assert "held-out 20% is printed" in out and "%%" not in out
 
 
 def test_http_replay_matches_the_in_process_accuracy(capsys):
@@ -144,3 +145,19 @@ def test_http_replay_matches_the_in_process_accuracy(capsys):
     assert over_http["via"] == "http" and over_http["reports_per_second"] > 0
     assert over_http["accuracy_mean"] == in_process["accuracy_mean"]
     assert over_http["nonprivate_mean"] == in_process["nonprivate_mean"]
+
+
+@pytest.mark.parametrize("command", [
+    ["compare", "--dataset", "car", "--eps", "abc"],
+    ["compare", "--dataset", "car", "--eps", "0"],
+    ["sweep", "--datasets", "car", "--out", "unused", "--eps", "0"],
+    ["sweep", "--datasets", "car", "--out", "unused", "--eps", "-1"],
+    ["sweep", "--datasets", "car", "--out", "unused", "--eps", "1,abc"],
+])  # fmt: skip
+def test_a_bad_epsilon_is_one_line_and_exit_2_in_every_subcommand(command, tmp_path):
+    result = subprocess.run([sys.executable, "-m", "sim", *command], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"python -m sim {command[0]}: error: argument --eps: ")
+    assert "must lie in [0.001, 50]" in last or "expected numbers separated by commas" in last
+    assert not (tmp_path / "unused").exists()  # refused before anything ran
