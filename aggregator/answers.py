@@ -92,12 +92,21 @@ def _msgpack(data, packer: msgpack.Packer, parts: list[bytes]) -> None:
 
 
 class AnswerCache:
-    """Encoded answers by key, the ``size`` most recent kept; a key being built is built once, and
+    """Encoded answers by key, the ``size`` most recent kept and at most ``max_bytes`` of them
+    (the largest collection's answers are tens of MB each); a key being built is built once, and
     every request for it awaits that one build."""
 
-    def __init__(self, size: int = 16):
-        self.size = size
+    def __init__(self, size: int = 8, max_bytes: int = 256 * 2**20):
+        self.size, self.max_bytes = size, max_bytes
         self._answers: OrderedDict[Hashable, asyncio.Future] = OrderedDict()
+
+    def _trim(self) -> None:
+        """Drop the least recent answers past ``size`` or ``max_bytes`` (the newest always stays)."""
+        held = sum(len(f.result()) for f in self._answers.values() if f.done() and not f.exception())
+        while len(self._answers) > 1 and (len(self._answers) > self.size or held > self.max_bytes):
+            _, oldest = self._answers.popitem(last=False)
+            if oldest.done() and not oldest.exception():
+                held -= len(oldest.result())
 
     async def get(self, key: Hashable, produce: Callable[[], Awaitable[bytes]]) -> bytes:
         """The answer for ``key``: cached, or awaited from ``produce()`` (once, however many ask)."""
@@ -105,13 +114,13 @@ class AnswerCache:
         if future is None:
             future = asyncio.ensure_future(produce())
             self._answers[key] = future
-            while len(self._answers) > self.size:
-                self._answers.popitem(last=False)
         else:
             self._answers.move_to_end(key)
         try:
-            return await asyncio.shield(future)
+            body = await asyncio.shield(future)
         except BaseException:
             if future.done() and self._answers.get(key) is future:
                 del self._answers[key]  # a failed build is not served again
             raise
+        self._trim()
+        return body

@@ -165,3 +165,23 @@ def test_passwords_are_redacted_from_database_urls_wherever_they_stand():
     shown = redacted(url)
     assert not any(secret in shown for secret in ("s3cret", "an0ther", "k3y"))
     assert shown == "postgresql://ldpnb:***@db.internal:5432/ldpnb?password=***&sslmode=require&sslpassword=***"
+
+
+async def test_cached_answers_are_built_once_and_bounded_in_bytes():
+    from aggregator.answers import AnswerCache
+
+    builds = []
+
+    async def produce(size):
+        builds.append(size)
+        await asyncio.sleep(0.01)
+        return b"x" * size
+
+    cache = AnswerCache(size=8, max_bytes=1000)
+    answers = await asyncio.gather(*(cache.get("a", lambda: produce(400)) for _ in range(5)))
+    assert builds == [400] and all(a == b"x" * 400 for a in answers)  # four waited on the one build
+    await cache.get("b", lambda: produce(400))
+    await cache.get("c", lambda: produce(400))  # 1,200 bytes held: the oldest goes
+    assert list(cache._answers) == ["b", "c"]
+    await cache.get("b", lambda: produce(400))
+    assert builds == [400, 400, 400]  # b served from the cache
