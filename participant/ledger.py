@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -42,8 +43,6 @@ from .errors import BudgetExceeded, CollectionChanged, LedgerError
 
 VERSION = 2
 SECONDS_PER_DAY = 86_400.0
-# Float sums of ε (0.1 + 0.2) must not refuse a spend that is exactly at the total.
-SPEND_SLACK = 1e-9
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,7 @@ class Limits:
 
     def check_collection(self, epsilon: float, collection: str) -> None:
         """Raise :class:`BudgetExceeded` when a collection's ``epsilon`` is above :attr:`max_epsilon`."""
-        if epsilon > self.max_epsilon * (1 + SPEND_SLACK):
+        if epsilon > self.max_epsilon:
             raise BudgetExceeded(
                 f"collection {collection!r} asks epsilon={epsilon:g}; this app accepts at most "
                 f"{self.max_epsilon:g} per collection; nothing was drawn or sent"
@@ -241,16 +240,21 @@ class Ledger:
     def spent(self, origin: str, limits: Limits, now: float | None = None) -> float:
         """The ε this device spent at ``origin`` within the last ``limits.budget.per_days`` days."""
         with self._locked():
-            return self._spent(self._read()["entries"], origin, limits, time.time() if now is None else now)
+            return float(self._spent(self._read()["entries"], origin, limits, time.time() if now is None else now))
 
     @staticmethod
-    def _spent(entries: dict, origin: str, limits: Limits, now: float) -> float:
+    def _spent(entries: dict, origin: str, limits: Limits, now: float) -> Fraction:
+        """Exactly (each float ε is a binary fraction, summed without rounding), so that no sum of
+        spends rounds down past the app's total."""
         since = now - limits.budget.per_days * SECONDS_PER_DAY
         # An entry of unknown spend (first ledger format) counts at the cap, whenever it was drawn.
-        return math.fsum(
-            limits.max_epsilon if e["epsilon"] is None else e["epsilon"]
-            for e in entries.values()
-            if e.get("origin") == origin and (e["epsilon"] is None or e["reserved_at"] > since)
+        return sum(
+            (
+                Fraction(limits.max_epsilon if e["epsilon"] is None else e["epsilon"])
+                for e in entries.values()
+                if e.get("origin") == origin and (e["epsilon"] is None or e["reserved_at"] > since)
+            ),
+            Fraction(0),
         )
 
     def claim(
@@ -308,9 +312,9 @@ class Ledger:
                 body, spent = resend(base64.b64decode(entries[memo]["report"])), 0.0
             else:
                 used = self._spent(entries, asked.origin, limits, now)
-                if used + asked.epsilon > limits.budget.total * (1 + SPEND_SLACK):
+                if used + Fraction(asked.epsilon) > Fraction(limits.budget.total):
                     raise BudgetExceeded(
-                        f"this device spent epsilon={used:g} at {asked.origin} in the last "
+                        f"this device spent epsilon={float(used):g} at {asked.origin} in the last "
                         f"{limits.budget.per_days:g} days; another {asked.epsilon:g} would pass this app's total of "
                         f"{limits.budget.total:g}; nothing was drawn or sent"
                     )
