@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 DEFAULT_NA = ("", "?")
 MANY_DISTINCT = 20  # a column of numbers with more distinct values than this is taken as numeric
@@ -49,7 +48,7 @@ class CSVOptions:
     drop: tuple[str, ...] = ()
     na_values: tuple[str, ...] = DEFAULT_NA
     missing: str = "drop"  # or "category"
-    numeric: tuple[str, ...] | None = None  # None: detected
+    numeric: tuple[str, ...] | None = None  # declared numeric, besides those detected and those with a range
     categorical: tuple[str, ...] = ()
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     ranges_from_data: bool = False
@@ -84,6 +83,8 @@ def _sniff(path: Path) -> str:
 def read_csv(path: str | Path, options: CSVOptions) -> tuple[Table, list[str]]:
     """The data set in ``path`` and notes for the user (what was dropped, detected or assumed);
     raises :class:`DataError` with a one-line reason."""
+    import pandas as pd  # here, not at the top: the commands that only parse options never load it
+
     path = Path(path)
     if not path.is_file():
         raise DataError(f"CSV file {path} does not exist")
@@ -165,29 +166,52 @@ def read_csv(path: str | Path, options: CSVOptions) -> tuple[Table, list[str]]:
             "warning: --ranges-from-data takes ranges from the surveyed people themselves; that leaks "
             "information about them outside the LDP guarantee (a real collection declares them beforehand)"
         )
-    unused = set(options.ranges) - set(features)
-    if unused:
-        raise DataError(f"--range for columns that are not numeric features: {sorted(unused)}")
+    for column, (low, high) in zip(features, ranges):
+        share = clipped_share(values[column].to_numpy(), low, high)
+        if share > 0 and column in options.ranges:
+            # Said as a share of the sample, never as the sample's extremes: those are the people's data.
+            notes.append(
+                f"{'warning: ' if share >= 0.05 else ''}{share:.1%} of {column!r} lies outside its declared range "
+                f"{low:g}:{high:g} and is clipped to it"
+                + ("; a model learns little from a range that excludes this much" if share >= 0.05 else "")
+            )
     return Table(path.stem, values.to_numpy(), y, tuple(features), label, tuple(ranges)), notes
 
 
-def _numeric_columns(frame: pd.DataFrame, features: list[str], options: CSVOptions, notes: list[str]) -> list[str]:
-    if options.numeric is not None:
-        for name in options.numeric:
-            if name not in features:
-                raise DataError(f"--numeric {name!r}: no such feature column")
-            bad = pd.to_numeric(frame[name], errors="coerce").isna()
-            if bad.any():
-                raise DataError(f"--numeric {name!r}: {frame[name][bad].iloc[0]!r} is not a number")
-        return list(options.numeric)
+def _numeric_columns(frame, features: list[str], options: CSVOptions, notes: list[str]) -> list[str]:
+    """The numeric feature columns: every declared one (``--numeric``, and every column with a
+    ``--range``, which only a number can have) and, among the rest that are not declared
+    ``--categorical``, every one detected (all values numbers, many distinct). In file order."""
+    import pandas as pd
+
+    declared = {}
+    for name in options.numeric or ():
+        declared[name] = f"--numeric {name!r}"
+    for name in options.ranges:
+        declared.setdefault(name, f"--range {name}=...")
+    for name, option in declared.items():
+        if name not in features:
+            raise DataError(f"{option}: no such feature column (features: {', '.join(features)})")
+        if name in options.categorical:
+            raise DataError(f"{option}: the column is also declared --categorical")
+        bad = pd.to_numeric(frame[name], errors="coerce").isna()
+        if bad.any():
+            raise DataError(f"{option}: {frame[name][bad].iloc[0]!r} is not a number; a range needs a numeric column")
     detected = []
     for name in features:
-        if name in options.categorical:
+        if name in options.categorical or name in declared:
             continue
         parsed = pd.to_numeric(frame[name], errors="coerce")
         if not parsed.isna().any() and parsed.nunique() > MANY_DISTINCT:
             detected.append(name)
     if detected:
-        notes.append(f"numeric columns detected (every value a number, over {MANY_DISTINCT} distinct): {detected}")
-    return detected
+        notes.append(
+            f"numeric columns detected (every value a number, over {MANY_DISTINCT} distinct): {detected} "
+            "(--categorical COL,... keeps one categorical)"
+        )
+    return [name for name in features if name in declared or name in detected]
 
+
+def clipped_share(values: np.ndarray, low: float, high: float) -> float:
+    """The share of ``values`` outside ``[low, high]`` (a device clips them to the range)."""
+    return float(np.mean((values < low) | (values > high))) if len(values) else 0.0

@@ -4,8 +4,10 @@ the refusals every one of them makes (one line, exit code 2)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from aggregator.csvdata import DEFAULT_NA, CSVOptions, DataError, parse_ranges, read_csv
@@ -38,10 +40,41 @@ def _columns(text: str) -> tuple[str, ...]:
     return tuple(c.strip() for c in text.split(",") if c.strip())
 
 
+@dataclass(frozen=True)
+class CSVSource:
+    """One ``--csv FILE[:LABEL[:COL,...]]``: the file, and the class column and dropped columns
+    that this file alone uses (``None`` and ``()``: the shared ``--label`` and ``--drop``)."""
+
+    path: str
+    label: str | None = None
+    drop: tuple[str, ...] = ()
+
+    @property
+    def stem(self) -> str:
+        return Path(self.path).stem
+
+
+def csv_source(text: str) -> CSVSource:
+    """An argparse type: ``FILE``, ``FILE:LABEL`` or ``FILE:LABEL:COL,COL`` (a file whose own name
+    holds colons is taken whole); the file must exist."""
+    if Path(text).is_file():
+        return CSVSource(text)
+    path, _, rest = text.partition(":")
+    label, _, drop = rest.partition(":")
+    if not Path(path).is_file():
+        raise argparse.ArgumentTypeError(f"CSV file {path} does not exist")
+    return CSVSource(path, label.strip() or None, _columns(drop))
+
+
 def add_csv_options(parser: argparse.ArgumentParser) -> None:
     """The options that say how to read a --csv file (shared by run, sweep and compare)."""
     data = parser.add_argument_group("your own data (--csv)")
-    data.add_argument("--label", metavar="COLUMN", help="the class column (its name, or its position with --no-header)")
+    data.add_argument(
+        "--label",
+        metavar="COLUMN",
+        help="the class column (its name, or its position with --no-header); "
+        "a file's own with --csv FILE:LABEL[:DROP,...]",
+    )
     data.add_argument("--sep", help="field separator (default: sniffed from the file)")
     data.add_argument("--no-header", action="store_true", help="the first row is data: columns are named 0, 1, ...")
     data.add_argument("--drop", type=_columns, default=(), metavar="COL,...", help="columns to leave out (ids, notes)")
@@ -52,11 +85,14 @@ def add_csv_options(parser: argparse.ArgumentParser) -> None:
         "--missing", choices=["drop", "category"], default="drop", help="rows with a missing value: drop (default) or keep"
     )
     data.add_argument(
-        "--numeric", type=_columns, metavar="COL,...", help="continuous columns (default: detected, and printed)"
+        "--numeric", type=_columns, metavar="COL,...", help="continuous columns besides those detected (printed) "
+        "and those given a --range"
     )
     data.add_argument("--categorical", type=_columns, default=(), metavar="COL,...", help="columns never taken as numeric")
     data.add_argument(
-        "--range", action="append", default=[], metavar="COL=LO:HI", help="declared range of a numeric column (repeat)"
+        "--range", action="append", default=[], metavar="COL=LO:HI",
+        help="declared range of a numeric column (repeat; makes the column numeric; values outside are clipped, "
+        "and the share clipped is printed)"
     )
     data.add_argument(
         "--ranges-from-data",
@@ -65,12 +101,15 @@ def add_csv_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def csv_options(args) -> CSVOptions:
+def csv_options(args, source: CSVSource | None = None) -> CSVOptions:
+    """How to read ``source`` (default ``args.csv``): the shared options, with the file's own
+    class column and dropped columns in place of ``--label`` and ``--drop`` where it names them."""
+    source = source or args.csv
     return CSVOptions(
-        label=args.label,
+        label=source.label or args.label,
         sep=args.sep,
         header=not args.no_header,
-        drop=args.drop,
+        drop=source.drop or args.drop,
         na_values=args.na_values,
         missing=args.missing,
         numeric=args.numeric,
@@ -82,9 +121,12 @@ def csv_options(args) -> CSVOptions:
 
 def check_common(parser: argparse.ArgumentParser, args) -> None:
     """Refusals shared by run, sweep and compare: each one line and exit code 2."""
-    if getattr(args, "csv", None) and not args.label and not getattr(args, "spec", None):
-        parser.error("--csv needs --label COLUMN naming the class column")
-    if not getattr(args, "csv", None) and args.label:
+    sources = getattr(args, "csv", None) or []
+    for source in sources if isinstance(sources, list) else [sources]:
+        # A spec (--spec, or a --collection's published one) names its class column.
+        if not (source.label or args.label or getattr(args, "spec", None) or getattr(args, "collection", None)):
+            parser.error(f"--csv {source.path}: name the class column with --label COLUMN or --csv FILE:COLUMN")
+    if not sources and args.label:
         parser.error("--label applies to --csv files; the built-in data sets know their class column")
     if args.data_dir and not os.path.isdir(args.data_dir):
         parser.error(f"--data-dir {args.data_dir}: no such folder")
@@ -95,7 +137,7 @@ def load_data(parser: argparse.ArgumentParser, args) -> Dataset:
     to stderr; a problem ends the command in one line with exit code 2."""
     try:
         if args.csv:
-            table, notes = read_csv(args.csv, csv_options(args))
+            table, notes = read_csv(args.csv.path, csv_options(args))
             for note in notes:
                 print(note, file=sys.stderr)
             return Dataset(**vars(table))
@@ -104,9 +146,23 @@ def load_data(parser: argparse.ArgumentParser, args) -> Dataset:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
 
 
-def load_source(source: str, data_dir=None, options: CSVOptions | None = None) -> Dataset:
-    """A built-in data set by name, or a CSV file read with ``options`` (its notes are dropped:
-    the command that named it printed them once)."""
-    if options is not None and (source.endswith(".csv") or Path(source).is_file()):
-        return Dataset(**vars(read_csv(source, options)[0]))
-    return load_dataset(source, data_dir)
+def csv_sources(args) -> dict[str, tuple[str, CSVOptions]]:
+    """Every ``--csv`` of a sweep by the name its results and plots carry (the file's stem, with
+    ``-2``, ``-3``... where two files share one): its path and how to read it."""
+    named: dict[str, tuple[str, CSVOptions]] = {}
+    for source in args.csv:
+        name, n = source.stem, 1
+        while name in named:
+            n += 1
+            name = f"{source.stem}-{n}"
+        named[name] = (source.path, csv_options(args, source))
+    return named
+
+
+def load_source(name: str, data_dir=None, csv: tuple[str, CSVOptions] | None = None) -> Dataset:
+    """A built-in data set by name, or the CSV file ``csv = (path, options)`` names, under ``name``
+    (its notes are dropped: the command that named it printed them once)."""
+    if csv is not None:
+        path, options = csv
+        return dataclasses.replace(Dataset(**vars(read_csv(path, options)[0])), name=name)
+    return load_dataset(name, data_dir)

@@ -90,9 +90,11 @@ def plot_sweep(summary: list[dict], out: Path) -> list[Path]:
         axes[0][0].set_ylabel("accuracy (dotted: without privacy)")
         fig.suptitle(f"LDP Naive Bayes, {model} model, budget {budget}, estimator {estimator}", fontsize=10)
         fig.tight_layout()
-        stem = out / f"{dataset}-{model}-{budget}-{estimator}"
+        # Path.with_suffix would cut a name at its first dot ("nursery.csv-..." became "nursery.png").
+        stem = f"{dataset}-{model}-{budget}-{estimator}".replace("/", "_")
         for suffix in (".png", ".svg"):
-            fig.savefig(stem.with_suffix(suffix), dpi=120)
-            written.append(stem.with_suffix(suffix))
+            path = Path(out) / f"{stem}{suffix}"
+            fig.savefig(path, dpi=120)
+            written.append(path)
         plt.close(fig)
     return written

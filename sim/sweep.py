@@ -17,16 +17,13 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tqdm import tqdm
-
 from aggregator import ESTIMATORS
 from aggregator.csvdata import DataError, read_csv
 from protocols import DEFAULT_THETA, FREQUENCY_ORACLES, PROTOCOL_NAMES
 
-from .cli_options import add_csv_options, check_common, csv_options, load_source
+from .cli_options import add_csv_options, check_common, csv_source, csv_sources, load_source
 from .cli_options import epsilons as epsilon_list
 from .datasets import DatasetNotFound, dataset_names, load_dataset
-from .experiment import Setup, run_once, spec_for, split
 
 FIELDS = [
     "dataset",
@@ -67,7 +64,10 @@ class Cell:
     def key(self) -> tuple:
         return tuple(str(v) for v in asdict(self).values())
 
-    def setup(self) -> Setup:
+    def setup(self):
+        """The cell's :class:`~sim.experiment.Setup`."""
+        from .experiment import Setup
+
         return Setup(self.model, self.bins or None, self.reduce or None, self.components or None, self.approach)
 
 
@@ -75,12 +75,14 @@ _DATA: dict[str, object] = {}
 
 
 def run_cell(
-    cell: Cell, reps: list[int], base_seed: int, estimators: tuple[str, ...], data_dir, options=None
+    cell: Cell, reps: list[int], base_seed: int, estimators: tuple[str, ...], data_dir, sources=None
 ) -> list[dict]:
     """The rows of ``reps`` repetitions of ``cell`` (one per estimator and repetition); a cell's
-    data set is a built-in name or a CSV path read with ``options``."""
+    data set is a built-in name or one of ``sources`` (name → CSV path and read options)."""
+    from .experiment import run_once, spec_for, split
+
     if cell.dataset not in _DATA:
-        _DATA[cell.dataset] = load_source(cell.dataset, data_dir, options)
+        _DATA[cell.dataset] = load_source(cell.dataset, data_dir, (sources or {}).get(cell.dataset))
     data = _DATA[cell.dataset]
     setup = cell.setup()
     X_train, _, y_train, _ = split(data, base_seed)
@@ -186,7 +188,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--approaches", type=_list(int), default=[1, 2, 3], help="gaussian model: comma-separated")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
     parser.add_argument("--data-dir", metavar="DIR")
-    parser.add_argument("--csv", action="append", default=[], metavar="FILE", help="your own data (repeat for several)")
+    parser.add_argument(
+        "--csv",
+        action="append",
+        default=[],
+        type=csv_source,
+        metavar="FILE[:LABEL[:DROP,...]]",
+        help="your own data (repeat for several; each may name its own class column and columns to drop); "
+        "results and plots carry the file's name without .csv",
+    )
     add_csv_options(parser)
     parser.add_argument("--out", required=True, help="output folder: runs.csv, summary.csv and plots")
     parser.add_argument("--no-plot", action="store_true")
@@ -202,16 +212,19 @@ def main(argv: list[str]) -> int:
     unknown = [d for d in args.datasets if d not in dataset_names()]
     if unknown:
         parser.error(f"unknown data sets {unknown}; choose from {', '.join(dataset_names())}, or pass --csv FILE")
-    options = csv_options(args) if args.csv else None
+    sources = csv_sources(args)
+    clash = set(sources) & set(args.datasets)
+    if clash:
+        parser.error(f"--csv {sources[min(clash)][0]} has the name of a built-in data set; rename the file")
     try:
-        for path in args.csv:  # read each once here: errors and notes before any run starts
+        for path, options in sources.values():  # read each once here: errors and notes before any run starts
             for note in read_csv(path, options)[1]:
                 print(note, file=sys.stderr)
         for name in args.datasets:
             load_dataset(name, args.data_dir)
     except (DataError, DatasetNotFound, ValueError) as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
-    args.datasets = [*args.datasets, *args.csv]
+    args.datasets = [*args.datasets, *sources]
     for name in args.estimators:
         if name not in ESTIMATORS:
             parser.error(f"unknown estimator {name!r}")
@@ -232,6 +245,8 @@ def main(argv: list[str]) -> int:
     skipped = len(build_cells(args)) * args.reps - total
     if skipped:
         print(f"resuming: {skipped} runs already in {path}", file=sys.stderr)
+    from tqdm import tqdm  # here: `--help` and a refused option answer without it
+
     new_file = not path.exists()
     with open(path, "a", newline="") as f, tqdm(total=total, desc="sweep", unit="run") as progress:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
@@ -239,13 +254,13 @@ def main(argv: list[str]) -> int:
             writer.writeheader()
         if args.jobs <= 1:
             for cell, missing in todo:
-                writer.writerows(run_cell(cell, missing, args.seed, estimators, args.data_dir, options))
+                writer.writerows(run_cell(cell, missing, args.seed, estimators, args.data_dir, sources))
                 f.flush()
                 progress.update(len(missing))
         else:
             with ProcessPoolExecutor(max_workers=args.jobs) as pool:
                 futures = {
-                    pool.submit(run_cell, cell, missing, args.seed, estimators, args.data_dir, options): len(missing)
+                    pool.submit(run_cell, cell, missing, args.seed, estimators, args.data_dir, sources): len(missing)
                     for cell, missing in todo
                 }
                 for future in as_completed(futures):

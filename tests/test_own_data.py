@@ -85,7 +85,7 @@ def test_a_headerless_continuous_file_with_declared_ranges(tmp_path, capsys):
         assert run("--csv", path, "--no-header", "--label", 4, *ranges, *model, "--eps", 4, "--reps", 2, "--json") == 0
         captured = capsys.readouterr()
         out = json.loads(captured.out)
-        assert "numeric columns detected" in captured.err
+        assert "numeric columns detected" not in captured.err  # declared by their ranges
         assert out["nonprivate_mean"] > 0.8 and out["accuracy_mean"] > 0.75, out
     # Without declared ranges: refused, unless ranges from the data are asked for (and warned).
     refused(capsys, "--csv", path, "--no-header", "--label", 4, words=["needs a declared range", "--range 0=LO:HI"])
@@ -93,6 +93,38 @@ def test_a_headerless_continuous_file_with_declared_ranges(tmp_path, capsys):
     assert "leaks information about them" in capsys.readouterr().err
     # --label 2 is the third column by position, not a column headed "2".
     refused(capsys, "--csv", path, "--no-header", "--label", 9, words=["no column '9'", "positions 0 to 4"])
+
+
+def test_declared_ranges_are_kept_as_declared_and_explain_themselves(tmp_path, capsys):
+    """A range narrower than the data stays as declared (widening it to the data's min and max
+    would leak the surveyed people's extremes) and the share it clips is said; a range makes its
+    column numeric, and a range or --numeric on a column of words is refused in one line."""
+    from aggregator.csvdata import CSVOptions, read_csv
+
+    rng = np.random.default_rng(4)
+    m = 800
+    y = rng.integers(0, 2, m)
+    income = rng.normal(50, 20, m) + 10 * y  # about 31 % above 60, 0.3 % below 0
+    age = rng.integers(18, 30, m)  # 12 distinct values: detected as categorical without a range
+    rows = [[f"{a}", f"{v:.2f}", str(c)] for a, v, c in zip(age, income, y)]
+    path = write(tmp_path / "people.csv", ["age", "income", "class"], rows)
+    options = CSVOptions(label="class", ranges={"income": (0.0, 60.0), "age": (18.0, 99.0)})
+    table, notes = read_csv(path, options)
+    assert table.ranges == ((18.0, 99.0), (0.0, 60.0))  # as declared, in column order, never widened
+    above = np.mean((income < 0) | (income > 60))
+    assert f"warning: {above:.1%} of 'income' lies outside its declared range 0:60 and is clipped" in "\n".join(notes)
+    assert not any("'age' lies outside" in n for n in notes)
+    assert table.X.dtype == float  # the range made 'age' numeric
+    # --numeric adds to detection: 'income' (many distinct numbers) is still found beside 'age'.
+    table, notes = read_csv(path, CSVOptions(label="class", numeric=("age",), ranges_from_data=True))
+    assert table.feature_names == ("age", "income") and table.X.dtype == float
+    words = write(tmp_path / "words.csv", ["colour", "class"], [[c, k] for c, k in zip(["red", "blue"] * 50, "ab" * 50)])
+    refused(capsys, "--csv", words, "--label", "class", "--range", "colour=0:1", words=["'red' is not a number"])
+    refused(capsys, "--csv", words, "--label", "class", "--range", "size=0:1", words=["no such feature column"])
+    from aggregator.cli import main as aggregator
+
+    assert aggregator(["spec", "--csv", str(path), "--label", "class", "--categorical", "age,income"]) == 0
+    capsys.readouterr()
 
 
 def test_australian_through_csv_gives_the_built_in_numbers(tmp_path, capsys):
@@ -138,21 +170,35 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
     assert "mostly noise" in capsys.readouterr().err
 
 
-def test_sweep_and_compare_take_csv_files(tmp_path, capsys):
+def test_sweep_and_compare_take_csv_files(tmp_path, capsys, monkeypatch):
+    """Two files with different columns, each naming its own class column (and one an id column
+    to drop), one by an absolute and one by a relative path: every output lands under --out, one
+    plot per data set and estimator, named by the file."""
     colour, size, y = categorical_rows()
-    first = write(tmp_path / "first.csv", ["colour", "size", "outcome"], zip(colour, size, y))
-    second = write(tmp_path / "second.csv", ["colour", "size", "outcome"], zip(*categorical_rows(seed=5)))
-    out = tmp_path / "sweep"
-    args = ["sweep", "--csv", first, "--csv", second, "--label", "outcome", "--protocols", "DE,OUE", "--eps", "1,4"]
-    assert run(*args, "--reps", 2, "--out", out, "--no-plot", "--jobs", 1) == 0
+    data = tmp_path / "data"
+    data.mkdir()
+    first = write(data / "first.csv", ["colour", "size", "outcome"], zip(colour, size, y))
+    ids = [str(i) for i in range(len(y))]
+    write(data / "second.csv", ["id", "verdict", "shade"], zip(ids, *reversed(categorical_rows(seed=5)[::2])))
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "results" / "mine"
+    args = ["sweep", "--csv", f"{first}:outcome", "--csv", "data/second.csv:verdict:id", "--protocols", "DE,OUE"]
+    assert run(*args, "--eps", "1,4", "--estimators", "paper,normsub", "--reps", 2, "--out", "results/mine", "--jobs", 1) == 0
     import csv
 
     rows = list(csv.DictReader(open(out / "runs.csv")))
-    assert {r["dataset"] for r in rows} == {str(first), str(second)} and len(rows) == 2 * 2 * 2 * 2
-    assert run("compare", "--csv", first, "--label", "outcome", "--eps", "1,4", "--reps", 2, "--out", tmp_path) == 0
+    assert {r["dataset"] for r in rows} == {"first", "second"} and len(rows) == 2 * 2 * 2 * 2 * 2
+    plots = {p.name for p in out.glob("*.png")}
+    assert plots == {f"{d}-discrete-one-report-{e}.png" for d in ("first", "second") for e in ("paper", "normsub")}
+    assert sorted(p.name for p in data.iterdir()) == ["first.csv", "second.csv"]  # nothing beside the input
+    assert not (tmp_path / "results" / "mine" / "data").exists()
+    assert run("compare", "--csv", f"{first}:outcome", "--eps", "1,4", "--reps", 2, "--out", "results/cmp") == 0
     assert "first: mean accuracy over 2 splits" in capsys.readouterr().out
+    assert (tmp_path / "results" / "cmp" / "compare-first.png").exists()
     refused(capsys, "sweep", "--datasets", "file.csv", "--out", out, words=["unknown data sets", "--csv FILE"])
     refused(capsys, "sweep", "--csv", tmp_path / "nope.csv", "--label", "y", "--out", out, words=["does not exist"])
+    refused(capsys, "sweep", "--csv", first, "--out", out, words=["--csv FILE:COLUMN"])
+    refused(capsys, "sweep", "--csv", "data/second.csv:verdict", "--out", out, "--eps", 1, words=["id"])
 
 
 def test_one_spec_format_drafted_from_a_sample_and_run_by_the_simulator(tmp_path, capsys):
