@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
 
-import aiohttp
 import numpy as np
-from tqdm import tqdm
 
-from aggregator import ESTIMATORS
-from participant import CollectionSpec
+from aggregator.estimators import ESTIMATORS
 from participant.errors import RecordError, SpecError
-from participant.spec import EPSILON_RANGE
+from participant.spec import EPSILON_RANGE, CollectionSpec
 from protocols import DEFAULT_THETA, PROTOCOL_NAMES
 
-from .cli_options import add_csv_options, check_common, load_data
+from .cli_options import add_csv_options, check_common, csv_source, load_data
 from .datasets import ENV_VAR, dataset_names
-from .experiment import PAPER_BINS, Setup, run_once, run_with_spec, spec_for, split
-from .http_replay import LocalAggregator, run_over_http
+
+# The simulator's machinery (scikit-learn, aiohttp, tqdm) is imported where a command runs, not
+# here: `--help` and a refused option answer without loading it (tests/test_startup.py).
 
 DESCRIPTION = """\
 Simulate a local-DP Naive Bayes collection: every training row of a data set becomes one
@@ -52,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--dataset", choices=dataset_names(), help="a UCI data set of the paper")
-    source.add_argument("--csv", metavar="FILE", help="your own data: a CSV file (see the data options below)")
+    source.add_argument(
+        "--csv", type=csv_source, metavar="FILE[:LABEL]", help="your own data: a CSV file (see the data options)"
+    )
     parser.add_argument(
         "--spec",
         metavar="FILE",
@@ -141,7 +142,28 @@ def build_parser() -> argparse.ArgumentParser:
         "never on the command line, where ps shows it)",
     )
     http.add_argument("--clients", type=int, default=256, help="participants in flight at once (default 256)")
+    http.add_argument(
+        "--collection",
+        metavar="ID",
+        help="replay into this existing collection of --aggregator (its published spec decides protocol, "
+        "epsilon and model; one repetition; no admin token needed) instead of a fresh one",
+    )
+    http.add_argument(
+        "--tokens",
+        metavar="FILE",
+        help="enrollment tokens for a --collection that requires them, one per line "
+        "(python -m aggregator enroll ID --count N --out FILE)",
+    )
     return parser
+
+
+# What a spec (--spec, or the --collection's published one) fixes: giving these beside it is refused.
+SPEC_FIXES = ("--protocol", "--eps", "--theta", "--budget", "--model", "--bins", "--reduce", "--components", "--approach")
+
+
+def given(argv: list[str], option: str) -> bool:
+    """Whether ``option`` was on the command line (as ``--opt value`` or ``--opt=value``)."""
+    return any(a == option or a.startswith(option + "=") for a in argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,7 +193,23 @@ def main(argv: list[str] | None = None) -> int:
                 args.admin_token = f.readline().rstrip("\r\n")
         except OSError as exc:
             parser.error(f"cannot read --admin-token-file: {exc}")
-    if args.aggregator and not args.admin_token:
+    fixed = [option for option in SPEC_FIXES if given(argv, option)]
+    if args.spec and fixed:
+        parser.error(f"--spec fixes {fixed[0].lstrip('-')}: leave out {', '.join(fixed)}")
+    if args.spec and args.via == "http":
+        parser.error("--spec runs in this process; to replay into a service, create the collection from the spec "
+                     "(python -m aggregator create --spec FILE) and pass --via http --collection ID")  # fmt: skip
+    if args.collection:
+        if args.via != "http" or not args.aggregator:
+            parser.error("--collection replays into a running service: add --via http --aggregator URL")
+        if fixed:
+            parser.error(f"the collection's published spec fixes {fixed[0].lstrip('-')}: leave out {', '.join(fixed)}")
+        if given(argv, "--reps") and args.reps != 1:
+            parser.error("--collection takes one repetition: every person reports once into a real collection")
+        args.reps = 1
+    elif args.tokens:
+        parser.error("--tokens goes with --collection (a fresh collection takes no enrollment tokens)")
+    if args.aggregator and not args.admin_token and not args.collection:
         parser.error("--aggregator needs the admin token in $LDPNB_ADMIN_TOKEN or --admin-token-file")
     if args.clients < 1:
         parser.error("--clients must be at least 1")
@@ -179,6 +217,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--via http replays one report per person: it takes neither --budget nor --mode fast")
     if args.spec:
         return run_spec(parser, args)
+    if args.collection:
+        return run_collection(parser, args)
+    import aiohttp
+    from tqdm import tqdm
+
+    from .experiment import PAPER_BINS, Setup, run_once, spec_for, split
+
     data = load_data(parser, args)
     setup = Setup(args.model, args.bins, args.reduce, args.components if args.reduce else None, args.approach)
     if not data.continuous and (args.model != "discrete" or args.reduce or args.bins):
@@ -287,6 +332,8 @@ def accuracy_summary(results: list, estimator: str) -> dict:
 
 def run_spec(parser: argparse.ArgumentParser, args) -> int:
     """``--spec FILE --csv DATA``: the repetitions of the given collection on the CSV's rows."""
+    from .experiment import run_with_spec
+
     try:
         with open(args.spec) as f:
             spec = CollectionSpec.from_json(f.read())
@@ -324,6 +371,64 @@ def run_spec(parser: argparse.ArgumentParser, args) -> int:
     return 0
 
 
+def run_collection(parser: argparse.ArgumentParser, args) -> int:
+    """``--via http --aggregator URL --collection ID``: the data set's training split replayed into
+    an existing collection, then its model (once released) scored on the test split."""
+    import aiohttp
+
+    from .http_replay import ReplayError, published, replay_into
+
+    url = args.aggregator.rstrip("/")
+    try:
+        spec, enrollment = asyncio.run(published(url, args.collection))
+    except ReplayError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    except (OSError, aiohttp.ClientError) as exc:
+        parser.exit(2, f"{parser.prog}: error: cannot use the aggregator: {type(exc).__name__}: {exc}\n")
+    print(spec.privacy_statement(), file=sys.stderr)
+    args.label = args.label or spec.label
+    if args.csv and spec.continuous is not None:
+        args.numeric = tuple(f.name for f in spec.continuous.inputs)
+        args.range = [f"{f.name}={f.low}:{f.high}" for f in spec.continuous.inputs]
+    tokens = None
+    if args.tokens:
+        try:
+            with open(args.tokens) as f:
+                tokens = [line.strip() for line in f if line.strip()]
+        except OSError as exc:
+            parser.error(f"cannot read --tokens: {exc}")
+    data = load_data(parser, args)
+    try:
+        run, note = replay_into(data, url, args.collection, spec, enrollment, args.seed, args.estimator, args.clients, tokens)
+    except ReplayError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    except (OSError, aiohttp.ClientError) as exc:
+        parser.exit(2, f"{parser.prog}: error: cannot use the aggregator: {type(exc).__name__}: {exc}\n")
+    summary = {
+        "dataset": data.name,
+        "collection": args.collection,
+        "aggregator": url,
+        "estimator": args.estimator,
+        "sent": run.n_train,
+        "reports_per_second": run.reports_per_second,
+        "accuracy": None if np.isnan(run.accuracy[args.estimator]) else run.accuracy[args.estimator],
+        "nonprivate": run.nonprivate_accuracy,
+    }
+    if note:
+        summary["note"] = note
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"{data.name}: {run.n_train} reports sent into {args.collection} at {url} "
+              f"({run.reports_per_second:,.0f} reports/s)")  # fmt: skip
+        if note:
+            print(f"  no model yet: {note}")
+        else:
+            print(f"  LDP Naive Bayes accuracy  {run.accuracy[args.estimator]:.4f} (estimator {args.estimator})")
+        print(f"  non-private Naive Bayes   {run.nonprivate_accuracy:.4f}")
+    return 0
+
+
 def describe_budget(spec) -> str:
     """What each simulated person spends, in words."""
     if spec.budget == "one-report":
@@ -334,8 +439,9 @@ def describe_budget(spec) -> str:
     )
 
 
-def run_http(args, data, setup: Setup) -> list:
+def run_http(args, data, setup) -> list:
     """The repetitions over HTTP, against ``--aggregator`` or a local aggregator started for them."""
+    from .http_replay import LocalAggregator, run_over_http
 
     def reps(url: str, token: str) -> list:
         return [

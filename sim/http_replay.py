@@ -21,7 +21,8 @@ import numpy as np
 from tqdm import tqdm
 
 from aggregator import model_from_dict
-from participant.client import AsyncClient
+from participant.client import AsyncClient, Published
+from participant.errors import ClientError
 from participant.reporting import PerturbedInputs, Report
 from participant.spec import CollectionSpec
 from participant.wire import pack_report
@@ -68,11 +69,17 @@ class LocalAggregator:
         self.tmp.cleanup()
 
 
-def participant_bodies(spec: CollectionSpec, perturbed: PerturbedInputs) -> list[bytes]:
-    """One packed report per person, in training-row order, each with its own random report id."""
+def participant_bodies(spec: CollectionSpec, perturbed: PerturbedInputs, tokens: list[str] | None = None) -> list[bytes]:
+    """One packed report per person, in training-row order, each with its own random report id
+    (and person ``j``'s enrollment token ``tokens[j]``, if given)."""
     people = np.concatenate(perturbed.people)
     reports = [Report(i, row) for i, rows in enumerate(perturbed.reports) for row in rows]
-    return [pack_report(reports[j], spec) for j in np.argsort(people, kind="stable")]
+    order = np.argsort(people, kind="stable")
+    return [pack_report(reports[j], spec, tokens[n] if tokens else None) for n, j in enumerate(order)]
+
+
+class ReplayError(Exception):
+    """The replay into an existing collection cannot go on; the message says why (one line)."""
 
 
 async def create_collection(session: aiohttp.ClientSession, url: str, admin_token: str, spec: CollectionSpec) -> str:
@@ -111,6 +118,17 @@ class HttpRun(RunResult):
         return self.n_train / self.seconds
 
 
+async def fetch_model(session: aiohttp.ClientSession, url: str, collection_id: str, estimator: str):
+    """The collection's model, or ``None`` with the service's reason while it is not released."""
+    async with session.get(f"{url}/collections/{collection_id}/model", params={"estimator": estimator}) as r:
+        data = await r.json()
+        if r.status == 409 and "missing" in data:
+            return None, data.get("error", "not released yet")
+        if r.status != 200:
+            raise RuntimeError(f"fetching the model failed ({r.status}): {data.get('error')}")
+    return model_from_dict(data), ""
+
+
 async def _replay(url, admin_token, spec, bodies, clients, estimator, desc) -> tuple:
     connector = aiohttp.TCPConnector(limit=clients)
     async with aiohttp.ClientSession(connector=connector) as session:
@@ -119,11 +137,69 @@ async def _replay(url, admin_token, spec, bodies, clients, estimator, desc) -> t
             start = time.perf_counter()
             await send_all(url, collection_id, bodies, clients, session, progress)
             seconds = time.perf_counter() - start
-        async with session.get(f"{url}/collections/{collection_id}/model", params={"estimator": estimator}) as r:
-            data = await r.json()
+        model, _ = await fetch_model(session, url, collection_id, estimator)
+    return model, seconds
+
+
+async def published(url: str, collection_id: str) -> tuple[CollectionSpec, bool]:
+    """The spec the service publishes for ``collection_id`` (checked against its fingerprint) and
+    whether the collection takes only enrolled reports."""
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{url}/collections/{collection_id}") as r:
+            data = await r.json(content_type=None)
             if r.status != 200:
-                raise RuntimeError(f"fetching the model failed ({r.status}): {data.get('error')}")
-    return model_from_dict(data), seconds
+                raise ReplayError(f"collection {collection_id!r} at {url}: {data.get('error', r.status)}")
+    try:
+        return Published.from_answer(data).spec, bool(data.get("enrollment"))
+    except ClientError as exc:
+        raise ReplayError(f"collection {collection_id!r}: {exc}") from None
+
+
+def replay_into(
+    dataset: Dataset,
+    url: str,
+    collection_id: str,
+    spec: CollectionSpec,
+    enrollment: bool,
+    seed: int,
+    estimator: str,
+    clients: int,
+    tokens: list[str] | None,
+) -> tuple[HttpRun, str]:
+    """The training split of ``seed`` replayed into the existing collection ``collection_id``
+    whose published spec is ``spec`` (see :func:`published`): one participant per row (with an
+    enrollment token each when the collection requires one), then its model scored on the test
+    split. Returns the run (accuracy NaN while the collection is not released) and the service's
+    note when it is not."""
+    X_train, X_test, y_train, y_test = split(dataset, seed)
+    if enrollment and tokens is None:
+        raise ReplayError(
+            f"collection {collection_id!r} takes only enrolled reports: pass --tokens FILE "
+            f"(python -m aggregator enroll {collection_id} --count {len(y_train)} --out FILE)"
+        )
+    if tokens is not None and len(tokens) < len(y_train):
+        raise ReplayError(f"--tokens holds {len(tokens)} tokens for {len(y_train)} participants")
+    try:
+        perturbed = simulate_reports(spec, X_train, y_train, np.random.default_rng(seed))
+    except ValueError as exc:  # RecordError included: a row the spec does not declare
+        raise ReplayError(f"the data do not fit the collection's spec: {exc}") from None
+    bodies = participant_bodies(spec, perturbed, tokens if enrollment else None)
+
+    async def send() -> tuple:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=clients)) as session:
+            with tqdm(total=len(bodies), desc=f"into {collection_id}", unit="report") as progress:
+                start = time.perf_counter()
+                await send_all(url, collection_id, bodies, clients, session, progress)
+                seconds = time.perf_counter() - start
+            return *await fetch_model(session, url, collection_id, estimator), seconds
+
+    model, note, seconds = asyncio.run(send())
+    accuracy = model.score(X_test, y_test) if model is not None else float("nan")
+    run = HttpRun(
+        seed, {estimator: accuracy}, nonprivate_accuracy(spec, X_train, y_train, X_test, y_test), len(y_train),
+        seconds=seconds,
+    )  # fmt: skip
+    return run, note
 
 
 def run_over_http(

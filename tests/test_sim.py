@@ -161,3 +161,51 @@ def test_a_bad_epsilon_is_one_line_and_exit_2_in_every_subcommand(command, tmp_p
     assert last.startswith(f"python -m sim {command[0]}: error: argument --eps: ")
     assert "must lie in [0.001, 50]" in last or "expected numbers separated by commas" in last
     assert not (tmp_path / "unused").exists()  # refused before anything ran
+
+
+def test_replay_into_the_operators_enrolled_collection(tmp_path, capsys):
+    """The operator creates a collection (enrollment, a release threshold) from car's shipped spec
+    and issues tokens; the simulator replays car into it by id, with no admin token, and reads
+    back a model whose accuracy equals the in-process run's on the same seed and spec."""
+    import aiohttp  # noqa: F401  (the service is real; only the simulator talks to it)
+    import urllib.request
+
+    from .servers import AUTH, Server
+
+    server = Server(tmp_path / "agg.sqlite3").start()
+    try:
+        spec = json.loads(open("sim/specs/car.json").read())
+        request = urllib.request.Request(
+            f"{server.url}/collections",
+            data=json.dumps({"spec": spec, "min_reports": 1000, "enrollment": True}).encode(),
+            headers={**AUTH, "Content-Type": "application/json"},
+        )
+        collection = json.loads(urllib.request.urlopen(request).read())["id"]
+        base = ["--dataset", "car", "--via", "http", "--aggregator", server.url, "--collection", collection]
+        with pytest.raises(SystemExit) as refused:
+            main([*base, "--json"])
+        assert refused.value.code == 2 and "--tokens FILE" in capsys.readouterr().err
+        request = urllib.request.Request(
+            f"{server.url}/collections/{collection}/enrollments", data=json.dumps({"count": 1400}).encode(),
+            headers={**AUTH, "Content-Type": "application/json"},
+        )  # fmt: skip
+        tokens = json.loads(urllib.request.urlopen(request).read())["tokens"]
+        (tmp_path / "tokens.txt").write_text("\n".join(tokens) + "\n")
+        assert main([*base, "--tokens", str(tmp_path / "tokens.txt"), "--seed", "3", "--json"]) == 0
+        replayed = json.loads(capsys.readouterr().out)
+        assert replayed["sent"] == 1382 and replayed["collection"] == collection
+        assert main(["--dataset", "car", "--spec", "sim/specs/car.json", "--seed", "3", "--reps", "1", "--json"]) == 0
+        in_process = json.loads(capsys.readouterr().out)
+        assert replayed["accuracy"] == in_process["accuracy_mean"]
+        for extra, words in [
+            (["--eps", "2"], "the collection's published spec fixes eps"),
+            (["--reps", "3"], "one repetition"),
+        ]:
+            with pytest.raises(SystemExit):
+                main([*base, *extra])
+            assert words in capsys.readouterr().err.strip().splitlines()[-1]
+    finally:
+        server.stop()
+    with pytest.raises(SystemExit):
+        main(["--dataset", "car", "--spec", "sim/specs/car.json", "--eps", "2"])
+    assert "--spec fixes eps: leave out --eps" in capsys.readouterr().err
