@@ -10,12 +10,11 @@ lies in [-1, 1].
 
 from __future__ import annotations
 
-import numpy as np
-from scipy.special import logsumexp
-from sklearn.naive_bayes import GaussianNB
-from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import FunctionTransformer
+from functools import partial
 
+import numpy as np
+
+from participant.encoding import feature_rows
 from participant.spec import CollectionSpec
 
 from .simplex import project_to_simplex
@@ -51,6 +50,8 @@ class GaussianModel:
 
     def predict_log_proba(self, X) -> np.ndarray:
         jll = self._jll(X)
+        from scipy.special import logsumexp  # here: importing the estimators must not load scipy
+
         return jll - logsumexp(jll, axis=1, keepdims=True)
 
     def predict_proba(self, X) -> np.ndarray:
@@ -64,8 +65,10 @@ class GaussianModel:
     def score(self, X, y) -> float:
         return float(np.mean(self.predict(X) == np.asarray(y, dtype=object)))
 
-    def to_sklearn(self) -> GaussianNB:
+    def to_sklearn(self):
         """A fitted ``GaussianNB`` over the prepared coordinates (see :meth:`to_sklearn_pipeline`)."""
+        from sklearn.naive_bayes import GaussianNB
+
         nb = GaussianNB(priors=self.class_prior)
         nb.classes_ = np.asarray(self.spec.classes)
         nb.n_features_in_ = self.theta.shape[1]
@@ -76,9 +79,16 @@ class GaussianModel:
         nb.epsilon_ = 0.0
         return nb
 
-    def to_sklearn_pipeline(self) -> Pipeline:
-        """The spec's preparation (clip, normalise, project) then :meth:`to_sklearn`: takes raw records."""
-        return Pipeline([("prepare", FunctionTransformer(self.spec.continuous.transform)), ("nb", self.to_sklearn())])
+    def to_sklearn_pipeline(self):
+        """The spec's preparation (clip, normalise, project) then :meth:`to_sklearn`: takes raw
+        records as a DataFrame with the spec's feature names, a list of dicts, or rows in spec
+        order (:func:`participant.encoding.feature_rows`)."""
+        from sklearn.pipeline import Pipeline
+        from sklearn.preprocessing import FunctionTransformer
+
+        rows = FunctionTransformer(partial(feature_rows, spec=self.spec))
+        prepare = FunctionTransformer(self.spec.continuous.transform)
+        return Pipeline([("rows", rows), ("prepare", prepare), ("nb", self.to_sklearn())])
 
     def to_dict(self) -> dict:
         return {

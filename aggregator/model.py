@@ -5,12 +5,8 @@ from __future__ import annotations
 from functools import partial
 
 import numpy as np
-from scipy.special import logsumexp
-from sklearn.naive_bayes import CategoricalNB
-from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import FunctionTransformer, OrdinalEncoder
 
-from participant.encoding import encode_features
+from participant.encoding import encode_features, feature_rows
 from participant.spec import CollectionSpec
 
 
@@ -62,6 +58,8 @@ class NaiveBayesModel:
     def predict_log_proba(self, X) -> np.ndarray:
         """Log posterior class probabilities of raw records ``X`` (m, n); shape ``(m, k)``."""
         jll = self.joint_log_likelihood_codes(encode_features(X, self.spec))
+        from scipy.special import logsumexp  # here: a command that only parses its options never loads scipy
+
         return jll - logsumexp(jll, axis=1, keepdims=True)
 
     def predict_proba(self, X) -> np.ndarray:
@@ -77,9 +75,11 @@ class NaiveBayesModel:
         """Accuracy on raw records ``X`` with labels ``y``."""
         return float(np.mean(self.predict(X) == np.asarray(y, dtype=object)))
 
-    def to_sklearn(self) -> CategoricalNB:
+    def to_sklearn(self):
         """A fitted ``CategoricalNB`` on ordinal codes (category index in spec order), holding
         this model's probabilities. ``partial_fit`` on it would recompute them from the counts."""
+        from sklearn.naive_bayes import CategoricalNB
+
         nb = CategoricalNB()
         nb.classes_ = np.asarray(self.spec.classes)
         nb.n_features_in_ = len(self.spec.features)
@@ -91,14 +91,20 @@ class NaiveBayesModel:
         return nb
 
     def to_sklearn_pipeline(self) -> Pipeline:
-        """The spec's encoding then :meth:`to_sklearn`: takes raw records. Categorical features
-        go through an ``OrdinalEncoder`` with the spec's categories; continuous ones through the
-        spec's preparation and equal-width bins."""
+        """The spec's encoding then :meth:`to_sklearn`: takes raw records as a DataFrame with the
+        spec's feature names as columns, a list of dicts, or rows in spec order
+        (:func:`participant.encoding.feature_rows`). Categorical features then go through an
+        ``OrdinalEncoder`` with the spec's categories; continuous ones through the spec's
+        preparation and equal-width bins."""
+        from sklearn.pipeline import Pipeline
+        from sklearn.preprocessing import FunctionTransformer, OrdinalEncoder
+
+        rows = FunctionTransformer(partial(feature_rows, spec=self.spec))
         if self.spec.continuous is not None:
             encode = FunctionTransformer(partial(encode_features, spec=self.spec))
-            return Pipeline([("encode", encode), ("nb", self.to_sklearn())])
+            return Pipeline([("rows", rows), ("encode", encode), ("nb", self.to_sklearn())])
         categories = [list(f.categories) for f in self.spec.features]
         width = max(len(c) for c in categories)
         sample = np.array([[c[min(j, len(c) - 1)] for c in categories] for j in range(width)], dtype=object)
         encoder = OrdinalEncoder(categories=categories, dtype=np.int64).fit(sample)
-        return Pipeline([("encode", encoder), ("nb", self.to_sklearn())])
+        return Pipeline([("rows", rows), ("encode", encoder), ("nb", self.to_sklearn())])

@@ -13,11 +13,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-import aiohttp
-import joblib
-from tqdm import tqdm
-
 from .estimators import ESTIMATORS, model_from_dict
+from .plausibility import Z_THRESHOLD
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 ENROLL_CHUNK = 10_000
@@ -74,8 +71,10 @@ class Service:
         self.url = url.rstrip("/")
         self.token = token
 
-    async def call(self, session: aiohttp.ClientSession, method: str, path: str, body=None, admin: bool = True):
+    async def call(self, session, method: str, path: str, body=None, admin: bool = True):
         """The JSON answer; raises :class:`OperatorError` with the service's own message on an error."""
+        import aiohttp
+
         headers = {}
         if admin:
             if not self.token:
@@ -127,6 +126,8 @@ async def _list(service: Service, session, args) -> str:
 
 
 async def _status(service: Service, session, args) -> str:
+    from tqdm import tqdm
+
     path = f"/collections/{args.id}/status"
     first = await service.call(session, "GET", path)
     began = time.monotonic()
@@ -158,12 +159,18 @@ async def _status(service: Service, session, args) -> str:
             f"{item['name']:<24} {item['reports']:>10,} {('%.2f' % z) if z is not None else '-':>8}  "
             f"{'IMPLAUSIBLE' if check.get('flagged') else ''}"
         )
+    lines.append(
+        f"z: standard deviations between the input's aggregate and what honest reports give, whatever their "
+        f"data; |z| > {Z_THRESHOLD:g} flags it (- : no check for this protocol)"
+    )
     if second["flagged"]:
         lines.append("warning: some aggregates are implausible for any honest population (possible poisoning)")
     return "\n".join(lines)
 
 
 async def _model(service: Service, session, args) -> str:
+    import joblib
+
     data = await service.call(session, "GET", f"/collections/{args.id}/model?estimator={args.estimator}", admin=False)
     published = await service.call(session, "GET", f"/collections/{args.id}", admin=False)
     model = model_from_dict(data)
@@ -201,6 +208,8 @@ async def _model(service: Service, session, args) -> str:
 
 
 async def _enroll(service: Service, session, args) -> str:
+    from tqdm import tqdm
+
     if args.count < 1:
         raise OperatorError("--count must be at least 1")
     tokens: list[str] = []
@@ -222,6 +231,8 @@ COMMANDS = {"create": _create, "list": _list, "status": _status, "model": _model
 
 def run(args) -> str:
     """Run the operator subcommand ``args.command``; returns what to print."""
+    import aiohttp
+
     service = Service(args.url, args.token_reader(args))
 
     async def go():

@@ -63,6 +63,22 @@ def encode_features(X, spec: CollectionSpec) -> np.ndarray:
     return codes
 
 
+def feature_rows(X, spec: CollectionSpec) -> np.ndarray:
+    """The raw feature table ``(m, n)`` (object dtype, columns in spec order) of what a
+    scikit-learn user passes: a pandas DataFrame (its columns picked by the spec's feature names,
+    extra columns such as the label ignored), a list of records as dicts, or rows already in spec
+    order. Raises :class:`RecordError` naming a missing column or field."""
+    names = list(raw_field_names(spec)[:-1])
+    if hasattr(X, "columns"):  # a DataFrame, without importing pandas
+        missing = [n for n in names if n not in X.columns]
+        if missing:
+            raise RecordError(missing[0], f"the table has no column {missing[0]!r} (the spec's features: {names})")
+        return X[names].to_numpy(dtype=object)
+    if isinstance(X, (list, tuple)) and X and isinstance(X[0], Mapping):
+        return np.array([_raw_values(record, spec) for record in X], dtype=object)
+    return np.asarray(X, dtype=object)
+
+
 def raw_field_names(spec: CollectionSpec) -> tuple[str, ...]:
     """The fields a person's record holds: the raw features, then the label."""
     raw = spec.continuous.inputs if spec.continuous is not None else spec.features

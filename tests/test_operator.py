@@ -74,6 +74,7 @@ def test_an_operator_runs_a_collection_from_the_command_line(server, tmp_path):
     status = cli(server, "status", "survey", "--interval", "0.1")
     assert status.returncode == 0, status.stderr
     assert "200 reports of 300 needed (67%)" in status.stdout and "missed_payment" in status.stdout
+    assert "z: standard deviations between" in status.stdout  # every printed column explained
     one_line_error(cli(server, "model", "survey", "--out", str(tmp_path / "m.joblib")), "409", "100 more")
 
     send(server, spec, 2000, seed=2)
@@ -86,12 +87,19 @@ def test_an_operator_runs_a_collection_from_the_command_line(server, tmp_path):
         assert card["spec_fingerprint"] == spec.fingerprint and card["reports"] == 2200
         assert card["epsilon_per_person"] == 4.0 and card["estimator"] == "normsub"
         assert set(card["estimated_people_per_class"]) == {"Yes", "No"}
-    # A fresh process with scikit-learn and joblib only: load and predict.
+    # A fresh process: load and predict on what a scikit-learn user passes (rows, a DataFrame with
+    # the feature names and a label column, records as dicts), every warning an error.
     check = (
-        "import joblib, numpy as np\n"
+        "import warnings; warnings.simplefilter('error')\n"
+        "import joblib, numpy as np, pandas as pd\n"
         f"p = joblib.load({str(tmp_path / 'pipeline.joblib')!r})\n"
         "X = np.array([['Young', 'Low', 'Male'], ['Old', 'High', 'Female']], dtype=object)\n"
         "print(list(p.predict(X)), p.predict_proba(X).shape)\n"
+        "frame = pd.DataFrame({'missed_payment': ['No', 'Yes'], 'gender': ['Male', 'Female'],"
+        " 'income': ['Low', 'High'], 'age': ['Young', 'Old']})\n"
+        "records = frame.to_dict('records')\n"
+        "assert list(p.predict(frame)) == list(p.predict(X)) == list(p.predict(records)), 'inputs disagree'\n"
+        "assert np.allclose(p.predict_proba(frame), p.predict_proba(records))\n"
         f"m = joblib.load({str(tmp_path / 'model.joblib')!r})\n"
         "print(type(m).__name__, m.predict(np.array([[0, 0, 0]])).shape)\n"
     )
