@@ -175,6 +175,17 @@ async def page(request: web.Request) -> web.Response:
     )
 
 
+FAVICON_PATH = Path(__file__).with_name("favicon.svg")
+
+
+@routes.get("/favicon.svg")
+@routes.get("/favicon.ico")  # asked for by browsers whatever the page says
+async def favicon(request: web.Request) -> web.Response:
+    return web.Response(
+        body=FAVICON_PATH.read_bytes(), content_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"}
+    )
+
+
 @routes.get("/openapi.json")
 async def openapi(request: web.Request) -> web.Response:
     return web.Response(body=OPENAPI_PATH.read_bytes(), content_type="application/json")

@@ -100,6 +100,38 @@ async def test_the_page_shows_progress_release_and_the_model(site, browser):
         assert os.path.getsize(DOCS / "status-page.png") > 10_000
 
 
+async def test_long_labels_show_whole_and_the_page_asks_for_nothing_missing(site, browser):
+    """Category labels wrap under their bars and carry a tooltip: "pretentious" is not cut to
+    "pretentiou"; the icon the page and the browser ask for is there (no 404 at all)."""
+    from participant import CollectionSpec, Feature
+
+    categories = ["pretentious", "a long label with several words", "x"]
+    spec = CollectionSpec([Feature("style", categories)], ["yes", "no"], "OUE", 4.0)
+    failed = []
+    async with aiohttp.ClientSession() as session:
+        body = {"spec": spec.to_dict(), "id": "labels", "min_reports": 10}
+        async with session.post(f"{site}/collections", json=body, headers=AUTH) as r:
+            assert r.status == 201
+        participant = Participant(spec, rng=np.random.default_rng(0))
+        reports = [participant.report({"style": categories[i % 3], spec.label: "yes"}) for i in range(50)]
+        async with session.post(f"{site}/collections/labels/reports", data=pack_batch(reports, spec), headers=MSGPACK) as r:
+            assert r.status == 200
+        async with session.get(f"{site}/favicon.ico") as r:
+            assert r.status == 200 and r.content_type == "image/svg+xml"
+    page = await browser.new_page()
+    page.on("response", lambda response: failed.append(response.url) if response.status >= 400 else None)
+    await page.goto(f"{site}/collections/labels/view")
+    chart = page.locator('svg[data-chart="feature-0"]')
+    await chart.wait_for(timeout=10_000)
+    for category in categories:
+        label = chart.locator(f'text[data-label="{category}"]')
+        assert (await label.text_content()).count(category.split()[0]) >= 1
+        assert await label.locator("title").text_content() == category
+        assert "".join(await label.locator("tspan").all_text_contents()).replace(" ", "") == category.replace(" ", "")
+    await page.wait_for_timeout(500)
+    assert failed == []
+
+
 async def test_the_home_page_lists_nothing_without_the_token(site, browser):
     page = await browser.new_page()
     await page.goto(f"{site}/")
