@@ -10,19 +10,14 @@ import signal
 import socket
 import sys
 
-import asyncpg
-
-from .addresses import parse_networks
-from .app import create_app, open_store, start_site
-from .auth import TokenError
-from .copy import CopyError, copy_database
-from .keys import Config
+from .dbdefaults import DEFAULT_POOL, DEFAULT_TIMEOUT
 from .operator import COMMANDS as OPERATOR_COMMANDS
 from .operator import OperatorError
 from .operator import add_parsers as add_operator_parsers
 from .operator import run as run_operator
-from .store import StoreLocked, is_postgres_url
-from .store.postgres import DEFAULT_POOL, DEFAULT_TIMEOUT, redacted
+
+# The service's machinery (aiohttp's server, the stores and their drivers) is imported in
+# main(), after the options are parsed: `--help` and the operator's commands do without it.
 
 DESCRIPTION = """\
 Run the ldpnb aggregator (serve), move its database (copy), or operate a running one (create,
@@ -192,7 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     draft.add_argument("--sep", help="field separator (default: sniffed)")
     draft.add_argument("--no-header", action="store_true", help="the first row is data: columns are 0, 1, ...")
     draft.add_argument("--drop", default="", metavar="COL,...", help="columns to leave out")
-    draft.add_argument("--numeric", metavar="COL,...", help="continuous columns (default: detected)")
+    draft.add_argument("--numeric", metavar="COL,...", help="continuous columns, besides those detected")
+    draft.add_argument("--categorical", default="", metavar="COL,...", help="columns never taken as numeric")
     draft.add_argument("--range", action="append", default=[], metavar="COL=LO:HI", help="declared range (repeat)")
     draft.add_argument("--protocol", default="auto", help="DE, SUE, OUE, SHE, THE or auto (default)")
     draft.add_argument("--eps", type=float, default=1.0, help="epsilon per person (default 1)")
@@ -215,6 +211,7 @@ def run_spec_draft(args) -> str:
         header=not args.no_header,
         drop=split(args.drop),
         numeric=split(args.numeric) if args.numeric else None,
+        categorical=split(args.categorical),
         ranges=parse_ranges(args.range),
     )
     table, notes = read_csv(args.csv, options)
@@ -247,7 +244,11 @@ def read_admin_token(args) -> str | None:
     return os.environ.get("LDPNB_ADMIN_TOKEN")
 
 
-def config_from(args) -> Config:
+def config_from(args):
+    """The service's :class:`~aggregator.keys.Config` from the serve options."""
+    from .addresses import parse_networks
+    from .keys import Config
+
     return Config(
         max_body_bytes=args.max_body,
         max_batch=args.max_batch,
@@ -263,11 +264,15 @@ def config_from(args) -> Config:
 
 
 def store_options(args) -> dict:
+    from .store import is_postgres_url
+
     return {"pool_size": args.db_pool, "timeout": args.db_timeout} if is_postgres_url(args.db) else {}
 
 
 async def prepare(args) -> None:
     """Open the database once (schema, admin token, keys) before any worker starts."""
+    from .app import open_store
+
     store, shown = await open_store(args.db, read_admin_token(args), args.rotate_admin_token, **store_options(args))
     await store.close()
     if shown:
@@ -275,6 +280,8 @@ async def prepare(args) -> None:
 
 
 async def serve_worker(args, sock: socket.socket | None, announce: bool, ready_fd: int | None = None) -> None:
+    from .app import create_app, open_store, start_site
+
     store, _ = await open_store(args.db, None, **store_options(args))
     runner, url = await start_site(await create_app(store, config_from(args)), args.host, args.port, sock)
     if ready_fd is not None:
@@ -373,6 +380,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    import asyncpg
+
+    from .auth import TokenError
+    from .copy import CopyError, copy_database
+    from .store import StoreLocked, is_postgres_url
+    from .store.postgres import redacted
+
     try:
         if args.command == "spec":
             print(run_spec_draft(args), flush=True)

@@ -19,31 +19,56 @@ public API an app needs:
 Everything here needs only the core install (numpy, msgpack, aiohttp).
 """
 
-from .client import AsyncClient, Client, Published
-from .encoding import (
-    encode_features,
-    encode_labels,
-    encode_record,
-    input_values,
-    joint_decode,
-    joint_encode,
-    population_inputs,
-)
-from .errors import (
-    AlreadyReported,
-    BudgetExceeded,
-    ClientError,
-    CollectionChanged,
-    LedgerError,
-    RecordError,
-    ReportRejected,
-    SpecError,
-    SubmissionFailed,
-)
-from .ledger import Budget, Ledger, Limits
-from .randomness import SecureGenerator
-from .reporting import Participant, PerturbedInputs, Report, choose_inputs, perturb_population
-from .spec import CollectionSpec, Feature
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+# Where each public name lives. Imported on first use (PEP 562): a command that only reads a spec
+# does not load aiohttp, and `--help` answers at once.
+_HOMES = {
+    ".client": ("AsyncClient", "Client", "Published"),
+    ".encoding": (
+        "encode_features", "encode_labels", "encode_record", "input_values", "joint_decode", "joint_encode",
+        "population_inputs",
+    ),
+    ".errors": (
+        "AlreadyReported", "BudgetExceeded", "ClientError", "CollectionChanged", "LedgerError", "RecordError",
+        "ReportRejected", "SpecError", "SubmissionFailed",
+    ),
+    ".ledger": ("Budget", "Ledger", "Limits"),
+    ".randomness": ("SecureGenerator",),
+    ".reporting": ("Participant", "PerturbedInputs", "Report", "choose_inputs", "perturb_population"),
+    ".spec": ("CollectionSpec", "Feature"),
+}  # fmt: skip
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str):
+    if name not in _HOME_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOME_OF[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOME_OF])
+
+
+if TYPE_CHECKING:
+    from .client import AsyncClient, Client, Published
+    from .encoding import (
+        encode_features, encode_labels, encode_record, input_values, joint_decode, joint_encode, population_inputs,
+    )
+    from .errors import (
+        AlreadyReported, BudgetExceeded, ClientError, CollectionChanged, LedgerError, RecordError, ReportRejected,
+        SpecError, SubmissionFailed,
+    )
+    from .ledger import Budget, Ledger, Limits
+    from .randomness import SecureGenerator
+    from .reporting import Participant, PerturbedInputs, Report, choose_inputs, perturb_population
+    from .spec import CollectionSpec, Feature  # fmt: skip
 
 __all__ = [
     "AlreadyReported",

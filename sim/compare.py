@@ -13,17 +13,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
-from participant import encode_features
-
-from .baselines import DPSVM, DPDecisionTree, DPGaussianNB, DPNaiveBayes, DPRadiusNeighbours
-from .baselines.neighbours import DPKNearestNeighbours
-from .baselines.smooth_nb import SmoothSensitivityNB
-from .cli_options import add_csv_options, check_common, load_data
+from .cli_options import add_csv_options, check_common, csv_source, load_data
 from .cli_options import epsilons as epsilon_list
 from .datasets import dataset_names
-from .experiment import Setup, run_once, runner_for, spec_for, split
+
+# The baselines and the simulator (scikit-learn) are imported where a comparison runs: `--help`
+# and a refused option answer without them.
 
 RADIUS = 1  # Hamming radius of the radius-neighbours baseline on categorical data
 
@@ -37,6 +33,10 @@ MODELS = [
 
 def _continuous_models(dataset, seed: int):
     """Per split: train/test arrays for the numerical baselines and binned codes for the tree."""
+    from participant import encode_features
+
+    from .experiment import Setup, spec_for, split
+
     X_train, X_test, y_train, y_test = split(dataset, seed)
     spec = spec_for(dataset, "DE", 1.0, setup=Setup(bins=4))  # equal-width bins of the declared ranges
     labels = {c: i for i, c in enumerate(dataset.classes)}
@@ -50,6 +50,13 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0, knn: int =
     ``{model: array (reps,)}``. Numerical data sets use their declared bounds: Gaussian NB and the
     SVM on the values, the tree on equal-width bins, our LDP model on the paper's bins. ``knn`` > 0
     adds the private k-NN classifier with that k (categorical data sets; slow on large ones)."""
+    from tqdm import tqdm
+
+    from .baselines import DPSVM, DPDecisionTree, DPGaussianNB, DPNaiveBayes, DPRadiusNeighbours
+    from .baselines.neighbours import DPKNearestNeighbours
+    from .baselines.smooth_nb import SmoothSensitivityNB
+    from .experiment import run_once, runner_for
+
     names = [name for name, _ in models_for(dataset, knn)]
     accuracy = {name: np.zeros((len(epsilons), reps)) for name in names}
     nonprivate = {name: np.zeros(reps) for name in names}
@@ -151,7 +158,9 @@ def main(argv: list[str]) -> int:
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--dataset", choices=dataset_names())
-    source.add_argument("--csv", metavar="FILE", help="your own data (see the data options)")
+    source.add_argument(
+        "--csv", type=csv_source, metavar="FILE[:LABEL]", help="your own data: a CSV file (see the data options)"
+    )
     add_csv_options(parser)
     parser.add_argument("--eps", type=epsilon_list, default="0.1,0.5,1,2,5", help="comma-separated ε values")
     parser.add_argument("--reps", type=int, default=20)

@@ -19,6 +19,7 @@ import asyncpg
 import msgpack
 import numpy as np
 
+from ..dbdefaults import DEFAULT_POOL, DEFAULT_TIMEOUT
 from .base import NEW, SCHEMA_VERSION, TOKEN_USED, IncomingBatch, Store, StoreUnavailable, classify
 
 SCHEMA = """
@@ -69,11 +70,6 @@ def is_postgres_url(db: str) -> bool:
 
 
 log = logging.getLogger("ldpnb.aggregator")
-#: Seconds a query, a connection or a wait for a free pooled connection may take before the
-#: request is answered 503 (``serve --db-timeout``).
-DEFAULT_TIMEOUT = 5.0
-#: Connections each process opens, all at start (``serve --db-pool``).
-DEFAULT_POOL = 4
 # What says the database is away, restarting, out of connections or too slow (not what a query
 # did wrong): connection and interface errors, and the classes 08 (connection), 53 (resources)
 # and 57 (operator intervention: shutdown, restart, cancelled statement).

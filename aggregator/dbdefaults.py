@@ -1,0 +1,8 @@
+"""The database settings' defaults, apart from the drivers, so that the command line shows them
+without loading asyncpg or sqlite-utils."""
+
+#: Seconds a query, a connection or a wait for a free pooled connection may take before the
+#: request is answered 503 (``serve --db-timeout``).
+DEFAULT_TIMEOUT = 5.0
+#: Connections each process opens, all at start (``serve --db-pool``).
+DEFAULT_POOL = 4

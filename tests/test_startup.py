@@ -1,0 +1,41 @@
+"""Every command line answers `--help` (and refuses a bad option) without importing what only a
+running command uses: the import list, not a timing, is what is checked (bench/startup.py times
+it). scikit-learn alone took about 3 s of CPU on every call."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("sklearn", "scipy", "pandas", "matplotlib", "aiohttp", "asyncpg", "sqlite_utils", "joblib", "tqdm")
+COMMANDS = [
+    ["sim", "--help"],
+    ["sim", "sweep", "--help"],
+    ["sim", "compare", "--help"],
+    ["aggregator", "--help"],
+    ["aggregator", "serve", "--help"],
+    ["aggregator", "status", "--help"],
+    ["aggregator", "model", "--help"],
+    ["aggregator", "spec", "--help"],
+    ["sim", "--dataset", "car", "--eps", "0"],  # refused while parsing
+]
+
+
+def imported(command: list[str]) -> set[str]:
+    """The top-level packages ``python -m <command>`` imports (from ``-X importtime``)."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", *command], capture_output=True, text=True, timeout=120)
+    assert result.returncode in (0, 2), result.stderr[-2000:]
+    names = set()
+    for line in result.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_help_and_refusals_load_nothing_heavy(command):
+    loaded = imported(command)
+    assert "numpy" in loaded  # the parse itself did run (the check is not vacuous)
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
