@@ -11,9 +11,10 @@ Every estimator reads only the aggregated statistics (post-processing), so none 
   histogram and each feature's joint histogram summed over feature values), weighted by the inverse of
   their variance, then projected onto the simplex; conditionals are smoothed toward uniform by the
   smaller of an empirical-Bayes weight (the share of the counts' spread that the noise explains,
-  vanishing like 1/n) and a pseudo-count of one standard deviation per cell. The smoothing matters most:
-  when the noise swamps a feature's counts its conditionals flatten and the prior decides, instead
-  of noise deciding (car at ε = 0.5 goes from about 0.41 to 0.61 accuracy; see the README table).
+  vanishing like 1/n) and a pseudo-count of one standard deviation per cell, both scaled by a
+  strength the collection's own statistics choose (:mod:`aggregator.strength`). The smoothing
+  matters most: when the noise swamps a feature's counts its conditionals flatten and the prior
+  decides, instead of noise deciding (see the README table).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ import numpy as np
 from .gaussian import GaussianModel, gaussian_estimator
 from .model import NaiveBayesModel
 from .simplex import project_to_simplex
+from .smoothing import Unsmoothed
 from .statistics import CollectionStatistics
+from .strength import choose_strength
 
 
 def paper_estimator(stats: CollectionStatistics) -> NaiveBayesModel:
@@ -42,9 +45,18 @@ def paper_estimator(stats: CollectionStatistics) -> NaiveBayesModel:
     return NaiveBayesModel(spec, class_count, category_count)
 
 
-def normsub_estimator(stats: CollectionStatistics, smoothing: float = 1.0) -> NaiveBayesModel:
+def normsub_estimator(stats: CollectionStatistics, strength: float | None = None) -> NaiveBayesModel:
     """Norm-Sub consistent histograms, inverse-variance pooled class priors, and conditionals
-    smoothed by :func:`smooth_conditionals` (``smoothing`` scales its pseudo-count bound)."""
+    smoothed by :func:`~aggregator.smoothing.smooth_conditionals` with ``strength`` (left out:
+    the one :func:`~aggregator.strength.choose_strength` picks from the statistics)."""
+    base = normsub_unsmoothed(stats)
+    if strength is None:
+        strength = choose_strength(stats, normsub_unsmoothed, base)
+    return base.model(stats.spec, strength)
+
+
+def normsub_unsmoothed(stats: CollectionStatistics) -> Unsmoothed:
+    """``normsub`` before its smoothing: the pooled class counts and the Norm-Sub tables."""
     spec, k = stats.spec, stats.spec.n_classes
     counts = stats.estimated_counts()
 
@@ -64,11 +76,11 @@ def normsub_estimator(stats: CollectionStatistics, smoothing: float = 1.0) -> Na
         prior = np.full(k, 1.0 / k)
     class_count = np.maximum(prior * stats.n_reports, 1.0)
 
-    category_count = []
+    tables, variances = [], []
     for oracle, state, raw in zip(spec.oracles[1:], stats.states[1:], counts[1:]):
-        table = project_to_simplex(raw, state.n).reshape(-1, k).T  # (k, n_i) counts
-        category_count.append(smooth_conditionals(table, oracle.variance(max(state.n, 1))[0], smoothing))
-    return NaiveBayesModel(spec, class_count, category_count)
+        tables.append(project_to_simplex(raw, state.n).reshape(-1, k).T)  # (k, n_i) counts
+        variances.append(oracle.variance(max(state.n, 1))[0])
+    return Unsmoothed(class_count, tables, variances)
 
 
 def class_share_variance(oracle, n: int, k: int) -> float:
@@ -86,44 +98,6 @@ def class_share_variance(oracle, n: int, k: int) -> float:
         rho = q * cells + (p - q) / k
         return rho * (1 - rho) / ((p - q) ** 2 * n)
     return cells * oracle.variance(n)[0] / n**2
-
-
-def smooth_conditionals(table: np.ndarray, cell_variance: float, strength: float = 1.0) -> np.ndarray:
-    """Smoothing of one feature's counts ``table`` (shape ``(k, n_i)``) that vanishes as the noise
-    does: each class's distribution over the feature's values moves toward the uniform one by a
-    weight ``w``, the smaller of two. (Toward the feature's pooled marginal instead, which removes
-    the false class signal a skewed, class-independent feature gains when the rarer class is
-    pulled further, lost 0.02 to 0.03 accuracy on connect-4 and car at ε 1 to 2 over 100 paired
-    repetitions: ``bench/estimators.py``; see the README.)
-
-    - Empirical Bayes: for class ``c`` with ``T`` counts the noise variance of a share is ``v/T²``
-      (``v`` the variance of one cell's count estimate) and the shares' observed spread around the
-      feature's marginal is ``s² + v/T²``, so ``w = (v/T²) / (v/T² + s²)``, the share of the
-      class-specific spread the noise explains. It falls like ``1/n`` as reports grow.
-    - A pseudo-count of ``strength`` standard deviations per cell, ``w = n_i·sd / (T + n_i·sd)``:
-      with few reports the spread's own estimate is mostly noise, and this (the earlier rule,
-      which falls only like ``1/sqrt(n)``) bounds the smoothing where the data cannot.
-
-    When the noise swamps a feature's counts both weights near 1 and the feature stops swaying
-    the model; with many reports the empirical-Bayes weight takes over and the estimate converges
-    like the raw counts. Returns positive counts with the rows' totals.
-    """
-    table = np.asarray(table, dtype=float)
-    d = table.shape[1]
-    totals = table.sum(axis=1, keepdims=True)
-    safe = np.maximum(totals, 1e-12)
-    shares = table / safe
-    overall = table.sum()
-    marginal = table.sum(axis=0) / overall if overall > 0 else np.full(d, 1.0 / d)
-    noise = cell_variance / safe**2  # (k, 1)
-    # The class-specific signal: the spread around the feature's marginal (what every class shares
-    # does not tell classes apart, and a skewed marginal must not pass for signal).
-    spread = np.maximum(((shares - marginal) ** 2).mean(axis=1, keepdims=True) - noise, 0.0)
-    empirical = np.where(totals > 0, noise / (noise + spread + 1e-300), 1.0)
-    pseudo = d * strength * np.sqrt(cell_variance)
-    weight = np.minimum(empirical, pseudo / (np.maximum(totals, 0.0) + pseudo))
-    smoothed = np.maximum((1 - weight) * shares + weight / d, 1e-12)
-    return smoothed / smoothed.sum(axis=1, keepdims=True) * np.maximum(totals, 1.0)
 
 
 @dataclass(frozen=True)
@@ -182,20 +156,28 @@ def direct_encoding_mle(oracle, state) -> np.ndarray:
     return np.maximum(f / lam[r - 1] - c, 0.0) * state.n
 
 
-def ibu_estimator(stats: CollectionStatistics) -> NaiveBayesModel:
+def ibu_estimator(stats: CollectionStatistics, strength: float | None = None) -> NaiveBayesModel:
     """``normsub`` with each DE input's histogram the maximum-likelihood one
     (:func:`direct_encoding_mle`, where Iterative Bayesian Update converges) instead of Norm-Sub
-    (other protocols' inputs as in ``normsub``), then the same smoothing."""
+    (other protocols' inputs as in ``normsub``), then the same smoothing, its strength chosen for
+    this estimator when left out."""
+    base = ibu_unsmoothed(stats)
+    if strength is None:
+        strength = choose_strength(stats, ibu_unsmoothed, base)
+    return base.model(stats.spec, strength)
+
+
+def ibu_unsmoothed(stats: CollectionStatistics) -> Unsmoothed:
+    """``ibu`` before its smoothing: ``normsub``'s, with each DE input's table the maximum-likelihood one."""
     from protocols import DirectEncoding
 
     spec, k = stats.spec, stats.spec.n_classes
-    base = normsub_estimator(stats)
-    tables = list(base.category_count)
+    base = normsub_unsmoothed(stats)
+    tables = list(base.tables)
     for i, (oracle, state) in enumerate(zip(spec.oracles[1:], stats.states[1:])):
         if isinstance(oracle, DirectEncoding):
-            table = direct_encoding_mle(oracle, state).reshape(-1, k).T
-            tables[i] = smooth_conditionals(table, oracle.variance(max(state.n, 1))[0])
-    return NaiveBayesModel(spec, base.class_count, tables)
+            tables[i] = direct_encoding_mle(oracle, state).reshape(-1, k).T
+    return Unsmoothed(base.class_count, tables, base.cell_variances)
 
 
 ESTIMATORS: dict[str, Callable[[CollectionStatistics], NaiveBayesModel]] = {

@@ -1,0 +1,75 @@
+"""How far each class's conditional distribution moves toward uniform, given the noise of its counts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from participant.spec import CollectionSpec
+
+from .model import NaiveBayesModel
+
+
+@dataclass(frozen=True)
+class Unsmoothed:
+    """What an estimator derives before smoothing: ``class_count`` (shape ``(k,)``, positive),
+    and per feature its consistent counts ``tables[i]`` (shape ``(k, n_i)``) and the noise
+    variance of one of their cells' estimates, ``cell_variances[i]``."""
+
+    class_count: np.ndarray
+    tables: list[np.ndarray]
+    cell_variances: list[float]
+
+    def model(self, spec: CollectionSpec, strength: float) -> NaiveBayesModel:
+        """The Naive Bayes model with every feature smoothed at ``strength``."""
+        tables = [smooth_conditionals(t, v, strength) for t, v in zip(self.tables, self.cell_variances)]
+        return NaiveBayesModel(spec, self.class_count, tables)
+
+    def log_probabilities(self, strengths: np.ndarray) -> list[np.ndarray]:
+        """``log P(F_i = a | c)`` at each of ``strengths`` (shape ``(S,)``) at once: one array of
+        shape ``(S, k, n_i)`` per feature."""
+        column = np.asarray(strengths, dtype=float)[:, None, None]
+        out = []
+        for table, variance in zip(self.tables, self.cell_variances):
+            smoothed = smooth_conditionals(table, variance, column)
+            out.append(np.log(smoothed) - np.log(smoothed.sum(axis=-1, keepdims=True)))
+        return out
+
+
+def smooth_conditionals(table: np.ndarray, cell_variance: float, strength=1.0) -> np.ndarray:
+    """Smoothing of one feature's counts ``table`` (shape ``(k, n_i)``) that vanishes as the noise
+    does: each class's distribution over the feature's values moves toward the uniform one by a
+    weight ``w``, the smaller of two. ``strength`` multiplies the noise both weights see (1: the
+    empirical-Bayes weight itself; :mod:`aggregator.strength` picks it per collection). Returns
+    positive counts with the rows' totals, shape ``(k, n_i)``; for an array of strengths of shape
+    ``(S, 1, 1)``, shape ``(S, k, n_i)``.
+
+    - Empirical Bayes: for class ``c`` with ``T`` counts the noise variance of a share is ``v/T²``
+      (``v`` the variance of one cell's count estimate) and the shares' observed spread around the
+      feature's marginal is ``s² + v/T²``, so ``w = (v/T²) / (v/T² + s²)``, the share of the
+      class-specific spread the noise explains. It falls like ``1/n`` as reports grow.
+    - A pseudo-count of ``strength`` standard deviations per cell, ``w = n_i·sd / (T + n_i·sd)``:
+      with few reports the spread's own estimate is mostly noise, and this (which falls only like
+      ``1/sqrt(n)``) bounds the smoothing where the data cannot.
+
+    The target is uniform, not the feature's pooled marginal: toward the marginal removes the
+    false class signal a skewed, class-independent feature gains when the rarer class is pulled
+    further, but it lost 0.02 to 0.03 accuracy on connect-4 and on car at ε 1 to 2 (README).
+    """
+    table = np.asarray(table, dtype=float)
+    d = table.shape[1]
+    totals = table.sum(axis=1, keepdims=True)
+    safe = np.maximum(totals, 1e-12)
+    shares = table / safe
+    overall = table.sum()
+    marginal = table.sum(axis=0) / overall if overall > 0 else np.full(d, 1.0 / d)
+    noise = strength * cell_variance / safe**2  # (k, 1)
+    # The class-specific signal: the spread around the feature's marginal (what every class shares
+    # does not tell classes apart, and a skewed marginal must not pass for signal).
+    spread = np.maximum(((shares - marginal) ** 2).mean(axis=1, keepdims=True) - cell_variance / safe**2, 0.0)
+    empirical = np.where(totals > 0, noise / (noise + spread + 1e-300), 1.0)
+    pseudo = d * strength * np.sqrt(cell_variance)
+    weight = np.minimum(empirical, pseudo / (np.maximum(totals, 0.0) + pseudo))
+    smoothed = np.maximum((1 - weight) * shares + weight / d, 1e-12)
+    return smoothed / smoothed.sum(axis=-1, keepdims=True) * np.maximum(totals, 1.0)

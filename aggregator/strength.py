@@ -1,0 +1,106 @@
+"""How strongly to smooth, chosen per collection from its own reports by a parametric bootstrap.
+
+One smoothing strength does not suit every collection: on car at ε ≤ 1 four to eight times the
+empirical-Bayes weight gains 0.05 to 0.07 accuracy (the noise of six features' conditionals
+otherwise outvotes the class prior), while on chess and mushroom anything above 1 loses. Which
+case a collection is in shows in its reports: fit the model lightly smoothed, treat it as the
+truth, draw collections of the same size from it through the same oracles, and see which strength
+classifies records drawn from that truth best. Everything reads only the aggregated statistics
+(post-processing): no privacy is spent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+import numpy as np
+
+from .model import NaiveBayesModel
+from .smoothing import Unsmoothed
+from .statistics import CollectionStatistics
+
+STRENGTHS = (1.0, 2.0, 4.0, 8.0, 16.0)
+# The plug-in truth is smoothed less than the default: a model smoothed by strength 1 shows less
+# class signal than the population has, and a bootstrap from it would favour smoothing more.
+PLUG_IN = 0.6
+DRAWS = 12
+RECORDS = 2000
+# A stronger smoothing must beat a weaker one by this much expected accuracy to be chosen: where
+# every strength classifies alike (strong signal, many reports) the weakest, whose probabilities
+# converge fastest, is kept rather than whichever the draws' noise favours.
+TIE = 0.002
+
+Derive = Callable[[CollectionStatistics], Unsmoothed]
+
+
+def statistics_seed(stats: CollectionStatistics) -> int:
+    """A seed that is a function of the statistics alone (so the same reports give the same model)."""
+    digest = hashlib.sha256()
+    for state in stats.states:
+        digest.update(np.int64(state.n).tobytes())
+        digest.update(np.ascontiguousarray(state.support, dtype=np.float64).tobytes())
+    return int.from_bytes(digest.digest()[:8], "little")
+
+
+def sample_records(model: NaiveBayesModel, m: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """``m`` records drawn from ``model`` as if it were the population: integer codes ``(m, n)``
+    and each record's posterior class probabilities under the model ``(m, k)``."""
+    k = len(model.class_count)
+    classes = rng.choice(k, size=m, p=model.class_prior)
+    columns = []
+    for log_table in model.feature_log_prob:
+        cumulative = np.cumsum(np.exp(log_table), axis=1)[classes]  # (m, n_i)
+        drawn = (rng.random(m)[:, None] * cumulative[:, -1:] < cumulative).argmax(axis=1)
+        columns.append(drawn)
+    codes = np.column_stack(columns) if columns else np.zeros((m, 0), dtype=np.int64)
+    jll = model.joint_log_likelihood_codes(codes)
+    posterior = np.exp(jll - jll.max(axis=1, keepdims=True))
+    return codes, posterior / posterior.sum(axis=1, keepdims=True)
+
+
+def draw_statistics(model: NaiveBayesModel, like: CollectionStatistics, rng) -> CollectionStatistics:
+    """A collection as ``like`` (the same spec, the same number of reports on each input) whose
+    people are drawn from ``model``: each input's true histogram is multinomial, then its reports'
+    state is drawn exactly through the input's oracle."""
+    prior = model.class_prior
+    joints = [prior] + [(prior[:, None] * np.exp(t)).T.ravel() for t in model.feature_log_prob]  # a·k + c
+    drawn = CollectionStatistics(like.spec)
+    drawn.states = [
+        oracle.simulate_counts(rng.multinomial(state.n, joint / joint.sum()), rng)
+        for oracle, state, joint in zip(like.spec.oracles, like.states, joints)
+    ]
+    return drawn
+
+
+def choose_strength(
+    stats: CollectionStatistics,
+    derive: Derive,
+    base: Unsmoothed | None = None,
+    strengths: tuple[float, ...] = STRENGTHS,
+    draws: int = DRAWS,
+    records: int = RECORDS,
+) -> float:
+    """The strength in ``strengths`` whose smoothing of ``derive(drawn)`` has the highest expected
+    accuracy over ``draws`` collections drawn from the plug-in truth, ``derive(stats)`` (or
+    ``base``) smoothed at :data:`PLUG_IN`, scored on ``records`` records from the same truth (the
+    posterior probability of the predicted class, averaged). Every strength is scored on the same
+    draws and records, all at once. The draws are seeded by the statistics, so the choice is a
+    function of the reports. Of strengths within :data:`TIE` of the best, the first (weakest) is
+    taken. Returns ``strengths[0]`` when there are no reports."""
+    if stats.n_reports == 0 or len(strengths) == 1:
+        return strengths[0]
+    rng = np.random.default_rng(statistics_seed(stats))
+    truth = (base or derive(stats)).model(stats.spec, PLUG_IN)
+    codes, posterior = sample_records(truth, records, rng)
+    columns = np.arange(records)
+    score = np.zeros(len(strengths))
+    for _ in range(draws):
+        drawn = derive(draw_statistics(truth, stats, rng))
+        jll = np.log(drawn.class_count / drawn.class_count.sum())[None, None, :]  # (1, 1, k)
+        for i, log_prob in enumerate(drawn.log_probabilities(np.array(strengths))):  # (S, k, n_i)
+            jll = jll + log_prob[:, :, codes[:, i]].transpose(0, 2, 1)  # (S, m, k)
+        predicted = jll.argmax(axis=2)  # (S, m)
+        score += posterior[columns, predicted].mean(axis=1)
+    score /= draws
+    return strengths[int(np.flatnonzero(score >= score.max() - TIE)[0])]
