@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from participant.extras import require_extra
+from participant.lazy import lazy_exports
 
 require_extra("aggregator", "aggregator", ["scipy", "sklearn", "sqlite_utils", "asyncpg", "prometheus_client", "tqdm"])
 
@@ -17,20 +17,7 @@ _HOMES = {
     ".simplex": ("project_to_simplex",),
     ".statistics": ("CollectionStatistics",),
 }
-_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
-
-
-def __getattr__(name: str):
-    if name not in _HOME_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOME_OF[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_HOME_OF])
-
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from .estimators import ESTIMATORS, build_model, model_from_dict, normsub_estimator, paper_estimator

@@ -21,8 +21,9 @@ Everything here needs only the core install (numpy, msgpack, aiohttp).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from .lazy import lazy_exports
 
 # Where each public name lives. Imported on first use (PEP 562): a command that only reads a spec
 # does not load aiohttp, and `--help` answers at once.
@@ -41,20 +42,7 @@ _HOMES = {
     ".reporting": ("Participant", "PerturbedInputs", "Report", "choose_inputs", "perturb_population"),
     ".spec": ("CollectionSpec", "Feature"),
 }  # fmt: skip
-_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
-
-
-def __getattr__(name: str):
-    if name not in _HOME_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOME_OF[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_HOME_OF])
-
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from .client import AsyncClient, Client, Published
