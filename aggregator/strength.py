@@ -26,6 +26,10 @@ STRENGTHS = (1.0, 2.0, 4.0, 8.0, 16.0)
 PLUG_IN = 0.6
 DRAWS = 12
 RECORDS = 2000
+# Collections larger than this (cells summed over inputs) keep strength 1 without a bootstrap: its
+# cost grows with the cells, and a DE input's exact draw holds a d × d matrix.
+MAX_CELLS = 20_000
+MAX_DE_DOMAIN = 512
 # A stronger smoothing must beat a weaker one by this much expected accuracy to be chosen: where
 # every strength classifies alike (strong signal, many reports) the weakest, whose probabilities
 # converge fastest, is kept rather than whichever the draws' noise favours.
@@ -87,8 +91,15 @@ def choose_strength(
     posterior probability of the predicted class, averaged). Every strength is scored on the same
     draws and records, all at once. The draws are seeded by the statistics, so the choice is a
     function of the reports. Of strengths within :data:`TIE` of the best, the first (weakest) is
-    taken. Returns ``strengths[0]`` when there are no reports."""
-    if stats.n_reports == 0 or len(strengths) == 1:
+    taken. Returns ``strengths[0]`` when there are no reports, or when the collection is larger
+    than :data:`MAX_CELLS` cells or holds a DE input over :data:`MAX_DE_DOMAIN` values."""
+    from protocols import DirectEncoding
+
+    oracles = stats.spec.oracles
+    too_large = sum(o.domain_size for o in oracles) > MAX_CELLS or any(
+        isinstance(o, DirectEncoding) and o.domain_size > MAX_DE_DOMAIN for o in oracles
+    )
+    if stats.n_reports == 0 or len(strengths) == 1 or too_large:
         return strengths[0]
     rng = np.random.default_rng(statistics_seed(stats))
     truth = (base or derive(stats)).model(stats.spec, PLUG_IN)

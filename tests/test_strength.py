@@ -101,3 +101,28 @@ def test_the_same_reports_give_the_same_model_and_an_empty_collection_strength_o
     for a, b in zip(first.category_count, second.category_count):
         np.testing.assert_array_equal(a, b)
     assert choose_strength(CollectionStatistics(spec), normsub_unsmoothed) == STRENGTHS[0]
+
+
+def test_a_large_collection_keeps_strength_one_without_a_bootstrap(monkeypatch):
+    """A DE feature of 300 values (600 joint cells: each bootstrap draw would hold a 600 × 600
+    matrix, and the bound keeps a service's /model from 12 such draws at any size) gets strength 1
+    without a single draw; a collection under the bounds is bootstrapped."""
+    import aggregator.strength as strength
+
+    draws = []
+
+    def counting(*args):
+        draws.append(1)
+        return draw_statistics(*args)
+
+    monkeypatch.setattr(strength, "draw_statistics", counting)
+    for values, expected_draws in ((300, 0), (100, strength.DRAWS)):
+        spec = CollectionSpec([Feature("city", [f"c{i}" for i in range(values)])], ["a", "b"], "DE", 4.0)
+        stats = CollectionStatistics(spec)
+        stats.states[0].n, stats.states[0].support[:] = 1000, 500.0
+        stats.states[1].n, stats.states[1].support[:] = 1000, 1000 / (2 * values)
+        draws.clear()
+        chosen = choose_strength(stats, normsub_unsmoothed)
+        assert len(draws) == expected_draws
+        if not expected_draws:
+            assert chosen == STRENGTHS[0]
