@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli_options import add_csv_options, check_common, csv_source, load_data
+from .cli_options import add_csv_options, check_common, csv_source, load_data, positive_int
 from .cli_options import epsilons as epsilon_list
 from .datasets import dataset_names
 
@@ -163,7 +163,7 @@ def main(argv: list[str]) -> int:
     )
     add_csv_options(parser)
     parser.add_argument("--eps", type=epsilon_list, default="0.1,0.5,1,2,5", help="comma-separated ε values")
-    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--reps", type=positive_int, default=20, help="splits per ε (default 20)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", metavar="DIR")
     parser.add_argument("--out", default="results", help="folder for the plot (default results)")
@@ -174,6 +174,8 @@ def main(argv: list[str]) -> int:
     check_common(parser, args)
     data = load_data(parser, args)
     eps_values = args.eps
+    if args.knn < 0:
+        parser.error("--knn takes K >= 1 (or 0, the default: no k-NN)")
     if args.knn and data.continuous:
         parser.error("--knn applies to the categorical data sets")
     result = compare(data, eps_values, args.reps, args.seed, args.knn)

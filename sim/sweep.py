@@ -21,7 +21,7 @@ from aggregator import ESTIMATORS
 from aggregator.csvdata import DataError, read_csv
 from protocols import DEFAULT_THETA, FREQUENCY_ORACLES, PROTOCOL_NAMES
 
-from .cli_options import add_csv_options, check_common, csv_source, csv_sources, load_source
+from .cli_options import add_csv_options, check_common, csv_source, csv_sources, load_source, positive_int
 from .cli_options import epsilons as epsilon_list
 from .datasets import DatasetNotFound, dataset_names, load_dataset
 
@@ -143,8 +143,20 @@ def build_cells(args) -> list[Cell]:
     return cells
 
 
+def _is_continuous(name: str, data_dir, sources) -> bool:
+    return load_source(name, data_dir, sources.get(name)).continuous
+
+
 def _list(kind):
-    return lambda text: [kind(x) for x in text.split(",") if x]
+    """An argparse type: comma-separated values of ``kind``."""
+
+    def parse(text: str) -> list:
+        try:
+            return [kind(x) for x in text.split(",") if x]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__} values, got {text!r}") from None
+
+    return parse
 
 
 def _reductions(text: str) -> list[str]:
@@ -172,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--protocols", type=_list(str), default=list(FREQUENCY_ORACLES), help="comma-separated (default all)"
     )
     parser.add_argument("--eps", type=epsilon_list, default=[0.5, 1, 2, 3, 4, 5], help="comma-separated ε values")
-    parser.add_argument("--reps", type=int, default=100, help="repetitions per cell (default 100)")
+    parser.add_argument("--reps", type=positive_int, default=100, help="repetitions per cell (default 100)")
     parser.add_argument("--seed", type=int, default=0, help="seed of repetition 0 (default 0)")
     parser.add_argument(
         "--estimators", type=_list(str), default=["normsub"], help=f"comma-separated: {', '.join(ESTIMATORS)}"
@@ -183,10 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--reduce", type=_reductions, default=[""], help="continuous data: comma-separated original, pca, dca"
     )
-    parser.add_argument("--components", type=int, default=1)
+    parser.add_argument("--components", type=positive_int, default=1, help="coordinates kept by pca or dca (default 1)")
     parser.add_argument("--bins", type=int, default=0, help="0: the paper's bins per data set")
     parser.add_argument("--approaches", type=_list(int), default=[1, 2, 3], help="gaussian model: comma-separated")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
+    parser.add_argument(
+        "--jobs", type=positive_int, default=os.cpu_count() or 1, help="worker processes (default: all cores)"
+    )
     parser.add_argument("--data-dir", metavar="DIR")
     parser.add_argument(
         "--csv",
@@ -231,6 +245,16 @@ def main(argv: list[str]) -> int:
     for name in args.protocols:
         if name not in PROTOCOL_NAMES:
             parser.error(f"unknown protocol {name!r}")
+    if args.bins == 1 or args.bins < 0:
+        parser.error("--bins must be 0 (the paper's bins per data set) or at least 2")
+    if not set(args.approaches) <= {1, 2, 3}:
+        parser.error(f"--approaches takes 1, 2 and 3, got {args.approaches}")
+    continuous = [name for name in args.datasets if _is_continuous(name, args.data_dir, sources)]
+    if not continuous and (args.model == "gaussian" or any(args.reduce) or args.bins):
+        parser.error(
+            "every data set here is categorical: --model gaussian, --bins and --reduce apply to continuous data "
+            "(australian, diabetes, or a CSV with numeric columns)"
+        )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "runs.csv"

@@ -209,3 +209,24 @@ def test_replay_into_the_operators_enrolled_collection(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--dataset", "car", "--spec", "sim/specs/car.json", "--eps", "2"])
     assert "--spec fixes eps: leave out --eps" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, words", [
+    (["sweep", "--datasets", "car", "--reps", "0"], "--reps: must be at least 1"),
+    (["sweep", "--datasets", "car", "--jobs", "0"], "--jobs: must be at least 1"),
+    (["sweep", "--datasets", "car", "--bins", "1"], "--bins must be 0"),
+    (["sweep", "--datasets", "car", "--bins", "3"], "every data set here is categorical"),
+    (["sweep", "--datasets", "car", "--approaches", "7"], "--approaches takes 1, 2 and 3"),
+    (["sweep", "--datasets", "car", "--approaches", "abc"], "expected comma-separated int values"),
+    (["sweep", "--datasets", "australian", "--reduce", "pca", "--components", "0"], "must be at least 1"),
+    (["compare", "--dataset", "car", "--reps", "0"], "--reps: must be at least 1"),
+    (["compare", "--dataset", "car", "--knn", "-1"], "--knn takes K >= 1"),
+])  # fmt: skip
+def test_sweep_and_compare_refuse_bad_options_in_one_line(args, words, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit:
+        main([*args, *(["--out", "out"] if args[0] == "sweep" else ["--out", "out"])])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and "Traceback" not in err
+    assert words in err.strip().splitlines()[-1]
+    assert list(tmp_path.iterdir()) == []  # refused before anything was written
