@@ -104,14 +104,24 @@ def choose_strength(
     rng = np.random.default_rng(statistics_seed(stats))
     truth = (base or derive(stats)).model(stats.spec, PLUG_IN)
     codes, posterior = sample_records(truth, records, rng)
-    columns = np.arange(records)
-    score = np.zeros(len(strengths))
+    from scipy import sparse
+
+    # The records one-hot over every feature's values, so that a model's joint log-likelihoods
+    # of all records are one sparse product.
+    offsets = np.concatenate([[0], np.cumsum([t.shape[1] for t in truth.feature_log_prob])])
+    onehot = sparse.csr_matrix(
+        (np.ones(codes.size), (np.repeat(np.arange(records), codes.shape[1]), (codes + offsets[:-1]).ravel())),
+        shape=(records, offsets[-1]),
+    )
+    columns, n = np.arange(records), len(strengths)
+    score = np.zeros(n)
     for _ in range(draws):
         drawn = derive(draw_statistics(truth, stats, rng))
-        jll = np.log(drawn.class_count / drawn.class_count.sum())[None, None, :]  # (1, 1, k)
-        for i, log_prob in enumerate(drawn.log_probabilities(np.array(strengths))):  # (S, k, n_i)
-            jll = jll + log_prob[:, :, codes[:, i]].transpose(0, 2, 1)  # (S, m, k)
-        predicted = jll.argmax(axis=2)  # (S, m)
-        score += posterior[columns, predicted].mean(axis=1)
+        log_prob = np.concatenate(drawn.log_probabilities(np.array(strengths)), axis=2)  # (S, k, Σ n_i)
+        k = log_prob.shape[1]
+        jll = (onehot @ log_prob.reshape(n * k, -1).T).reshape(records, n, k)  # (m, S, k)
+        jll += np.log(drawn.class_count / drawn.class_count.sum())
+        predicted = jll.argmax(axis=2)  # (m, S)
+        score += posterior[columns[:, None], predicted].mean(axis=0)
     score /= draws
     return strengths[int(np.flatnonzero(score >= score.max() - TIE)[0])]
