@@ -184,6 +184,25 @@ def run_once(
     return RunResult(seed, accuracy, nonprivate_accuracy(spec, X_train, y_train, X_test, y_test), len(y_train))
 
 
+def categorical_nb_accuracy(codes_train, labels_train, codes_test, labels_test, n_categories, k: int) -> float:
+    """The test accuracy of scikit-learn's ``CategoricalNB(min_categories=n_categories)`` (Laplace
+    smoothing, fitted prior) trained on integer codes, computed with one ``bincount`` instead of its
+    per-category counting loop (150 ms a fit on connect-4), and summed in its order so that its
+    predictions, ties included, are the same (a test compares them)."""
+    offsets = np.concatenate([[0], np.cumsum(n_categories)])
+    class_count = np.bincount(labels_train, minlength=k).astype(float)
+    flat = (labels_train[:, None] * offsets[-1] + codes_train + offsets[:-1]).ravel()
+    counts = np.bincount(flat, minlength=k * offsets[-1]).reshape(k, offsets[-1]).astype(float)
+    jll = np.zeros((len(labels_test), k))
+    for i, n_i in enumerate(n_categories):
+        smoothed = counts[:, offsets[i] : offsets[i + 1]] + 1.0
+        log_prob = np.log(smoothed) - np.log(smoothed.sum(axis=1, keepdims=True))
+        jll += log_prob[:, codes_test[:, i]].T
+    with np.errstate(divide="ignore"):  # a class absent from the training split: log 0, as sklearn
+        jll = jll + (np.log(class_count) - np.log(class_count.sum()))
+    return float(np.mean(np.argmax(jll, axis=1) == labels_test))
+
+
 class Runner:
     """Repeated collections on one categorical data set, with what depends on neither protocol,
     ε nor seed computed once (integer codes) and what depends on the seed alone cached (splits,
@@ -217,8 +236,10 @@ class Runner:
         and the non-private accuracy on it."""
         if seed not in self._splits:
             train, test = train_test_split(np.arange(len(self.labels)), test_size=TEST_SIZE, random_state=seed)
-            nb = CategoricalNB(min_categories=self.n_categories).fit(self.codes[train], self.labels[train])
-            self._splits[seed] = (train, test, float(nb.score(self.codes[test], self.labels[test])))
+            accuracy = categorical_nb_accuracy(
+                self.codes[train], self.labels[train], self.codes[test], self.labels[test], self.n_categories, self.k
+            )
+            self._splits[seed] = (train, test, accuracy)
         return self._splits[seed]
 
     def _test_onehot(self, seed: int) -> sparse.csr_matrix:

@@ -153,3 +153,24 @@ def test_continuous_sweeps_cover_original_and_reduced_features(tmp_path):
     assert (out / "australian-gaussian-one-report-normsub.png").exists()
     with pytest.raises(SystemExit):
         main([*args, "--reduce", "lda", "--out", str(out)])
+
+
+@pytest.mark.parametrize("name", ["car", "chess", "mushroom", "connect-4"])
+def test_the_non_private_baseline_is_categorical_nb(name):
+    """The counted baseline gives scikit-learn's CategoricalNB accuracy exactly on three splits,
+    and on a split where a class and some categories are missing from training."""
+    from sklearn.model_selection import train_test_split
+    from sklearn.naive_bayes import CategoricalNB
+
+    from sim.experiment import TEST_SIZE, categorical_nb_accuracy
+
+    runner = Runner(load_dataset(name, download=False))
+    codes, labels, n_categories = runner.codes, runner.labels, runner.n_categories
+    splits = [train_test_split(np.arange(len(labels)), test_size=TEST_SIZE, random_state=s) for s in range(3)]
+    rare = np.flatnonzero(labels == np.bincount(labels).argmin())
+    splits.append((np.setdiff1d(np.arange(len(labels)), rare)[:300], rare))  # the rarest class never trained
+    for train, test in splits:
+        nb = CategoricalNB(min_categories=n_categories).fit(codes[train], labels[train])
+        expected = float(np.mean(nb.predict(codes[test]) == labels[test]))
+        got = categorical_nb_accuracy(codes[train], labels[train], codes[test], labels[test], n_categories, runner.k)
+        assert got == expected
