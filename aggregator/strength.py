@@ -93,6 +93,8 @@ def choose_strength(
     function of the reports. Of strengths within :data:`TIE` of the best, the first (weakest) is
     taken. Returns ``strengths[0]`` when there are no reports, or when the collection is larger
     than :data:`MAX_CELLS` cells or holds a DE input over :data:`MAX_DE_DOMAIN` values."""
+    from scipy import sparse
+
     from protocols import DirectEncoding
 
     oracles = stats.spec.oracles
@@ -104,8 +106,6 @@ def choose_strength(
     rng = np.random.default_rng(statistics_seed(stats))
     truth = (base or derive(stats)).model(stats.spec, PLUG_IN)
     codes, posterior = sample_records(truth, records, rng)
-    from scipy import sparse
-
     # The records one-hot over every feature's values, so that a model's joint log-likelihoods
     # of all records are one sparse product.
     offsets = np.concatenate([[0], np.cumsum([t.shape[1] for t in truth.feature_log_prob])])

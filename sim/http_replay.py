@@ -146,9 +146,13 @@ async def published(url: str, collection_id: str) -> tuple[CollectionSpec, bool]
     whether the collection takes only enrolled reports."""
     async with aiohttp.ClientSession() as session:
         async with session.get(f"{url}/collections/{collection_id}") as r:
-            data = await r.json(content_type=None)
-            if r.status != 200:
-                raise ReplayError(f"collection {collection_id!r} at {url}: {data.get('error', r.status)}")
+            try:
+                data = await r.json(content_type=None)
+            except ValueError:
+                data = None
+            if r.status != 200 or not isinstance(data, dict):
+                reason = data.get("error") if isinstance(data, dict) else "not an ldpnb aggregator's answer"
+                raise ReplayError(f"collection {collection_id!r} at {url}: {r.status} {reason}")
     try:
         return Published.from_answer(data).spec, bool(data.get("enrollment"))
     except ClientError as exc:
