@@ -125,6 +125,14 @@ def test_declared_ranges_are_kept_as_declared_and_explain_themselves(tmp_path, c
 
     assert aggregator(["spec", "--csv", str(path), "--label", "class", "--categorical", "age,income"]) == 0
     capsys.readouterr()
+    # A range that excludes every value: said, and no numpy warnings from the clipped data's zero variance.
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        far = ["--range", "income=1000:2000", "--range", "age=100:200", "--model", "gaussian", "--reps", 1]
+        assert run("--csv", path, "--label", "class", *far) == 0
+    assert "100.0% of 'income' lies outside" in capsys.readouterr().err
 
 
 def test_australian_through_csv_gives_the_built_in_numbers(tmp_path, capsys):
