@@ -330,6 +330,18 @@ def accuracy_summary(results: list, estimator: str) -> dict:
     }
 
 
+def read_as_declared(args, spec: CollectionSpec) -> None:
+    """Read a --csv as ``spec`` declares it: its class column (unless --label names one), and its
+    numeric columns with their declared ranges, or, for a categorical spec, every feature
+    categorical (however many distinct numbers a column holds)."""
+    args.label = args.label or spec.label
+    if spec.continuous is not None:
+        args.numeric = tuple(f.name for f in spec.continuous.inputs)
+        args.range = [f"{f.name}={f.low}:{f.high}" for f in spec.continuous.inputs]
+    else:
+        args.categorical = tuple(f.name for f in spec.features)
+
+
 def run_spec(parser: argparse.ArgumentParser, args) -> int:
     """``--spec FILE --csv DATA``: the repetitions of the given collection on the CSV's rows."""
     from .experiment import run_with_spec
@@ -339,12 +351,7 @@ def run_spec(parser: argparse.ArgumentParser, args) -> int:
             spec = CollectionSpec.from_json(f.read())
     except (OSError, SpecError) as exc:
         parser.exit(2, f"{parser.prog}: error: --spec {args.spec}: {exc}\n")
-    args.label = args.label or spec.label
-    if spec.continuous is not None:
-        args.numeric = tuple(f.name for f in spec.continuous.inputs)
-        args.range = [f"{f.name}={f.low}:{f.high}" for f in spec.continuous.inputs]
-    else:
-        args.numeric = ()
+    read_as_declared(args, spec)
     data = load_data(parser, args)
     print(spec.privacy_statement(), file=sys.stderr)
     try:
@@ -386,10 +393,7 @@ def run_collection(parser: argparse.ArgumentParser, args) -> int:
     except (OSError, aiohttp.ClientError) as exc:
         parser.exit(2, f"{parser.prog}: error: cannot use the aggregator: {type(exc).__name__}: {exc}\n")
     print(spec.privacy_statement(), file=sys.stderr)
-    args.label = args.label or spec.label
-    if args.csv and spec.continuous is not None:
-        args.numeric = tuple(f.name for f in spec.continuous.inputs)
-        args.range = [f"{f.name}={f.low}:{f.high}" for f in spec.continuous.inputs]
+    read_as_declared(args, spec)
     tokens = None
     if args.tokens:
         try:

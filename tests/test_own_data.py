@@ -254,3 +254,17 @@ def test_the_built_in_data_sets_ship_their_specs(name, capsys):
     assert run("--dataset", name, "--reps", 3, "--json") == 0
     built_in = json.loads(capsys.readouterr().out)
     assert with_spec["accuracy_mean"] == built_in["accuracy_mean"] and with_spec["eps_per_person"] == 1.0
+
+
+def test_a_categorical_spec_reads_a_column_of_many_numbers_as_categories(tmp_path, capsys):
+    """Ages 20-49 as 30 categories: detection would take the column as numeric (over 20 distinct
+    numbers) and ask for a range; the spec says it is categorical, and the simulator reads it so."""
+    from participant import CollectionSpec, Feature
+
+    rng = np.random.default_rng(0)
+    age = rng.integers(20, 50, 400)
+    path = write(tmp_path / "ages.csv", ["age", "class"], [[str(a), "old" if a > 35 else "young"] for a in age])
+    spec = CollectionSpec([Feature("age", [str(a) for a in range(20, 50)])], ["old", "young"], "DE", 4.0)
+    (tmp_path / "ages.json").write_text(spec.to_json())
+    assert run("--spec", tmp_path / "ages.json", "--csv", path, "--label", "class", "--reps", 1, "--json") == 0
+    assert json.loads(capsys.readouterr().out)["accuracy_mean"] > 0.8
