@@ -28,12 +28,19 @@ class Unsmoothed:
 
     def log_probabilities(self, strengths: np.ndarray) -> list[np.ndarray]:
         """``log P(F_i = a | c)`` at each of ``strengths`` (shape ``(S,)``) at once: one array of
-        shape ``(S, k, n_i)`` per feature."""
-        column = np.asarray(strengths, dtype=float)[:, None, None]
-        out = []
-        for table, variance in zip(self.tables, self.cell_variances):
-            smoothed = smooth_conditionals(table, variance, column)
-            out.append(np.log(smoothed) - np.log(smoothed.sum(axis=-1, keepdims=True)))
+        shape ``(S, k, n_i)`` per feature. Features of one shape are smoothed together."""
+        column = np.asarray(strengths, dtype=float)[:, None, None, None]
+        out: list[np.ndarray] = [np.empty(0)] * len(self.tables)
+        shapes: dict[tuple, list[int]] = {}
+        for i, table in enumerate(self.tables):
+            shapes.setdefault(table.shape, []).append(i)
+        for group in shapes.values():
+            tables = np.stack([self.tables[i] for i in group])  # (F, k, n)
+            variances = np.array([self.cell_variances[i] for i in group])[:, None, None]
+            smoothed = smooth_conditionals(tables, variances, column)  # (S, F, k, n)
+            log_prob = np.log(smoothed) - np.log(smoothed.sum(axis=-1, keepdims=True))
+            for j, i in enumerate(group):
+                out[i] = log_prob[:, j]
         return out
 
 
@@ -42,8 +49,8 @@ def smooth_conditionals(table: np.ndarray, cell_variance: float, strength=1.0) -
     does: each class's distribution over the feature's values moves toward the uniform one by a
     weight ``w``, the smaller of two. ``strength`` multiplies the noise both weights see (1: the
     empirical-Bayes weight itself; :mod:`aggregator.strength` picks it per collection). Returns
-    positive counts with the rows' totals, shape ``(k, n_i)``; for an array of strengths of shape
-    ``(S, 1, 1)``, shape ``(S, k, n_i)``.
+    positive counts with the rows' totals, shape ``(k, n_i)``. Leading axes broadcast: tables
+    ``(F, k, n)`` with variances ``(F, 1, 1)`` and strengths ``(S, 1, 1, 1)`` give ``(S, F, k, n)``.
 
     - Empirical Bayes: for class ``c`` with ``T`` counts the noise variance of a share is ``v/T²``
       (``v`` the variance of one cell's count estimate) and the shares' observed spread around the
@@ -58,16 +65,16 @@ def smooth_conditionals(table: np.ndarray, cell_variance: float, strength=1.0) -
     further, but it lost 0.02 to 0.03 accuracy on connect-4 and on car at ε 1 to 2 (README).
     """
     table = np.asarray(table, dtype=float)
-    d = table.shape[1]
-    totals = table.sum(axis=1, keepdims=True)
+    d = table.shape[-1]
+    totals = table.sum(axis=-1, keepdims=True)
     safe = np.maximum(totals, 1e-12)
     shares = table / safe
-    overall = table.sum()
-    marginal = table.sum(axis=0) / overall if overall > 0 else np.full(d, 1.0 / d)
-    noise = strength * cell_variance / safe**2  # (k, 1)
+    overall = table.sum(axis=(-2, -1), keepdims=True)
+    marginal = np.where(overall > 0, table.sum(axis=-2, keepdims=True) / np.maximum(overall, 1e-300), 1.0 / d)
+    noise = strength * cell_variance / safe**2  # (..., k, 1)
     # The class-specific signal: the spread around the feature's marginal (what every class shares
     # does not tell classes apart, and a skewed marginal must not pass for signal).
-    spread = np.maximum(((shares - marginal) ** 2).mean(axis=1, keepdims=True) - cell_variance / safe**2, 0.0)
+    spread = np.maximum(((shares - marginal) ** 2).mean(axis=-1, keepdims=True) - cell_variance / safe**2, 0.0)
     empirical = np.where(totals > 0, noise / (noise + spread + 1e-300), 1.0)
     pseudo = d * strength * np.sqrt(cell_variance)
     weight = np.minimum(empirical, pseudo / (np.maximum(totals, 0.0) + pseudo))

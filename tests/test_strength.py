@@ -126,3 +126,19 @@ def test_a_large_collection_keeps_strength_one_without_a_bootstrap(monkeypatch):
         assert len(draws) == expected_draws
         if not expected_draws:
             assert chosen == STRENGTHS[0]
+
+
+def test_features_smoothed_together_equal_each_smoothed_alone():
+    """The bootstrap smooths the features of one shape as one array; each equals its own smoothing
+    (tables of two shapes, an empty row, strengths 1 and 8)."""
+    from aggregator.smoothing import Unsmoothed, smooth_conditionals
+
+    rng = np.random.default_rng(9)
+    tables = [rng.uniform(0, 50, (3, 4)), rng.uniform(0, 50, (3, 2)), rng.uniform(0, 50, (3, 4))]
+    tables[2][1] = 0.0
+    variances = [40.0, 9.0, 400.0]
+    together = Unsmoothed(np.array([5.0, 3.0, 2.0]), tables, variances).log_probabilities(np.array([1.0, 8.0]))
+    for table, variance, log_prob in zip(tables, variances, together):
+        for j, strength in enumerate((1.0, 8.0)):
+            alone = smooth_conditionals(table, variance, strength)
+            np.testing.assert_allclose(log_prob[j], np.log(alone / alone.sum(axis=1, keepdims=True)), rtol=1e-12)
