@@ -16,6 +16,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from protocols import simulate_states
+
 from .model import NaiveBayesModel
 from .smoothing import Unsmoothed
 from .statistics import CollectionStatistics
@@ -70,10 +72,8 @@ def draw_statistics(model: NaiveBayesModel, like: CollectionStatistics, rng) -> 
     prior = model.class_prior
     joints = [prior] + [(prior[:, None] * np.exp(t)).T.ravel() for t in model.feature_log_prob]  # a·k + c
     drawn = CollectionStatistics(like.spec)
-    drawn.states = [
-        oracle.simulate_counts(rng.multinomial(state.n, joint / joint.sum()), rng)
-        for oracle, state, joint in zip(like.spec.oracles, like.states, joints)
-    ]
+    histograms = [rng.multinomial(state.n, joint / joint.sum()) for state, joint in zip(like.states, joints)]
+    drawn.states = simulate_states(like.spec.oracles, histograms, rng)
     return drawn
 
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .base import FrequencyOracle, Mechanism, OracleState, PureOracle
+from .base import FrequencyOracle, Mechanism, OracleState, PureOracle, simulate_states
 from .direct import DirectEncoding
 from .histogram import SummationHistogramEncoding, ThresholdHistogramEncoding, optimal_theta
 from .unary import OptimisedUnaryEncoding, SymmetricUnaryEncoding, UnaryEncoding
@@ -68,6 +68,7 @@ __all__ = [
     "ThresholdHistogramEncoding",
     "UnaryEncoding",
     "make_oracle",
+    "simulate_states",
     "optimal_theta",
     "total_variance",
 ]

@@ -126,9 +126,16 @@ class FrequencyOracle(Mechanism):
 
     def simulate_counts(self, counts, rng) -> OracleState:
         """The state of the reports of a population with histogram ``counts`` (shape ``(d,)``),
-        drawn from its exact distribution; by default by perturbing every person."""
-        values = np.repeat(np.arange(self.domain_size), np.asarray(counts, dtype=np.int64))
-        return self.aggregate(self.perturb(values, rng))
+        drawn from its exact distribution (:meth:`simulate_supports` of one population)."""
+        counts = np.asarray(counts, dtype=np.int64)
+        return OracleState(int(counts.sum()), self.simulate_supports(counts[None], rng)[0])
+
+    def simulate_supports(self, counts, rng) -> np.ndarray:
+        """The supports (float64, shape ``(G, d)``) of ``G`` independent populations' reports, the
+        populations' histograms the rows of ``counts`` (shape ``(G, d)``), each drawn from its exact
+        distribution; by default by perturbing every person. Subclasses draw all rows at once."""
+        values = [np.repeat(np.arange(self.domain_size), row) for row in np.asarray(counts, dtype=np.int64)]
+        return np.array([self.aggregate(self.perturb(v, rng)).support for v in values], dtype=np.float64)
 
     def _check_values(self, values) -> np.ndarray:
         values = np.asarray(values)
@@ -151,6 +158,23 @@ class FrequencyOracle(Mechanism):
         """
 
 
+def simulate_states(oracles, histograms, rng) -> list[OracleState]:
+    """The states of independent populations' reports, population ``i`` with histogram
+    ``histograms[i]`` (shape ``(d_i,)``) reporting through ``oracles[i]``, each drawn exactly.
+    Inputs with identical oracles (type, ε, domain, THE's θ) are drawn in one
+    :meth:`FrequencyOracle.simulate_supports` call: connect-4's 42 feature inputs are one draw."""
+    groups: dict[tuple, list[int]] = {}
+    for i, oracle in enumerate(oracles):
+        key = (type(oracle), oracle.epsilon, oracle.domain_size, getattr(oracle, "theta", None))
+        groups.setdefault(key, []).append(i)
+    states: list[OracleState] = [None] * len(oracles)  # type: ignore[list-item]
+    for inputs in groups.values():
+        rows = np.stack([np.asarray(histograms[i], dtype=np.int64) for i in inputs])
+        for i, row, support in zip(inputs, rows, oracles[inputs[0]].simulate_supports(rows, rng)):
+            states[i] = OracleState(int(row.sum()), support)
+    return states
+
+
 class PureOracle(FrequencyOracle):
     """A 'pure' protocol (Wang et al. 2017): a report supports value ``i`` with probability ``p``
     if the person holds ``i`` and ``q`` otherwise, independently across people.
@@ -170,13 +194,12 @@ class PureOracle(FrequencyOracle):
     def estimate(self, state: OracleState) -> np.ndarray:
         return (state.support - state.n * self.q) / (self.p - self.q)
 
-    def simulate_counts(self, counts, rng) -> OracleState:
+    def simulate_supports(self, counts, rng) -> np.ndarray:
         """Exact: value ``i``'s support count is Binomial(n_i, p) + Binomial(n - n_i, q), independent
         across values (every report supports each value independently)."""
         counts = np.asarray(counts, dtype=np.int64)
-        n = int(counts.sum())
-        support = rng.binomial(counts, self.p) + rng.binomial(n - counts, self.q)
-        return OracleState(n, support.astype(np.float64))
+        n = counts.sum(axis=-1, keepdims=True)
+        return (rng.binomial(counts, self.p) + rng.binomial(n - counts, self.q)).astype(np.float64)
 
     def variance(self, n: int, true_counts=None) -> np.ndarray:
         t = np.zeros(self.domain_size) if true_counts is None else np.asarray(true_counts, float)

@@ -8,7 +8,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .base import OracleState, PureOracle
+from .base import PureOracle
 from .exact import ExactRandomness, coins, exp_lower, threshold_down
 
 
@@ -51,16 +51,17 @@ class DirectEncoding(PureOracle):
             keep = rng.random(m) < self.p
         return np.where(keep, values, other)
 
-    def simulate_counts(self, counts, rng) -> OracleState:
-        """Exact: the n_v people holding v report multinomially (p at v, q elsewhere); the reports
-        of a DE population are one multinomial per true value, summed. (DE's support counts are
-        not independent across values, so the per-value binomials of the parent class would be wrong.)"""
+    def simulate_supports(self, counts, rng) -> np.ndarray:
+        """Exact: since ``p = (p − q) + d·q``, a DE report is the true value with probability ``p − q``
+        and otherwise uniform over all ``d`` values; so each value keeps Binomial(n_v, p − q) of its
+        people and the rest of the population spreads multinomially and uniformly. (DE's support
+        counts are not independent across values, so the per-value binomials of the parent class
+        would be wrong.)"""
         counts = np.asarray(counts, dtype=np.int64)
+        kept = rng.binomial(counts, self.p - self.q)
+        rest = counts.sum(axis=-1) - kept.sum(axis=-1)
         d = self.domain_size
-        probabilities = np.full((d, d), self.q)
-        np.fill_diagonal(probabilities, self.p)
-        support = rng.multinomial(counts, probabilities).sum(axis=0)
-        return OracleState(int(counts.sum()), support.astype(np.float64))
+        return (kept + rng.multinomial(rest, np.full(d, 1.0 / d))).astype(np.float64)
 
     def support(self, reports: np.ndarray) -> np.ndarray:
         return np.bincount(np.asarray(reports, dtype=np.int64), minlength=self.domain_size).astype(float)

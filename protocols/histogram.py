@@ -12,11 +12,12 @@ post-processing and costs no privacy.
 from __future__ import annotations
 
 import math
+from functools import cached_property
 
 import numpy as np
 
 from . import exact
-from .base import FrequencyOracle, OracleState, PureOracle
+from .base import FrequencyOracle, PureOracle
 from .noise import (
     GRID,
     discrete_laplace,
@@ -84,13 +85,12 @@ class SummationHistogramEncoding(_HistogramPerturbation, FrequencyOracle):
     def estimate(self, state) -> np.ndarray:
         return state.support.copy()
 
-    def simulate_counts(self, counts, rng) -> OracleState:
+    def simulate_supports(self, counts, rng) -> np.ndarray:
         """Exact: component i sums n_i ones and n DLap(r) grid draws (a difference of two
         negative binomials)."""
         counts = np.asarray(counts, dtype=np.int64)
-        n = int(counts.sum())
-        noise = GRID * sum_of_discrete_laplace(rng, self.r, n, self.domain_size)
-        return OracleState(n, counts + noise)
+        n = counts.sum(axis=-1, keepdims=True)
+        return counts + GRID * sum_of_discrete_laplace(rng, self.r, n, counts.shape)
 
     def variance(self, n: int, true_counts=None) -> np.ndarray:
         # Each report adds one GRID·DLap(r) draw to every component (about the 2b² of Laplace(b)).
@@ -135,12 +135,12 @@ class ThresholdHistogramEncoding(_HistogramPerturbation, PureOracle):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(epsilon={self.epsilon}, domain_size={self.domain_size}, theta={self.theta})"
 
-    @property
+    @cached_property  # θ and ε are fixed at construction; an estimate reads p and q per input
     def p(self) -> float:
         """``Pr[1 + GRID·K > θ] = Pr[K >= floor((θ - 1)/GRID) + 1]``."""
         return float(discrete_laplace_sf(math.floor((self.theta - 1.0) / GRID) + 1, self.r))
 
-    @property
+    @cached_property
     def q(self) -> float:
         """``Pr[GRID·K > θ] = Pr[K >= floor(θ/GRID) + 1]``."""
         return float(discrete_laplace_sf(math.floor(self.theta / GRID) + 1, self.r))

@@ -51,12 +51,17 @@ def discrete_laplace_variance(r: float) -> float:
     return 2 * r / (1 - r) ** 2
 
 
-def sum_of_discrete_laplace(rng, r: float, n: int, size) -> np.ndarray:
-    """The sum of ``n`` independent DLap(r) draws, per element of ``size``, exactly: a sum of
-    ``n`` geometric draws is negative binomial, so the sum is a difference of two of them."""
-    if n == 0:
+def sum_of_discrete_laplace(rng, r: float, n, size) -> np.ndarray:
+    """The sum of ``n`` independent DLap(r) draws, per element of ``size`` (int64), exactly: a sum
+    of ``n`` geometric draws is negative binomial, so the sum is a difference of two of them.
+    ``n`` is a count or an array of counts broadcasting to ``size``; a count of 0 sums to 0."""
+    n = np.asarray(n, dtype=np.int64)
+    if not n.any():
         return np.zeros(size, dtype=np.int64)
-    return rng.negative_binomial(n, 1 - r, size) - rng.negative_binomial(n, 1 - r, size)
+    # numpy's negative binomial wants n > 0: draw with 1 where n is 0 and discard those draws.
+    m = np.maximum(n, 1)
+    draws = rng.negative_binomial(m, 1 - r, size) - rng.negative_binomial(m, 1 - r, size)
+    return np.where(n > 0, draws, 0)
 
 
 def round_to_grid(rng, values) -> np.ndarray:

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import sparse
-from scipy.special import logsumexp
 from sklearn.model_selection import train_test_split
 from sklearn.naive_bayes import CategoricalNB, GaussianNB
 
@@ -15,7 +14,7 @@ from aggregator.reduction import fit_projection
 from participant import CollectionSpec, Feature, choose_inputs, encode_features, encode_labels, population_inputs
 from participant.continuous import ContinuousFeature, Preparation
 from participant.reporting import PerturbedInputs, perturb_population
-from protocols import DEFAULT_THETA
+from protocols import DEFAULT_THETA, simulate_states
 
 from .datasets import Dataset
 
@@ -187,23 +186,41 @@ def run_once(
     return RunResult(seed, accuracy, nonprivate_accuracy(spec, X_train, y_train, X_test, y_test), len(y_train))
 
 
-def categorical_nb_accuracy(codes_train, labels_train, codes_test, labels_test, n_categories, k: int) -> float:
-    """The test accuracy of scikit-learn's ``CategoricalNB(min_categories=n_categories)`` (Laplace
-    smoothing, fitted prior) trained on integer codes, computed with one ``bincount`` instead of its
-    per-category counting loop (150 ms a fit on connect-4), and summed in its order so that its
-    predictions, ties included, are the same (a test compares them)."""
+def category_counts(codes, labels, n_categories, k: int) -> np.ndarray:
+    """How many rows of each class hold each feature's categories: shape ``(k, Σ n_i)``, features
+    side by side in spec order (one ``bincount``, not scikit-learn's per-category loop)."""
     offsets = np.concatenate([[0], np.cumsum(n_categories)])
-    class_count = np.bincount(labels_train, minlength=k).astype(float)
-    flat = (labels_train[:, None] * offsets[-1] + codes_train + offsets[:-1]).ravel()
-    counts = np.bincount(flat, minlength=k * offsets[-1]).reshape(k, offsets[-1]).astype(float)
-    jll = np.zeros((len(labels_test), k))
-    for i, n_i in enumerate(n_categories):
-        smoothed = counts[:, offsets[i] : offsets[i + 1]] + 1.0
-        log_prob = np.log(smoothed) - np.log(smoothed.sum(axis=1, keepdims=True))
-        jll += log_prob[:, codes_test[:, i]].T
+    flat = (np.asarray(labels)[:, None] * offsets[-1] + codes + offsets[:-1]).ravel()
+    return np.bincount(flat, minlength=k * offsets[-1]).reshape(k, offsets[-1]).astype(float)
+
+
+def categorical_nb_accuracy(counts, class_count, test_onehot, labels_test, n_categories) -> float:
+    """The test accuracy of scikit-learn's ``CategoricalNB(min_categories=n_categories)`` (Laplace
+    smoothing, fitted prior) trained on :func:`category_counts` ``counts`` and ``class_count``
+    (shape ``(k,)``), its test rows one-hot ``(m, Σ n_i)``. The sparse product adds the features'
+    log-probabilities from zero in feature order, as scikit-learn does, so that the predictions,
+    ties included, are the same (a test compares them)."""
+    offsets = np.concatenate([[0], np.cumsum(n_categories)])
+    smoothed = counts + 1.0
+    log_prob = np.concatenate(
+        [
+            np.log(smoothed[:, a:b]) - np.log(smoothed[:, a:b].sum(axis=1, keepdims=True))
+            for a, b in zip(offsets[:-1], offsets[1:])
+        ],
+        axis=1,
+    )
+    jll = test_onehot @ log_prob.T
     with np.errstate(divide="ignore"):  # a class absent from the training split: log 0, as sklearn
         jll = jll + (np.log(class_count) - np.log(class_count.sum()))
     return float(np.mean(np.argmax(jll, axis=1) == labels_test))
+
+
+def one_hot(codes, n_categories) -> sparse.csr_matrix:
+    """Rows of integer ``codes`` ``(m, F)`` one-hot over every feature's categories, ``(m, Σ n_i)``."""
+    offsets = np.concatenate([[0], np.cumsum(n_categories)])
+    m, n = codes.shape
+    flat = (codes + offsets[:-1]).ravel()
+    return sparse.csr_matrix((np.ones(m * n), (np.repeat(np.arange(m), n), flat)), shape=(m, offsets[-1]))
 
 
 class Runner:
@@ -224,6 +241,8 @@ class Runner:
         self._splits: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
         self._onehots: dict[int, sparse.csr_matrix] = {}
         self._histograms: dict[int, np.ndarray] = {}
+        self._chosen: dict[tuple[int, int], tuple[np.ndarray, dict]] = {}
+        self._all_counts = category_counts(self.codes, self.labels, self.n_categories, self.k)
         # keys[p, i]: person p's value of input i, offset into one flat histogram of all inputs.
         joint = self.codes * self.k + self.labels[:, None]
         self.keys = np.column_stack([self.labels, joint]) + self.input_offsets[:-1]
@@ -239,39 +258,44 @@ class Runner:
         and the non-private accuracy on it."""
         if seed not in self._splits:
             train, test = train_test_split(np.arange(len(self.labels)), test_size=TEST_SIZE, random_state=seed)
+            self._onehots[seed] = one_hot(self.codes[test], self.n_categories)
+            # The training rows' counts are all rows' less the test rows' (a fifth of the work).
+            counts = self._all_counts - category_counts(self.codes[test], self.labels[test], self.n_categories, self.k)
+            class_count = np.bincount(self.labels[train], minlength=self.k).astype(float)
             accuracy = categorical_nb_accuracy(
-                self.codes[train], self.labels[train], self.codes[test], self.labels[test], self.n_categories, self.k
+                counts, class_count, self._onehots[seed], self.labels[test], self.n_categories
             )
             self._splits[seed] = (train, test, accuracy)
         return self._splits[seed]
 
     def _test_onehot(self, seed: int) -> sparse.csr_matrix:
         """The test rows' categories one-hot, ``(m_test, Σ n_i)``: scoring is one sparse product."""
-        if seed not in self._onehots:
-            _, test, _ = self.split(seed)
-            flat = (self.codes[test] + self.category_offsets[:-1]).ravel()
-            m, n = len(test), self.codes.shape[1]
-            rows = np.repeat(np.arange(m), n)
-            self._onehots[seed] = sparse.csr_matrix(
-                (np.ones(m * n), (rows, flat)), shape=(m, self.category_offsets[-1])
-            )
+        self.split(seed)
         return self._onehots[seed]
 
     def _fast_statistics(self, spec: CollectionSpec, seed: int, rng) -> CollectionStatistics:
         """Fast mode: every input's histogram from one bincount, then each state drawn exactly."""
         train, _, _ = self.split(seed)
         if spec.budget == "one-report":
-            chosen = choose_inputs(spec, len(train), rng)
-            histogram = np.bincount(self.keys[train, chosen], minlength=self.input_offsets[-1])
+            # Every cell of a seed draws the same choices first (the seed's generator, the data
+            # set's inputs), so their histogram and the generator's state after them are kept:
+            # the same draws as choosing again, without indexing every person each run.
+            key = (seed, spec.n_inputs)
+            if key not in self._chosen:
+                chosen = choose_inputs(spec, len(train), rng)
+                histogram = np.bincount(self.keys[train, chosen], minlength=self.input_offsets[-1])
+                self._chosen[key] = (histogram, rng.bit_generator.state)
+            histogram, state = self._chosen[key]
+            rng.bit_generator.state = state
         else:
             if seed not in self._histograms:
                 self._histograms[seed] = np.bincount(self.keys[train].ravel(), minlength=self.input_offsets[-1])
             histogram = self._histograms[seed]
         stats = CollectionStatistics(spec)
-        stats.states = [
-            oracle.simulate_counts(histogram[self.input_offsets[i] : self.input_offsets[i + 1]], rng)
-            for i, oracle in enumerate(spec.oracles)
-        ]
+        offsets = self.input_offsets
+        stats.states = simulate_states(
+            spec.oracles, [histogram[offsets[i] : offsets[i + 1]] for i in range(len(spec.oracles))], rng
+        )
         return stats
 
     def run(
@@ -299,8 +323,10 @@ class Runner:
             model = build_model(stats, name)
             jll = onehot @ np.concatenate(model.feature_log_prob, axis=1).T + model.class_log_prior
             accuracy[name] = float(np.mean(np.argmax(jll, axis=1) == test_labels))
-            log_posterior = jll - logsumexp(jll, axis=1, keepdims=True)
-            log_loss[name] = float(-log_posterior[np.arange(len(test)), test_labels].mean())
+            # log-sum-exp by hand: scipy's costs more than the rest of the scoring on connect-4.
+            top = jll.max(axis=1)
+            normaliser = top + np.log(np.exp(jll - top[:, None]).sum(axis=1))
+            log_loss[name] = float((normaliser - jll[np.arange(len(test)), test_labels]).mean())
         majority = np.argmax(np.bincount(self.labels[train], minlength=self.k))
         return RunResult(
             seed, accuracy, nonprivate, len(train), float(np.mean(test_labels == majority)), log_loss

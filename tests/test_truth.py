@@ -190,6 +190,54 @@ def test_fast_mode_states_have_the_papers_moments(protocol):
     np.testing.assert_array_less(np.abs(ratio - 1), 0.15)
 
 
+@pytest.mark.parametrize("protocol", ["DE", "SUE", "OUE", "THE", "SHE"])
+def test_populations_drawn_together_each_have_their_own_moments(protocol):
+    """Several populations in one ``simulate_supports`` call (as fast mode draws every input of a
+    repetition): each row's mean and variance are those of its own histogram and its own number of
+    people (a row drawn with another row's n, or with all rows' total, is off by hundreds of
+    standard errors); DE's supports count every report once."""
+    epsilon, reps = 2.0, 1000
+    populations = np.array([[600, 300, 100, 0], [5, 5, 5, 5], [0, 0, 2000, 40]])
+    oracle = make_oracle(protocol, epsilon, 4)
+    supports = oracle.simulate_supports(np.tile(populations, (reps, 1)), np.random.default_rng(11))
+    supports = supports.reshape(reps, len(populations), 4)
+    n = populations.sum(axis=1, keepdims=True)
+    if protocol == "SHE":
+        expected = populations.astype(float)
+    else:
+        expected = populations * oracle.p + (n - populations) * oracle.q
+    se = supports.std(axis=0, ddof=1) / np.sqrt(reps)
+    np.testing.assert_array_less(np.abs(supports.mean(axis=0) - expected), 4.5 * se + 1e-9)
+    for row, counts in enumerate(populations):
+        estimates = np.array([oracle.estimate(OracleState(int(counts.sum()), s)) for s in supports[:, row]])
+        ratio = estimates.var(axis=0, ddof=1) / oracle.variance(int(counts.sum()), counts)
+        np.testing.assert_array_less(np.abs(ratio - 1), 0.15)
+    if protocol == "DE":
+        assert (supports.sum(axis=2) == n.T).all()
+
+
+def test_simulated_states_of_mixed_inputs_each_follow_their_own_oracle():
+    """``simulate_states`` draws alike oracles together: every input's mean support is still its own
+    oracle's (grouping DE with OUE, ε 1 with ε 2, θ 0.3 with θ 0.6 or 4 values with 6 would move a
+    mean by many standard errors)."""
+    from protocols import ThresholdHistogramEncoding, simulate_states
+
+    oracles = [
+        make_oracle("DE", 1.0, 4), make_oracle("OUE", 1.0, 4), make_oracle("DE", 1.0, 4), make_oracle("DE", 2.0, 4),
+        ThresholdHistogramEncoding(1.0, 4, 0.3), ThresholdHistogramEncoding(1.0, 4, 0.6), make_oracle("DE", 1.0, 6),
+    ]  # fmt: skip
+    histograms = [np.array([50, 0, 30, 20]), np.array([0, 80, 10, 10]), np.array([5, 5, 5, 85]),
+                  np.array([70, 10, 10, 10]), np.array([90, 0, 0, 10]), np.array([10, 10, 70, 10]),
+                  np.array([40, 0, 0, 0, 0, 60])]  # fmt: skip
+    rng = np.random.default_rng(12)
+    reps = 600
+    supports = [np.array(s) for s in zip(*([st.support for st in simulate_states(oracles, histograms, rng)] for _ in range(reps)))]
+    for oracle, counts, drawn in zip(oracles, histograms, supports):
+        expected = counts * oracle.p + (counts.sum() - counts) * oracle.q
+        se = drawn.std(axis=0, ddof=1) / np.sqrt(reps)
+        np.testing.assert_array_less(np.abs(drawn.mean(axis=0) - expected), 4.5 * se + 1e-9)
+
+
 # Gaussian Naive Bayes against known per-class variances.
 
 
