@@ -223,10 +223,14 @@ def one_hot(codes, n_categories) -> sparse.csr_matrix:
     return sparse.csr_matrix((np.ones(m * n), (np.repeat(np.arange(m), n), flat)), shape=(m, offsets[-1]))
 
 
+Setting = tuple[str, float, float, str]
+"""One cell of a sweep on a categorical data set: ``(protocol, epsilon, theta, budget)``."""
+
+
 class Runner:
     """Repeated collections on one categorical data set, with what depends on neither protocol,
     ε nor seed computed once (integer codes) and what depends on the seed alone cached (splits,
-    non-private accuracy). Scoring runs on integer codes."""
+    non-private accuracy, input choices). Scoring runs on integer codes."""
 
     def __init__(self, dataset: Dataset):
         self.dataset = dataset
@@ -239,7 +243,7 @@ class Runner:
         self.input_offsets = np.concatenate([[0], np.cumsum(base.domain_sizes)])
         self._specs: dict[tuple, CollectionSpec] = {}
         self._splits: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
-        self._onehots: dict[int, sparse.csr_matrix] = {}
+        self._test_rows: tuple[int, np.ndarray] | None = None
         self._histograms: dict[int, np.ndarray] = {}
         self._chosen: dict[tuple[int, int], tuple[np.ndarray, dict]] = {}
         self._all_counts = category_counts(self.codes, self.labels, self.n_categories, self.k)
@@ -258,20 +262,26 @@ class Runner:
         and the non-private accuracy on it."""
         if seed not in self._splits:
             train, test = train_test_split(np.arange(len(self.labels)), test_size=TEST_SIZE, random_state=seed)
-            self._onehots[seed] = one_hot(self.codes[test], self.n_categories)
             # The training rows' counts are all rows' less the test rows' (a fifth of the work).
             counts = self._all_counts - category_counts(self.codes[test], self.labels[test], self.n_categories, self.k)
             class_count = np.bincount(self.labels[train], minlength=self.k).astype(float)
             accuracy = categorical_nb_accuracy(
-                counts, class_count, self._onehots[seed], self.labels[test], self.n_categories
+                counts, class_count, one_hot(self.codes[test], self.n_categories), self.labels[test], self.n_categories
             )
             self._splits[seed] = (train, test, accuracy)
         return self._splits[seed]
 
-    def _test_onehot(self, seed: int) -> sparse.csr_matrix:
-        """The test rows' categories one-hot, ``(m_test, Σ n_i)``: scoring is one sparse product."""
-        self.split(seed)
-        return self._onehots[seed]
+    def _test_matrix(self, seed: int) -> np.ndarray:
+        """The test rows' categories one-hot as a dense float64 array ``(m_test, Σ n_i)``, kept for
+        the last seed only (connect-4's is 14 MB): scoring every model of a seed is one BLAS product.
+        A one-hot row adds the features' log-probabilities in feature order, as the sparse product
+        and scikit-learn do (the zeros add nothing), so the predictions, ties included, match."""
+        if self._test_rows is None or self._test_rows[0] != seed:
+            _, test, _ = self.split(seed)
+            rows = np.zeros((len(test), self.category_offsets[-1]))
+            np.put_along_axis(rows, self.codes[test] + self.category_offsets[:-1], 1.0, axis=1)
+            self._test_rows = (seed, rows)
+        return self._test_rows[1]
 
     def _fast_statistics(self, spec: CollectionSpec, seed: int, rng) -> CollectionStatistics:
         """Fast mode: every input's histogram from one bincount, then each state drawn exactly."""
@@ -298,6 +308,18 @@ class Runner:
         )
         return stats
 
+    def statistics(self, setting: Setting, seed: int, mode: str = "replay") -> CollectionStatistics:
+        """The aggregate of repetition ``seed``'s collection under ``setting``: its training rows
+        each send one report (or what the budget says), drawn from ``default_rng(seed)``."""
+        spec = self.spec(*setting)
+        train, _, _ = self.split(seed)
+        rng = np.random.default_rng(seed)
+        if mode == "fast":
+            return self._fast_statistics(spec, seed, rng)
+        labels = self.labels[train]
+        inputs = [labels, *(self.codes[train] * self.k + labels[:, None]).T]
+        return simulate_collection(spec, inputs, rng, mode)
+
     def run(
         self,
         protocol: str,
@@ -308,29 +330,67 @@ class Runner:
         budget: str = "one-report",
         mode: str = "replay",
     ) -> RunResult:
-        spec = self.spec(protocol, epsilon, theta, budget)
+        """Repetition ``seed`` of one setting (:meth:`run_many` with one setting)."""
+        return self.run_many([(protocol, epsilon, theta, budget)], seed, estimators, mode)[0]
+
+    def run_many(
+        self,
+        settings: list[Setting],
+        seed: int,
+        estimators: tuple[str, ...] = ("paper",),
+        mode: str = "replay",
+        log_loss: bool = True,
+    ) -> list[RunResult]:
+        """Repetition ``seed`` of each of ``settings`` (one :class:`RunResult` each, in order), every
+        one the same draws as run alone. They share the seed's split, so every estimator's model of
+        every setting is scored on the test rows in one product. Without ``log_loss`` the results'
+        ``log_loss`` stays empty (its exponentials cost a third of the scoring)."""
         train, test, nonprivate = self.split(seed)
-        rng = np.random.default_rng(seed)
-        if mode == "fast":
-            stats = self._fast_statistics(spec, seed, rng)
-        else:
-            labels = self.labels[train]
-            inputs = [labels, *(self.codes[train] * self.k + labels[:, None]).T]
-            stats = simulate_collection(spec, inputs, rng, mode)
-        onehot, test_labels = self._test_onehot(seed), self.labels[test]
-        accuracy, log_loss = {}, {}
-        for name in estimators:
-            model = build_model(stats, name)
-            jll = onehot @ np.concatenate(model.feature_log_prob, axis=1).T + model.class_log_prior
-            accuracy[name] = float(np.mean(np.argmax(jll, axis=1) == test_labels))
-            # log-sum-exp by hand: scipy's costs more than the rest of the scoring on connect-4.
-            top = jll.max(axis=1)
-            normaliser = top + np.log(np.exp(jll - top[:, None]).sum(axis=1))
-            log_loss[name] = float((normaliser - jll[np.arange(len(test)), test_labels]).mean())
+        models = [
+            build_model(self.statistics(setting, seed, mode), name) for setting in settings for name in estimators
+        ]
+        accuracy, losses = self._score(models, seed, log_loss)
         majority = np.argmax(np.bincount(self.labels[train], minlength=self.k))
-        return RunResult(
-            seed, accuracy, nonprivate, len(train), float(np.mean(test_labels == majority)), log_loss
-        )
+        majority_accuracy = float(np.mean(self.labels[test] == majority))
+        results, e = [], len(estimators)
+        for s in range(len(settings)):
+            results.append(
+                RunResult(
+                    seed,
+                    {name: float(accuracy[s * e + j]) for j, name in enumerate(estimators)},
+                    nonprivate,
+                    len(train),
+                    majority_accuracy,
+                    {name: float(losses[s * e + j]) for j, name in enumerate(estimators)} if log_loss else {},
+                )
+            )
+        return results
+
+    def _score(self, models: list, seed: int, log_loss: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+        """Test accuracy and log-loss (nats per record; None without ``log_loss``) of each of
+        ``models`` on repetition ``seed``'s test rows; arrays of shape ``(len(models),)``."""
+        rows = self._test_matrix(seed)
+        labels = self.labels[self.split(seed)[1]]
+        m, k, n = len(labels), self.k, len(models)
+        # Columns ordered (class, model), so that what runs over the classes below runs over
+        # contiguous rows of models rather than along a short last axis.
+        tables = np.empty((rows.shape[1], k, n))
+        priors = np.empty((k, n))
+        for j, model in enumerate(models):
+            tables[:, :, j] = np.concatenate(model.feature_log_prob, axis=1).T
+            priors[:, j] = model.class_log_prior
+        jll = (rows @ tables.reshape(-1, k * n)).reshape(m, k, n) + priors
+        own = jll[np.arange(m), labels]  # (m, n)
+        # Right when the true class scores highest and no class before it ties (argmax's first).
+        correct = np.ones((m, n), dtype=bool)
+        for c in range(k):
+            earlier = (labels > c)[:, None]
+            correct &= np.where(earlier, own > jll[:, c], own >= jll[:, c])
+        if not log_loss:
+            return correct.mean(axis=0), None
+        top = jll.max(axis=1)
+        normaliser = top + np.log(np.exp(jll - top[:, None]).sum(axis=1))
+        return correct.mean(axis=0), (normaliser - own).mean(axis=0)
 
 
 _RUNNERS: dict[int, Runner] = {}

@@ -3,8 +3,10 @@
 Every (data set, protocol, ε, setting) cell is repeated ``--reps`` times with seeds
 ``seed, seed+1, …`` (the same splits across cells, so cells compare pairwise). Rows are appended
 to ``runs.csv`` in the output folder as cells finish; rerunning the same command skips every
-(cell, repetition) already there, so an interrupted sweep resumes. Cells run in parallel
-processes and the result does not depend on how many.
+(cell, repetition) already there, so an interrupted sweep resumes. Work runs in parallel
+processes and the result does not depend on how many: a categorical data set's cells run a block
+of repetitions together (each seed's split, input choices and test rows shared, every model of a
+seed scored in one product), a continuous data set's cell by cell.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import csv
 import os
 import sys
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -74,6 +77,24 @@ class Cell:
 _DATA: dict[str, object] = {}
 
 
+def _data(name: str, data_dir, sources):
+    if name not in _DATA:
+        _DATA[name] = load_source(name, data_dir, (sources or {}).get(name))
+    return _DATA[name]
+
+
+def _row(cell: Cell, name: str, per_person: float, rep: int, seed: int, result) -> dict:
+    return {
+        **{k: getattr(cell, k) for k in CELL_FIELDS},
+        "estimator": name,
+        "eps_per_person": per_person,
+        "rep": rep,
+        "seed": seed,
+        "accuracy": result.accuracy[name],
+        "nonprivate_accuracy": result.nonprivate_accuracy,
+    }
+
+
 def run_cell(
     cell: Cell, reps: list[int], base_seed: int, estimators: tuple[str, ...], data_dir, sources=None
 ) -> list[dict]:
@@ -81,9 +102,7 @@ def run_cell(
     data set is a built-in name or one of ``sources`` (name → CSV path and read options)."""
     from .experiment import run_once, spec_for, split
 
-    if cell.dataset not in _DATA:
-        _DATA[cell.dataset] = load_source(cell.dataset, data_dir, (sources or {}).get(cell.dataset))
-    data = _DATA[cell.dataset]
+    data = _data(cell.dataset, data_dir, sources)
     setup = cell.setup()
     # Only a continuous spec's projection is fitted on the training rows: splitting connect-4's raw
     # records for a categorical spec cost more than the cell's runs.
@@ -93,19 +112,73 @@ def run_cell(
     for rep in reps:
         seed = base_seed + rep
         result = run_once(data, cell.protocol, cell.eps, seed, estimators, DEFAULT_THETA, setup, cell.budget, cell.mode)
-        for name in estimators:
-            rows.append(
-                {
-                    **{k: getattr(cell, k) for k in CELL_FIELDS},
-                    "estimator": name,
-                    "eps_per_person": per_person.epsilon_per_person,
-                    "rep": rep,
-                    "seed": seed,
-                    "accuracy": result.accuracy[name],
-                    "nonprivate_accuracy": result.nonprivate_accuracy,
-                }
-            )
+        rows.extend(_row(cell, name, per_person.epsilon_per_person, rep, seed, result) for name in estimators)
     return rows
+
+
+def run_categorical(
+    work: list[tuple[Cell, list[int]]], base_seed: int, estimators: tuple[str, ...], data_dir, sources=None
+) -> list[dict]:
+    """The rows of categorical cells of one data set (``work``: each cell and the repetitions it
+    lacks). Per repetition, every cell lacking it runs together (:meth:`~sim.experiment.Runner.run_many`):
+    they share the split, and their models are scored in one product. Each run is the same draw as
+    run alone, so the rows do not depend on how the work was grouped."""
+    from .experiment import runner_for
+
+    runner = runner_for(_data(work[0][0].dataset, data_dir, sources))
+    by_rep: dict[tuple[int, str], list[Cell]] = {}
+    for cell, reps in work:
+        for rep in reps:
+            by_rep.setdefault((rep, cell.mode), []).append(cell)
+    rows = []
+    for (rep, mode), cells in sorted(by_rep.items()):
+        seed = base_seed + rep
+        settings = [(c.protocol, c.eps, DEFAULT_THETA, c.budget) for c in cells]
+        for cell, setting, result in zip(
+            cells, settings, runner.run_many(settings, seed, estimators, mode, log_loss=False)
+        ):
+            per_person = runner.spec(*setting).epsilon_per_person
+            rows.extend(_row(cell, name, per_person, rep, seed, result) for name in estimators)
+    return rows
+
+
+def _one_thread_each() -> None:
+    """A worker's BLAS runs on one thread: the processes already take every core, and BLAS's own
+    threads on top of them only contend."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
+
+
+# Repetitions of a categorical data set per task: enough to share each seed's split across every
+# cell, few enough that the processes stay busy to the end.
+REPS_PER_TASK = 10
+
+
+@dataclass(frozen=True)
+class Task:
+    """Work for one process: ``function(*arguments, base_seed, estimators, data_dir, sources)``
+    gives the rows of ``runs`` runs."""
+
+    function: Callable[..., list[dict]]
+    arguments: tuple
+    runs: int
+
+
+def tasks(todo: list[tuple[Cell, list[int]]], categorical: set[str]) -> list[Task]:
+    """``todo`` as work for the processes: one :func:`run_categorical` per categorical data set and
+    block of :data:`REPS_PER_TASK` repetitions, one :func:`run_cell` per continuous cell."""
+    out: list[Task] = []
+    blocks: dict[tuple[str, int], list[tuple[Cell, list[int]]]] = {}
+    for cell, reps in todo:
+        if cell.dataset not in categorical:
+            out.append(Task(run_cell, (cell, reps), len(reps)))
+            continue
+        for block in sorted({rep // REPS_PER_TASK for rep in reps}):
+            mine = [rep for rep in reps if rep // REPS_PER_TASK == block]
+            blocks.setdefault((cell.dataset, block), []).append((cell, mine))
+    out.extend(Task(run_categorical, (work,), sum(len(r) for _, r in work)) for work in blocks.values())
+    return out
 
 
 def done_reps(path: Path, estimators: tuple[str, ...]) -> dict[tuple, set[int]]:
@@ -278,17 +351,16 @@ def main(argv: list[str]) -> int:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
         if new_file:
             writer.writeheader()
+        work = tasks(todo, {name for name in args.datasets if name not in continuous})
+        common = (args.seed, estimators, args.data_dir, sources)
         if args.jobs <= 1:
-            for cell, missing in todo:
-                writer.writerows(run_cell(cell, missing, args.seed, estimators, args.data_dir, sources))
+            for task in work:
+                writer.writerows(task.function(*task.arguments, *common))
                 f.flush()
-                progress.update(len(missing))
+                progress.update(task.runs)
         else:
-            with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-                futures = {
-                    pool.submit(run_cell, cell, missing, args.seed, estimators, args.data_dir, sources): len(missing)
-                    for cell, missing in todo
-                }
+            with ProcessPoolExecutor(max_workers=args.jobs, initializer=_one_thread_each) as pool:
+                futures = {pool.submit(task.function, *task.arguments, *common): task.runs for task in work}
                 for future in as_completed(futures):
                     writer.writerows(future.result())
                     f.flush()

@@ -73,6 +73,38 @@ def test_a_fast_run_does_not_depend_on_the_cells_run_before_it():
     assert after.accuracy == alone.accuracy and after.log_loss == alone.log_loss
 
 
+@pytest.mark.parametrize("name", ["car", "connect-4"])
+def test_models_scored_together_score_as_each_alone(name):
+    """A sweep scores every setting of a seed in one product (``run_many``): each result is the
+    model's own prediction on the test rows, ties to the first class as ``argmax``, with its
+    log-loss, and the same draw as the setting run alone."""
+    from scipy.special import logsumexp
+
+    from aggregator import NaiveBayesModel, build_model
+
+    runner = Runner(load_dataset(name, download=False))
+    settings = [("DE", 0.5, 0.25, "one-report"), ("OUE", 2.0, 0.25, "one-report"), ("THE", 4.0, 0.6, "one-report")]
+    seed = 5
+    _, test, _ = runner.split(seed)
+    codes, labels = runner.codes[test], runner.labels[test]
+    together = runner.run_many(settings, seed, ("paper", "normsub"), mode="fast")
+    for setting, result in zip(settings, together):
+        stats = runner.statistics(setting, seed, "fast")
+        for estimator in ("paper", "normsub"):
+            jll = build_model(stats, estimator).joint_log_likelihood_codes(codes)
+            assert result.accuracy[estimator] == np.mean(jll.argmax(axis=1) == labels)
+            loss = np.mean(logsumexp(jll, axis=1) - jll[np.arange(len(labels)), labels])
+            assert result.log_loss[estimator] == pytest.approx(loss, rel=1e-12)
+        alone = runner.run(*setting[:2], seed, ("paper", "normsub"), setting[2], setting[3], "fast")
+        assert alone.accuracy == result.accuracy
+    # Classes that tie exactly: argmax takes the first, so only records of class 0 count as right.
+    spec = runner.spec("DE", 1.0, 0.25, "one-report")
+    tables = [np.ones((runner.k, n)) for n in runner.n_categories]
+    tied = NaiveBayesModel(spec, np.full(runner.k, 10.0), tables)
+    accuracy, _ = runner._score([tied, tied], seed)
+    np.testing.assert_array_equal(accuracy, np.mean(labels == 0))
+
+
 def test_budget_modes_state_what_a_person_spends():
     one = table_1_spec(epsilon=0.5)
     per_input = table_1_spec(epsilon=0.5, budget="per-input")
