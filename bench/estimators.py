@@ -8,12 +8,19 @@ One report per person (ε per person). Writes bench/results/estimators.md: per d
 and ε, the mean accuracy of each estimator, of the majority class and of non-private Naive Bayes,
 the mean log-loss (nats per test record), and the paired differences of normsub with paper, with
 the majority class and with ``strength 1`` (normsub with its smoothing strength fixed at 1, as
-before the strength was chosen per collection), each with its standard error.
+before the strength was chosen per collection), each with its standard error. ``prior only`` is
+the constant classifier the private reports give: normsub's class prior with every conditional
+uniform, so it predicts the class the reports say is the most common. Every run's accuracies go to
+bench/results/estimators-runs.csv, so that two versions' runs (the same seeds, the same reports)
+can be paired: ``--against OLD.csv`` adds a table of normsub's paired differences with the
+normsub of OLD.csv (bench/results/estimators-runs-d9d6053.csv holds the runs of the commit before
+the bootstrap drew from the posterior mean).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 from functools import partial
 from pathlib import Path
 
@@ -25,7 +32,8 @@ from sim.datasets import DATASETS, load_dataset
 from sim.experiment import run_once
 
 RESULTS = Path(__file__).with_name("results") / "estimators.md"
-NAMES = ("paper", "normsub", "strength 1")
+RUNS = RESULTS.with_name("estimators-runs.csv")
+NAMES = ("paper", "normsub", "strength 1", "prior only")
 
 
 def register() -> None:
@@ -34,10 +42,21 @@ def register() -> None:
     import aggregator.estimators as estimators
 
     estimators.ESTIMATORS["strength 1"] = partial(estimators.normsub_estimator, strength=1.0)
+    estimators.ESTIMATORS["prior only"] = prior_only
 
 
-def cell(dataset: str, protocol: str, epsilon: float, reps: int, mode: str) -> str:
-    """One table row: ``reps`` paired repetitions of every estimator in :data:`NAMES`."""
+def prior_only(stats):
+    """normsub's class prior with uniform conditionals: the constant classifier of the private reports."""
+    from aggregator.estimators import normsub_unsmoothed
+    from aggregator.model import NaiveBayesModel
+
+    base = normsub_unsmoothed(stats)
+    return NaiveBayesModel(stats.spec, base.class_count, [np.ones_like(t) for t in base.tables])
+
+
+def cell(dataset: str, protocol: str, epsilon: float, reps: int, mode: str) -> tuple[str, list[dict]]:
+    """One table row, ``reps`` paired repetitions of every estimator in :data:`NAMES`, and each
+    run's accuracies."""
     register()
     data = load_dataset(dataset)
     runs = [run_once(data, protocol, epsilon, seed, NAMES, mode=mode) for seed in range(reps)]
@@ -45,6 +64,12 @@ def cell(dataset: str, protocol: str, epsilon: float, reps: int, mode: str) -> s
     loss = {n: np.array([r.log_loss[n] for r in runs]) for n in NAMES}
     majority = np.array([r.majority_accuracy for r in runs])
     nonprivate = np.mean([r.nonprivate_accuracy for r in runs])
+
+    per_run = [
+        {"dataset": dataset, "protocol": protocol, "eps": epsilon, "seed": r.seed, "majority": r.majority_accuracy}
+        | {n: r.accuracy[n] for n in NAMES}
+        for r in runs
+    ]
 
     def paired(a, b):
         diff = a - b
@@ -57,7 +82,37 @@ def cell(dataset: str, protocol: str, epsilon: float, reps: int, mode: str) -> s
         + " / ".join(f"{loss[n].mean():.3f}" for n in NAMES)
         + f" | {paired(acc['normsub'], acc['paper'])} | {paired(acc['normsub'], majority)}"
         + f" | {paired(acc['normsub'], acc['strength 1'])} |"
-    )
+    ), per_run
+
+
+def against(path: Path, runs: list[dict]) -> list[str]:
+    """Table lines: per row, normsub's mean here and in the runs of ``path`` on the same seeds, and
+    the paired difference with its standard error."""
+    with open(path, newline="") as f:
+        old = {
+            (r["dataset"], r["protocol"], float(r["eps"]), int(r["seed"])): float(r["normsub"])
+            for r in csv.DictReader(f)
+        }
+    rows: dict[tuple, list[tuple[float, float]]] = {}
+    for r in runs:
+        key = (r["dataset"], r["protocol"], float(r["eps"]))
+        if key + (r["seed"],) in old:
+            rows.setdefault(key, []).append((r["normsub"], old[key + (r["seed"],)]))
+    lines = [
+        f"normsub against {path.name} (paired on the same seeds)",
+        "",
+        "| data set | protocol | ε | runs | normsub | before | difference (± s.e.) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (dataset, protocol, epsilon), pairs in rows.items():
+        new, before = np.array(pairs).T
+        diff = new - before
+        se = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else float("nan")
+        lines.append(
+            f"| {dataset} | {protocol} | {epsilon:g} | {len(diff)} | {new.mean():.3f} | {before.mean():.3f} "
+            f"| {diff.mean():+.3f} ± {se:.3f} |"
+        )
+    return lines
 
 
 def main() -> None:
@@ -68,6 +123,7 @@ def main() -> None:
     parser.add_argument("--datasets", default="car,chess,mushroom,connect-4")
     parser.add_argument("--mode", choices=["fast", "replay"], default="fast")
     parser.add_argument("--jobs", type=int, default=2, help="rows computed in parallel (processes)")
+    parser.add_argument("--against", type=Path, help="another version's estimators-runs.csv to pair normsub with")
     args = parser.parse_args()
     epsilons = [float(e) for e in args.eps.split(",")]
     protocols = args.protocols.split(",")
@@ -84,8 +140,16 @@ def main() -> None:
     rows = Parallel(n_jobs=args.jobs, return_as="generator")(
         delayed(cell)(d, p, e, args.reps, args.mode) for d, p, e in cells
     )
-    lines += list(tqdm(rows, total=len(cells), desc="rows"))
+    done = list(tqdm(rows, total=len(cells), desc="rows"))
+    lines += [line for line, _ in done]
+    if args.against:
+        lines += ["", *against(args.against, [run for _, runs in done for run in runs])]
     RESULTS.write_text("\n".join(lines) + "\n")
+    with open(RUNS, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(done[0][1][0]))
+        writer.writeheader()
+        for _, runs in done:
+            writer.writerows(runs)
     print("\n".join(lines))
 
 
