@@ -76,10 +76,16 @@ def normsub_unsmoothed(stats: CollectionStatistics) -> Unsmoothed:
         prior = np.full(k, 1.0 / k)
     class_count = np.maximum(prior * stats.n_reports, 1.0)
 
-    tables, variances = [], []
-    for oracle, state, raw in zip(spec.oracles[1:], stats.states[1:], counts[1:]):
-        tables.append(project_to_simplex(raw, state.n).reshape(-1, k).T)  # (k, n_i) counts
-        variances.append(oracle.variance(max(state.n, 1))[0])
+    # Every feature input of one domain size is projected in one call (connect-4: 42 in one).
+    tables: list[np.ndarray] = [np.empty(0)] * (len(counts) - 1)
+    sizes: dict[int, list[int]] = {}
+    for i, raw in enumerate(counts[1:]):
+        sizes.setdefault(raw.size, []).append(i)
+    for inputs in sizes.values():
+        totals = [stats.states[i + 1].n for i in inputs]
+        for i, projected in zip(inputs, project_to_simplex(np.stack([counts[i + 1] for i in inputs]), totals)):
+            tables[i] = projected.reshape(-1, k).T  # (k, n_i) counts
+    variances = [oracle.variance(max(state.n, 1))[0] for oracle, state in zip(spec.oracles[1:], stats.states[1:])]
     return Unsmoothed(class_count, tables, variances)
 
 

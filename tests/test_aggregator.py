@@ -125,6 +125,20 @@ def test_simplex_projection_is_the_closest_feasible_point(estimate, total):
     assert (estimate[~positive] <= delta[0] + 1e-6 * (1 + abs(total))).all()
 
 
+@given(
+    arrays(np.float64, st.tuples(st.integers(1, 6), st.integers(2, 12)), elements=st.floats(-1e4, 1e4)),
+    st.lists(st.sampled_from([0.0, 1.0, 37.5, 1e5]), min_size=6, max_size=6),
+)
+def test_rows_projected_together_equal_each_projected_alone(estimates, totals):
+    """``normsub`` projects every feature input of one size in one call: each row, with its own
+    total (0 included), is the projection of that row alone."""
+    totals = totals[: len(estimates)]
+    together = project_to_simplex(estimates, totals)
+    for row, total, projected in zip(estimates, totals, together):
+        np.testing.assert_array_equal(projected, project_to_simplex(row, total))
+        assert projected.sum() == pytest.approx(total, rel=1e-9, abs=1e-9)
+
+
 def test_projection_leaves_feasible_points_alone():
     x = np.array([3.0, 0.0, 7.0])
     np.testing.assert_allclose(project_to_simplex(x, 10.0), x)
