@@ -162,6 +162,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_POOL,
         help=f"PostgreSQL: connections each process opens at start (default {DEFAULT_POOL})",
     )
+    serve.add_argument(
+        "--loop",
+        choices=["auto", "uvloop", "asyncio"],
+        default="auto",
+        help="event loop: uvloop (a single report costs about a sixth less CPU) or Python's own; "
+        "auto takes uvloop where it is installed (default auto)",
+    )
 
     copy = sub.add_parser(
         "copy",
@@ -301,6 +308,21 @@ async def serve_worker(args, sock: socket.socket | None, announce: bool, ready_f
         await store.close()
 
 
+def run_loop(coroutine, loop: str = "auto"):
+    """Run ``coroutine`` to its end on uvloop or asyncio's loop (``loop``: "uvloop", "asyncio", or
+    "auto": uvloop when it can be imported); returns its result."""
+    if loop != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if loop == "uvloop":
+                coroutine.close()
+                raise UsageError("--loop uvloop needs the uvloop package: pip install uvloop") from None
+        else:
+            return uvloop.run(coroutine)
+    return asyncio.run(coroutine)
+
+
 def _reuse_port_socket(host: str, port: int, listen: bool) -> socket.socket:
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -343,7 +365,7 @@ def serve_many(args) -> int:
             end_with_parent()
             try:
                 sock = _reuse_port_socket(host, port, listen=True)
-                asyncio.run(serve_worker(args, sock, announce=False, ready_fd=ready_write))
+                run_loop(serve_worker(args, sock, announce=False, ready_fd=ready_write), args.loop)
                 os._exit(0)
             except BaseException:
                 logging.exception("worker failed")
@@ -403,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         config_from(args)  # refuses a bad option before anything starts
         asyncio.run(prepare(args))
         if args.workers == 1:
-            asyncio.run(serve_worker(args, None, announce=True))
+            run_loop(serve_worker(args, None, announce=True), args.loop)
             return 0
         args.db_location = redacted(args.db)
         return serve_many(args)

@@ -269,7 +269,10 @@ async def get_spec(request: web.Request) -> web.Response:
     return respond(request, {**collection.to_dict(), "privacy": collection.spec.privacy_statement()})
 
 
-@routes.post("/collections/{collection_id}/reports")
+REPORTS_PATH = "/collections/{collection_id}/reports"
+
+
+@routes.post(REPORTS_PATH)
 async def post_reports(request: web.Request) -> web.Response:
     """One report (a map), or a batch ``{"reports": [...]}`` answered report by report."""
     app = request.app

@@ -132,9 +132,11 @@ def run(db: str, servers: list[Server], victim: int, kills: int, seed: int) -> N
     asyncio.run(check(db, acked, estimates))
 
 
-def test_acknowledged_reports_survive_sigkill_on_sqlite(tmp_path):
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_acknowledged_reports_survive_sigkill_on_sqlite(tmp_path, loop):
+    """On either event loop (``serve --loop``; uvloop is the default where installed)."""
     db = str(tmp_path / "crash.sqlite3")
-    run(db, [Server(db)], victim=0, kills=3, seed=7)
+    run(db, [Server(db, None, 1, "--loop", loop)], victim=0, kills=3, seed=7)
 
 
 def test_three_instances_on_postgresql_with_one_killed_count_each_report_once(postgres):

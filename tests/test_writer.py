@@ -1,0 +1,57 @@
+"""The group commit: requests arriving while the writer gathers a group share its transaction
+(one fsync), and one request's failure does not cost the others theirs."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from aggregator.store import NEW
+from aggregator.writer import ReportWriter
+
+
+class Recording:
+    """A store that records the size of every transaction and accepts everything."""
+
+    def __init__(self):
+        self.groups: list[int] = []
+
+    async def ingest(self, batches):
+        self.groups.append(len(batches))
+        await asyncio.sleep(0)  # a commit takes time; requests arriving meanwhile form the next group
+        return [np.full(len(b), NEW, dtype=np.int8) for b in batches]
+
+
+async def test_requests_arriving_over_the_next_loop_turns_share_one_commit():
+    """A request, then one more on each of the next three loop turns, as sockets with data are read
+    one turn after another under load: all four go into one transaction (with a single turn of
+    gathering, as before, they took two)."""
+    store = Recording()
+    writer = ReportWriter(store)
+    writer.start()
+    loop = asyncio.get_running_loop()
+    pending: list[asyncio.Task] = []
+
+    def arrive(turn: int) -> None:
+        pending.append(loop.create_task(writer.submit([[turn]])))
+        if turn < 3:
+            loop.call_soon(arrive, turn + 1)
+
+    arrive(0)
+    await asyncio.sleep(0.05)
+    results = await asyncio.gather(*pending)
+    await writer.stop()
+    assert store.groups == [4]
+    assert all(r[0][0] == NEW for r in results)
+
+
+async def test_a_lone_request_is_committed_without_waiting_for_more():
+    """With nothing else arriving, the writer commits after one extra turn finds no newcomer."""
+    store = Recording()
+    writer = ReportWriter(store)
+    writer.start()
+    await writer.submit([[1]])
+    await writer.submit([[2]])
+    await writer.stop()
+    assert store.groups == [1, 1]
