@@ -330,6 +330,23 @@ class Store(ABC):
             updated[collection.key].add(i, batch.rows[accepted])
         return updated
 
+    def _changed_partials(
+        self,
+        merged: dict[tuple[str, int], IncomingBatch],
+        outcomes: dict[tuple[str, int], np.ndarray],
+        updated: dict[int, CollectionStatistics],
+    ) -> list[tuple[int, int, int, bytes]]:
+        """``(collection key, input, n, support bytes)`` of the partial rows a transaction writes:
+        those of the inputs that gained a report. Every other input's row already holds its
+        committed value under this instance id (a fresh id starts with no rows at all)."""
+        rows = []
+        for (cid, i), batch in merged.items():
+            if (outcomes[(cid, i)] == NEW).any():
+                key = self._collections[cid].key
+                state = updated[key].states[i]
+                rows.append((key, i, state.n, state.support.tobytes()))
+        return rows
+
     @abstractmethod
     async def _transaction(
         self, merged: dict[tuple[str, int], IncomingBatch]

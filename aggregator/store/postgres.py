@@ -242,12 +242,7 @@ class PostgresStore(Store):
             ids += batch.report_ids
             inputs += [i] * len(batch)
             values += [msgpack.packb(v) for v in batch.values]
-        partials = [
-            (key, i, state.n, state.support.tobytes())
-            for key, stats in updated.items()
-            for i, state in enumerate(stats.states)
-            if state.n
-        ]
+        partials = self._changed_partials(merged, outcomes, updated)
         columns = [list(c) for c in zip(*partials)] if partials else [[], [], [], []]
         try:
             await conn.fetchval(ALL_NEW, keys, ids, inputs, values, now, self.instance, *columns, len(ids))
@@ -284,10 +279,8 @@ class PostgresStore(Store):
                     outcomes[(cid, i)] = await self._insert_enrolled(conn, key, batch, now)
             updated = self._updated_partials(merged, outcomes)
             rows = [
-                (key, i, self.instance, state.n, state.support.tobytes())
-                for key, stats in updated.items()
-                for i, state in enumerate(stats.states)
-                if state.n
+                (key, i, self.instance, n, support)
+                for key, i, n, support in self._changed_partials(merged, outcomes, updated)
             ]
             if rows:
                 await conn.executemany(

@@ -260,10 +260,8 @@ class SQLiteStore(Store):
                 conn.executemany(
                     "INSERT OR REPLACE INTO partials (collection, input, instance, n, support) VALUES (?, ?, ?, ?, ?)",
                     [
-                        (key, i, self.instance, state.n, state.support.tobytes())
-                        for key, stats in updated.items()
-                        for i, state in enumerate(stats.states)
-                        if state.n
+                        (key, i, self.instance, n, support)
+                        for key, i, n, support in self._changed_partials(merged, outcomes, updated)
                     ],
                 )
                 conn.execute("COMMIT")
