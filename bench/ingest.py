@@ -1,7 +1,7 @@
 """Aggregator ingest throughput over loopback HTTP, beside a bare aiohttp handler in the same run.
 
     python bench/ingest.py [--requests 20000] [--concurrency 64] [--batch 1000] [--batches 100]
-                           [--rounds 5] [--ratio-concurrency 64 256]
+                           [--bare-rounds 3] [--rounds 5] [--ratio-concurrency 64 256]
 
 Starts ``python -m aggregator serve`` on SQLite (WAL, synchronous=FULL: an acknowledged report is
 on disk), on PostgreSQL with one worker and with two (durable commits), and a bare aiohttp app
@@ -205,39 +205,62 @@ def postgres_server(tmp: str):
     return server, fresh
 
 
+async def bare_rate(singles: list[bytes], concurrency: int) -> float:
+    """Requests/s of the bare handler, on a fresh process."""
+    bare, bare_url = start([sys.executable, "-c", BARE_SERVER])
+    try:
+        await drive_raw(bare_url, "/collections/x/reports", singles[:500], concurrency)
+        return (len(singles) - 500) / await drive_raw(bare_url, "/collections/x/reports", singles[500:], concurrency)
+    finally:
+        bare.terminate()
+        bare.wait()
+
+
 async def main_async(args) -> None:
     s = spec()
     token = secrets.token_urlsafe(24)
-    singles = [pack_report(r, s) for r in reports(s, args.requests + 500)]
+    # Devices choose their input at random, so single reports arrive in random input order.
+    single_reports = reports(s, args.requests + 500)
+    np.random.default_rng(2).shuffle(single_reports)
+    singles = [pack_report(r, s) for r in single_reports]
     batch_reports = reports(s, args.batch * args.batches, seed=1)
     batches = [pack_batch(batch_reports[i : i + args.batch], s) for i in range(0, len(batch_reports), args.batch)]
-    rows = []
+    names = ["SQLite, 1 worker", "PostgreSQL, 1 worker", "PostgreSQL, 2 workers"]
+    rates: dict[str, list[tuple[float, float]]] = {name: [] for name in names}  # (rate, bare rate that round)
+    batched: dict[str, float] = {}
+    bare_rates: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
-        bare, bare_url = start([sys.executable, "-c", BARE_SERVER])
-        try:
-            await drive_raw(bare_url, "/collections/x/reports", singles[:500], args.concurrency)
-            bare_rate = args.requests / await drive_raw(
-                bare_url, "/collections/x/reports", singles[500:], args.concurrency
-            )
-        finally:
-            bare.terminate()
         server, fresh = postgres_server(tmp)
         try:
             configurations = [
-                ("SQLite, 1 worker", lambda: os.path.join(tmp, "bench.sqlite3"), 1),
-                ("PostgreSQL, 1 worker", fresh, 1),
-                ("PostgreSQL, 2 workers", fresh, 2),
+                (names[0], lambda r: os.path.join(tmp, f"bench{r}.sqlite3"), 1),
+                (names[1], lambda r: fresh(), 1),
+                (names[2], lambda r: fresh(), 2),
             ]
-            for name, db, workers in configurations:
-                single, batched = await measure(db(), workers, token, singles, batches, args.concurrency, args.batch)
-                rows.append((name, single, batched))
-                print(
-                    f"{name:<24} {single:>9,.0f} single reports/s ({single / bare_rate:.0%} of bare)  "
-                    f"{batched:>9,.0f} batched reports/s",
-                    flush=True,
-                )
-            # Two workers against one: the rates move by tens of percent from run to run on this
-            # shared virtual machine, so the two are measured alternately and compared per round.
+            # Each configuration is measured right after the bare handler, round after round: the
+            # rates move by tens of percent over minutes on this shared virtual machine.
+            for round_ in range(args.bare_rounds):
+                for name, db, workers in configurations:
+                    bare = await bare_rate(singles, args.concurrency)
+                    bare_rates.append(bare)
+                    single, batch = await measure(
+                        db(round_),
+                        workers,
+                        token,
+                        singles,
+                        batches if round_ == 0 else [],
+                        args.concurrency,
+                        args.batch,
+                    )
+                    rates[name].append((single, bare))
+                    if batch is not None:
+                        batched[name] = batch
+                    print(
+                        f"round {round_ + 1}: {name:<24} {single:>9,.0f} single reports/s, bare {bare:,.0f}/s "
+                        f"({single / bare:.0%})",
+                        flush=True,
+                    )
+            # Two workers against one: measured alternately and compared per round.
             ratios = {}
             for concurrency in args.ratio_concurrency:
                 for round_ in range(args.rounds):
@@ -253,15 +276,23 @@ async def main_async(args) -> None:
             server.cleanup()
     print()
     print(
-        f"{args.requests:,} single-report requests with {args.concurrency} in flight, "
+        f"{args.requests:,} single-report requests with {args.concurrency} in flight (random input order), each "
+        f"configuration beside the bare handler in {args.bare_rounds} alternating rounds; "
         f"{args.batches} batches of {args.batch:,} with 8 in flight"
     )
     print()
-    print("| configuration | single reports/s | % of bare handler | batched reports/s |")
-    print("|---|---|---|---|")
-    print(f"| bare aiohttp handler | {bare_rate:,.0f} requests/s | 100 % | |")
-    for name, single, batched in rows:
-        print(f"| {name} | {single:,.0f} | {single / bare_rate:.0%} | {batched:,.0f} |")
+    print(
+        "| configuration | single reports/s (median) | % of the bare handler, per round | median | batched reports/s |"
+    )
+    print("|---|---|---|---|---|")
+    print(f"| bare aiohttp handler | {np.median(bare_rates):,.0f} requests/s | | 100 % | |")
+    for name in names:
+        single, bare = np.array(rates[name]).T
+        share = single / bare
+        print(
+            f"| {name} | {np.median(single):,.0f} | {', '.join(f'{x:.0%}' for x in share)} | {np.median(share):.0%} "
+            f"| {batched[name]:,.0f} |"
+        )
     print()
     print(f"PostgreSQL single reports, 1 worker against 2 workers, {args.rounds} alternating rounds (target >= 1.3x):")
     print()
@@ -281,6 +312,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--concurrency", type=int, default=64, help="requests in flight for the table")
     parser.add_argument("--rounds", type=int, default=5, help="alternating 1-worker/2-worker rounds")
+    parser.add_argument(
+        "--bare-rounds", type=int, default=3, help="rounds of each configuration beside the bare handler"
+    )
     parser.add_argument(
         "--ratio-concurrency",
         type=int,
