@@ -22,9 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from ingest import create, drive_raw, postgres_server, reports, spec, start  # noqa: E402
-
-from participant.wire import pack_report  # noqa: E402
+from ingest import create, drive_raw, postgres_server, single_bodies, spec, start
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -95,13 +93,8 @@ async def one(db: str, workers: int, singles: list[bytes], concurrency: int, tok
 
 
 async def main_async(args) -> None:
-    s = spec()
     token = secrets.token_urlsafe(24)
-    single_reports = reports(s, args.requests + 500)
-    import numpy as np
-
-    np.random.default_rng(2).shuffle(single_reports)
-    singles = [pack_report(r, s) for r in single_reports]
+    singles = single_bodies(spec(), args.requests + 500)
     cores = os.cpu_count()
     print(f"{cores} cores; cores used = CPU seconds / wall seconds while {args.requests:,} single reports arrive")
     print()

@@ -216,13 +216,17 @@ async def bare_rate(singles: list[bytes], concurrency: int) -> float:
         bare.wait()
 
 
+def single_bodies(s: CollectionSpec, n: int) -> list[bytes]:
+    """``n`` packed single reports in random input order: devices choose their input at random."""
+    single_reports = reports(s, n)
+    np.random.default_rng(2).shuffle(single_reports)
+    return [pack_report(r, s) for r in single_reports]
+
+
 async def main_async(args) -> None:
     s = spec()
     token = secrets.token_urlsafe(24)
-    # Devices choose their input at random, so single reports arrive in random input order.
-    single_reports = reports(s, args.requests + 500)
-    np.random.default_rng(2).shuffle(single_reports)
-    singles = [pack_report(r, s) for r in single_reports]
+    singles = single_bodies(s, args.requests + 500)
     batch_reports = reports(s, args.batch * args.batches, seed=1)
     batches = [pack_batch(batch_reports[i : i + args.batch], s) for i in range(0, len(batch_reports), args.batch)]
     names = ["SQLite, 1 worker", "PostgreSQL, 1 worker", "PostgreSQL, 2 workers"]
