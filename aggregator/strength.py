@@ -31,8 +31,8 @@ from .model import NaiveBayesModel
 from .smoothing import Unsmoothed
 from .statistics import CollectionStatistics
 
-# 1024 leaves every class's conditional uniform: the class prior alone decides, as the constant
-# classifier's does.
+# At 1024 every class's conditional is all but uniform: the class prior decides, as it does for the
+# constant classifier.
 STRENGTHS = (1.0, 2.0, 4.0, 8.0, 16.0, 64.0, 1024.0)
 DRAWS = 12
 RECORDS = 2000
@@ -123,10 +123,10 @@ def choose_strength(
     accuracy over ``draws`` collections drawn from :func:`plug_in_truth` of ``derive(stats)`` (or
     ``base``), scored on ``records`` records from the same truth (the posterior probability of the
     predicted class, averaged). Of strengths within :data:`TIE` of the best, the first (weakest) is
-    taken. Every strength is scored on the same draws and records, all at once. The draws are seeded by the
-    statistics, so the choice is a function of the reports. Returns ``strengths[0]`` when there are
-    no reports, or when the collection is larger than :data:`MAX_CELLS` cells or holds a DE input
-    over :data:`MAX_DE_DOMAIN` values."""
+    taken. Every strength is scored on the same draws and records, all at once. The draws are
+    seeded by the statistics, so the choice is a function of the reports. Returns ``strengths[0]``
+    when there are no reports, or when the collection is larger than :data:`MAX_CELLS` cells or
+    holds a DE input over :data:`MAX_DE_DOMAIN` values."""
     from scipy import sparse
 
     from protocols import DirectEncoding
