@@ -28,7 +28,11 @@ from participant import CollectionSpec, Feature
 from .postgres import PostgreSQL
 from .servers import AUTH, MSGPACK, Server
 
-MARKERS = 4000
+MARKERS = 8000
+# Each client sends at most one request per PACE seconds, so that the load lasts through every fault
+# (about 20 s of markers) however fast the instances ingest.
+PACE = 0.05
+CHAOS_SECONDS = 6.0
 SPEC = CollectionSpec([Feature("tag", [f"t{i}" for i in range(MARKERS)])], ["a", "b"], "DE", 1.0)
 DB_TIMEOUT = 1.5  # the instances' --db-timeout: a frozen link answers 503 after this, not after 60 s
 
@@ -44,6 +48,7 @@ class Proxy:
         self.socket_path, self.rng = socket_path, rng
         self.chaos = 0.0  # per forwarded chunk: the chance of a cut (half of them swallowing a reply)
         self.frozen = False
+        self.refusing = False  # new links are cut at once (while the test takes PostgreSQL's slots)
         self.links: set[asyncio.StreamWriter] = set()
         self.cuts = 0
 
@@ -57,6 +62,9 @@ class Proxy:
         self.cuts += len(self.links)
 
     async def _link(self, reader, writer) -> None:
+        if self.refusing:
+            writer.transport.abort()
+            return
         try:
             up_reader, up_writer = await asyncio.open_unix_connection(self.socket_path)
         except OSError:
@@ -114,6 +122,7 @@ async def load(urls: list[str], rng: random.Random, stop: asyncio.Event, answers
                             if len(ids) > 1:
                                 assert {x["status"] for x in answer["results"]} <= {"accepted", "duplicate"}, answer
                             acked.update(ids)
+                            await asyncio.sleep(PACE)
                             break
                         answers.append((r.status, r.headers.get("Retry-After"), (await r.json()).get("error")))
                 except (aiohttp.ClientError, TimeoutError, OSError):
@@ -144,20 +153,26 @@ async def exhaust(pg: PostgreSQL, limit: int) -> list:
 
 async def starve(pg: PostgreSQL, proxy) -> list:
     """Every connection slot held by the test and none by the instances: cut their connections and
-    take the slots their backends free, until PostgreSQL has no client but the test. (Taking the
-    slots once and then cutting raced: a cut backend's slot went to the instance reconnecting.)"""
+    take the slots their backends free, until PostgreSQL has no client but the test. Meanwhile the
+    proxy refuses the instances' new links (under load they reconnect faster than the test takes a
+    freed slot); once the test holds every slot it lets them try again, into a full database."""
     held: list = []
-    for _ in range(50):
-        proxy.cut_all()
-        await asyncio.sleep(0.1)
-        held += await exhaust(pg, 200 - len(held))
-        if held:
-            others = await held[0].fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND NOT pid = ANY($1::int[])",
-                [c.get_server_pid() for c in held],
-            )
-            if others == 0:
-                return held
+    proxy.refusing = True
+    try:
+        for _ in range(50):
+            proxy.cut_all()
+            await asyncio.sleep(0.1)
+            held += await exhaust(pg, 200 - len(held))
+            if held:
+                others = await held[0].fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                    "AND NOT pid = ANY($1::int[])",
+                    [c.get_server_pid() for c in held],
+                )
+                if others == 0:
+                    return held
+    finally:
+        proxy.refusing = False
     raise AssertionError("the instances kept a connection slot")
 
 
@@ -186,7 +201,7 @@ async def scenario(pg: PostgreSQL, db: str, seed: int) -> tuple[set[int], list, 
 
         await asyncio.sleep(1.0)
         proxy.chaos = 0.03  # cuts and lost replies at random points
-        await asyncio.sleep(3.0)
+        await asyncio.sleep(CHAOS_SECONDS)
         proxy.chaos = 0.0
         seen["cuts"] = proxy.cuts
 
