@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from participant.encoding import encode_features, feature_rows
 from participant.spec import CollectionSpec
+
+if TYPE_CHECKING:
+    from scipy import sparse
+
+
+def one_hot(codes: np.ndarray, n_categories) -> sparse.csr_matrix:
+    """Rows of integer ``codes`` ``(m, F)`` one-hot over every feature's categories, a sparse
+    ``(m, Σ n_i)`` matrix: a model's joint log-likelihoods of all rows are one product with it."""
+    from scipy import sparse  # here: a command that only parses its options never loads scipy
+
+    offsets = np.concatenate([[0], np.cumsum(n_categories)])
+    m, n = codes.shape
+    flat = (codes + offsets[:-1]).ravel()
+    return sparse.csr_matrix((np.ones(m * n), (np.repeat(np.arange(m), n), flat)), shape=(m, offsets[-1]))
 
 
 class NaiveBayesModel:

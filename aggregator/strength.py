@@ -27,7 +27,7 @@ import numpy as np
 
 from protocols import simulate_states
 
-from .model import NaiveBayesModel
+from .model import NaiveBayesModel, one_hot
 from .smoothing import Unsmoothed
 from .statistics import CollectionStatistics
 
@@ -127,8 +127,6 @@ def choose_strength(
     seeded by the statistics, so the choice is a function of the reports. Returns ``strengths[0]``
     when there are no reports, or when the collection is larger than :data:`MAX_CELLS` cells or
     holds a DE input over :data:`MAX_DE_DOMAIN` values."""
-    from scipy import sparse
-
     from protocols import DirectEncoding
 
     oracles = stats.spec.oracles
@@ -142,11 +140,7 @@ def choose_strength(
     codes, posterior = sample_records(truth, records, rng)
     # The records one-hot over every feature's values, so that a model's joint log-likelihoods
     # of all records are one sparse product.
-    offsets = np.concatenate([[0], np.cumsum([t.shape[1] for t in truth.feature_log_prob])])
-    onehot = sparse.csr_matrix(
-        (np.ones(codes.size), (np.repeat(np.arange(records), codes.shape[1]), (codes + offsets[:-1]).ravel())),
-        shape=(records, offsets[-1]),
-    )
+    onehot = one_hot(codes, [t.shape[1] for t in truth.feature_log_prob])
     columns, n = np.arange(records), len(strengths)
     accuracy = np.zeros(n)
     for _ in range(draws):

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import sparse
 from sklearn.model_selection import train_test_split
 from sklearn.naive_bayes import CategoricalNB, GaussianNB
 
 from aggregator import CollectionStatistics, build_model
+from aggregator.model import one_hot
 from aggregator.reduction import fit_projection
 from participant import CollectionSpec, Feature, choose_inputs, encode_features, encode_labels, population_inputs
 from participant.continuous import ContinuousFeature, Preparation
@@ -213,14 +213,6 @@ def categorical_nb_accuracy(counts, class_count, test_onehot, labels_test, n_cat
     with np.errstate(divide="ignore"):  # a class absent from the training split: log 0, as sklearn
         jll = jll + (np.log(class_count) - np.log(class_count.sum()))
     return float(np.mean(np.argmax(jll, axis=1) == labels_test))
-
-
-def one_hot(codes, n_categories) -> sparse.csr_matrix:
-    """Rows of integer ``codes`` ``(m, F)`` one-hot over every feature's categories, ``(m, Σ n_i)``."""
-    offsets = np.concatenate([[0], np.cumsum(n_categories)])
-    m, n = codes.shape
-    flat = (codes + offsets[:-1]).ravel()
-    return sparse.csr_matrix((np.ones(m * n), (np.repeat(np.arange(m), n), flat)), shape=(m, offsets[-1]))
 
 
 Setting = tuple[str, float, float, str]
