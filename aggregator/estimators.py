@@ -15,12 +15,15 @@ Every estimator reads only the aggregated statistics (post-processing), so none 
   strength the collection's own statistics choose (:mod:`aggregator.strength`). The smoothing
   matters most: when the noise swamps a feature's counts its conditionals flatten and the prior
   decides, instead of noise deciding (see the README table).
+- ``marginal``: ``normsub`` with the conditionals smoothed toward each feature's pooled marginal
+  instead of uniform (:func:`~aggregator.smoothing.smooth_conditionals` says when each is better).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -45,18 +48,30 @@ def paper_estimator(stats: CollectionStatistics) -> NaiveBayesModel:
     return NaiveBayesModel(spec, class_count, category_count)
 
 
-def normsub_estimator(stats: CollectionStatistics, strength: float | None = None) -> NaiveBayesModel:
+def normsub_estimator(
+    stats: CollectionStatistics, strength: float | None = None, target: str = "uniform"
+) -> NaiveBayesModel:
     """Norm-Sub consistent histograms, inverse-variance pooled class priors, and conditionals
-    smoothed by :func:`~aggregator.smoothing.smooth_conditionals` with ``strength`` (left out:
-    the one :func:`~aggregator.strength.choose_strength` picks from the statistics)."""
-    base = normsub_unsmoothed(stats)
+    smoothed toward ``target`` (uniform, or the feature's pooled marginal) by
+    :func:`~aggregator.smoothing.smooth_conditionals` with ``strength`` (left out: the one
+    :func:`~aggregator.strength.choose_strength` picks from the statistics)."""
+    derive = partial(normsub_unsmoothed, target=target)
+    base = derive(stats)
     if strength is None:
-        strength = choose_strength(stats, normsub_unsmoothed, base)
+        strength = choose_strength(stats, derive, base)
     return base.model(stats.spec, strength)
 
 
-def normsub_unsmoothed(stats: CollectionStatistics) -> Unsmoothed:
-    """``normsub`` before its smoothing: the pooled class counts and the Norm-Sub tables."""
+def marginal_estimator(stats: CollectionStatistics, strength: float | None = None) -> NaiveBayesModel:
+    """``normsub`` with the conditionals smoothed toward each feature's pooled marginal instead of
+    uniform: no false class signal on a skewed feature that tells the classes nothing, at the cost
+    measured in the README (*Estimators*)."""
+    return normsub_estimator(stats, strength, target="marginal")
+
+
+def normsub_unsmoothed(stats: CollectionStatistics, target: str = "uniform") -> Unsmoothed:
+    """``normsub`` before its smoothing: the pooled class counts and the Norm-Sub tables, to be
+    smoothed toward ``target``."""
     spec, k = stats.spec, stats.spec.n_classes
     counts = stats.estimated_counts()
 
@@ -86,7 +101,7 @@ def normsub_unsmoothed(stats: CollectionStatistics) -> Unsmoothed:
         for i, projected in zip(inputs, project_to_simplex(np.stack([counts[i + 1] for i in inputs]), totals)):
             tables[i] = projected.reshape(-1, k).T  # (k, n_i) counts
     variances = [oracle.variance(max(state.n, 1))[0] for oracle, state in zip(spec.oracles[1:], stats.states[1:])]
-    return Unsmoothed(class_count, tables, variances)
+    return Unsmoothed(class_count, tables, variances, target)
 
 
 def class_share_variance(oracle, n: int, k: int) -> float:
@@ -190,6 +205,7 @@ ESTIMATORS: dict[str, Callable[[CollectionStatistics], NaiveBayesModel]] = {
     "paper": paper_estimator,
     "normsub": normsub_estimator,
     "ibu": ibu_estimator,
+    "marginal": marginal_estimator,
 }
 
 

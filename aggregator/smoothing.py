@@ -1,4 +1,5 @@
-"""How far each class's conditional distribution moves toward uniform, given the noise of its counts."""
+"""How far each class's conditional distribution moves toward a target (uniform, or the feature's
+pooled marginal), given the noise of its counts."""
 
 from __future__ import annotations
 
@@ -10,20 +11,24 @@ from participant.spec import CollectionSpec
 
 from .model import NaiveBayesModel
 
+TARGETS = ("uniform", "marginal")
+
 
 @dataclass(frozen=True)
 class Unsmoothed:
     """What an estimator derives before smoothing: ``class_count`` (shape ``(k,)``, positive),
     and per feature its consistent counts ``tables[i]`` (shape ``(k, n_i)``) and the noise
-    variance of one of their cells' estimates, ``cell_variances[i]``."""
+    variance of one of their cells' estimates, ``cell_variances[i]``; ``target`` is what the
+    smoothing moves the conditionals toward (:data:`TARGETS`)."""
 
     class_count: np.ndarray
     tables: list[np.ndarray]
     cell_variances: list[float]
+    target: str = "uniform"
 
     def model(self, spec: CollectionSpec, strength: float) -> NaiveBayesModel:
         """The Naive Bayes model with every feature smoothed at ``strength``."""
-        tables = [smooth_conditionals(t, v, strength) for t, v in zip(self.tables, self.cell_variances)]
+        tables = [smooth_conditionals(t, v, strength, self.target) for t, v in zip(self.tables, self.cell_variances)]
         return NaiveBayesModel(spec, self.class_count, tables)
 
     def log_probabilities(self, strengths: np.ndarray) -> list[np.ndarray]:
@@ -37,16 +42,16 @@ class Unsmoothed:
         for group in shapes.values():
             tables = np.stack([self.tables[i] for i in group])  # (F, k, n)
             variances = np.array([self.cell_variances[i] for i in group])[:, None, None]
-            smoothed = smooth_conditionals(tables, variances, column)  # (S, F, k, n)
+            smoothed = smooth_conditionals(tables, variances, column, self.target)  # (S, F, k, n)
             log_prob = np.log(smoothed) - np.log(smoothed.sum(axis=-1, keepdims=True))
             for j, i in enumerate(group):
                 out[i] = log_prob[:, j]
         return out
 
 
-def smooth_conditionals(table: np.ndarray, cell_variance: float, strength=1.0) -> np.ndarray:
+def smooth_conditionals(table: np.ndarray, cell_variance: float, strength=1.0, target: str = "uniform") -> np.ndarray:
     """Smoothing of one feature's counts ``table`` (shape ``(k, n_i)``) that vanishes as the noise
-    does: each class's distribution over the feature's values moves toward the uniform one by a
+    does: each class's distribution over the feature's values moves toward ``target`` by a
     weight ``w``, the smaller of two. ``strength`` multiplies the noise both weights see (1: the
     empirical-Bayes weight itself; :mod:`aggregator.strength` picks it per collection). Returns
     positive counts with the rows' totals, shape ``(k, n_i)``. Leading axes broadcast: tables
@@ -60,12 +65,16 @@ def smooth_conditionals(table: np.ndarray, cell_variance: float, strength=1.0) -
       with few reports the spread's own estimate is mostly noise, and this (which falls only like
       ``1/sqrt(n)``) bounds the smoothing where the data cannot.
 
-    The target is uniform, not the feature's pooled marginal. Toward the marginal removes the
-    false class signal a skewed, class-independent feature gains when the rarer class is pulled
-    further. But toward uniform also pulls a noisy rare class's conditionals away from the
-    majority's common values, which keeps noise from outvoting the prior: toward the marginal lost
-    0.043 on connect-4 at ε = 1 and 0.016 on mushroom at 0.5, with the strength chosen by the same
-    bootstrap (README, *Estimators*).
+    ``target`` is ``"uniform"`` (the default) or ``"marginal"``: the feature's pooled marginal,
+    itself moved toward uniform by a pseudo-count of one standard deviation of the pooled cells per
+    value (so that no value of the target is zero; it vanishes like ``1/sqrt(n)``). Toward uniform
+    a class-independent skewed feature gains a false class signal, because the classes are pulled
+    by different weights (the rarer further); toward the marginal it does not, and the
+    conditionals' error falls like ``1/sqrt(n)`` there. But toward uniform also pulls a noisy rare
+    class's conditionals away from the majority's common values, which keeps the noise of many
+    dependent features from outvoting the prior: toward the marginal lost 0.005 on connect-4 at
+    ε = 1 (below its majority class) and 0.004 on car at 2, and gained 0.006 on chess at 0.5
+    (README, *Estimators*), so uniform stays the default and ``marginal`` is an estimator of its own.
 
     The spread here is measured on the Norm-Sub projected counts, which carry less noise than
     ``cell_variance`` says, so the empirical-Bayes weight overstates the noise; the pseudo-count
@@ -89,5 +98,13 @@ def smooth_conditionals(table: np.ndarray, cell_variance: float, strength=1.0) -
     empirical = np.where(totals > 0, noise / (noise + spread + 1e-300), 1.0)
     pseudo = d * strength * np.sqrt(cell_variance)
     weight = np.minimum(empirical, pseudo / (np.maximum(totals, 0.0) + pseudo))
-    smoothed = np.maximum((1 - weight) * shares + weight / d, 1e-12)
+    if target == "marginal":
+        pooled = d * np.sqrt(table.shape[-2] * cell_variance)
+        toward = pooled / (np.maximum(overall, 0.0) + pooled)
+        aim = (1 - toward) * marginal + toward / d
+    elif target == "uniform":
+        aim = 1.0 / d
+    else:
+        raise ValueError(f"unknown smoothing target {target!r}; choose one of {', '.join(TARGETS)}")
+    smoothed = np.maximum((1 - weight) * shares + weight * aim, 1e-12)
     return smoothed / smoothed.sum(axis=-1, keepdims=True) * np.maximum(totals, 1.0)

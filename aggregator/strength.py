@@ -59,12 +59,16 @@ def statistics_seed(stats: CollectionStatistics) -> int:
 
 def plug_in_truth(stats: CollectionStatistics, base: Unsmoothed) -> NaiveBayesModel:
     """The population the bootstrap draws from: ``base``'s class counts, and each class's Norm-Sub
-    conditional moved toward uniform by the weight ``w = (v/T²) / (v/T² + s²)``, where ``v/T²`` is
-    the noise variance of one of its shares (``v`` the oracle's cell variance, ``T`` the class's
-    expected count on the input: its pooled share times the input's reports) and ``s²`` the true
-    spread of its shares around uniform, estimated without bias from the raw (unprojected) count
-    estimates as their mean squared deviation less that noise, and at least 0: the
-    empirical-Bayes posterior mean of the conditional."""
+    conditional moved toward ``base.target`` by the weight ``w = σ² / (σ² + s²)``: the
+    empirical-Bayes posterior mean of the conditional.
+
+    Toward uniform, ``σ² = v/T²`` is the noise variance of one of the class's shares (``v`` the
+    oracle's cell variance, ``T`` the class's expected count on the input: its pooled share times
+    the input's reports) and ``s²`` the true spread of its shares around uniform. Toward the
+    marginal, the deviation from the pooled marginal ``m = Σ_c π_c·share_c`` carries the noise
+    ``σ_c² = (1 − π_c)²·v/T_c² + Σ_{c' ≠ c} π_c'²·v/T_c'²`` and ``s²`` is its true spread. Either
+    spread is estimated without bias from the raw (unprojected) count estimates, as their mean
+    squared deviation less the noise, and at least 0."""
     spec, k = stats.spec, stats.spec.n_classes
     prior = base.class_count / base.class_count.sum()
     tables = []
@@ -74,11 +78,18 @@ def plug_in_truth(stats: CollectionStatistics, base: Unsmoothed) -> NaiveBayesMo
         d = projected.shape[1]
         expected = np.maximum(prior * max(state.n, 1), 1e-9)  # (k,)
         noise = oracle.variance(max(state.n, 1))[0] / expected**2
-        deviation = raw.reshape(-1, k).T / expected[:, None] - 1.0 / d
+        raw_shares = raw.reshape(-1, k).T / expected[:, None]  # (k, d)
+        shares = projected / np.maximum(projected.sum(axis=1, keepdims=True), 1e-12)
+        if base.target == "marginal":
+            noise = (1 - prior) ** 2 * noise + (prior**2 * noise).sum() - prior**2 * noise
+            deviation = raw_shares - prior @ raw_shares
+            aim = projected.sum(axis=0) / max(projected.sum(), 1e-12)
+        else:
+            deviation = raw_shares - 1.0 / d
+            aim = np.full(d, 1.0 / d)
         signal = np.maximum((deviation**2).mean(axis=1) - noise, 0.0)
         weight = (noise / (noise + signal + 1e-300))[:, None]
-        shares = projected / np.maximum(projected.sum(axis=1, keepdims=True), 1e-12)
-        smoothed = np.maximum((1 - weight) * shares + weight / d, 1e-12)
+        smoothed = np.maximum((1 - weight) * shares + weight * aim, 1e-12)
         tables.append(smoothed / smoothed.sum(axis=1, keepdims=True) * base.class_count[:, None])
     return NaiveBayesModel(spec, base.class_count, tables)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aggregator.estimators import normsub_estimator, paper_estimator
+from aggregator.estimators import marginal_estimator, normsub_estimator, paper_estimator
 from participant import CollectionSpec, Feature
 from sim.synthetic import known_model_statistics
 
@@ -46,7 +46,12 @@ def main() -> None:
         [Feature(f"f{i}", [str(j) for j in range(t.shape[1])]) for i, t in enumerate(conditionals)],
         ["a", "b"], args.protocol, args.eps,
     )  # fmt: skip
-    estimators = {"paper": paper_estimator, "normsub": normsub_estimator, "strength 1": partial(normsub_estimator, strength=1.0)}
+    estimators = {
+        "paper": paper_estimator,
+        "normsub": normsub_estimator,
+        "strength 1": partial(normsub_estimator, strength=1.0),
+        "marginal": marginal_estimator,
+    }
     error = {}  # (estimator, feature, n) -> mean largest error
     for n in SIZES:
         runs = {name: [] for name in estimators}

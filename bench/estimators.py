@@ -8,7 +8,8 @@ One report per person (ε per person). Writes bench/results/estimators.md: per d
 and ε, the mean accuracy of each estimator, of the majority class and of non-private Naive Bayes,
 the mean log-loss (nats per test record), and the paired differences of normsub with paper, with
 the majority class and with ``strength 1`` (normsub with its smoothing strength fixed at 1, as
-before the strength was chosen per collection), each with its standard error. ``prior only`` is
+before the strength was chosen per collection), and of ``marginal`` (normsub smoothed toward each
+feature's pooled marginal) with normsub and the majority class, each with its standard error. ``prior only`` is
 the constant classifier the private reports give: normsub's class prior with every conditional
 uniform, so it predicts the class the reports say is the most common. Every run's accuracies go to
 bench/results/estimators-runs.csv, so that two versions' runs (the same seeds, the same reports)
@@ -33,7 +34,7 @@ from sim.experiment import run_once
 
 RESULTS = Path(__file__).with_name("results") / "estimators.md"
 RUNS = RESULTS.with_name("estimators-runs.csv")
-NAMES = ("paper", "normsub", "strength 1", "prior only")
+NAMES = ("paper", "normsub", "strength 1", "marginal", "prior only")
 
 
 def register() -> None:
@@ -81,7 +82,8 @@ def cell(dataset: str, protocol: str, epsilon: float, reps: int, mode: str) -> t
         + f" | {nonprivate:.3f} | "
         + " / ".join(f"{loss[n].mean():.3f}" for n in NAMES)
         + f" | {paired(acc['normsub'], acc['paper'])} | {paired(acc['normsub'], majority)}"
-        + f" | {paired(acc['normsub'], acc['strength 1'])} |"
+        + f" | {paired(acc['normsub'], acc['strength 1'])} | {paired(acc['marginal'], acc['normsub'])}"
+        + f" | {paired(acc['marginal'], majority)} |"
     ), per_run
 
 
@@ -134,8 +136,9 @@ def main() -> None:
         f"--protocols {args.protocols} --mode {args.mode}`)",
         "",
         f"| data set | protocol | ε | majority | {' | '.join(NAMES)} | non-private | log-loss {' / '.join(NAMES)} "
-        "| normsub − paper (± s.e.) | normsub − majority (± s.e.) | normsub − strength 1 (± s.e.) |",
-        "|---|---|---|---|" + "---|" * len(NAMES) + "---|---|---|---|---|",
+        "| normsub − paper (± s.e.) | normsub − majority (± s.e.) | normsub − strength 1 (± s.e.) "
+        "| marginal − normsub (± s.e.) | marginal − majority (± s.e.) |",
+        "|---|---|---|---|" + "---|" * len(NAMES) + "---|---|---|---|---|---|---|",
     ]
     rows = Parallel(n_jobs=args.jobs, return_as="generator")(
         delayed(cell)(d, p, e, args.reps, args.mode) for d, p, e in cells
