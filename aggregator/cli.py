@@ -288,9 +288,11 @@ async def prepare(args) -> None:
 
 async def serve_worker(args, sock: socket.socket | None, announce: bool, ready_fd: int | None = None) -> None:
     from .app import create_app, open_store, start_site
+    from .garbage import tune_for_serving
 
     store, _ = await open_store(args.db, None, **store_options(args))
     runner, url = await start_site(await create_app(store, config_from(args)), args.host, args.port, sock)
+    tune_for_serving()
     if ready_fd is not None:
         os.write(ready_fd, b".")
         os.close(ready_fd)

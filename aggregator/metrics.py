@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, GCCollector, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 UNKNOWN_COLLECTION = "_unknown"
@@ -83,6 +83,9 @@ class Metrics:
             )
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Fixed(families))
+        # The process's CPU, memory and file descriptors, and the garbage collector's passes.
+        ProcessCollector(registry=registry)
+        GCCollector(registry=registry)
         return generate_latest(registry)
 
 
