@@ -162,6 +162,12 @@ async def test_model_over_http_equals_the_in_process_model(service, protocol):
     np.testing.assert_allclose(remote.class_count, local.class_count, rtol=1e-12)
     np.testing.assert_array_equal(remote.predict(X1), local.predict(X1))
     np.testing.assert_allclose(remote.predict_proba(X1), local.predict_proba(X1), rtol=1e-9)
+    # The estimator named in the query is the one used: smoothed toward the marginal, not uniform.
+    status, data = await service.get("/collections/c1/model?estimator=marginal")
+    toward_marginal = in_process_model(spec, reports, "marginal")
+    assert status == 200
+    np.testing.assert_allclose(NaiveBayesModel.from_dict(data).predict_proba(X1), toward_marginal.predict_proba(X1), rtol=1e-9)
+    assert not np.allclose(toward_marginal.predict_proba(X1), local.predict_proba(X1))
 
 
 async def test_participant_clients_submit_records(service, tmp_path):
