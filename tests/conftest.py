@@ -1,6 +1,7 @@
 import itertools
 import signal
 
+import numpy as np
 import pytest
 
 from participant import CollectionSpec, Feature
@@ -18,6 +19,25 @@ TABLE_1 = [
     ("Young", "Low", "Male", "No"),
     ("Old", "High", "Female", "No"),
 ]
+
+
+def skewed_class_independent(people_per_input: int):
+    """The reviewer's population for a false class signal: one feature of 64 values, geometric
+    (half its people on 6 values) and independent of the class, a fifth of the people in class b,
+    OUE at ε = 1. Returns the true model and empty statistics with ``people_per_input`` reports
+    on each input, for :func:`aggregator.strength.draw_statistics`."""
+    from aggregator.model import NaiveBayesModel
+    from aggregator.statistics import CollectionStatistics
+
+    d = 64
+    spec = CollectionSpec([Feature("f", [f"v{j}" for j in range(d)])], ["a", "b"], "OUE", 1.0)
+    marginal = np.exp(-np.arange(d) / 8.0)
+    prior = np.array([0.8, 0.2])
+    truth = NaiveBayesModel(spec, prior * 1e9, [np.outer(prior, marginal / marginal.sum()) * 1e9])
+    like = CollectionStatistics(spec)
+    for state in like.states:
+        state.n = people_per_input
+    return truth, like
 
 
 def table_1_spec(protocol="DE", epsilon=1.0, **kwargs) -> CollectionSpec:

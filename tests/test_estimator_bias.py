@@ -27,7 +27,7 @@ from protocols import (
 from sim.estimator import LDPNaiveBayes
 from sim.experiment import simulate_collection
 
-from .conftest import TABLE_1, table_1_spec
+from .conftest import TABLE_1, skewed_class_independent, table_1_spec
 
 # 1. Smoothing toward the pooled marginal, and the pooled prior's weights.
 
@@ -42,18 +42,9 @@ def test_a_class_independent_skewed_feature_keeps_no_false_class_signal_toward_i
     Norm-Sub's clipping of the rarer class's noisier cells). A marginal target that is uniform
     again lands in the first band."""
     from aggregator.estimators import normsub_estimator
-    from aggregator.model import NaiveBayesModel
-    from aggregator.statistics import CollectionStatistics
     from aggregator.strength import draw_statistics
 
-    d = 64
-    spec = CollectionSpec([Feature("f", [f"v{j}" for j in range(d)])], ["a", "b"], "OUE", 1.0)
-    marginal = np.exp(-np.arange(d) / 8.0)
-    prior = np.array([0.8, 0.2])
-    truth = NaiveBayesModel(spec, prior * 1e9, [np.outer(prior, marginal / marginal.sum()) * 1e9])
-    like = CollectionStatistics(spec)
-    for state in like.states:
-        state.n = 500_000
+    truth, like = skewed_class_independent(500_000)
     rng = np.random.default_rng(1)
     ratios = []
     for _ in range(10):

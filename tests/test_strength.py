@@ -15,6 +15,8 @@ from participant import CollectionSpec, Feature
 from sim.datasets import load_dataset
 from sim.experiment import runner_for
 
+from .conftest import skewed_class_independent
+
 PRIOR = np.array([0.2, 0.8])
 CONDITIONALS = [np.array([[0.1, 0.2, 0.7], [0.5, 0.3, 0.2]]), np.array([[0.6, 0.4], [0.25, 0.75]])]
 
@@ -199,14 +201,7 @@ def test_toward_the_marginal_the_bootstrap_draws_from_a_population_without_false
     0.654)."""
     from aggregator.strength import plug_in_truth
 
-    d = 64
-    spec = CollectionSpec([Feature("f", [f"v{j}" for j in range(d)])], ["a", "b"], "OUE", 1.0)
-    marginal = np.exp(-np.arange(d) / 8.0)
-    prior = np.array([0.8, 0.2])
-    truth = NaiveBayesModel(spec, prior * 1e9, [np.outer(prior, marginal / marginal.sum()) * 1e9])
-    like = CollectionStatistics(spec)
-    for state in like.states:
-        state.n = 20_000
+    truth, like = skewed_class_independent(20_000)
     rng = np.random.default_rng(1)
     signals = {"uniform": [], "marginal": []}
     for _ in range(10):
