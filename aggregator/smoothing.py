@@ -69,8 +69,9 @@ def smooth_conditionals(table: np.ndarray, cell_variance: float, strength=1.0, t
     itself moved toward uniform by a pseudo-count of one standard deviation of the pooled cells per
     value (so that no value of the target is zero; it vanishes like ``1/sqrt(n)``). Toward uniform
     a class-independent skewed feature gains a false class signal, because the classes are pulled
-    by different weights (the rarer further); toward the marginal it does not, and the
-    conditionals' error falls like ``1/sqrt(n)`` there. But toward uniform also pulls a noisy rare
+    by different weights (the rarer further); toward the marginal a fifth of it is left (Norm-Sub's
+    clipping of the rarer class's noisier cells), and the conditionals' error there falls nearly
+    like ``1/sqrt(n)``. But toward uniform also pulls a noisy rare
     class's conditionals away from the majority's common values, which keeps the noise of many
     dependent features from outvoting the prior: toward the marginal lost 0.005 on connect-4 at
     ε = 1 (below its majority class), on car at 2 and on mushroom at 1, and gained 0.006 on chess
