@@ -53,7 +53,13 @@ def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
     model = common(sub.add_parser("model", help="save the trained model for scikit-learn (joblib)", allow_abbrev=False))
     model.add_argument("id")
     model.add_argument("--out", required=True, help="the joblib file to write; a JSON model card is written beside it")
-    model.add_argument("--estimator", choices=list(ESTIMATORS), default="normsub")
+    model.add_argument(
+        "--estimator",
+        choices=list(ESTIMATORS),
+        default="normsub",
+        help="how the service turns counts into probabilities: normsub (default), paper (section 3.1 as "
+        "written), ibu (exact histograms for DE inputs) or marginal (smoothed toward each feature's marginal)",
+    )
     model.add_argument(
         "--pipeline", action="store_true", help="save the pipeline that takes raw records (default: the classifier on codes)"
     )
