@@ -2,7 +2,9 @@
 
 Each request waits until the transaction holding its reports has committed, so an acknowledged
 report is on disk, while many requests share one commit (one fsync). While one transaction runs,
-the requests arriving meanwhile queue up and form the next, so groups grow with the load.
+the requests arriving meanwhile queue up and form the next, so groups grow with the load. A
+store with several write lanes (PostgreSQL) keeps that many transactions in flight, so the
+process keeps working while a commit travels to the database and back.
 """
 
 from __future__ import annotations
@@ -18,20 +20,27 @@ MAX_EXTRA_TURNS = 3
 
 
 class ReportWriter:
+    """Takes requests' reports and stores them in group commits, one transaction in flight on each
+    of the store's write lanes (:meth:`~aggregator.store.Store.lanes`): one lane gathers the next
+    group while the others wait for their commits."""
+
     def __init__(self, store: Store):
-        self.store = store
+        self.lanes = store.lanes()
         self.pending: list[tuple[list[IncomingBatch], asyncio.Future]] = []
         self.wakeup = asyncio.Event()
-        self.task: asyncio.Task | None = None
+        # One lane gathers at a time, so that requests form one group, not one per idle lane.
+        self.gathering = asyncio.Lock()
+        self.tasks: list[asyncio.Task] = []
 
     def start(self) -> None:
-        self.task = asyncio.create_task(self._run(), name="ldpnb-report-writer")
+        self.tasks = [asyncio.create_task(self._run(lane), name="ldpnb-report-writer") for lane in self.lanes]
 
     async def stop(self) -> None:
-        if self.task:
-            self.task.cancel()
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
             try:
-                await self.task
+                await task
             except asyncio.CancelledError:
                 pass
 
@@ -53,43 +62,53 @@ class ReportWriter:
             self.wakeup.clear()
         return taken
 
-    async def _run(self) -> None:
+    async def _run(self, lane: Store) -> None:
         while True:
-            await self.wakeup.wait()
-            # Let every request that is ready join this transaction: each yield runs one turn of
-            # the loop, which reads the sockets that have data. While requests keep joining (under
-            # load), yield again, up to MAX_EXTRA_TURNS: the commit's fsync is paid once per group,
-            # and at 64 requests in flight the extra turns doubled the groups (30 to 59 reports)
-            # and cut the CPU a report costs by 8 %. A lone request is committed after one turn.
-            await asyncio.sleep(0)
-            for _ in range(MAX_EXTRA_TURNS):
-                waiting = len(self.pending)
-                await asyncio.sleep(0)
-                if len(self.pending) == waiting:
-                    break
-            group = self._take()
-            combined = [batch for batches, _ in group for batch in batches]
-            try:
-                accepted = await self.store.ingest(combined)
-            except Exception as exc:  # the whole transaction rolled back: nobody is acknowledged yet
-                if len(group) > 1 and not isinstance(exc, StoreUnavailable):
-                    # One request's reports must not cost the others theirs: each alone.
-                    for batches, future in group:
-                        await self._alone(batches, future)
-                    continue
-                for _, future in group:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
-            start = 0
-            for batches, future in group:
-                if not future.done():
-                    future.set_result(accepted[start : start + len(batches)])
-                start += len(batches)
+            async with self.gathering:
+                group = await self._gather()
+            if group:
+                await self._commit(lane, group)
 
-    async def _alone(self, batches: list[IncomingBatch], future: asyncio.Future) -> None:
+    async def _gather(self) -> list[tuple[list[IncomingBatch], asyncio.Future]]:
+        """The next group of requests, once at least one is waiting."""
+        await self.wakeup.wait()
+        # Let every request that is ready join this transaction: each yield runs one turn of
+        # the loop, which reads the sockets that have data. While requests keep joining (under
+        # load), yield again, up to MAX_EXTRA_TURNS: the commit's fsync is paid once per group,
+        # and at 64 requests in flight the extra turns doubled the groups (30 to 59 reports)
+        # and cut the CPU a report costs by 8 %. A lone request is committed after one turn.
+        await asyncio.sleep(0)
+        for _ in range(MAX_EXTRA_TURNS):
+            waiting = len(self.pending)
+            await asyncio.sleep(0)
+            if len(self.pending) == waiting:
+                break
+        return self._take()
+
+    async def _commit(self, lane: Store, group: list[tuple[list[IncomingBatch], asyncio.Future]]) -> None:
+        """Store ``group`` in one transaction on ``lane`` and answer its requests."""
+        combined = [batch for batches, _ in group for batch in batches]
         try:
-            result = await self.store.ingest(batches)
+            accepted = await lane.ingest(combined)
+        except Exception as exc:  # the whole transaction rolled back: nobody is acknowledged yet
+            if len(group) > 1 and not isinstance(exc, StoreUnavailable):
+                # One request's reports must not cost the others theirs: each alone.
+                for batches, future in group:
+                    await self._alone(lane, batches, future)
+                return
+            for _, future in group:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        start = 0
+        for batches, future in group:
+            if not future.done():
+                future.set_result(accepted[start : start + len(batches)])
+            start += len(batches)
+
+    async def _alone(self, lane: Store, batches: list[IncomingBatch], future: asyncio.Future) -> None:
+        try:
+            result = await lane.ingest(batches)
         except Exception as exc:
             if not future.done():
                 future.set_exception(exc)

@@ -70,3 +70,55 @@ async def test_every_schedule_counts_each_report_once(database, seed):
     finally:
         await runner.cleanup()
         await store.close()
+
+
+
+async def test_a_transaction_rolled_back_to_break_a_deadlock_is_tried_again(postgres):
+    """Two write lanes store the same reports X and Y in opposite orders, as when devices re-send
+    while their first requests are in flight. Each lane is held (by another transaction keeping
+    a row of its own locked) right after inserting its first report, so lane A holds X and lane
+    B holds Y; released, each waits for the other's row, and PostgreSQL rolls one back to break
+    the deadlock. That transaction is tried again: every report is acknowledged, each counted
+    once."""
+    import asyncpg
+
+    from aggregator.store import DUPLICATE, NEW, IncomingBatch
+    from participant.wire import decode_values
+
+    from .conftest import fresh_postgres_url
+
+    url = fresh_postgres_url(postgres)
+    store, _ = await open_store(url, ADMIN)
+    blockers = [await asyncpg.connect(url) for _ in range(2)]
+    try:
+        collection = await store.create_collection("m", SPEC, 0)
+        lane_a, lane_b = store.lanes()[:2]
+        x, y, hold_a, hold_b = 1, 2, 3, 4
+
+        def batch(markers):
+            rows = decode_values(SPEC.oracles[1], markers, 1)[0]
+            return IncomingBatch("m", 1, [i.to_bytes(16, "big") for i in markers], markers, rows)
+
+        for blocker, held in zip(blockers, (hold_a, hold_b)):
+            await blocker.execute("BEGIN")
+            await blocker.execute(
+                "INSERT INTO reports VALUES ($1, $2, 1, $3, 0)", collection.key, held.to_bytes(16, "big"), b"\x00"
+            )
+        a = asyncio.create_task(lane_a.ingest([batch([x, hold_a, y])]))
+        b = asyncio.create_task(lane_b.ingest([batch([y, hold_b, x])]))
+        async with asyncio.timeout(10):
+            while await blockers[0].fetchval("SELECT count(*) FROM pg_locks WHERE NOT granted") < 2:
+                await asyncio.sleep(0.02)
+        for blocker in blockers:
+            await blocker.execute("ROLLBACK")
+        ((a,), (b,)) = await asyncio.gather(a, b)
+        assert sorted([a.tolist(), b.tolist()]) == [[DUPLICATE, NEW, DUPLICATE], [NEW] * 3]
+        state = (await store.statistics(collection)).states[1]
+        expected = np.zeros(2 * MARKERS)
+        expected[[x, y, hold_a, hold_b]] = 1
+        np.testing.assert_array_equal(state.support, expected)
+        assert state.n == 4 == await store.count_reports(collection)
+    finally:
+        for blocker in blockers:
+            await blocker.close()
+        await store.close()

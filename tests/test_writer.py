@@ -17,6 +17,9 @@ class Recording:
     def __init__(self):
         self.groups: list[int] = []
 
+    def lanes(self):
+        return [self]
+
     async def ingest(self, batches):
         self.groups.append(len(batches))
         await asyncio.sleep(0)  # a commit takes time; requests arriving meanwhile form the next group
@@ -55,3 +58,42 @@ async def test_a_lone_request_is_committed_without_waiting_for_more():
     await writer.submit([[2]])
     await writer.stop()
     assert store.groups == [1, 1]
+
+
+class HeldLanes:
+    """A store of two write lanes whose transactions wait until released; records which lane
+    took which request."""
+
+    def __init__(self):
+        self.release = asyncio.Event()
+        self.groups: list[tuple[int, list]] = []
+
+    def lanes(self):
+        return [HeldLane(self, i) for i in range(2)]
+
+
+class HeldLane:
+    def __init__(self, store: HeldLanes, index: int):
+        self.store, self.index = store, index
+
+    async def ingest(self, batches):
+        self.store.groups.append((self.index, batches))
+        await self.store.release.wait()
+        return [np.full(len(b), NEW, dtype=np.int8) for b in batches]
+
+
+async def test_while_one_lane_waits_for_its_commit_the_next_lane_takes_the_next_request():
+    """Two lanes: the first request's transaction is in flight on one lane, the second request
+    goes to the other at once, and a third waits for a lane to come free."""
+    store = HeldLanes()
+    writer = ReportWriter(store)
+    writer.start()
+    requests = []
+    for n in (1, 2, 3):
+        requests.append(asyncio.create_task(writer.submit([[n]])))
+        await asyncio.sleep(0.01)
+    assert store.groups == [(0, [[1]]), (1, [[2]])]
+    store.release.set()
+    await asyncio.gather(*requests)
+    await writer.stop()
+    assert [batches for _, batches in store.groups] == [[[1]], [[2]], [[3]]]

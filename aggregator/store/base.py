@@ -15,7 +15,8 @@ with PostgreSQL machines) can share one. Why the numbers they serve are never st
   by several processes, is what this replaces). Sums are exact for the integer counts of the
   frequency oracles and for the grid-valued mean reports (multiples of 2^-10, far below 2^53).
   An instance takes a fresh id at every start, so a restarted or killed instance's rows stay
-  valid and keep being summed; rows grow with collections × inputs × starts, a few per restart.
+  valid and keep being summed; rows grow with collections × inputs × lanes × starts, a few per
+  restart.
 - **A write whose outcome is unknown** (the connection broke, the database restarted or a reply
   was lost, possibly after the commit) leaves the in-memory copy of this instance's partials
   unsure: the transaction may have committed its reports *and* the partials counting them, or
@@ -25,7 +26,8 @@ with PostgreSQL machines) can share one. Why the numbers they serve are never st
   (both change in one transaction), and it stays so: even a commit that lands later changes them
   together. A report of an uncertain write that is re-sent is a duplicate (its id is stored) or
   new (it is not), so it is counted exactly once either way. One write runs at a time per
-  instance (the writer's queue), so no other transaction of the old id can be in flight.
+  instance id (the writer's queue; a process with several write lanes gives each its own id,
+  :meth:`Store.lanes`), so no other transaction of the old id can be in flight.
 - **Collections** are immutable once created, so each instance caches them and looks the
   database up on a miss: one created on another instance is found there. A duplicate id is
   refused by the primary key (409), never by a race between instances.
@@ -35,6 +37,7 @@ with PostgreSQL machines) can share one. Why the numbers they serve are never st
 
 from __future__ import annotations
 
+import copy
 import re
 import secrets
 import time
@@ -136,12 +139,27 @@ class Store(ABC):
 
     #: what the database is, for messages (a path or a URL without its password)
     location: str
+    #: transactions of reports one service process keeps in flight at once (see :meth:`lanes`)
+    write_lanes = 1
 
     def __init__(self):
         self.instance = secrets.token_hex(8)
         self._collections: dict[str, Collection] = {}
         # This instance's partial statistics, per collection key: only this instance writes them.
         self._own: dict[int, CollectionStatistics] = {}
+
+    def lanes(self) -> list[Store]:
+        """``write_lanes`` stores to ingest through at once, one transaction in flight on each:
+        this one, then views of it sharing its connections and collection cache, each with an
+        instance id and partial statistics of its own. To the database each lane is one more
+        instance, so the argument of the module's note holds lane by lane: while one lane's
+        transaction waits for its commit, the next can be sent."""
+        views = []
+        for _ in range(self.write_lanes - 1):
+            view = copy.copy(self)
+            view.instance, view._own = secrets.token_hex(8), {}
+            views.append(view)
+        return [self, *views]
 
     # lifecycle and settings
 

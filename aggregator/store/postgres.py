@@ -99,7 +99,25 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
+# Times a transaction that PostgreSQL rolled back to break a deadlock is tried again (two write
+# lanes inserting the same report ids in opposite orders: a device re-sending while its first
+# request is in flight).
+DEADLOCK_ATTEMPTS = 3
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """What a connection goes back to the pool with: nothing to undo. asyncpg's default reset
+    (``RESET ALL``, ``UNLISTEN *``, ``CLOSE ALL``, releasing session locks) is one more round
+    trip per transaction, 50 µs of this process's CPU and 100 µs of wall time, and this store
+    sets no session state: no setting, listener, cursor or session lock (the migration's lock
+    is the transaction's). asyncpg still rolls back a transaction left open before this."""
+
+
 class PostgresStore(Store):
+    # While one transaction waits for its commit, the next is sent: at 64 single reports in
+    # flight the worker's share of a core rose from 0.89 to about 0.97 (README, *Ingest*).
+    write_lanes = 2
+
     def __init__(self, url: str, pool: asyncpg.Pool, timeout: float = DEFAULT_TIMEOUT):
         super().__init__()
         self.url, self.location, self.pool, self.timeout = url, redacted(url), pool, timeout
@@ -110,7 +128,12 @@ class PostgresStore(Store):
         refuses the start, not the requests), then create or migrate the schema (one instance at
         a time). ``timeout`` bounds every connect, wait for a pooled connection and query."""
         pool = await asyncpg.create_pool(
-            url, min_size=pool_size, max_size=pool_size, command_timeout=timeout, timeout=timeout
+            url,
+            min_size=pool_size,
+            max_size=pool_size,
+            command_timeout=timeout,
+            timeout=timeout,
+            reset=_keep_session,
         )
         store = cls(url, pool, timeout)
         try:
@@ -258,13 +281,22 @@ class PostgresStore(Store):
         try:
             async with asyncio.timeout(self.timeout), self.pool.acquire() as conn:
                 sent = True
-                if all(batch.tokens is None for batch in merged.values()):
-                    done = await self._all_new(conn, merged, now)
-                    if done is not None:
-                        return done
-                return await self._row_by_row(conn, merged, now)
+                for attempt in range(DEADLOCK_ATTEMPTS):
+                    try:
+                        return await self._attempt(conn, merged, now)
+                    except asyncpg.DeadlockDetectedError:
+                        # Rolled back whole, so trying again cannot count anything twice.
+                        if attempt == DEADLOCK_ATTEMPTS - 1:
+                            raise
         except CONNECTION_ERRORS as exc:
             raise self._unavailable(exc, maybe_stored=sent) from None
+
+    async def _attempt(self, conn, merged, now: float):
+        if all(batch.tokens is None for batch in merged.values()):
+            done = await self._all_new(conn, merged, now)
+            if done is not None:
+                return done
+        return await self._row_by_row(conn, merged, now)
 
     async def _row_by_row(self, conn, merged, now: float):
         """The slower path (duplicates, tokens), in one transaction: nothing of it is stored or
