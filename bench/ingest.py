@@ -1,7 +1,7 @@
 """Aggregator ingest throughput over loopback HTTP, beside a bare aiohttp handler in the same run.
 
     python bench/ingest.py [--requests 20000] [--concurrency 64] [--batch 1000] [--batches 100]
-                           [--bare-rounds 3] [--rounds 5] [--ratio-concurrency 64 256]
+                           [--bare-rounds 5] [--rounds 5] [--ratio-concurrency 64 256]
 
 Starts ``python -m aggregator serve`` on SQLite (WAL, synchronous=FULL: an acknowledged report is
 on disk), on PostgreSQL with one worker and with two (durable commits), and a bare aiohttp app
@@ -317,7 +317,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64, help="requests in flight for the table")
     parser.add_argument("--rounds", type=int, default=5, help="alternating 1-worker/2-worker rounds")
     parser.add_argument(
-        "--bare-rounds", type=int, default=3, help="rounds of each configuration beside the bare handler"
+        "--bare-rounds", type=int, default=5, help="rounds of each configuration beside the bare handler"
     )
     parser.add_argument(
         "--ratio-concurrency",
