@@ -66,11 +66,12 @@ class ReportWriter:
         while True:
             async with self.gathering:
                 group = await self._gather()
-            if group:
-                await self._commit(lane, group)
+            await self._commit(lane, group)
 
     async def _gather(self) -> list[tuple[list[IncomingBatch], asyncio.Future]]:
-        """The next group of requests, once at least one is waiting."""
+        """The next group of requests, once at least one is waiting (never empty: only the lane
+        holding :attr:`gathering` takes from the queue, and the wakeup stays set while the queue
+        holds a request)."""
         await self.wakeup.wait()
         # Let every request that is ready join this transaction: each yield runs one turn of
         # the loop, which reads the sockets that have data. While requests keep joining (under
