@@ -10,7 +10,7 @@ import signal
 import socket
 import sys
 
-from .dbdefaults import DEFAULT_POOL, DEFAULT_TIMEOUT
+from .dbdefaults import DEFAULT_POOL, DEFAULT_TIMEOUT, POSTGRES_WRITE_LANES
 from .operator import COMMANDS as OPERATOR_COMMANDS
 from .operator import OperatorError
 from .operator import add_parsers as add_operator_parsers
@@ -47,6 +47,15 @@ def _positive(kind):
         return value
 
     return parse
+
+
+def _pool_size(text: str) -> int:
+    size = _positive(int)(text)
+    if size <= POSTGRES_WRITE_LANES:
+        raise argparse.ArgumentTypeError(
+            f"must be at least {POSTGRES_WRITE_LANES + 1} (one connection per write lane and one for reads), got {text}"
+        )
+    return size
 
 
 def _non_negative_int(text: str) -> int:
@@ -158,9 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--db-pool",
-        type=_positive(int),
+        type=_pool_size,
         default=DEFAULT_POOL,
-        help=f"PostgreSQL: connections each process opens at start (default {DEFAULT_POOL})",
+        help=f"PostgreSQL: connections each process opens at start, {POSTGRES_WRITE_LANES} of them held by the "
+        f"writer's lanes, the rest for reads (default {DEFAULT_POOL})",
     )
     serve.add_argument(
         "--loop",

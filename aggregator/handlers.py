@@ -40,11 +40,32 @@ DEFAULT_ESTIMATOR = "normsub"
 OPENAPI_PATH = Path(__file__).with_name("openapi.json")
 
 
+def wants_msgpack(request: web.Request) -> bool:
+    accept = request.headers.get("Accept", "")
+    return "msgpack" in accept and any(t in accept for t in MSGPACK_TYPES)
+
+
 def respond(request: web.Request, data, status: int = 200) -> web.Response:
     """JSON, or msgpack when the client's Accept header asks for it."""
-    if any(t in request.headers.get("Accept", "") for t in MSGPACK_TYPES):
+    if wants_msgpack(request):
         return web.Response(body=msgpack.packb(data), status=status, content_type=MSGPACK)
     return web.json_response(data, status=status)
+
+
+# The answer to nearly every request, a single report's outcome, encoded once (as respond() would).
+_OUTCOME_BODIES = {
+    outcome: (json.dumps({"status": outcome}).encode(), msgpack.packb({"status": outcome}))
+    for outcome in ("accepted", "duplicate")
+}
+
+
+def respond_outcome(request: web.Request, outcome: str) -> web.Response:
+    """:func:`respond` of ``{"status": outcome}``: 201 for a new report, 200 for a duplicate."""
+    as_json, as_msgpack = _OUTCOME_BODIES[outcome]
+    status = 201 if outcome == "accepted" else 200
+    if wants_msgpack(request):
+        return web.Response(body=as_msgpack, status=status, content_type=MSGPACK)
+    return web.Response(body=as_json, status=status, content_type="application/json", charset="utf-8")
 
 
 async def read_raw(request: web.Request) -> bytes:
@@ -314,7 +335,7 @@ async def post_reports(request: web.Request) -> web.Response:
     if outcome["status"] == "rejected":
         status = {"bad_token": 403, "token_used": 409, "conflict": 409, "wrong_spec": 409}.get(outcome["reason"], 400)
         raise APIError(status, outcome["error"], reason=outcome["reason"])
-    return respond(request, {"status": outcome["status"]}, status=201 if outcome["status"] == "accepted" else 200)
+    return respond_outcome(request, outcome["status"])
 
 
 async def _post_batch(request: web.Request, collection: Collection, obj: dict) -> web.Response:
@@ -420,9 +441,9 @@ async def _ingest_one(request: web.Request, collection: Collection, obj) -> dict
     except ReportError as exc:
         return _rejected(metrics, collection.id, exc.reason, str(exc))
     tokens = [nonce] if collection.enrollment else None
-    batch = IncomingBatch(collection.id, input_index, [report_id], [value], np.asarray([row]), tokens)
+    batch = IncomingBatch(collection.id, input_index, [report_id], [value], row[np.newaxis], tokens)
     (outcomes,) = await request.app[WRITER].submit([batch])
-    return _record(metrics, collection.id, outcomes[0])
+    return _record(metrics, collection.id, int(outcomes[0]))
 
 
 def _rejected(metrics, collection_id: str, reason: str, message: str) -> dict:

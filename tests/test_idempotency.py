@@ -122,3 +122,39 @@ async def test_a_transaction_rolled_back_to_break_a_deadlock_is_tried_again(post
         for blocker in blockers:
             await blocker.close()
         await store.close()
+
+
+async def test_each_lane_writes_through_a_connection_of_its_own_and_close_gives_them_back(postgres):
+    """A lane keeps its connection from one transaction to the next (two lanes never share one),
+    instead of taking a pooled one each time: after three transactions on each of the two lanes,
+    exactly two database sessions ran a report insert last (a pool hands its four connections
+    round). Closing gives the held connections back, so the pool closes at once instead of
+    waiting out its timeout (20 s here) for them."""
+    from aggregator.store import IncomingBatch
+    from participant.wire import decode_values
+
+    from .conftest import fresh_postgres_url
+
+    url = fresh_postgres_url(postgres)
+    store, _ = await open_store(url, ADMIN, pool_size=4, timeout=20)
+    loop = asyncio.get_running_loop()
+    closing = None
+    try:
+        await store.create_collection("m", SPEC, 0)
+        lanes = store.lanes()
+        assert len(lanes) == 2
+        for k in range(3):
+            for j, lane in enumerate(lanes):
+                marker = 2 * k + j
+                rows = decode_values(SPEC.oracles[1], [marker], 1)[0]
+                await lane.ingest([IncomingBatch("m", 1, [marker.to_bytes(16, "big")], [marker], rows)])
+        inserting = await store._query(
+            "fetchval",
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND query LIKE '%INSERT INTO reports%'",
+        )
+        assert inserting == 2
+        closing = loop.time()
+    finally:
+        await store.close()
+    assert closing is not None and loop.time() - closing < 10

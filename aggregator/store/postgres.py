@@ -19,7 +19,7 @@ import asyncpg
 import msgpack
 import numpy as np
 
-from ..dbdefaults import DEFAULT_POOL, DEFAULT_TIMEOUT
+from ..dbdefaults import DEFAULT_POOL, DEFAULT_TIMEOUT, POSTGRES_WRITE_LANES
 from .base import NEW, SCHEMA_VERSION, TOKEN_USED, IncomingBatch, Store, StoreUnavailable, classify
 
 SCHEMA = """
@@ -117,17 +117,36 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 class PostgresStore(Store):
     # While one transaction waits for its commit, the next is sent: at 64 single reports in
     # flight the worker's share of a core rose from 0.89 to 0.93 (0.98 at 256; README, *Several instances*).
-    write_lanes = 2
+    write_lanes = POSTGRES_WRITE_LANES
 
     def __init__(self, url: str, pool: asyncpg.Pool, timeout: float = DEFAULT_TIMEOUT):
         super().__init__()
         self.url, self.location, self.pool, self.timeout = url, redacted(url), pool, timeout
+        # The connection this lane writes through, taken from the pool at its first transaction
+        # and kept until a write fails: taking and giving back a pooled connection (asyncpg's
+        # release runs as a task of its own) cost 43 µs of CPU per transaction, an eighth of one
+        # at 30 single reports a group.
+        self._conn: asyncpg.Connection | None = None
+        self._writing: list[PostgresStore] = [self]  # every lane, shared, so that close() frees their connections
+
+    def lanes(self) -> list[Store]:
+        """:meth:`Store.lanes`, each writing through a connection of its own (held from the pool)."""
+        lanes = super().lanes()
+        for lane in lanes[1:]:
+            lane._conn = None
+            self._writing.append(lane)
+        return lanes
 
     @classmethod
     async def open(cls, url: str, pool_size: int = DEFAULT_POOL, timeout: float = DEFAULT_TIMEOUT) -> PostgresStore:
         """Connect (``pool_size`` connections, opened now, so a database without room for them
-        refuses the start, not the requests), then create or migrate the schema (one instance at
+        refuses the start, not the requests; :attr:`write_lanes` of them are held by the writer,
+        so there must be at least one more), then create or migrate the schema (one instance at
         a time). ``timeout`` bounds every connect, wait for a pooled connection and query."""
+        if pool_size <= cls.write_lanes:
+            raise ValueError(
+                f"a pool of {pool_size} connections leaves none for reads beside {cls.write_lanes} write lanes"
+            )
         pool = await asyncpg.create_pool(
             url,
             min_size=pool_size,
@@ -156,8 +175,11 @@ class PostgresStore(Store):
         return store
 
     async def close(self) -> None:
-        """Close the pool: gracefully within the timeout, else at once (the database may be away)."""
+        """Give the lanes' connections back and close the pool: gracefully within the timeout, else
+        at once (the database may be away)."""
         try:
+            for lane in self._writing:
+                await lane._drop()
             await asyncio.wait_for(self.pool.close(), self.timeout)
         except (*CONNECTION_ERRORS, asyncio.CancelledError):
             self.pool.terminate()
@@ -280,17 +302,33 @@ class PostgresStore(Store):
         now = time.time()
         sent = False
         try:
-            async with asyncio.timeout(self.timeout), self.pool.acquire() as conn:
+            async with asyncio.timeout(self.timeout):
+                if self._conn is None:
+                    self._conn = await self.pool.acquire()
                 sent = True
-                for attempt in range(DEADLOCK_ATTEMPTS):
-                    try:
-                        return await self._attempt(conn, merged, now)
-                    except asyncpg.DeadlockDetectedError:
-                        # Rolled back whole, so trying again cannot count anything twice.
-                        if attempt == DEADLOCK_ATTEMPTS - 1:
-                            raise
+                try:
+                    for attempt in range(DEADLOCK_ATTEMPTS):
+                        try:
+                            return await self._attempt(self._conn, merged, now)
+                        except asyncpg.DeadlockDetectedError:
+                            # Rolled back whole, so trying again cannot count anything twice.
+                            if attempt == DEADLOCK_ATTEMPTS - 1:
+                                raise
+                except BaseException as exc:
+                    # An error the server reported leaves the connection usable (the transaction
+                    # rolled back); any other (a broken link, a timeout, a cancellation mid-query)
+                    # may not, so the pool checks it and opens a fresh one when it is asked again.
+                    if not isinstance(exc, asyncpg.PostgresError) or isinstance(exc, CONNECTION_ERRORS):
+                        await self._drop()
+                    raise
         except CONNECTION_ERRORS as exc:
             raise self._unavailable(exc, maybe_stored=sent) from None
+
+    async def _drop(self) -> None:
+        """Give this lane's connection back to the pool, if it holds one."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await self.pool.release(conn)
 
     async def _attempt(self, conn, merged, now: float):
         if all(batch.tokens is None for batch in merged.values()):
