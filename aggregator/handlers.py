@@ -41,6 +41,8 @@ OPENAPI_PATH = Path(__file__).with_name("openapi.json")
 
 
 def wants_msgpack(request: web.Request) -> bool:
+    """Whether the Accept header names a msgpack type (the plain substring test first: it is
+    nearly always false)."""
     accept = request.headers.get("Accept", "")
     return "msgpack" in accept and any(t in accept for t in MSGPACK_TYPES)
 
