@@ -61,7 +61,9 @@ async def main_async(args) -> None:
         server = subprocess.Popen(
             [
                 sys.executable, "-m", "aggregator", "serve", "--db", os.path.join(tmp, "load.sqlite3"), "--port", "0",
-                "--max-connections", str(2 * args.clients + 64),  # every client holds one connection
+                # Every client holds one connection, and all of them come from 127.0.0.1.
+                "--max-connections", str(2 * args.clients + 64),
+                "--max-connections-per-address", str(2 * args.clients + 64),
             ],  # fmt: skip
             env={**os.environ, "LDPNB_ADMIN_TOKEN": token},
             stdout=subprocess.PIPE,
