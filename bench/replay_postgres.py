@@ -35,7 +35,10 @@ def main() -> None:
         server, fresh = postgres_server(tmp)
         try:
             aggregator, url = start(
-                [sys.executable, "-m", "aggregator", "serve", "--db", fresh(), "--port", "0", "--workers", str(args.workers)],
+                # Every participant client connects from 127.0.0.1: each worker may have to hold all of them.
+                [sys.executable, "-m", "aggregator", "serve", "--db", fresh(), "--port", "0", "--workers", str(args.workers),
+                 "--max-connections", str(max(1024, args.clients + 64)),
+                 "--max-connections-per-address", str(args.clients + 64)],
                 env=env,
             )
             try:
@@ -52,6 +55,8 @@ def main() -> None:
                 aggregator.wait()
         finally:
             server.cleanup()
+    if http.returncode != 0:
+        sys.exit(f"the replay over HTTP failed: {http.stderr.strip().splitlines()[-1] if http.stderr.strip() else http.returncode}")
     local = subprocess.run([*sim, "--via", "process"], capture_output=True, text=True)
     print(f"--via http, {args.workers} workers on PostgreSQL, {elapsed:.1f} s in all:\n{http.stdout}")
     print(f"--via process:\n{local.stdout}")

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 from aggregator.estimators import ESTIMATORS
-from participant.errors import RecordError, SpecError
+from participant.errors import ClientError, RecordError, SpecError
 from participant.spec import EPSILON_RANGE, CollectionSpec
 from protocols import DEFAULT_THETA, PROTOCOL_NAMES
 
@@ -141,7 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="file holding the --aggregator's admin token, to create the collection (else $LDPNB_ADMIN_TOKEN; "
         "never on the command line, where ps shows it)",
     )
-    http.add_argument("--clients", type=int, default=256, help="participants in flight at once (default 256)")
+    http.add_argument(
+        "--clients",
+        type=int,
+        default=256,
+        help="participants in flight at once, each on its own connection from this machine: an --aggregator "
+        "of your own must allow that many per address (serve --max-connections-per-address; default 256)",
+    )
     http.add_argument(
         "--collection",
         metavar="ID",
@@ -257,9 +263,13 @@ def main(argv: list[str] | None = None) -> int:
     if absent:
         print(f"warning: the test split of seed {args.seed} holds no row of class(es) {absent}", file=sys.stderr)
     if args.via == "http":
+        from .http_replay import ReplayError
+
         try:
             results = run_http(args, data, setup)
-        except (OSError, aiohttp.ClientError) as exc:
+        except ReplayError as exc:
+            parser.exit(2, f"{parser.prog}: error: {exc}\n")
+        except (OSError, aiohttp.ClientError, ClientError) as exc:
             parser.exit(2, f"{parser.prog}: error: cannot use the aggregator: {type(exc).__name__}: {exc}\n")
     else:
         results = [
@@ -390,7 +400,7 @@ def run_collection(parser: argparse.ArgumentParser, args) -> int:
         spec, enrollment = asyncio.run(published(url, args.collection))
     except ReplayError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
-    except (OSError, aiohttp.ClientError) as exc:
+    except (OSError, aiohttp.ClientError, ClientError) as exc:
         parser.exit(2, f"{parser.prog}: error: cannot use the aggregator: {type(exc).__name__}: {exc}\n")
     print(spec.privacy_statement(), file=sys.stderr)
     read_as_declared(args, spec)
@@ -406,7 +416,7 @@ def run_collection(parser: argparse.ArgumentParser, args) -> int:
         run, note = replay_into(data, url, args.collection, spec, enrollment, args.seed, args.estimator, args.clients, tokens)
     except ReplayError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
-    except (OSError, aiohttp.ClientError) as exc:
+    except (OSError, aiohttp.ClientError, ClientError) as exc:
         parser.exit(2, f"{parser.prog}: error: cannot use the aggregator: {type(exc).__name__}: {exc}\n")
     summary = {
         "dataset": data.name,
@@ -466,6 +476,6 @@ def run_http(args, data, setup) -> list:
 
     if args.aggregator:
         return reps(args.aggregator.rstrip("/"), args.admin_token)
-    with LocalAggregator() as local:
+    with LocalAggregator(args.clients) as local:
         print(f"started a local aggregator at {local.url}", file=sys.stderr)
         return reps(local.url, local.admin_token)

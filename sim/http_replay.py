@@ -21,6 +21,7 @@ import numpy as np
 from tqdm import tqdm
 
 from aggregator import model_from_dict
+from aggregator.keys import Config
 from participant.client import AsyncClient, Published
 from participant.errors import ClientError
 from participant.reporting import PerturbedInputs, Report
@@ -32,7 +33,17 @@ from .experiment import RunResult, Setup, nonprivate_accuracy, simulate_reports,
 
 
 class LocalAggregator:
-    """``python -m aggregator serve`` on a free loopback port with a throwaway database."""
+    """``python -m aggregator serve`` on a free loopback port with a throwaway database, holding
+    at least ``clients`` connections at once. Every participant client of a replay connects from
+    127.0.0.1, so the service's per-address cap (which keeps one address from starving the others)
+    is raised with its overall cap."""
+
+    def __init__(self, clients: int = 0):
+        defaults = Config()
+        self.caps = {
+            "--max-connections": max(defaults.max_connections, clients + 64),
+            "--max-connections-per-address": max(defaults.max_connections_per_address, clients + 64),
+        }
 
     def __enter__(self) -> LocalAggregator:
         self.tmp = tempfile.TemporaryDirectory(prefix="ldpnb-sim-")
@@ -47,6 +58,7 @@ class LocalAggregator:
                 os.path.join(self.tmp.name, "sim.sqlite3"),
                 "--port",
                 "0",
+                *(str(part) for cap in self.caps.items() for part in cap),
             ],
             env={**os.environ, "LDPNB_ADMIN_TOKEN": self.admin_token},
             stdout=subprocess.PIPE,
@@ -56,7 +68,7 @@ class LocalAggregator:
         line = self.process.stdout.readline()
         if "listening on " not in line:
             self.__exit__(None, None, None)
-            raise RuntimeError(f"the local aggregator did not start: {line!r}")
+            raise ReplayError(f"the local aggregator did not start: {line!r}")
         self.url = line.split("listening on ")[1].split()[0]
         return self
 
@@ -79,7 +91,8 @@ def participant_bodies(spec: CollectionSpec, perturbed: PerturbedInputs, tokens:
 
 
 class ReplayError(Exception):
-    """The replay into an existing collection cannot go on; the message says why (one line)."""
+    """A replay over HTTP cannot go on (the aggregator refused to create or serve its collection,
+    or the collection replayed into does not fit); the message says why (one line)."""
 
 
 async def create_collection(session: aiohttp.ClientSession, url: str, admin_token: str, spec: CollectionSpec) -> str:
@@ -90,7 +103,7 @@ async def create_collection(session: aiohttp.ClientSession, url: str, admin_toke
     ) as response:
         data = await response.json()
         if response.status != 201:
-            raise RuntimeError(f"creating the collection failed ({response.status}): {data.get('error')}")
+            raise ReplayError(f"creating the collection failed ({response.status}): {data.get('error')}")
         return data["id"]
 
 
@@ -125,7 +138,7 @@ async def fetch_model(session: aiohttp.ClientSession, url: str, collection_id: s
         if r.status == 409 and "missing" in data:
             return None, data.get("error", "not released yet")
         if r.status != 200:
-            raise RuntimeError(f"fetching the model failed ({r.status}): {data.get('error')}")
+            raise ReplayError(f"fetching the model failed ({r.status}): {data.get('error')}")
     return model_from_dict(data), ""
 
 

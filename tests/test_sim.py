@@ -1,6 +1,8 @@
 import json
+import os
 import subprocess
 import sys
+import urllib.request
 
 import numpy as np
 import pytest
@@ -145,6 +147,64 @@ def test_http_replay_matches_the_in_process_accuracy(capsys):
     assert over_http["via"] == "http" and over_http["reports_per_second"] > 0
     assert over_http["accuracy_mean"] == in_process["accuracy_mean"]
     assert over_http["nonprivate_mean"] == in_process["nonprivate_mean"]
+
+
+def test_the_local_aggregator_holds_every_participant_connection_at_once():
+    """Every participant client of a replay connects from 127.0.0.1, so the aggregator a replay
+    starts holds --clients connections at once, past the service's default of 256 per address
+    (past which it answers 503 and closes)."""
+    import asyncio
+    from urllib.parse import urlsplit
+
+    from sim.http_replay import LocalAggregator
+
+    async def statuses(url: str, n: int) -> list[bytes]:
+        address = urlsplit(url)
+        links = [await asyncio.open_connection(address.hostname, address.port) for _ in range(n)]
+        for _, writer in links:
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: local\r\n\r\n")
+        answers = [(await reader.readline()).split()[1] for reader, _ in links]
+        for _, writer in links:
+            writer.close()
+        return answers
+
+    with LocalAggregator(300) as local:
+        answers = asyncio.run(statuses(local.url, 300))
+    assert answers.count(b"200") == 300, sorted(set(answers))
+
+
+def test_an_aggregator_refusing_the_replay_is_one_line_and_exit_2(tmp_path):
+    """Whether the aggregator refuses to create the replay's collection or refuses its reports
+    (here: bodies above --max-body), the replay says so in one line and exits 2."""
+    from .servers import ADMIN, AUTH, Server
+
+    db = tmp_path / "small-bodies.sqlite3"
+    server = Server(db).start()
+    try:
+        with open("sim/specs/car.json") as f:
+            spec = json.load(f)
+        request = urllib.request.Request(
+            f"{server.url}/collections", data=json.dumps({"spec": spec}).encode(),
+            headers={**AUTH, "Content-Type": "application/json"},
+        )  # fmt: skip
+        collection = json.loads(urllib.request.urlopen(request).read())["id"]
+    finally:
+        server.stop()
+    server = Server(db, None, 1, "--max-body", "40").start()  # a report is about 70 bytes
+    sim = [sys.executable, "-m", "sim", "--dataset", "car", "--via", "http", "--aggregator", server.url]
+    try:
+        results = [
+            subprocess.run(
+                [*sim, *extra], capture_output=True, text=True, timeout=120, check=False,
+                env={**os.environ, "LDPNB_ADMIN_TOKEN": ADMIN},
+            )  # fmt: skip
+            for extra in (["--reps", "1"], ["--collection", collection])
+        ]
+    finally:
+        server.stop()
+    for result, words in zip(results, ["creating the collection failed (413)", "cannot use the aggregator"]):
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert words in result.stderr.strip().splitlines()[-1], result.stderr
 
 
 @pytest.mark.parametrize("command", [
