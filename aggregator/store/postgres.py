@@ -184,9 +184,10 @@ class PostgresStore(Store):
         """Give the lanes' connections back and close the pool: gracefully within the timeout, else
         at once (the database may be away)."""
         try:
-            for lane in self._writing:
-                await lane._drop()
-            await asyncio.wait_for(self.pool.close(), self.timeout)
+            async with asyncio.timeout(self.timeout):
+                for lane in self._writing:
+                    await lane._drop()
+                await self.pool.close()
         except (*CONNECTION_ERRORS, asyncio.CancelledError):
             self.pool.terminate()
 
