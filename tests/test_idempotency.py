@@ -158,3 +158,44 @@ async def test_each_lane_writes_through_a_connection_of_its_own_and_close_gives_
     finally:
         await store.close()
     assert closing is not None and loop.time() - closing < 10
+
+
+async def test_a_lane_whose_connection_the_database_closed_while_idle_takes_a_fresh_one(postgres):
+    """A lane keeps its connection between transactions, so the database may close it meanwhile
+    (a restart, ``idle_session_timeout``, an administrator). The next write must not fail on it,
+    as a write through the pool would not: the pool replaces a closed connection when handing it
+    out, and so does the lane."""
+    import asyncpg
+
+    from aggregator.store import NEW, IncomingBatch
+    from participant.wire import decode_values
+
+    from .conftest import fresh_postgres_url
+
+    url = fresh_postgres_url(postgres)
+    store, _ = await open_store(url, ADMIN)
+    try:
+        await store.create_collection("m", SPEC, 0)
+        (lane, *_) = store.lanes()
+
+        def batch(marker):
+            rows = decode_values(SPEC.oracles[1], [marker], 1)[0]
+            return [IncomingBatch("m", 1, [marker.to_bytes(16, "big")], [marker], rows)]
+
+        def gone(conn) -> bool:
+            try:
+                return conn.is_closed()
+            except asyncpg.InterfaceError:  # asyncpg gave it back to the pool on closing
+                return True
+
+        await lane.ingest(batch(1))
+        held = lane._conn
+        await store._query("execute", "SELECT pg_terminate_backend($1)", held.get_server_pid())
+        async with asyncio.timeout(10):
+            while not gone(held):  # the closed socket reaches the client
+                await asyncio.sleep(0.01)
+        ((outcome,),) = await lane.ingest(batch(2))
+        assert outcome == NEW
+        assert (await store.statistics(await store.collection("m"))).states[1].n == 2
+    finally:
+        await store.close()

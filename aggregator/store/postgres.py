@@ -310,8 +310,7 @@ class PostgresStore(Store):
         sent = False
         try:
             async with asyncio.timeout(self.timeout):
-                if self._conn is None:
-                    self._conn = await self.pool.acquire()
+                await self._hold()
                 sent = True
                 try:
                     for attempt in range(DEADLOCK_ATTEMPTS):
@@ -330,6 +329,20 @@ class PostgresStore(Store):
                     raise
         except CONNECTION_ERRORS as exc:
             raise self._unavailable(exc, maybe_stored=sent) from None
+
+    async def _hold(self) -> None:
+        """Make :attr:`_conn` an open connection of this lane's: the one it holds, unless the
+        database closed it meanwhile (a restart, an idle timeout), else a fresh one from the pool."""
+        if self._conn is not None:
+            try:
+                closed = self._conn.is_closed()
+            except asyncpg.InterfaceError:  # closed, and asyncpg has already given it back to the pool
+                self._conn = None
+            else:
+                if closed:
+                    await self._drop()
+        if self._conn is None:
+            self._conn = await self.pool.acquire()
 
     async def _drop(self) -> None:
         """Give this lane's connection back to the pool, if it holds one."""
