@@ -129,9 +129,10 @@ class PostgresStore(Store):
         super().__init__()
         self.url, self.location, self.pool, self.timeout = url, redacted(url), pool, timeout
         # The connection this lane writes through, taken from the pool at its first transaction
-        # and kept until a write fails: taking and giving back a pooled connection (asyncpg's
-        # release runs as a task of its own) cost 43 µs of CPU per transaction (in process, a
-        # pooled SELECT 1 took 52 µs against 9 on a held connection).
+        # and kept until a write fails or the database closes it (:meth:`_hold`): taking and
+        # giving back a pooled connection (asyncpg's release runs as a task of its own) cost 43 µs
+        # of CPU per transaction (in process, a pooled SELECT 1 took 52 µs against 9 on a held
+        # connection).
         self._conn: asyncpg.Connection | None = None
         self._writing: list[PostgresStore] = [self]  # every lane, shared, so that close() frees their connections
 
