@@ -15,7 +15,7 @@ from aiohttp import web
 
 from participant.errors import SpecError
 from participant.spec import CollectionSpec
-from participant.wire import ReportError, check_report, decode_payload, decode_values, unpack
+from participant.wire import ReportError, check_payload, check_report, decode_values, unpack
 
 from .addresses import client_address
 from .answers import encode_json, encode_msgpack
@@ -439,11 +439,12 @@ async def _ingest_one(request: web.Request, collection: Collection, obj) -> dict
     metrics = request.app[METRICS]
     try:
         report_id, input_index, value, nonce = _checked(request, collection, obj)
-        row = decode_payload(collection.spec.oracles[input_index], value, input_index)
+        check_payload(collection.spec.oracles[input_index], value, input_index)
     except ReportError as exc:
         return _rejected(metrics, collection.id, exc.reason, str(exc))
     tokens = [nonce] if collection.enrollment else None
-    batch = IncomingBatch(collection.id, input_index, [report_id], [value], row[np.newaxis], tokens)
+    # The row is decoded by the store, with every other report of this input in the commit.
+    batch = IncomingBatch(collection.id, input_index, [report_id], [value], None, tokens)
     (outcomes,) = await request.app[WRITER].submit([batch])
     return _record(metrics, collection.id, int(outcomes[0]))
 

@@ -199,3 +199,31 @@ async def test_a_lane_whose_connection_the_database_closed_while_idle_takes_a_fr
         assert (await store.statistics(await store.collection("m"))).states[1].n == 2
     finally:
         await store.close()
+
+
+async def test_single_reports_are_decoded_with_the_batch_reports_of_their_commit(database):
+    """A single report reaches the store undecoded (its row is built with the rest of its input's
+    reports in the commit), beside a batch's decoded rows for the same input: both kinds are
+    counted at their own values, in either order."""
+    from aggregator.store import NEW, IncomingBatch
+    from participant.wire import decode_values
+
+    store, _ = await open_store(database, ADMIN)
+    try:
+        collection = await store.create_collection("m", SPEC, 0)
+
+        def single(marker):
+            return IncomingBatch("m", 1, [marker.to_bytes(16, "big")], [marker], None)
+
+        def batch(markers):
+            rows = decode_values(SPEC.oracles[1], markers, 1)[0]
+            return IncomingBatch("m", 1, [i.to_bytes(16, "big") for i in markers], markers, rows)
+
+        outcomes = await store.ingest([batch([3, 5]), single(7), single(11)])
+        outcomes += await store.ingest([single(13), batch([17])])
+        assert [o.tolist() for o in outcomes] == [[NEW, NEW], [NEW], [NEW], [NEW], [NEW]]
+        expected = np.zeros(2 * MARKERS)
+        expected[[3, 5, 7, 11, 13, 17]] = 1
+        np.testing.assert_array_equal((await store.statistics(collection)).states[1].support, expected)
+    finally:
+        await store.close()

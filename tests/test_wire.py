@@ -10,6 +10,7 @@ import pytest
 from participant.wire import (
     ReportError,
     check_report,
+    check_payload,
     decode_payload,
     decode_values,
     encode_payload,
@@ -108,6 +109,12 @@ def test_index_payloads_decode_with_every_out_of_range_value_refused():
     assert bad.tolist() == [False, False, True, True, True, False]
     assert message == "value of input 1 must be an integer in [0, 5]"
     assert decode_payload(oracle, 5, 1) == 5
+    for value, refused in zip([0, 5, 6, -1, 2**70, 3], bad):  # the single-report check refuses the same ones
+        if refused:
+            with pytest.raises(ReportError, match=r"must lie in \[0, 5\]"):
+                check_payload(oracle, value, 1)
+        else:
+            check_payload(oracle, value, 1)
 
 
 def test_bit_payloads_decode_most_significant_bit_first_and_refuse_padding():
@@ -126,7 +133,8 @@ def test_bit_payloads_decode_most_significant_bit_first_and_refuse_padding():
 def test_one_bit_payload_decodes_as_the_batch_decoder_decodes_it(d):
     """Every byte string of a d-bit payload's length drawn at random, a quarter of them with a
     padding bit set: the single-report decoder gives the batch decoder's row, dtype and
-    refusal for each."""
+    refusal for each, and the single-report check (the service's, which leaves the decoding to
+    the store) refuses the same ones."""
     from protocols import OptimisedUnaryEncoding
 
     oracle = OptimisedUnaryEncoding(1.0, d)
@@ -139,9 +147,12 @@ def test_one_bit_payload_decodes_as_the_batch_decoder_decodes_it(d):
         if refused:
             with pytest.raises(ReportError, match=message):
                 decode_payload(oracle, payload, 3)
+            with pytest.raises(ReportError, match=message):
+                check_payload(oracle, payload, 3)
         else:
             single = decode_payload(oracle, payload, 3)
             assert single.dtype == row.dtype and single.tolist() == row.tolist()
+            check_payload(oracle, payload, 3)
 
 
 def test_float_payloads_must_be_finite_grid_points_within_the_bound():
@@ -165,6 +176,12 @@ def test_float_payloads_must_be_finite_grid_points_within_the_bound():
     assert message == "value of input 0 must hold finite multiples of 2^-10 (the release grid) of magnitude <= 2001"
     with pytest.raises(ReportError, match="value of input 0 must hold finite"):
         decode_payload(oracle, struct.pack("<2d", np.inf, 0.0), 0)
+    for pair, refused in zip(pairs, bad):  # the single-report check refuses the same ones
+        if refused:
+            with pytest.raises(ReportError, match="value of input 0 must hold finite"):
+                check_payload(oracle, struct.pack("<2d", *pair), 0)
+        else:
+            check_payload(oracle, struct.pack("<2d", *pair), 0)
 
 
 def test_payloads_encode_to_the_documented_bytes():

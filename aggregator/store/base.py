@@ -42,7 +42,7 @@ import re
 import secrets
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -104,13 +104,16 @@ class Collection:
 @dataclass(frozen=True)
 class IncomingBatch:
     """Validated reports of one collection, all carrying the same input, waiting to be stored:
-    their ids, their wire values (stored as received) and their decoded rows (for the statistics)."""
+    their ids, their wire values (stored as received) and their decoded rows (for the statistics),
+    or ``None`` for rows the store is to decode with the rest of their group, from values that
+    passed :func:`participant.wire.check_payload` (a single report's, whose row alone cost more
+    to build than its share of one vectorised decoding per input and commit)."""
 
     collection_id: str
     input: int
     report_ids: list[bytes]
     values: list
-    rows: np.ndarray
+    rows: np.ndarray | None
     tokens: list[bytes] | None = None  # enrollment token nonces, one per report
 
     def __len__(self) -> int:
@@ -118,7 +121,8 @@ class IncomingBatch:
 
 
 def merge_group(parts: list[IncomingBatch]) -> IncomingBatch:
-    """One batch holding ``parts`` (same collection and input) in order."""
+    """One batch holding ``parts`` (same collection and input) in order; its rows are ``None``
+    when any part's are (the store decodes them all)."""
     if len(parts) == 1:
         return parts[0]
     first = parts[0]
@@ -127,7 +131,7 @@ def merge_group(parts: list[IncomingBatch]) -> IncomingBatch:
         first.input,
         [rid for p in parts for rid in p.report_ids],
         [v for p in parts for v in p.values],
-        np.concatenate([p.rows for p in parts]),
+        None if any(p.rows is None for p in parts) else np.concatenate([p.rows for p in parts]),
         [t for p in parts for t in p.tokens] if first.tokens is not None else None,
     )
 
@@ -312,7 +316,9 @@ class Store(ABC):
         """
         groups = self._groups(batches)
         results: list[np.ndarray] = [np.zeros(0, dtype=np.int8)] * len(batches)
-        merged = {group: merge_group([batches[b] for b in members]) for group, members in groups.items()}
+        merged = {
+            group: self._decoded(merge_group([batches[b] for b in members])) for group, members in groups.items()
+        }
         try:
             outcomes, updated = await self._transaction(merged)
         except BaseException:
@@ -328,6 +334,16 @@ class Store(ABC):
         # This instance's partials change only once committed.
         self._own.update(updated)
         return results
+
+    def _decoded(self, batch: IncomingBatch) -> IncomingBatch:
+        """``batch`` with its rows, decoded from its values in one vectorised call if it has none."""
+        if batch.rows is not None:
+            return batch
+        oracle = self._collections[batch.collection_id].spec.oracles[batch.input]
+        rows, bad, message = decode_values(oracle, batch.values, batch.input)
+        if bad.any():  # check_payload refuses all that decode_values refuses: a bug, not a report
+            raise ValueError(f"an unchecked value reached the store: {message}")
+        return replace(batch, rows=rows)
 
     def _forget_partials(self) -> None:
         """Leave this instance's partial rows as the database holds them and continue under a fresh
