@@ -3,8 +3,8 @@
 Each request waits until the transaction holding its reports has committed, so an acknowledged
 report is on disk, while many requests share one commit (one fsync). While one transaction runs,
 the requests arriving meanwhile queue up and form the next, so groups grow with the load. A
-store with several write lanes (PostgreSQL) keeps that many transactions in flight, so the
-process keeps working while a commit travels to the database and back.
+store with several write lanes (PostgreSQL) keeps up to that many transactions in flight, one
+per lane, when requests arrive while a commit travels to the database and back.
 """
 
 from __future__ import annotations

@@ -21,6 +21,8 @@ import time
 
 from ingest import postgres_server, start
 
+from sim.http_replay import connection_caps
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -37,8 +39,7 @@ def main() -> None:
             aggregator, url = start(
                 # Every participant client connects from 127.0.0.1: each worker may have to hold all of them.
                 [sys.executable, "-m", "aggregator", "serve", "--db", fresh(), "--port", "0", "--workers", str(args.workers),
-                 "--max-connections", str(max(1024, args.clients + 64)),
-                 "--max-connections-per-address", str(args.clients + 64)],
+                 *connection_caps(args.clients)],
                 env=env,
             )
             try:

@@ -32,18 +32,23 @@ from .datasets import Dataset
 from .experiment import RunResult, Setup, nonprivate_accuracy, simulate_reports, spec_for, split
 
 
+def connection_caps(clients: int) -> list[str]:
+    """``serve`` options under which one process holds ``clients`` connections from one address
+    at once (each at least its default): every participant client of a replay connects from
+    127.0.0.1, and the per-address cap keeps one address from starving the others."""
+    defaults = Config()
+    return [
+        "--max-connections", str(max(defaults.max_connections, clients + 64)),
+        "--max-connections-per-address", str(max(defaults.max_connections_per_address, clients + 64)),
+    ]  # fmt: skip
+
+
 class LocalAggregator:
     """``python -m aggregator serve`` on a free loopback port with a throwaway database, holding
-    at least ``clients`` connections at once. Every participant client of a replay connects from
-    127.0.0.1, so the service's per-address cap (which keeps one address from starving the others)
-    is raised with its overall cap."""
+    at least ``clients`` connections at once (:func:`connection_caps`)."""
 
     def __init__(self, clients: int = 0):
-        defaults = Config()
-        self.caps = {
-            "--max-connections": max(defaults.max_connections, clients + 64),
-            "--max-connections-per-address": max(defaults.max_connections_per_address, clients + 64),
-        }
+        self.caps = connection_caps(clients)
 
     def __enter__(self) -> LocalAggregator:
         self.tmp = tempfile.TemporaryDirectory(prefix="ldpnb-sim-")
@@ -58,7 +63,7 @@ class LocalAggregator:
                 os.path.join(self.tmp.name, "sim.sqlite3"),
                 "--port",
                 "0",
-                *(str(part) for cap in self.caps.items() for part in cap),
+                *self.caps,
             ],
             env={**os.environ, "LDPNB_ADMIN_TOKEN": self.admin_token},
             stdout=subprocess.PIPE,

@@ -154,10 +154,10 @@ class Store(ABC):
 
     def lanes(self) -> list[Store]:
         """``write_lanes`` stores to ingest through at once, one transaction in flight on each:
-        this one, then views of it sharing its database and collection cache (PostgreSQL gives each
-        a connection of its own), each with an instance id and partial statistics of its own. To the database each lane is one more
-        instance, so the argument of the module's note holds lane by lane: while one lane's
-        transaction waits for its commit, the next can be sent."""
+        this one, then views of it sharing its database and collection cache (PostgreSQL gives
+        each a connection of its own), each with an instance id and partial statistics of its own.
+        To the database each lane is one more instance, so the argument of the module's note holds
+        lane by lane: while one lane's transaction waits for its commit, the next can be sent."""
         views = []
         for _ in range(self.write_lanes - 1):
             view = copy.copy(self)
