@@ -1,0 +1,195 @@
+"""Would a test for class dependence keep a private model at its constant classifier where the
+features cannot help? Tried, not shipped (README, *Estimators*).
+
+    python bench/dependence_gate.py [--reps 100] [--cells car:0.5,car:1,...] [--jobs 2]
+
+For every run (the seeds and reports of ``bench/estimators.py``, protocol ``auto``, fast mode):
+
+- the test: per feature, the squared deviations of each class's unbiased shares from the pooled
+  marginal, each over its noise variance, a χ² statistic with (k − 1)·d degrees of freedom (exact
+  for two classes under Gaussian noise, approximate beyond); the features' p-values combined by
+  Fisher's method and by the smallest one (Bonferroni);
+- normsub's bootstrap: the expected accuracy of every strength in every one of its draws, from
+  which its choice, its estimated gain over the class prior (strength 1024) and that gain's
+  standard error follow, and the class prior's accuracy in the bootstrap's world (the estimated
+  majority share);
+- the test accuracies of ``normsub`` and of ``prior only`` (its class prior, uniform conditionals).
+
+A gated model is ``prior only`` where the gate closes and ``normsub`` elsewhere, so every gate is
+scored on the same runs. Writes bench/results/dependence_gate.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+from joblib import Parallel, delayed
+from scipy import stats as st
+from tqdm import tqdm
+
+from sim.datasets import load_dataset
+from sim.experiment import run_once
+
+RESULTS = Path(__file__).with_name("results") / "dependence_gate.md"
+CELLS = "car:0.5,car:1,car:2,chess:0.5,chess:1,mushroom:0.5,mushroom:1,connect-4:1"
+
+
+def dependence_p(stats) -> tuple[float, float]:
+    """``(fisher, bonferroni)``: the p-values of no class dependence in any feature."""
+    from aggregator.estimators import normsub_unsmoothed
+
+    spec, k = stats.spec, stats.spec.n_classes
+    base = normsub_unsmoothed(stats)
+    prior = base.class_count / base.class_count.sum()
+    p = []
+    for oracle, state, raw in zip(spec.oracles[1:], stats.states[1:], stats.estimated_counts()[1:]):
+        d = raw.size // k
+        expected = np.maximum(prior * max(state.n, 1), 1e-9)
+        noise = oracle.variance(max(state.n, 1))[0] / expected**2
+        shares = raw.reshape(-1, k).T / expected[:, None]
+        # The variance of a class's deviation from the pooled marginal Σ_c π_c·share_c.
+        deviation_noise = (1 - prior) ** 2 * noise + (prior**2 * noise).sum() - prior**2 * noise
+        deviation = shares - prior @ shares
+        statistic = (deviation**2 / deviation_noise[:, None]).sum()
+        p.append(st.chi2.sf(statistic * (k - 1) / k, (k - 1) * d))
+    p = np.maximum(np.array(p), 1e-300)
+    return float(st.chi2.sf(-2 * np.log(p).sum(), 2 * len(p))), float(min(1.0, p.min() * len(p)))
+
+
+def bootstrap_accuracies(stats) -> np.ndarray:
+    """normsub's bootstrap, as :func:`aggregator.strength.choose_strength` runs it: the expected
+    accuracy of each strength (columns, :data:`~aggregator.strength.STRENGTHS`) in each draw (rows)."""
+    from aggregator import strength as S
+    from aggregator.estimators import normsub_unsmoothed
+    from aggregator.model import one_hot
+
+    derive = partial(normsub_unsmoothed, target="uniform")
+    rng = np.random.default_rng(S.statistics_seed(stats))
+    truth = S.plug_in_truth(stats, derive(stats))
+    codes, posterior = S.sample_records(truth, S.RECORDS, rng)
+    onehot = one_hot(codes, [t.shape[1] for t in truth.feature_log_prob])
+    strengths, columns = np.array(S.STRENGTHS), np.arange(S.RECORDS)
+    rows = []
+    for _ in range(S.DRAWS):
+        drawn = derive(S.draw_statistics(truth, stats, rng))
+        log_prob = np.concatenate(drawn.log_probabilities(strengths), axis=2)
+        n, k = log_prob.shape[:2]
+        jll = (onehot @ log_prob.reshape(n * k, -1).T).reshape(S.RECORDS, n, k)
+        jll += np.log(drawn.class_count / drawn.class_count.sum())
+        rows.append(posterior[columns[:, None], jll.argmax(axis=2)].mean(axis=0))
+    return np.array(rows)
+
+
+def cell(dataset: str, epsilon: float, reps: int) -> tuple[str, float, list[dict]]:
+    """Every run's test, bootstrap and test accuracies for one data set and ε."""
+    from estimators import prior_only  # bench/estimators.py: the constant classifier of the reports
+
+    from aggregator.estimators import ESTIMATORS
+    from aggregator.strength import TIE
+
+    found: list[dict] = []
+
+    def probe(stats):
+        fisher, bonferroni = dependence_p(stats)
+        per_draw = bootstrap_accuracies(stats)
+        accuracy = per_draw.mean(axis=0)
+        chosen = int(np.flatnonzero(accuracy >= accuracy.max() - TIE)[0])
+        gain = per_draw[:, chosen] - per_draw[:, -1]
+        found.append(
+            {
+                "fisher": fisher,
+                "bonferroni": bonferroni,
+                "gain": gain.mean(),
+                "gain_se": gain.std(ddof=1) / np.sqrt(len(gain)),
+                "world_prior": accuracy[-1],
+            }
+        )
+        return prior_only(stats)
+
+    ESTIMATORS["probe"] = probe
+    ESTIMATORS["prior only"] = prior_only
+    data = load_dataset(dataset)
+    runs = []
+    for seed in range(reps):
+        result = run_once(data, "auto", epsilon, seed, ("probe", "normsub", "prior only"), mode="fast")
+        runs.append(
+            found[-1]
+            | {
+                "normsub": result.accuracy["normsub"],
+                "prior": result.accuracy["prior only"],
+                "majority": result.majority_accuracy,
+            }
+        )
+    return dataset, epsilon, runs
+
+
+def paired(a: np.ndarray) -> str:
+    return f"{a.mean():+.3f} ± {a.std(ddof=1) / np.sqrt(len(a)):.3f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=100)
+    parser.add_argument("--cells", default=CELLS, help="data set:ε, comma-separated")
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    cells = [(c.split(":")[0], float(c.split(":")[1])) for c in args.cells.split(",")]
+    done = list(
+        tqdm(
+            Parallel(n_jobs=args.jobs, return_as="generator")(delayed(cell)(d, e, args.reps) for d, e in cells),
+            total=len(cells),
+            desc="cells",
+        )
+    )
+    gates = {
+        "Fisher p > 0.05": lambda r: r["fisher"] > 0.05,
+        "Bonferroni p > 0.05": lambda r: r["bonferroni"] > 0.05,
+        "Fisher p > 0.05 and gain < 1 s.e.": lambda r: r["fisher"] > 0.05 and r["gain"] < r["gain_se"],
+        "Fisher p > 0.1 and gain < 2 s.e.": lambda r: r["fisher"] > 0.1 and r["gain"] < 2 * r["gain_se"],
+        "Fisher p > 0.05 and gain < 0.02": lambda r: r["fisher"] > 0.05 and r["gain"] < 0.02,
+        "Fisher p > 0.1 and gain < 0.05": lambda r: r["fisher"] > 0.1 and r["gain"] < 0.05,
+    }
+    lines = [
+        f"# A dependence test as a gate (`python bench/dependence_gate.py --reps {args.reps} --cells {args.cells}`)",
+        "",
+        "| data set | ε | majority | prior only | normsub | normsub − majority | median Fisher p | runs p < 0.05 | "
+        + " | ".join(f"{g}: gated − normsub" for g in gates)
+        + " |",
+        "|---|---|---|---|---|---|---|---|" + "---|" * len(gates),
+    ]
+    shares = ["", "Where normsub loses to prior only, by the majority share in the bootstrap's world", ""]
+    shares += [
+        "| data set | ε | world share | runs | normsub − prior only, mean | summed |",
+        "|---|---|---|---|---|---|",
+    ]
+    for dataset, epsilon, runs in done:
+        col = {key: np.array([r[key] for r in runs]) for key in runs[0]}
+        line = (
+            f"| {dataset} | {epsilon:g} | {col['majority'].mean():.3f} | {col['prior'].mean():.3f} "
+            f"| {col['normsub'].mean():.3f} | {paired(col['normsub'] - col['majority'])} "
+            f"| {np.median(col['fisher']):.3f} | {(col['fisher'] < 0.05).sum()} |"
+        )
+        for gate in gates.values():
+            closed = np.array([gate(r) for r in runs])
+            line += (
+                f" {paired(np.where(closed, col['prior'], col['normsub']) - col['normsub'])} ({closed.sum()} closed) |"
+            )
+        lines.append(line)
+        loss = col["normsub"] - col["prior"]
+        for low, high in [(0.0, 0.55), (0.55, 0.65), (0.65, 1.01)]:
+            where = (col["world_prior"] >= low) & (col["world_prior"] < high)
+            if where.any():
+                shares.append(
+                    f"| {dataset} | {epsilon:g} | {low:.2f}–{min(high, 1):.2f} | {where.sum()} "
+                    f"| {loss[where].mean():+.4f} | {loss[where].sum():+.3f} |"
+                )
+    lines += shares
+    RESULTS.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
