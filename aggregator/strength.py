@@ -132,12 +132,10 @@ def choose_strength(
 ) -> float:
     """The strength in ``strengths`` whose smoothing of ``derive(drawn)`` has the highest expected
     accuracy over ``draws`` collections drawn from :func:`plug_in_truth` of ``derive(stats)`` (or
-    ``base``), scored on ``records`` records from the same truth (the posterior probability of the
-    predicted class, averaged). Of strengths within :data:`TIE` of the best, the first (weakest) is
-    taken. Every strength is scored on the same draws and records, all at once. The draws are
-    seeded by the statistics, so the choice is a function of the reports. Returns ``strengths[0]``
-    when there are no reports, or when the collection is larger than :data:`MAX_CELLS` cells or
-    holds a DE input over :data:`MAX_DE_DOMAIN` values."""
+    ``base``), scored on ``records`` records from the same truth (:func:`bootstrap_accuracies`).
+    Of strengths within :data:`TIE` of the best, the first (weakest) is taken. Returns
+    ``strengths[0]`` when there are no reports, or when the collection is larger than
+    :data:`MAX_CELLS` cells or holds a DE input over :data:`MAX_DE_DOMAIN` values."""
     from protocols import DirectEncoding
 
     oracles = stats.spec.oracles
@@ -146,6 +144,23 @@ def choose_strength(
     )
     if stats.n_reports == 0 or len(strengths) == 1 or too_large:
         return strengths[0]
+    accuracy = bootstrap_accuracies(stats, derive, base, strengths, draws, records).mean(axis=0)
+    return strengths[int(np.flatnonzero(accuracy >= accuracy.max() - TIE)[0])]
+
+
+def bootstrap_accuracies(
+    stats: CollectionStatistics,
+    derive: Derive,
+    base: Unsmoothed | None = None,
+    strengths: tuple[float, ...] = STRENGTHS,
+    draws: int = DRAWS,
+    records: int = RECORDS,
+) -> np.ndarray:
+    """The expected accuracy of each strength in each drawn collection, shape ``(draws,
+    len(strengths))``: the posterior probability, under the truth, of the class the smoothed
+    ``derive(drawn)`` predicts, averaged over ``records`` records drawn from the truth. Every
+    strength is scored on the same draws and records, all at once. The draws are seeded by the
+    statistics, so the result is a function of the reports."""
     rng = np.random.default_rng(statistics_seed(stats))
     truth = plug_in_truth(stats, base or derive(stats))
     codes, posterior = sample_records(truth, records, rng)
@@ -153,13 +168,12 @@ def choose_strength(
     # of all records are one sparse product.
     onehot = one_hot(codes, [t.shape[1] for t in truth.feature_log_prob])
     columns, n = np.arange(records), len(strengths)
-    accuracy = np.zeros(n)
-    for _ in range(draws):
+    accuracy = np.zeros((draws, n))
+    for draw in range(draws):
         drawn = derive(draw_statistics(truth, stats, rng))
         log_prob = np.concatenate(drawn.log_probabilities(np.array(strengths)), axis=2)  # (S, k, Σ n_i)
         k = log_prob.shape[1]
         jll = (onehot @ log_prob.reshape(n * k, -1).T).reshape(records, n, k)  # (m, S, k)
         jll += np.log(drawn.class_count / drawn.class_count.sum())
-        accuracy += posterior[columns[:, None], jll.argmax(axis=2)].mean(axis=0)
-    accuracy /= draws
-    return strengths[int(np.flatnonzero(accuracy >= accuracy.max() - TIE)[0])]
+        accuracy[draw] = posterior[columns[:, None], jll.argmax(axis=2)].mean(axis=0)
+    return accuracy

@@ -9,10 +9,10 @@ For every run (the seeds and reports of ``bench/estimators.py``, protocol ``auto
   marginal, each over its noise variance, a χ² statistic with (k − 1)·d degrees of freedom (exact
   for two classes under Gaussian noise, approximate beyond); the features' p-values combined by
   Fisher's method and by the smallest one (Bonferroni);
-- normsub's bootstrap: the expected accuracy of every strength in every one of its draws, from
-  which its choice, its estimated gain over the class prior (strength 1024) and that gain's
-  standard error follow, and the class prior's accuracy in the bootstrap's world (the estimated
-  majority share);
+- normsub's bootstrap (:func:`aggregator.strength.bootstrap_accuracies`, as shipped): the
+  expected accuracy of every strength in every one of its draws, from which its choice, its
+  estimated gain over the class prior (strength 1024) and that gain's standard error follow, and
+  the class prior's accuracy in the bootstrap's world (the estimated majority share);
 - the test accuracies of ``normsub`` and of ``prior only`` (its class prior, uniform conditionals).
 
 A gated model is ``prior only`` where the gate closes and ``normsub`` elsewhere, so every gate is
@@ -22,7 +22,6 @@ scored on the same runs. Writes bench/results/dependence_gate.md.
 from __future__ import annotations
 
 import argparse
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -59,42 +58,18 @@ def dependence_p(stats) -> tuple[float, float]:
     return float(st.chi2.sf(-2 * np.log(p).sum(), 2 * len(p))), float(min(1.0, p.min() * len(p)))
 
 
-def bootstrap_accuracies(stats) -> np.ndarray:
-    """normsub's bootstrap, as :func:`aggregator.strength.choose_strength` runs it: the expected
-    accuracy of each strength (columns, :data:`~aggregator.strength.STRENGTHS`) in each draw (rows)."""
-    from aggregator import strength as S
-    from aggregator.estimators import normsub_unsmoothed
-    from aggregator.model import one_hot
-
-    derive = partial(normsub_unsmoothed, target="uniform")
-    rng = np.random.default_rng(S.statistics_seed(stats))
-    truth = S.plug_in_truth(stats, derive(stats))
-    codes, posterior = S.sample_records(truth, S.RECORDS, rng)
-    onehot = one_hot(codes, [t.shape[1] for t in truth.feature_log_prob])
-    strengths, columns = np.array(S.STRENGTHS), np.arange(S.RECORDS)
-    rows = []
-    for _ in range(S.DRAWS):
-        drawn = derive(S.draw_statistics(truth, stats, rng))
-        log_prob = np.concatenate(drawn.log_probabilities(strengths), axis=2)
-        n, k = log_prob.shape[:2]
-        jll = (onehot @ log_prob.reshape(n * k, -1).T).reshape(S.RECORDS, n, k)
-        jll += np.log(drawn.class_count / drawn.class_count.sum())
-        rows.append(posterior[columns[:, None], jll.argmax(axis=2)].mean(axis=0))
-    return np.array(rows)
-
-
 def cell(dataset: str, epsilon: float, reps: int) -> tuple[str, float, list[dict]]:
     """Every run's test, bootstrap and test accuracies for one data set and ε."""
     from estimators import prior_only  # bench/estimators.py: the constant classifier of the reports
 
-    from aggregator.estimators import ESTIMATORS
-    from aggregator.strength import TIE
+    from aggregator.estimators import ESTIMATORS, normsub_unsmoothed
+    from aggregator.strength import TIE, bootstrap_accuracies
 
     found: list[dict] = []
 
     def probe(stats):
         fisher, bonferroni = dependence_p(stats)
-        per_draw = bootstrap_accuracies(stats)
+        per_draw = bootstrap_accuracies(stats, normsub_unsmoothed)
         accuracy = per_draw.mean(axis=0)
         chosen = int(np.flatnonzero(accuracy >= accuracy.max() - TIE)[0])
         gain = per_draw[:, chosen] - per_draw[:, -1]
