@@ -167,13 +167,21 @@ def bootstrap_accuracies(
     # The records one-hot over every feature's values, so that a model's joint log-likelihoods
     # of all records are one sparse product.
     onehot = one_hot(codes, [t.shape[1] for t in truth.feature_log_prob])
-    columns, n = np.arange(records), len(strengths)
-    accuracy = np.zeros((draws, n))
-    for draw in range(draws):
-        drawn = derive(draw_statistics(truth, stats, rng))
-        log_prob = np.concatenate(drawn.log_probabilities(np.array(strengths)), axis=2)  # (S, k, Σ n_i)
-        k = log_prob.shape[1]
-        jll = (onehot @ log_prob.reshape(n * k, -1).T).reshape(records, n, k)  # (m, S, k)
-        jll += np.log(drawn.class_count / drawn.class_count.sum())
-        accuracy[draw] = posterior[columns[:, None], jll.argmax(axis=2)].mean(axis=0)
-    return accuracy
+    return np.array(
+        [
+            expected_accuracy(derive(draw_statistics(truth, stats, rng)), onehot, posterior, strengths)
+            for _ in range(draws)
+        ]
+    )
+
+
+def expected_accuracy(drawn: Unsmoothed, onehot, posterior: np.ndarray, strengths) -> np.ndarray:
+    """Per strength (shape ``(S,)``), the mean over records of the probability, under the truth,
+    of the class that ``drawn`` smoothed at that strength predicts: ``onehot`` holds the records
+    one-hot ``(m, Σ n_i)`` and ``posterior`` their true class probabilities ``(m, k)``."""
+    records, n = len(posterior), len(strengths)
+    log_prob = np.concatenate(drawn.log_probabilities(np.array(strengths)), axis=2)  # (S, k, Σ n_i)
+    k = log_prob.shape[1]
+    jll = (onehot @ log_prob.reshape(n * k, -1).T).reshape(records, n, k)  # (m, S, k)
+    jll += np.log(drawn.class_count / drawn.class_count.sum())
+    return posterior[np.arange(records)[:, None], jll.argmax(axis=2)].mean(axis=0)
