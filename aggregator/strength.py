@@ -158,30 +158,50 @@ def bootstrap_accuracies(
 ) -> np.ndarray:
     """The expected accuracy of each strength in each drawn collection, shape ``(draws,
     len(strengths))``: the posterior probability, under the truth, of the class the smoothed
-    ``derive(drawn)`` predicts, averaged over ``records`` records drawn from the truth. Every
-    strength is scored on the same draws and records, all at once. The draws are seeded by the
-    statistics, so the result is a function of the reports."""
+    ``derive(drawn)`` predicts, averaged over ``records`` records drawn from the truth
+    (:func:`bootstrap_predictions`)."""
+    predicted, posterior = bootstrap_predictions(stats, derive, base, strengths, draws, records)
+    return posterior[np.arange(len(posterior))[:, None], predicted].mean(axis=1)
+
+
+def bootstrap_predictions(
+    stats: CollectionStatistics,
+    derive: Derive,
+    base: Unsmoothed | None = None,
+    strengths: tuple[float, ...] = STRENGTHS,
+    draws: int = DRAWS,
+    records: int = RECORDS,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The bootstrap's raw material: the class each strength's smoothing of ``derive(drawn)``
+    predicts for each record in each drawn collection, shape ``(draws, records, len(strengths))``,
+    and the records' class probabilities under the truth (:func:`plug_in_truth` of ``base`` or
+    ``derive(stats)``), shape ``(records, k)``. Every strength is scored on the same draws and
+    records, all at once. The draws are seeded by the statistics, so the result is a function of
+    the reports."""
     rng = np.random.default_rng(statistics_seed(stats))
     truth = plug_in_truth(stats, base or derive(stats))
     codes, posterior = sample_records(truth, records, rng)
     # The records one-hot over every feature's values, so that a model's joint log-likelihoods
     # of all records are one sparse product.
     onehot = one_hot(codes, [t.shape[1] for t in truth.feature_log_prob])
-    return np.array(
-        [
-            expected_accuracy(derive(draw_statistics(truth, stats, rng)), onehot, posterior, strengths)
-            for _ in range(draws)
-        ]
-    )
+    predicted = [predictions(derive(draw_statistics(truth, stats, rng)), onehot, strengths) for _ in range(draws)]
+    return np.array(predicted), posterior
+
+
+def predictions(drawn: Unsmoothed, onehot, strengths) -> np.ndarray:
+    """The class ``drawn`` smoothed at each of ``strengths`` predicts for each record, shape
+    ``(m, S)``; ``onehot`` holds the records one-hot ``(m, Σ n_i)``."""
+    records, n = onehot.shape[0], len(strengths)
+    log_prob = np.concatenate(drawn.log_probabilities(np.array(strengths)), axis=2)  # (S, k, Σ n_i)
+    k = log_prob.shape[1]
+    jll = (onehot @ log_prob.reshape(n * k, -1).T).reshape(records, n, k)  # (m, S, k)
+    jll += np.log(drawn.class_count / drawn.class_count.sum())
+    return jll.argmax(axis=2)
 
 
 def expected_accuracy(drawn: Unsmoothed, onehot, posterior: np.ndarray, strengths) -> np.ndarray:
     """Per strength (shape ``(S,)``), the mean over records of the probability, under the truth,
     of the class that ``drawn`` smoothed at that strength predicts: ``onehot`` holds the records
     one-hot ``(m, Σ n_i)`` and ``posterior`` their true class probabilities ``(m, k)``."""
-    records, n = len(posterior), len(strengths)
-    log_prob = np.concatenate(drawn.log_probabilities(np.array(strengths)), axis=2)  # (S, k, Σ n_i)
-    k = log_prob.shape[1]
-    jll = (onehot @ log_prob.reshape(n * k, -1).T).reshape(records, n, k)  # (m, S, k)
-    jll += np.log(drawn.class_count / drawn.class_count.sum())
-    return posterior[np.arange(records)[:, None], jll.argmax(axis=2)].mean(axis=0)
+    predicted = predictions(drawn, onehot, strengths)
+    return posterior[np.arange(len(posterior))[:, None], predicted].mean(axis=0)
