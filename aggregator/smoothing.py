@@ -93,13 +93,7 @@ def smooth_conditionals(table: np.ndarray, cell_variance: float, strength=1.0, t
     shares = table / safe
     overall = table.sum(axis=(-2, -1), keepdims=True)
     marginal = np.where(overall > 0, table.sum(axis=-2, keepdims=True) / np.maximum(overall, 1e-300), 1.0 / d)
-    noise = strength * cell_variance / safe**2  # (..., k, 1)
-    # The class-specific signal: the spread around the feature's marginal (what every class shares
-    # does not tell classes apart, and a skewed marginal must not pass for signal).
-    spread = np.maximum(((shares - marginal) ** 2).mean(axis=-1, keepdims=True) - cell_variance / safe**2, 0.0)
-    empirical = np.where(totals > 0, noise / (noise + spread + 1e-300), 1.0)
-    pseudo = d * strength * np.sqrt(cell_variance)
-    weight = np.minimum(empirical, pseudo / (np.maximum(totals, 0.0) + pseudo))
+    weight = class_weights(shares, marginal, totals, cell_variance, strength)
     if target == "marginal":
         pooled = d * np.sqrt(table.shape[-2] * cell_variance)
         toward = pooled / (np.maximum(overall, 0.0) + pooled)
@@ -110,3 +104,19 @@ def smooth_conditionals(table: np.ndarray, cell_variance: float, strength=1.0, t
         raise ValueError(f"unknown smoothing target {target!r}; choose one of {', '.join(TARGETS)}")
     smoothed = np.maximum((1 - weight) * shares + weight * aim, 1e-12)
     return smoothed / smoothed.sum(axis=-1, keepdims=True) * np.maximum(totals, 1.0)
+
+
+def class_weights(shares, marginal, totals, cell_variance, strength) -> np.ndarray:
+    """The weight by which each class's conditional moves toward the target in
+    :func:`smooth_conditionals` (in [0, 1], shape ``(..., k, 1)``): the smaller of the
+    empirical-Bayes weight and the pseudo-count's, for a class with ``totals`` counts ``(..., k, 1)``
+    and ``shares`` ``(..., k, d)`` of a feature whose pooled marginal is ``marginal`` ``(..., 1, d)``."""
+    d = shares.shape[-1]
+    safe = np.maximum(totals, 1e-12)
+    noise = strength * cell_variance / safe**2  # (..., k, 1)
+    # The class-specific signal: the spread around the feature's marginal (what every class shares
+    # does not tell classes apart, and a skewed marginal must not pass for signal).
+    spread = np.maximum(((shares - marginal) ** 2).mean(axis=-1, keepdims=True) - cell_variance / safe**2, 0.0)
+    empirical = np.where(totals > 0, noise / (noise + spread + 1e-300), 1.0)
+    pseudo = d * strength * np.sqrt(cell_variance)
+    return np.minimum(empirical, pseudo / (np.maximum(totals, 0.0) + pseudo))
