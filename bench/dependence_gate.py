@@ -21,13 +21,11 @@ scored on the same runs. Writes bench/results/dependence_gate.md.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
-from joblib import Parallel, delayed
+from paired_runs import cell_parser, paired, run_cells
 from scipy import stats as st
-from tqdm import tqdm
 
 from sim.datasets import load_dataset
 from sim.experiment import run_once
@@ -101,24 +99,10 @@ def cell(dataset: str, epsilon: float, reps: int) -> tuple[str, float, list[dict
     return dataset, epsilon, runs
 
 
-def paired(a: np.ndarray) -> str:
-    return f"{a.mean():+.3f} ± {a.std(ddof=1) / np.sqrt(len(a)):.3f}"
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reps", type=int, default=100)
-    parser.add_argument("--cells", default=CELLS, help="data set:ε, comma-separated")
-    parser.add_argument("--jobs", type=int, default=2)
+    parser = cell_parser(__doc__, CELLS)
     args = parser.parse_args()
-    cells = [(c.split(":")[0], float(c.split(":")[1])) for c in args.cells.split(",")]
-    done = list(
-        tqdm(
-            Parallel(n_jobs=args.jobs, return_as="generator")(delayed(cell)(d, e, args.reps) for d, e in cells),
-            total=len(cells),
-            desc="cells",
-        )
-    )
+    done = run_cells(cell, args)
     gates = {
         "Fisher p > 0.05": lambda r: r["fisher"] > 0.05,
         "Bonferroni p > 0.05": lambda r: r["bonferroni"] > 0.05,

@@ -25,18 +25,16 @@ accuracy in the bootstrap's world beside its accuracy on the test rows.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
-from joblib import Parallel, delayed
-from tqdm import tqdm
+from paired_runs import ALL_CELLS, cell_parser, paired, run_cells
 
 from sim.datasets import load_dataset
 from sim.experiment import run_once
 
 RESULTS = Path(__file__).with_name("results") / "strength_rules.md"
-CELLS = ",".join(f"{d}:{e:g}" for d in ("car", "chess", "mushroom", "connect-4") for e in (0.5, 1, 2, 4))
+CELLS = ALL_CELLS
 
 
 def class_share_se(stats) -> float:
@@ -158,29 +156,15 @@ def strengths_by_run(dataset: str, epsilon: float, seeds: list[int]) -> list[str
     return rows
 
 
-def paired(a: np.ndarray) -> str:
-    return f"{a.mean():+.3f} ± {a.std(ddof=1) / np.sqrt(len(a)):.3f}"
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reps", type=int, default=100)
-    parser.add_argument("--cells", default=CELLS, help="data set:ε, comma-separated")
-    parser.add_argument("--jobs", type=int, default=2)
+    parser = cell_parser(__doc__, CELLS)
     parser.add_argument(
         "--runs",
         default="car:0.5:22,72,87,89,99;car:1:66,78",
         help="data set:ε:seeds whose strengths to show, ';'-separated",
     )
     args = parser.parse_args()
-    cells = [(c.split(":")[0], float(c.split(":")[1])) for c in args.cells.split(",")]
-    done = list(
-        tqdm(
-            Parallel(n_jobs=args.jobs, return_as="generator")(delayed(cell)(d, e, args.reps) for d, e in cells),
-            total=len(cells),
-            desc="cells",
-        )
-    )
+    done = run_cells(cell, args)
     names = list(rules())
     lines = [
         f"# Rules for reading the bootstrap (`python bench/strength_rules.py --reps {args.reps}`)",

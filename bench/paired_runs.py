@@ -1,0 +1,38 @@
+"""What the estimator experiments in bench/ share: their command line (``--reps``, ``--cells``,
+``--jobs``), running one function per (data set, ε) cell in parallel processes, and the paired
+difference as the tables print it. Each cell repeats the seeds of ``bench/estimators.py`` (the
+same splits and reports), so every table pairs with its runs."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+import numpy as np
+from joblib import Parallel, delayed
+from tqdm import tqdm
+
+ALL_CELLS = ",".join(f"{d}:{e:g}" for d in ("car", "chess", "mushroom", "connect-4") for e in (0.5, 1, 2, 4))
+
+
+def cell_parser(doc: str, cells: str = ALL_CELLS) -> argparse.ArgumentParser:
+    """An argument parser with ``--reps`` (default 100), ``--cells`` (``data set:ε``,
+    comma-separated) and ``--jobs`` (worker processes, default 2); a script adds its own."""
+    parsed = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parsed.add_argument("--reps", type=int, default=100, help="paired repetitions (seeds 0, 1, …) per cell")
+    parsed.add_argument("--cells", default=cells, help="data set:ε, comma-separated")
+    parsed.add_argument("--jobs", type=int, default=2, help="worker processes")
+    return parsed
+
+
+def run_cells(cell: Callable, args: argparse.Namespace) -> list:
+    """``cell(dataset, ε, reps)`` for every cell of ``args.cells``, ``args.jobs`` at a time, with a
+    progress bar; the results in the cells' order."""
+    cells = [(c.split(":")[0], float(c.split(":")[1])) for c in args.cells.split(",")]
+    runs = Parallel(n_jobs=args.jobs, return_as="generator")(delayed(cell)(d, e, args.reps) for d, e in cells)
+    return list(tqdm(runs, total=len(cells), desc="cells"))
+
+
+def paired(a: np.ndarray) -> str:
+    """The mean of paired differences ``a`` ± its standard error, as ``+0.012 ± 0.003``."""
+    return f"{a.mean():+.3f} ± {a.std(ddof=1) / np.sqrt(len(a)):.3f}"
