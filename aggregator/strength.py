@@ -27,6 +27,7 @@ import numpy as np
 
 from protocols import simulate_states
 
+from .dependence import dependence_p_value, null_probability
 from .model import NaiveBayesModel, one_hot
 from .smoothing import Unsmoothed
 from .statistics import CollectionStatistics
@@ -94,6 +95,21 @@ def plug_in_truth(stats: CollectionStatistics, base: Unsmoothed) -> NaiveBayesMo
     return NaiveBayesModel(spec, base.class_count, tables)
 
 
+def null_truth(stats: CollectionStatistics, base: Unsmoothed) -> NaiveBayesModel:
+    """The population without class signal that the reports could also come from: ``base``'s
+    class counts, and every class's conditional the feature's pooled marginal (``base``'s tables
+    summed over the classes)."""
+    tables = []
+    for table in base.tables:
+        marginal = table.sum(axis=0) + 1e-9
+        tables.append(np.outer(base.class_count, marginal / marginal.sum()))
+    return NaiveBayesModel(stats.spec, base.class_count, tables)
+
+
+# The bootstrap's populations, each with its own seed offset so that their draws are independent.
+WORLDS = {"plug-in": (plug_in_truth, 0), "null": (null_truth, 1)}
+
+
 def sample_records(model: NaiveBayesModel, m: int, rng) -> tuple[np.ndarray, np.ndarray]:
     """``m`` records drawn from ``model`` as if it were the population: integer codes ``(m, n)``
     and each record's posterior class probabilities under the model ``(m, k)``."""
@@ -132,8 +148,14 @@ def choose_strength(
 ) -> float:
     """The strength in ``strengths`` whose smoothing of ``derive(drawn)`` has the highest expected
     accuracy over ``draws`` collections drawn from :func:`plug_in_truth` of ``derive(stats)`` (or
-    ``base``), scored on ``records`` records from the same truth (:func:`bootstrap_accuracies`).
-    Of strengths within :data:`TIE` of the best, the first (weakest) is taken. Returns
+    ``base``), scored on ``records`` records from the same truth (:func:`bootstrap_accuracies`),
+    mixed with its expected accuracy in :func:`null_truth` by the probability that no feature
+    depends on the class (:func:`~aggregator.dependence.null_probability` of
+    :func:`~aggregator.dependence.dependence_p_value`; at most one half). The plug-in world alone
+    holds whatever class signal the noise left in the estimate, and where the reports show none
+    (car at ε ≤ 1) it rewarded weak smoothing in runs that then lost to the class prior; the null
+    world charges what that costs, which is much where the class prior is uneven and little
+    where it is even. Of strengths within :data:`TIE` of the best, the first (weakest) is taken. Returns
     ``strengths[0]`` when there are no reports, or when the collection is larger than
     :data:`MAX_CELLS` cells or holds a DE input over :data:`MAX_DE_DOMAIN` values."""
     from protocols import DirectEncoding
@@ -144,8 +166,12 @@ def choose_strength(
     )
     if stats.n_reports == 0 or len(strengths) == 1 or too_large:
         return strengths[0]
+    base = base or derive(stats)
     accuracy = bootstrap_accuracies(stats, derive, base, strengths, draws, records).mean(axis=0)
-    return strengths[int(np.flatnonzero(accuracy >= accuracy.max() - TIE)[0])]
+    null = bootstrap_accuracies(stats, derive, base, strengths, draws, records, world="null").mean(axis=0)
+    weight = null_probability(dependence_p_value(stats, base.class_count))
+    score = weight * null + (1 - weight) * accuracy
+    return strengths[int(np.flatnonzero(score >= score.max() - TIE)[0])]
 
 
 def bootstrap_accuracies(
@@ -155,12 +181,13 @@ def bootstrap_accuracies(
     strengths: tuple[float, ...] = STRENGTHS,
     draws: int = DRAWS,
     records: int = RECORDS,
+    world: str = "plug-in",
 ) -> np.ndarray:
     """The expected accuracy of each strength in each drawn collection, shape ``(draws,
     len(strengths))``: the posterior probability, under the truth, of the class the smoothed
     ``derive(drawn)`` predicts, averaged over ``records`` records drawn from the truth
     (:func:`bootstrap_predictions`)."""
-    predicted, posterior = bootstrap_predictions(stats, derive, base, strengths, draws, records)
+    predicted, posterior = bootstrap_predictions(stats, derive, base, strengths, draws, records, world)
     return posterior[np.arange(len(posterior))[:, None], predicted].mean(axis=1)
 
 
@@ -171,15 +198,17 @@ def bootstrap_predictions(
     strengths: tuple[float, ...] = STRENGTHS,
     draws: int = DRAWS,
     records: int = RECORDS,
+    world: str = "plug-in",
 ) -> tuple[np.ndarray, np.ndarray]:
     """The bootstrap's raw material: the class each strength's smoothing of ``derive(drawn)``
     predicts for each record in each drawn collection, shape ``(draws, records, len(strengths))``,
-    and the records' class probabilities under the truth (:func:`plug_in_truth` of ``base`` or
-    ``derive(stats)``), shape ``(records, k)``. Every strength is scored on the same draws and
-    records, all at once. The draws are seeded by the statistics, so the result is a function of
-    the reports."""
-    rng = np.random.default_rng(statistics_seed(stats))
-    truth = plug_in_truth(stats, base or derive(stats))
+    and the records' class probabilities under the truth (the ``world`` of :data:`WORLDS`:
+    :func:`plug_in_truth` or :func:`null_truth` of ``base`` or ``derive(stats)``), shape
+    ``(records, k)``. Every strength is scored on the same draws and records, all at once. The
+    draws are seeded by the statistics, so the result is a function of the reports."""
+    population, offset = WORLDS[world]
+    rng = np.random.default_rng(statistics_seed(stats) + offset)
+    truth = population(stats, base or derive(stats))
     codes, posterior = sample_records(truth, records, rng)
     # The records one-hot over every feature's values, so that a model's joint log-likelihoods
     # of all records are one sparse product.
