@@ -25,11 +25,11 @@ def cell_parser(doc: str, cells: str = ALL_CELLS) -> argparse.ArgumentParser:
     return parsed
 
 
-def run_cells(cell: Callable, args: argparse.Namespace) -> list:
-    """``cell(dataset, ε, reps)`` for every cell of ``args.cells``, ``args.jobs`` at a time, with a
-    progress bar; the results in the cells' order."""
+def run_cells(cell: Callable, args: argparse.Namespace, *extra) -> list:
+    """``cell(dataset, ε, reps, *extra)`` for every cell of ``args.cells``, ``args.jobs`` at a
+    time, with a progress bar; the results in the cells' order."""
     cells = [(c.split(":")[0], float(c.split(":")[1])) for c in args.cells.split(",")]
-    runs = Parallel(n_jobs=args.jobs, return_as="generator")(delayed(cell)(d, e, args.reps) for d, e in cells)
+    runs = Parallel(n_jobs=args.jobs, return_as="generator")(delayed(cell)(d, e, args.reps, *extra) for d, e in cells)
     return list(tqdm(runs, total=len(cells), desc="cells"))
 
 

@@ -1,0 +1,62 @@
+"""What one model costs the aggregator, per estimator (README, *Estimators*).
+
+    python bench/model_cost.py [--repeat 7] [--eps 1]
+
+For each data set, seed 0's collection (protocol ``auto``, fast mode): the median wall time over
+``--repeat`` builds of ``normsub`` (both bootstrap worlds), of ``normsub`` at a fixed strength
+(no bootstrap) and of the plug-in world's bootstrap alone. Writes bench/results/model_cost.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+from aggregator.estimators import normsub_estimator, normsub_unsmoothed
+from aggregator.strength import bootstrap_accuracies
+from sim.datasets import load_dataset
+from sim.experiment import runner_for
+
+RESULTS = Path(__file__).with_name("results") / "model_cost.md"
+
+
+def median_ms(work, repeat: int) -> float:
+    """The median wall time of ``work()`` over ``repeat`` calls, in milliseconds."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return 1000 * float(np.median(times))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--eps", type=float, default=1.0)
+    args = parser.parse_args()
+    lines = [
+        f"# Cost of one model (`python bench/model_cost.py --repeat {args.repeat} --eps {args.eps:g}`), ms, median",
+        "",
+        "| data set | normsub | plug-in bootstrap alone | fixed strength |",
+        "|---|---|---|---|",
+    ]
+    for dataset in ("car", "chess", "mushroom", "connect-4"):
+        runner = runner_for(load_dataset(dataset))
+        spec = runner.spec("auto", args.eps, None, "one-report")
+        stats = runner._fast_statistics(spec, 0, np.random.default_rng(0))
+        lines.append(
+            f"| {dataset} | {median_ms(partial(normsub_estimator, stats), args.repeat):.1f} "
+            f"| {median_ms(partial(bootstrap_accuracies, stats, normsub_unsmoothed), args.repeat):.1f} "
+            f"| {median_ms(partial(normsub_estimator, stats, 1.0), args.repeat):.1f} |"
+        )
+    RESULTS.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
