@@ -36,6 +36,17 @@ def dependence_p_value(stats: CollectionStatistics, class_count: np.ndarray) -> 
     # scipy is imported here, not at the top: the command line's --help must not load it.
     from scipy import stats as st
 
+    p = feature_p_values(stats, class_count)
+    if not len(p):
+        return 1.0
+    return float(st.chi2.sf(-2 * np.log(np.maximum(p, 1e-300)).sum(), 2 * len(p)))
+
+
+def feature_p_values(stats: CollectionStatistics, class_count: np.ndarray) -> np.ndarray:
+    """Each feature's p-value of no class dependence, shape ``(features with reports,)``, as
+    :func:`dependence_p_value` describes."""
+    from scipy import stats as st
+
     spec, k = stats.spec, stats.spec.n_classes
     prior = class_count / class_count.sum()
     p = []
@@ -50,10 +61,7 @@ def dependence_p_value(stats: CollectionStatistics, class_count: np.ndarray) -> 
         deviation = shares - prior @ shares
         statistic = (deviation**2 / deviation_noise[:, None]).sum()
         p.append(st.chi2.sf(statistic * (k - 1) / k, (k - 1) * d))
-    if not p:
-        return 1.0
-    p = np.maximum(np.array(p), 1e-300)
-    return float(st.chi2.sf(-2 * np.log(p).sum(), 2 * len(p)))
+    return np.array(p)
 
 
 def null_probability(p_value: float) -> float:

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import numpy as np
 from paired_runs import cell_parser, paired, run_cells
-from scipy import stats as st
 
 from sim.datasets import load_dataset
 from sim.experiment import run_once
@@ -35,25 +34,15 @@ CELLS = "car:0.5,car:1,car:2,chess:0.5,chess:1,mushroom:0.5,mushroom:1,connect-4
 
 
 def dependence_p(stats) -> tuple[float, float]:
-    """``(fisher, bonferroni)``: the p-values of no class dependence in any feature."""
+    """``(fisher, bonferroni)``: the p-values of no class dependence in any feature, the features'
+    p-values (:func:`aggregator.dependence.feature_p_values`) combined by Fisher's method (as
+    :func:`~aggregator.dependence.dependence_p_value`) and by the smallest one."""
+    from aggregator.dependence import dependence_p_value, feature_p_values
     from aggregator.estimators import normsub_unsmoothed
 
-    spec, k = stats.spec, stats.spec.n_classes
-    base = normsub_unsmoothed(stats)
-    prior = base.class_count / base.class_count.sum()
-    p = []
-    for oracle, state, raw in zip(spec.oracles[1:], stats.states[1:], stats.estimated_counts()[1:]):
-        d = raw.size // k
-        expected = np.maximum(prior * max(state.n, 1), 1e-9)
-        noise = oracle.variance(max(state.n, 1))[0] / expected**2
-        shares = raw.reshape(-1, k).T / expected[:, None]
-        # The variance of a class's deviation from the pooled marginal Σ_c π_c·share_c.
-        deviation_noise = (1 - prior) ** 2 * noise + (prior**2 * noise).sum() - prior**2 * noise
-        deviation = shares - prior @ shares
-        statistic = (deviation**2 / deviation_noise[:, None]).sum()
-        p.append(st.chi2.sf(statistic * (k - 1) / k, (k - 1) * d))
-    p = np.maximum(np.array(p), 1e-300)
-    return float(st.chi2.sf(-2 * np.log(p).sum(), 2 * len(p))), float(min(1.0, p.min() * len(p)))
+    class_count = normsub_unsmoothed(stats).class_count
+    p = feature_p_values(stats, class_count)
+    return dependence_p_value(stats, class_count), float(min(1.0, p.min() * len(p)))
 
 
 def cell(dataset: str, epsilon: float, reps: int) -> tuple[str, float, list[dict]]:
