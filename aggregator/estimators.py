@@ -12,7 +12,9 @@ Every estimator reads only the aggregated statistics (post-processing), so none 
   their variance, then projected onto the simplex; conditionals are smoothed toward uniform by the
   smaller of an empirical-Bayes weight (the share of the counts' spread that the noise explains,
   vanishing like 1/n) and a pseudo-count of one standard deviation per cell, both scaled by a
-  strength the collection's own statistics choose (:mod:`aggregator.strength`). The smoothing
+  strength the collection's own statistics choose (:mod:`aggregator.strength`: a bootstrap in the
+  estimated population and in one without class signal, weighed by how likely the reports make
+  each). The smoothing
   matters most: when the noise swamps a feature's counts its conditionals flatten and the prior
   decides, instead of noise deciding (see the README table).
 - ``marginal``: ``normsub`` with the conditionals smoothed toward each feature's pooled marginal
