@@ -18,10 +18,21 @@ from .randomness import SecureGenerator
 from .spec import CollectionSpec
 
 
-def choose_inputs(spec: CollectionSpec, m: int, rng) -> np.ndarray:
-    """For each of ``m`` people, the index of the one input they report, uniform over the
-    ``n + 1`` inputs and independent of their data; shape ``(m,)``."""
-    return np.asarray(rng.integers(0, spec.n_inputs, size=m), dtype=np.int64)
+def choose_inputs(spec: CollectionSpec, m: int, rng, class_share: float | None = None) -> np.ndarray:
+    """For each of ``m`` people, the index of the one input they report, independent of their
+    data; shape ``(m,)``. Uniform over the ``n + 1`` inputs by default; with ``class_share``, the
+    class input (index 0) with that probability and the others evenly.
+
+    An operator who expects uneven classes draws the groups of an ``"assigned"`` collection with a
+    ``class_share`` above ``1/(n + 1)``: the class prior is then estimated from more reports, at
+    the features' expense (README, *Estimators*, measured by ``bench/class_share.py``). No draw
+    looks at anyone's data, so no share changes what a report reveals."""
+    if class_share is None:
+        return np.asarray(rng.integers(0, spec.n_inputs, size=m), dtype=np.int64)
+    if not 0 < class_share < 1:
+        raise ValueError(f"class_share must lie in (0, 1), got {class_share!r}")
+    features = rng.integers(1, spec.n_inputs, size=m)
+    return np.where(rng.random(m) < class_share, 0, features).astype(np.int64)
 
 
 @dataclass

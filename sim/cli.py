@@ -100,6 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
         "at eps/(n+1) (spends --eps)",
     )
     parser.add_argument(
+        "--class-share",
+        type=float,
+        metavar="SHARE",
+        help="share of people who report the class input (default: uniform over the inputs, 1/(n+1)); "
+        "more reports on the class estimate an uneven class prior better, at the features' expense "
+        "(what an operator does with an assigned collection; bench/class_share.py measures it)",
+    )
+    parser.add_argument(
         "--mode",
         choices=["replay", "fast"],
         default="replay",
@@ -221,6 +229,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--clients must be at least 1")
     if args.via == "http" and (args.budget != "one-report" or args.mode != "replay"):
         parser.error("--via http replays one report per person: it takes neither --budget nor --mode fast")
+    if args.class_share is not None and (
+        args.via == "http" or args.budget != "one-report" or args.spec or args.collection
+    ):
+        parser.error(
+            "--class-share goes with one report per person simulated in process "
+            "(not with --via http, --spec, --collection or --budget)"
+        )
+    if args.class_share is not None and not 0 < args.class_share < 1:
+        parser.error(f"--class-share must lie in (0, 1), got {args.class_share:g}")
     if args.spec:
         return run_spec(parser, args)
     if args.collection:
@@ -283,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
                 setup,
                 args.budget,
                 args.mode,
+                args.class_share,
             )
             for r in tqdm(range(args.reps), desc=f"{data.name} {args.protocol} eps={args.eps:g}", delay=1.0, unit="rep")
         ]
@@ -298,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
         "estimator": args.estimator,
         **accuracy_summary(results, args.estimator),
     }
+    if args.class_share is not None:
+        summary["class_share"] = args.class_share
     if args.protocol == "THE":
         summary["theta"] = spec.theta  # as resolved: the variance-optimal one unless given
     if data.continuous:
@@ -316,8 +336,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{data.name}: {args.protocol}, {describe_budget(spec)}, {summary['n_train']} participants, "
             f"estimator {args.estimator}, {args.reps} reps ({args.mode})\n"
             + (f"  {setup.describe()}\n" if data.continuous else "")
-            + f"  LDP Naive Bayes accuracy  {summary['accuracy_mean']:.4f} ± {summary['accuracy_std']:.4f}\n"
-            f"  non-private Naive Bayes   {summary['nonprivate_mean']:.4f} ± {summary['nonprivate_std']:.4f}"
+            + accuracy_lines(summary)
         )
         if args.via == "http":
             print(
@@ -331,13 +350,29 @@ def accuracy_summary(results: list, estimator: str) -> dict:
     accuracies over ``results`` (one RunResult per repetition)."""
     accuracy = np.array([r.accuracy[estimator] for r in results])
     nonprivate = np.array([r.nonprivate_accuracy for r in results])
-    return {
+    majority = np.array([r.majority_accuracy for r in results])
+    summary = {
         "n_train": results[0].n_train,
         "accuracy_mean": float(accuracy.mean()),
         "accuracy_std": float(accuracy.std()),
         "nonprivate_mean": float(nonprivate.mean()),
         "nonprivate_std": float(nonprivate.std()),
     }
+    if np.isfinite(majority).all():  # replays over HTTP score no constant classifier
+        summary["majority_mean"] = float(majority.mean())
+    return summary
+
+
+def accuracy_lines(summary: dict) -> str:
+    """The text report's accuracy lines for an :func:`accuracy_summary`: private, non-private, and
+    the constant classifier of the training split's majority class where the runs scored it."""
+    lines = [
+        f"  LDP Naive Bayes accuracy  {summary['accuracy_mean']:.4f} ± {summary['accuracy_std']:.4f}",
+        f"  non-private Naive Bayes   {summary['nonprivate_mean']:.4f} ± {summary['nonprivate_std']:.4f}",
+    ]
+    if "majority_mean" in summary:
+        lines.append(f"  majority class (constant) {summary['majority_mean']:.4f}")
+    return "\n".join(lines)
 
 
 def read_as_declared(args, spec: CollectionSpec) -> None:
@@ -381,9 +416,7 @@ def run_spec(parser: argparse.ArgumentParser, args) -> int:
     else:
         print(
             f"{data.name} with the collection of {args.spec}: {describe_budget(spec)}, {summary['n_train']} "
-            f"participants, {args.reps} reps\n"
-            f"  LDP Naive Bayes accuracy  {summary['accuracy_mean']:.4f} ± {summary['accuracy_std']:.4f}\n"
-            f"  non-private Naive Bayes   {summary['nonprivate_mean']:.4f} ± {summary['nonprivate_std']:.4f}"
+            f"participants, {args.reps} reps\n" + accuracy_lines(summary)
         )
     return 0
 

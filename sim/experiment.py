@@ -113,20 +113,21 @@ MODES = ("replay", "fast")
 
 
 def simulate_collection(
-    spec: CollectionSpec, inputs: list[np.ndarray], rng, mode: str = "replay"
+    spec: CollectionSpec, inputs: list[np.ndarray], rng, mode: str = "replay", class_share: float | None = None
 ) -> CollectionStatistics:
     """The aggregate of a population whose values for every input are ``inputs``.
 
     ``replay`` draws every person's report with the participant code; ``fast`` draws each
     input's state from its exact distribution (see ``Mechanism.simulate``), so its cost grows with
-    the domain size, not with the people. Who reports what follows ``spec.budget``.
+    the domain size, not with the people. Who reports what follows ``spec.budget`` (and, for one
+    report per person, ``class_share``: see :func:`~participant.reporting.choose_inputs`).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     stats = CollectionStatistics(spec)
     m = len(inputs[0])
     if spec.budget == "one-report":
-        chosen = choose_inputs(spec, m, rng)
+        chosen = choose_inputs(spec, m, rng, class_share)
         if mode == "replay":
             stats.add_population(perturb_population(spec, inputs, chosen, rng))
         else:
@@ -138,9 +139,11 @@ def simulate_collection(
     return stats
 
 
-def collect(spec: CollectionSpec, X_train, y_train, rng, mode: str = "replay") -> CollectionStatistics:
+def collect(
+    spec: CollectionSpec, X_train, y_train, rng, mode: str = "replay", class_share: float | None = None
+) -> CollectionStatistics:
     """Every training row becomes one participant; returns the aggregate of their reports."""
-    return simulate_collection(spec, population_inputs(spec, X_train, y_train), rng, mode)
+    return simulate_collection(spec, population_inputs(spec, X_train, y_train), rng, mode, class_share)
 
 
 def split(dataset: Dataset, seed: int):
@@ -164,6 +167,16 @@ def nonprivate_accuracy(spec: CollectionSpec, X_train, y_train, X_test, y_test) 
     return float(nb.score(encode_features(X_test, spec), encode_labels(y_test, spec)))
 
 
+def scored(spec: CollectionSpec, stats, seed: int, estimators, X_train, X_test, y_train, y_test) -> RunResult:
+    """Repetition ``seed``'s result from its collection ``stats``: each named estimator's test
+    accuracy, the non-private model's, and the training split's majority class's."""
+    accuracy = {name: build_model(stats, name).score(X_test, y_test) for name in estimators}
+    values, counts = np.unique(np.asarray(y_train), return_counts=True)
+    majority = float(np.mean(np.asarray(y_test) == values[np.argmax(counts)]))
+    nonprivate = nonprivate_accuracy(spec, X_train, y_train, X_test, y_test)
+    return RunResult(seed, accuracy, nonprivate, len(y_train), majority)
+
+
 def run_once(
     dataset: Dataset,
     protocol: str,
@@ -174,16 +187,17 @@ def run_once(
     setup: Setup | None = None,
     budget: str = "one-report",
     mode: str = "replay",
+    class_share: float | None = None,
 ) -> RunResult:
     """One repetition: a random 80/20 split and one collection, scored by every named estimator
-    on the same reports. Deterministic given ``seed``."""
+    on the same reports. Deterministic given ``seed``. ``class_share``: the share of people who
+    report the class input (None: uniform over the inputs)."""
     if not dataset.continuous:
-        return runner_for(dataset).run(protocol, epsilon, seed, estimators, theta, budget, mode)
+        return runner_for(dataset).run(protocol, epsilon, seed, estimators, theta, budget, mode, class_share)
     X_train, X_test, y_train, y_test = split(dataset, seed)
     spec = spec_for(dataset, protocol, epsilon, theta, setup, X_train, y_train, budget)
-    stats = collect(spec, X_train, y_train, np.random.default_rng(seed), mode)
-    accuracy = {name: build_model(stats, name).score(X_test, y_test) for name in estimators}
-    return RunResult(seed, accuracy, nonprivate_accuracy(spec, X_train, y_train, X_test, y_test), len(y_train))
+    stats = collect(spec, X_train, y_train, np.random.default_rng(seed), mode, class_share)
+    return scored(spec, stats, seed, estimators, X_train, X_test, y_train, y_test)
 
 
 def category_counts(codes, labels, n_categories, k: int) -> np.ndarray:
@@ -237,7 +251,7 @@ class Runner:
         self._splits: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
         self._test_rows: tuple[int, np.ndarray] | None = None
         self._histograms: dict[int, np.ndarray] = {}
-        self._chosen: dict[tuple[int, int], tuple[np.ndarray, dict]] = {}
+        self._chosen: dict[tuple[int, int, float | None], tuple[np.ndarray, dict]] = {}
         self._all_counts = category_counts(self.codes, self.labels, self.n_categories, self.k)
         # keys[p, i]: person p's value of input i, offset into one flat histogram of all inputs.
         joint = self.codes * self.k + self.labels[:, None]
@@ -275,16 +289,16 @@ class Runner:
             self._test_rows = (seed, rows)
         return self._test_rows[1]
 
-    def _fast_statistics(self, spec: CollectionSpec, seed: int, rng) -> CollectionStatistics:
+    def _fast_statistics(self, spec: CollectionSpec, seed: int, rng, class_share=None) -> CollectionStatistics:
         """Fast mode: every input's histogram from one bincount, then each state drawn exactly."""
         train, _, _ = self.split(seed)
         if spec.budget == "one-report":
             # Every cell of a seed draws the same choices first (the seed's generator, the data
             # set's inputs), so their histogram and the generator's state after them are kept:
             # the same draws as choosing again, without indexing every person each run.
-            key = (seed, spec.n_inputs)
+            key = (seed, spec.n_inputs, class_share)
             if key not in self._chosen:
-                chosen = choose_inputs(spec, len(train), rng)
+                chosen = choose_inputs(spec, len(train), rng, class_share)
                 histogram = np.bincount(self.keys[train, chosen], minlength=self.input_offsets[-1])
                 self._chosen[key] = (histogram, rng.bit_generator.state)
             histogram, state = self._chosen[key]
@@ -300,17 +314,20 @@ class Runner:
         )
         return stats
 
-    def statistics(self, setting: Setting, seed: int, mode: str = "replay") -> CollectionStatistics:
+    def statistics(
+        self, setting: Setting, seed: int, mode: str = "replay", class_share: float | None = None
+    ) -> CollectionStatistics:
         """The aggregate of repetition ``seed``'s collection under ``setting``: its training rows
-        each send one report (or what the budget says), drawn from ``default_rng(seed)``."""
+        each send one report (or what the budget says), drawn from ``default_rng(seed)``, the class
+        input by a ``class_share`` of them (None: uniform over the inputs)."""
         spec = self.spec(*setting)
         train, _, _ = self.split(seed)
         rng = np.random.default_rng(seed)
         if mode == "fast":
-            return self._fast_statistics(spec, seed, rng)
+            return self._fast_statistics(spec, seed, rng, class_share)
         labels = self.labels[train]
         inputs = [labels, *(self.codes[train] * self.k + labels[:, None]).T]
-        return simulate_collection(spec, inputs, rng, mode)
+        return simulate_collection(spec, inputs, rng, mode, class_share)
 
     def run(
         self,
@@ -321,9 +338,10 @@ class Runner:
         theta: float = DEFAULT_THETA,
         budget: str = "one-report",
         mode: str = "replay",
+        class_share: float | None = None,
     ) -> RunResult:
         """Repetition ``seed`` of one setting (:meth:`run_many` with one setting)."""
-        return self.run_many([(protocol, epsilon, theta, budget)], seed, estimators, mode)[0]
+        return self.run_many([(protocol, epsilon, theta, budget)], seed, estimators, mode, class_share=class_share)[0]
 
     def run_many(
         self,
@@ -332,14 +350,18 @@ class Runner:
         estimators: tuple[str, ...] = ("paper",),
         mode: str = "replay",
         log_loss: bool = True,
+        class_share: float | None = None,
     ) -> list[RunResult]:
         """Repetition ``seed`` of each of ``settings`` (one :class:`RunResult` each, in order), every
         one the same draws as run alone. They share the seed's split, so every estimator's model of
         every setting is scored on the test rows in one product. Without ``log_loss`` the results'
-        ``log_loss`` stays empty (its exponentials cost a third of the scoring)."""
+        ``log_loss`` stays empty (its exponentials cost a third of the scoring). ``class_share``:
+        the share of people who report the class input (None: uniform over the inputs)."""
         train, test, nonprivate = self.split(seed)
         models = [
-            build_model(self.statistics(setting, seed, mode), name) for setting in settings for name in estimators
+            build_model(self.statistics(setting, seed, mode, class_share), name)
+            for setting in settings
+            for name in estimators
         ]
         accuracy, losses = self._score(models, seed, log_loss)
         majority = np.argmax(np.bincount(self.labels[train], minlength=self.k))
@@ -403,5 +425,4 @@ def run_with_spec(
     ``dataset``: a random 80/20 split, every training row one participant."""
     X_train, X_test, y_train, y_test = split(dataset, seed)
     stats = collect(spec, X_train, y_train, np.random.default_rng(seed), mode)
-    accuracy = {name: build_model(stats, name).score(X_test, y_test) for name in estimators}
-    return RunResult(seed, accuracy, nonprivate_accuracy(spec, X_train, y_train, X_test, y_test), len(y_train))
+    return scored(spec, stats, seed, estimators, X_train, X_test, y_train, y_test)

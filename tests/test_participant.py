@@ -12,6 +12,7 @@ from participant import (
     RecordError,
     SecureGenerator,
     SpecError,
+    choose_inputs,
     encode_features,
     encode_labels,
     encode_record,
@@ -155,6 +156,24 @@ def test_participant_reports_one_input_chosen_uniformly(spec):
     assert len({r.report_id for r in reports}) == len(reports)
     # DE reports are single values within the chosen input's domain.
     assert all(0 <= int(r.payload) < spec.domain_sizes[r.input] for r in reports)
+
+
+@pytest.mark.parametrize("share", [0.1, 0.4])
+def test_a_class_share_sends_that_share_to_the_class_input_and_the_rest_evenly(spec, share):
+    """200,000 draws: the class input's share has a standard error near 0.001, so a share off by
+    0.01 fails; the features share the rest evenly (χ²)."""
+    chosen = choose_inputs(spec, 200_000, np.random.default_rng(5), class_share=share)
+    counts = np.bincount(chosen, minlength=spec.n_inputs)
+    assert abs(counts[0] / chosen.size - share) < 0.004
+    assert stats.chisquare(counts[1:]).pvalue > 1e-4
+    uniform = np.bincount(choose_inputs(spec, 200_000, np.random.default_rng(5)), minlength=spec.n_inputs)
+    assert stats.chisquare(uniform).pvalue > 1e-4
+
+
+@pytest.mark.parametrize("share", [0, 1, -0.1, float("nan")])
+def test_a_class_share_outside_0_to_1_is_refused(spec, share):
+    with pytest.raises(ValueError, match="class_share"):
+        choose_inputs(spec, 10, np.random.default_rng(0), class_share=share)
 
 
 def test_assigned_groups_are_honoured_and_required():

@@ -131,6 +131,28 @@ def test_cli_text_output_and_errors(capsys, tmp_path):
     assert "does not exist" in capsys.readouterr().err
 
 
+def test_cli_class_share_reaches_the_collection_and_the_majority_class_is_reported(capsys):
+    """Car at ε = 0.5 in fast mode, seed 55: with one person in seven on the class input (the
+    uniform choice) the reports name the wrong majority class and the model scores 0.41; with
+    40 % on it they name the right one."""
+    common = ["--dataset", "car", "--protocol", "auto", "--eps", "0.5", "--mode", "fast", "--reps", "1"]
+    common += ["--seed", "55", "--estimator", "normsub", "--json"]
+    assert main(common) == 0
+    uniform = json.loads(capsys.readouterr().out)
+    assert main([*common, "--class-share", "0.4"]) == 0
+    shared = json.loads(capsys.readouterr().out)
+    assert "class_share" not in uniform and shared["class_share"] == 0.4
+    assert uniform["accuracy_mean"] < uniform["majority_mean"] - 0.2
+    assert shared["accuracy_mean"] >= shared["majority_mean"] - 0.01
+    for bad, message in (
+        (["--class-share", "1"], "must lie in"),
+        (["--class-share", "0.3", "--budget", "split"], "goes with"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            main([*common, *bad])
+        assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_help_explains_the_privacy_budget():
     out = subprocess.run([sys.executable, "-m", "sim", "--help"], capture_output=True, text=True, check=True).stdout
     assert "exactly one randomised report" in out
@@ -195,7 +217,11 @@ def test_an_aggregator_refusing_the_replay_is_one_line_and_exit_2(tmp_path):
     try:
         results = [
             subprocess.run(
-                [*sim, *extra], capture_output=True, text=True, timeout=120, check=False,
+                [*sim, *extra],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
                 env={**os.environ, "LDPNB_ADMIN_TOKEN": ADMIN},
             )  # fmt: skip
             for extra in (["--reps", "1"], ["--collection", collection])
