@@ -1,6 +1,6 @@
 """What reporting the class input more often buys and costs (README, *Estimators*).
 
-    python bench/class_share.py [--reps 100] [--cells car:0.5,...] [--shares 0.25,0.4] [--jobs 2]
+    python bench/class_share.py [--reps 100] [--cells car:0.5,...] [--shares 0.1,0.25,0.4] [--jobs 2] [--out FILE]
 
 Each person reports one input. By default it is chosen uniformly, so with n features a share
 ``1/(n + 1)`` of the people report the class, and the class prior is estimated from them and from
@@ -15,7 +15,7 @@ conditionals) beside the majority class, how often the reports' class prior name
 majority, and ``normsub``'s paired difference with the uniform choice (the same splits; the
 reports differ, since other people report other inputs) and with the majority class.
 Diabetes is binned into the paper's four bins per coordinate. Writes
-bench/results/class_share.md.
+bench/results/class_share.md (or ``--out``).
 """
 
 from __future__ import annotations
@@ -54,13 +54,17 @@ def cell(dataset: str, epsilon: float, reps: int, shares: list[float | None]) ->
 
 def main() -> None:
     parser = cell_parser(__doc__, CELLS)
-    parser.add_argument("--shares", default="0.25,0.4", help="class shares to compare with the uniform choice")
+    parser.add_argument("--shares", default="0.1,0.25,0.4", help="class shares to compare with the uniform choice")
+    parser.add_argument("--out", type=Path, default=RESULTS, help=f"the table's file (default {RESULTS})")
     args = parser.parse_args()
     shares = [None, *(float(s) for s in args.shares.split(","))]
     lines = [
         "# Reporting the class input more often",
         "",
-        f"`python bench/class_share.py --reps {args.reps}`: protocol `auto`, fast mode, seeds 0–{args.reps - 1}.",
+        (
+            f"`python bench/class_share.py --reps {args.reps} --cells {args.cells} --shares {args.shares}`: "
+            f"protocol `auto`, fast mode, seeds 0–{args.reps - 1}."
+        ),
         "`wrong majority`: runs where `prior only` scores below the majority class (the reports name another class).",
         "",
         (
@@ -80,7 +84,7 @@ def main() -> None:
                 f"| {dataset} | {epsilon:g} | {label} | {r[:, 0].mean():.3f} | {r[:, 2].mean():.3f} | {wrong:.0%} "
                 f"| {r[:, 1].mean():.3f} | {paired(r[:, 1] - r[:, 0])} | {vs_uniform} |"
             )
-    RESULTS.write_text("\n".join(lines) + "\n")
+    args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
