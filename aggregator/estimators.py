@@ -29,6 +29,7 @@ from functools import partial
 
 import numpy as np
 
+from .class_prior import pooled_class_shares
 from .gaussian import GaussianModel, gaussian_estimator
 from .model import NaiveBayesModel
 from .simplex import project_to_simplex
@@ -80,17 +81,8 @@ def normsub_unsmoothed(stats: CollectionStatistics, target: str = "uniform") -> 
     # Class proportions from every input, from the unbiased (unprojected) estimates, each weighted
     # by the inverse variance of its class-count estimate: a feature input sums n_i cells per
     # class, so its class count carries n_i cells' noise.
-    proportions, weights = [], []
-    for oracle, state, raw in zip(spec.oracles, stats.states, counts):
-        if state.n == 0:
-            continue
-        proportions.append(raw.reshape(-1, k).sum(axis=0) / state.n)
-        weights.append(1.0 / class_share_variance(oracle, state.n, k))
-    if proportions:
-        pooled = np.average(np.array(proportions), axis=0, weights=np.array(weights))
-        prior = project_to_simplex(pooled, 1.0)
-    else:
-        prior = np.full(k, 1.0 / k)
+    pooled = pooled_class_shares(stats, counts)
+    prior = np.full(k, 1.0 / k) if pooled is None else project_to_simplex(pooled.shares, 1.0)
     class_count = np.maximum(prior * stats.n_reports, 1.0)
 
     # Every feature input of one domain size is projected in one call (connect-4: 42 in one).
@@ -104,23 +96,6 @@ def normsub_unsmoothed(stats: CollectionStatistics, target: str = "uniform") -> 
             tables[i] = projected.reshape(-1, k).T  # (k, n_i) counts
     variances = [oracle.variance(max(state.n, 1))[0] for oracle, state in zip(spec.oracles[1:], stats.states[1:])]
     return Unsmoothed(class_count, tables, variances, target)
-
-
-def class_share_variance(oracle, n: int, k: int) -> float:
-    """Variance of one class's share estimated from an input's ``n`` reports: the sum of the
-    ``d/k`` cells holding that class, over ``n``, for a class of share ``1/k``. The cells of the
-    unary and histogram encodings are independent, so their variances add; DE's cells are not (a
-    report lands in exactly one), and the sum of a set of cells is itself a randomised response with
-    ``ρ = q·d/k + (p − q)/k``, of variance ``n·ρ(1 − ρ)/(p − q)²`` (the cell variances' sum
-    overstates it: a feature input with 4 values at ε = 1 by about a fifth)."""
-    from protocols import DirectEncoding
-
-    cells = oracle.domain_size // k
-    if isinstance(oracle, DirectEncoding):
-        p, q = oracle.p, oracle.q
-        rho = q * cells + (p - q) / k
-        return rho * (1 - rho) / ((p - q) ** 2 * n)
-    return cells * oracle.variance(n)[0] / n**2
 
 
 @dataclass(frozen=True)

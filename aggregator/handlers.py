@@ -22,6 +22,7 @@ from .answers import encode_json, encode_msgpack
 from .auth import SETTING_KEY, enrollment_nonce, issue_enrollment_tokens, require_admin
 from .errors import RETRY_AFTER, APIError
 from .estimators import ESTIMATORS, build_model
+from .evidence import evidence
 from .keys import ADMIN_FAILURES, ANSWERS, CONFIG, ENROLLMENT_HMAC, LIMITER, METRICS, STORE, WRITER
 from .metrics import UNKNOWN_COLLECTION
 from .plausibility import plausibility
@@ -533,12 +534,15 @@ def _estimates(collection: Collection, stats: CollectionStatistics) -> dict:
 
 
 def _model(collection: Collection, stats: CollectionStatistics, estimator: str) -> dict:
-    return {
+    answer = {
         "collection": collection.id,
         "estimator": estimator,
         "reports": stats.n_reports,
         **build_model(stats, estimator).to_dict(),
     }
+    if stats.spec.model == "discrete":
+        answer["evidence"] = evidence(stats)
+    return answer
 
 
 async def cached_answer(request: web.Request, collection: Collection, build, *extra) -> web.Response:

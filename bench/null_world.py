@@ -31,45 +31,12 @@ RESULTS = Path(__file__).with_name("results") / "null_world.md"
 CASES = [("OUE", (0.7, 0.3)), ("DE", (0.5, 0.5)), ("OUE", (0.70, 0.22, 0.04, 0.04)), ("DE", (0.70, 0.22, 0.04, 0.04))]
 
 
-def deviation_statistic(oracle, n: int, raw: np.ndarray, prior: np.ndarray) -> tuple[float, int]:
-    """``(T, (k − 1)·d)``: a feature's deviations of each class's shares from the pooled marginal
-    (the class of the largest prior left out: the deviations of one value sum to zero under the
-    weights ``π``) against their exact covariance, ``T = D'Σ⁻¹D``, χ² with that many degrees of
-    freedom under no dependence and Gaussian noise. ``Σ`` comes from the oracle's per-cell
-    variances at the estimated counts, or for DE from ``n·(diag(P) − PPᵀ)/(p − q)²``."""
-    from protocols import DirectEncoding
-
-    k = len(prior)
-    d = raw.size // k
-    counts = np.clip(raw, 0.0, None)
-    counts = counts * n / max(counts.sum(), 1e-12)
-    if isinstance(oracle, DirectEncoding):
-        p, q = oracle.p, oracle.q
-        reported = q + (p - q) * counts / n
-        covariance = n * (np.diag(reported) - np.outer(reported, reported)) / (p - q) ** 2
-    else:
-        covariance = np.diag(oracle.variance(n, counts))
-    deviation = (np.eye(k) - prior[None, :])[np.delete(np.arange(k), prior.argmax())]  # (k − 1, k)
-    to_deviations = np.kron(np.eye(d), deviation) / np.tile(np.maximum(prior * n, 1e-9), d)[None, :]
-    deviations = to_deviations @ raw
-    spread = to_deviations @ covariance @ to_deviations.T
-    return float(deviations @ np.linalg.solve(spread, deviations)), (k - 1) * d
-
-
 def exact_p_value(stats, class_count: np.ndarray) -> float:
     """:func:`~aggregator.dependence.dependence_p_value` with each feature's exact
-    :func:`deviation_statistic`."""
-    from scipy import stats as st
+    :func:`~aggregator.dependence.deviation_statistic`."""
+    from aggregator.dependence import combined_p_value, exact_feature_p_values
 
-    prior = class_count / class_count.sum()
-    p = [
-        st.chi2.sf(*deviation_statistic(oracle, state.n, raw, prior))
-        for oracle, state, raw in zip(stats.spec.oracles[1:], stats.states[1:], stats.estimated_counts()[1:])
-        if state.n
-    ]
-    if not p:
-        return 1.0
-    return float(st.chi2.sf(-2 * np.log(np.maximum(p, 1e-300)).sum(), 2 * len(p)))
+    return combined_p_value(exact_feature_p_values(stats, class_count))
 
 
 def calibration(collections: int) -> list[str]:

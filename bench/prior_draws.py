@@ -32,7 +32,7 @@ RUNS = RESULTS.with_name("estimators-runs.csv")
 def choose(stats, derive, base, scale: float) -> float:
     """The strength the bootstrap picks when each draw's world has its own class prior."""
     from aggregator import strength as S
-    from aggregator.estimators import class_share_variance
+    from aggregator.class_prior import class_share_variance
     from aggregator.model import NaiveBayesModel, one_hot
     from aggregator.simplex import project_to_simplex
 

@@ -39,7 +39,7 @@ CELLS = ALL_CELLS
 
 def class_share_se(stats) -> float:
     """The standard error of a class's share in the pooled class prior (for a class of share 1/k)."""
-    from aggregator.estimators import class_share_variance
+    from aggregator.class_prior import class_share_variance
 
     k = stats.spec.n_classes
     weight = sum(1.0 / class_share_variance(o, s.n, k) for o, s in zip(stats.spec.oracles, stats.states) if s.n)

@@ -7,11 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aggregator.estimators import (
-    class_share_variance,
-    direct_encoding_mle,
-    iterative_bayesian_update,
-)
+from aggregator.class_prior import class_share_variance
+from aggregator.estimators import direct_encoding_mle, iterative_bayesian_update
 from aggregator.gaussian import corrected_variances, gaussian_estimator
 from participant import CollectionSpec, Feature
 from participant.continuous import ContinuousFeature, Preparation

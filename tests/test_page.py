@@ -81,6 +81,9 @@ async def test_the_page_shows_progress_release_and_the_model(site, browser):
                     assert float(await rect.get_attribute("data-value")) == pytest.approx(expected[c, a], abs=1e-12)
                     assert float(await rect.get_attribute("data-error")) > 0
         assert k == 2 and await page.locator("#download").get_attribute("href") == "/collections/survey/model"
+        # What the reports can tell the model, in its words.
+        assert await page.locator("#evidence").inner_text() == model["evidence"]["summary"]
+        assert "most common class" in model["evidence"]["summary"]
         assert await page.locator("#admin").count() == 0
         assert not any("authorization" in {h.lower() for h in r.headers} for r in requests)
         # With the token, entered once: the admin parts appear; it never shows in a URL or a cookie.

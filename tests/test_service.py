@@ -16,6 +16,7 @@ from aiohttp import web
 
 from aggregator import CollectionStatistics, NaiveBayesModel, build_model
 from aggregator.app import create_app, open_store, start_site
+from aggregator.evidence import evidence
 from aggregator.keys import Config
 from aggregator.store import Store
 from participant import choose_inputs, encode_features, encode_labels, input_values, perturb_population
@@ -99,13 +100,17 @@ def simulated_reports(spec, reps=200, seed=0) -> list[Report]:
     return [Report(i, row) for i, reports in enumerate(perturbed.reports) for row in reports]
 
 
-def in_process_model(spec, reports, estimator="normsub") -> NaiveBayesModel:
+def in_process_statistics(spec, reports) -> CollectionStatistics:
     stats = CollectionStatistics(spec)
     for i in range(spec.n_inputs):
         rows = [r.payload for r in reports if r.input == i]
         if rows:
             stats.add(i, np.array(rows))
-    return build_model(stats, estimator)
+    return stats
+
+
+def in_process_model(spec, reports, estimator="normsub") -> NaiveBayesModel:
+    return build_model(in_process_statistics(spec, reports), estimator)
 
 
 async def test_admin_endpoints_need_the_right_token(service):
@@ -162,6 +167,9 @@ async def test_model_over_http_equals_the_in_process_model(service, protocol):
     np.testing.assert_allclose(remote.class_count, local.class_count, rtol=1e-12)
     np.testing.assert_array_equal(remote.predict(X1), local.predict(X1))
     np.testing.assert_allclose(remote.predict_proba(X1), local.predict_proba(X1), rtol=1e-9)
+    # Beside the model, what the reports can tell it (the same for every estimator).
+    assert data["evidence"] == json.loads(json.dumps(evidence(in_process_statistics(spec, reports))))
+    assert set(data["evidence"]["feature_p_values"]) == {f.name for f in spec.features}
     # The estimator named in the query is the one used: smoothed toward the marginal, not uniform.
     status, data = await service.get("/collections/c1/model?estimator=marginal")
     toward_marginal = in_process_model(spec, reports, "marginal")
