@@ -208,9 +208,12 @@ async def _model(service: Service, session, args) -> str:
         "kind": type(estimator).__name__,
         "takes": "raw records (a pipeline)" if args.pipeline else "ordinal codes of the spec's categories",
     }
+    if data.get("evidence"):  # discrete models: what the reports can tell the model
+        card["evidence"] = data["evidence"]
     card_path = out.with_suffix(".card.json")
     card_path.write_text(json.dumps(card, indent=2) + "\n")
-    return f"saved {type(estimator).__name__} to {out} (joblib) and its model card to {card_path}"
+    saved = f"saved {type(estimator).__name__} to {out} (joblib) and its model card to {card_path}"
+    return f"{saved}\n{card['evidence']['summary']}" if "evidence" in card else saved
 
 
 async def _enroll(service: Service, session, args) -> str:
