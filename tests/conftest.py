@@ -72,13 +72,14 @@ def pytest_configure(config):
 
 
 @pytest.fixture(scope="session")
-def postgres(tmp_path_factory):
+def postgres():
     """A PostgreSQL server for the session (:class:`tests.postgres.PostgreSQL`)."""
-    from .postgres import PostgreSQL
+    from .postgres import PostgreSQL, server_directory
 
-    server = PostgreSQL(tmp_path_factory.mktemp("postgres")).start()
-    yield server
-    server.stop("fast")
+    with server_directory("postgres") as directory:
+        server = PostgreSQL(directory).start()
+        yield server
+        server.stop("fast")
 
 
 _databases = itertools.count()

@@ -13,11 +13,15 @@ import asyncio
 import ctypes
 import os
 import pwd
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import asyncpg
@@ -61,8 +65,23 @@ def _run(make_coroutine):
     return outcome.get("value")
 
 
+@contextmanager
+def server_directory(name: str) -> Iterator[Path]:
+    """A new folder for a server's files, removed afterwards. Not under pytest's temporary root:
+    the server runs as another user, so every folder above its data is opened to others for
+    traversal, and any other pytest session of this user on the machine sets that root
+    (``/tmp/pytest-of-<user>``) back to its owner alone, which stopped a running suite's server
+    from reaching its data ("Permission denied")."""
+    path = Path(tempfile.mkdtemp(prefix=f"ldpnb-{name}-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 class PostgreSQL:
-    """One server in ``directory`` (data and Unix socket there; no TCP port)."""
+    """One server in ``directory`` (data and Unix socket there; no TCP port; from
+    :func:`server_directory`)."""
 
     def __init__(self, directory: Path, **settings: object):
         self.directory = Path(directory)

@@ -25,7 +25,7 @@ import numpy as np
 from aggregator.app import open_store
 from participant import CollectionSpec, Feature
 
-from .postgres import PostgreSQL
+from .postgres import PostgreSQL, server_directory
 from .servers import AUTH, MSGPACK, Server
 
 MARKERS = 8000
@@ -243,15 +243,16 @@ async def scenario(pg: PostgreSQL, db: str, seed: int) -> tuple[set[int], list, 
     return acked, answers, seen, estimates
 
 
-def test_nothing_acknowledged_is_lost_or_counted_twice_under_database_and_network_faults(tmp_path):
-    pg = PostgreSQL(tmp_path / "pg", max_connections=20, superuser_reserved_connections=2).start()
-    try:
-        db = "faults"
-        pg.create_database(db)
-        acked, answers, seen, estimates = asyncio.run(scenario(pg, db, seed=11))
-        asyncio.run(check(pg.url(db), acked, estimates))
-    finally:
-        pg.stop("fast")
+def test_nothing_acknowledged_is_lost_or_counted_twice_under_database_and_network_faults():
+    with server_directory("faults") as directory:
+        pg = PostgreSQL(directory, max_connections=20, superuser_reserved_connections=2).start()
+        try:
+            db = "faults"
+            pg.create_database(db)
+            acked, answers, seen, estimates = asyncio.run(scenario(pg, db, seed=11))
+            asyncio.run(check(pg.url(db), acked, estimates))
+        finally:
+            pg.stop("fast")
     assert len(acked) > 1000  # the load really ran through the faults
     assert seen["cuts"] >= 10  # the proxy really cut connections and dropped replies
     assert seen["held"] >= 15  # the slots really ran out
