@@ -12,8 +12,10 @@ from .sweep import CELL_FIELDS
 
 
 def summarise(runs_csv: Path) -> list[dict]:
-    """Mean and standard deviation of accuracy per cell and estimator; also written next to the
-    runs as ``summary.csv``."""
+    """Mean and standard deviation of accuracy per cell and estimator, and the mean accuracies
+    without privacy and of the constant classifier that predicts the training split's majority
+    class (``majority_mean``, empty for runs files written before it was recorded); also written
+    next to the runs as ``summary.csv``."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     with open(runs_csv, newline="") as f:
         for row in csv.DictReader(f):
@@ -22,6 +24,7 @@ def summarise(runs_csv: Path) -> list[dict]:
     for key, rows in sorted(groups.items()):
         acc = np.array([float(r["accuracy"]) for r in rows])
         nonprivate = np.array([float(r["nonprivate_accuracy"]) for r in rows])
+        majority = [r.get("majority_accuracy") or "nan" for r in rows]
         summary.append(
             {
                 **dict(zip([*CELL_FIELDS, "estimator"], key)),
@@ -30,6 +33,7 @@ def summarise(runs_csv: Path) -> list[dict]:
                 "accuracy_mean": acc.mean(),
                 "accuracy_std": acc.std(),
                 "nonprivate_mean": nonprivate.mean(),
+                "majority_mean": np.mean([float(m) for m in majority]),
             }
         )
     with open(Path(runs_csv).with_name("summary.csv"), "w", newline="") as f:
@@ -56,7 +60,8 @@ def _series_label(row: dict, by: str) -> str:
 def plot_sweep(summary: list[dict], out: Path) -> list[Path]:
     """One figure per (data set, model, budget, estimator): accuracy against ε, a line per
     protocol (or per reduction for continuous data, with a panel per protocol or approach), a band
-    of ± one standard deviation, and the non-private accuracy dotted. Writes PNG and SVG."""
+    of ± one standard deviation, the non-private accuracy dotted, and the majority class's (the
+    constant classifier a model must beat) dashed grey. Writes PNG and SVG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -82,12 +87,17 @@ def plot_sweep(summary: list[dict], out: Path) -> list[Path]:
                 (handle,) = ax.plot(eps, mean, marker="o", label=_series_label(line[0], series_key))
                 ax.fill_between(eps, mean - std, mean + std, color=handle.get_color(), alpha=0.15)
                 ax.plot(eps, [r["nonprivate_mean"] for r in line], linestyle=":", color=handle.get_color())
+            majority = sorted((r for r in subset if np.isfinite(r["majority_mean"])), key=lambda r: float(r["eps"]))
+            if majority:  # the same splits for every series: one line
+                eps = sorted({float(r["eps"]) for r in majority})
+                level = [np.mean([r["majority_mean"] for r in majority if float(r["eps"]) == e]) for e in eps]
+                ax.plot(eps, level, linestyle="--", color="grey", label="majority class")
             title = dataset if panel is None else f"{dataset}, {panel_key} {panel}"
             ax.set_title(title)
             ax.set_xlabel("ε (per report)")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
-        axes[0][0].set_ylabel("accuracy (dotted: without privacy)")
+        axes[0][0].set_ylabel("accuracy (dotted: without privacy; dashed: majority class)")
         fig.suptitle(f"LDP Naive Bayes, {model} model, budget {budget}, estimator {estimator}", fontsize=10)
         fig.tight_layout()
         # Path.with_suffix would cut a name at its first dot ("nursery.csv-..." became "nursery.png").

@@ -45,6 +45,7 @@ FIELDS = [
     "seed",
     "accuracy",
     "nonprivate_accuracy",
+    "majority_accuracy",
 ]
 CELL_FIELDS = ["dataset", "protocol", "eps", "budget", "model", "reduce", "components", "bins", "approach", "mode"]
 
@@ -92,6 +93,7 @@ def _row(cell: Cell, name: str, per_person: float, rep: int, seed: int, result) 
         "seed": seed,
         "accuracy": result.accuracy[name],
         "nonprivate_accuracy": result.nonprivate_accuracy,
+        "majority_accuracy": result.majority_accuracy,
     }
 
 
@@ -191,6 +193,12 @@ def done_reps(path: Path, estimators: tuple[str, ...]) -> dict[tuple, set[int]]:
                     row["estimator"]
                 )
     return {key: {rep for rep, names in reps.items() if set(estimators) <= names} for key, reps in seen.items()}
+
+
+def existing_fields(path: Path) -> list[str]:
+    """The columns of the runs file at ``path``, as its header names them."""
+    with open(path, newline="") as f:
+        return next(csv.reader(f), FIELDS)
 
 
 def build_cells(args) -> list[Cell]:
@@ -348,7 +356,8 @@ def main(argv: list[str]) -> int:
 
     new_file = not path.exists()
     with open(path, "a", newline="") as f, tqdm(total=total, desc="sweep", unit="run") as progress:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        # A file begun by an older version keeps its columns (it had no majority_accuracy).
+        writer = csv.DictWriter(f, fieldnames=FIELDS if new_file else existing_fields(path), extrasaction="ignore")
         if new_file:
             writer.writeheader()
         work = tasks(todo, {name for name in args.datasets if name not in continuous})

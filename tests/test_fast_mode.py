@@ -186,13 +186,31 @@ def test_sweeps_write_tidy_rows_resume_and_do_not_depend_on_the_process_count(tm
         "seed",
         "accuracy",
         "nonprivate_accuracy",
+        "majority_accuracy",
     } <= set(rows[0])
+    # The constant classifier beside every run, the same for every cell of a seed (its split).
+    majority = {(r["rep"], r["majority_accuracy"]) for r in rows}
+    assert len(majority) == 3 and all(0.6 < float(m) < 0.8 for _, m in majority)
+    summary = list(csv.DictReader(open(tmp_path / "a" / "summary.csv")))
+    assert all(float(r["majority_mean"]) == pytest.approx(np.mean([float(m) for _, m in majority])) for r in summary)
     assert (tmp_path / "a" / "car-discrete-one-report-normsub.png").stat().st_size > 10_000
+    assert "<!-- majority class -->" in (tmp_path / "a" / "car-discrete-one-report-normsub.svg").read_text()  # the legend
     assert (tmp_path / "a" / "car-discrete-one-report-paper.svg").exists()
     # Rerun: nothing recomputed.
     assert main([*args, "--estimators", "normsub,paper", "--jobs", "1", "--out", str(tmp_path / "a")]) == 0
     assert len(read_runs(tmp_path / "a" / "runs.csv")) == len(rows)
     assert "resuming: 12 runs" in capsys.readouterr().err
+    # A runs file begun before the majority class was recorded keeps its columns when resumed.
+    (tmp_path / "c").mkdir()
+    old = [name for name in rows[0] if name != "majority_accuracy"]
+    with open(tmp_path / "c" / "runs.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=old, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    more = ["sweep", "--datasets", "car", "--protocols", "DE,OUE", "--eps", "1,2", "--reps", "4"]
+    assert main([*more, "--estimators", "normsub,paper", "--jobs", "1", "--out", str(tmp_path / "c")]) == 0
+    resumed = read_runs(tmp_path / "c" / "runs.csv")
+    assert len(resumed) == 2 * 2 * 4 * 2 and all(list(r) == old and None not in r.values() for r in resumed)
     # Two processes, same numbers.
     assert main([*args, "--estimators", "normsub,paper", "--jobs", "2", "--out", str(tmp_path / "b")]) == 0
     key = lambda r: (r["protocol"], r["eps"], r["estimator"], r["rep"])  # noqa: E731
