@@ -20,19 +20,31 @@ from .spec import CollectionSpec
 
 def choose_inputs(spec: CollectionSpec, m: int, rng, class_share: float | None = None) -> np.ndarray:
     """For each of ``m`` people, the index of the one input they report, independent of their
-    data; shape ``(m,)``. Uniform over the ``n + 1`` inputs by default; with ``class_share``, the
-    class input (index 0) with that probability and the others evenly.
+    data; shape ``(m,)``. With a class share (``class_share``, else the spec's), the class input
+    (index 0) with that probability and the others evenly; without one, uniform over the
+    ``n + 1`` inputs.
 
-    An operator who expects uneven classes draws the groups of an ``"assigned"`` collection with a
-    ``class_share`` above ``1/(n + 1)``: the class prior is then estimated from more reports, at
-    the features' expense (README, *Estimators*, measured by ``bench/class_share.py``). No draw
-    looks at anyone's data, so no share changes what a report reveals."""
+    A collection that expects uneven classes states a ``class_share`` above ``1/(n + 1)`` in its
+    spec (or an operator draws an ``"assigned"`` collection's groups with it): the class prior is
+    then estimated from more reports, at the features' expense (README, *Estimators*, measured by
+    ``bench/class_share.py``). No draw looks at anyone's data, so no share changes what a report
+    reveals."""
+    class_share = spec.class_share if class_share is None else class_share
     if class_share is None:
         return np.asarray(rng.integers(0, spec.n_inputs, size=m), dtype=np.int64)
     if not 0 < class_share < 1:
         raise ValueError(f"class_share must lie in (0, 1), got {class_share!r}")
     features = rng.integers(1, spec.n_inputs, size=m)
     return np.where(rng.random(m) < class_share, 0, features).astype(np.int64)
+
+
+def input_probabilities(spec: CollectionSpec) -> np.ndarray:
+    """The probability that a person reports each input under :func:`choose_inputs`, shape
+    ``(n + 1,)``: the spec's class share for the class input and the rest evenly, or uniform."""
+    n = spec.n_inputs
+    if spec.class_share is None:
+        return np.full(n, 1.0 / n)
+    return np.concatenate([[spec.class_share], np.full(n - 1, (1.0 - spec.class_share) / (n - 1))])
 
 
 @dataclass

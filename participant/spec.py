@@ -95,6 +95,12 @@ class CollectionSpec:
     what the paper's discrete figures appear to measure) or ``"split"`` (every input at
     ``ε / n_inputs``: ε per person by sequential composition).
 
+    ``class_share`` (one report per person, inputs chosen at random): the probability that a
+    person reports the class input, the features sharing the rest evenly; left out, every input
+    is equally likely. More reports on the class estimate an uneven class prior better, at the
+    features' expense (README, *Who reports the class*). The choice never looks at the person's
+    data, so the share changes neither what a report reveals nor what it spends.
+
     Continuous records: ``continuous`` (a :class:`~participant.continuous.Preparation`) declares
     the raw features' ranges, an optional projection and, for ``model="discrete"``, the number of
     equal-width bins; the categorical ``features`` are then derived (one per prepared coordinate,
@@ -113,6 +119,7 @@ class CollectionSpec:
     model: str = "discrete"
     approach: int = 3
     budget: str = "one-report"
+    class_share: float | None = None
     oracles: tuple[Mechanism, ...] = field(init=False, repr=False, compare=False)
     input_names: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
@@ -164,6 +171,16 @@ class CollectionSpec:
             raise SpecError(f"budget must be one of {BUDGETS}, got {self.budget!r}")
         if self.input_selection not in INPUT_SELECTIONS:
             raise SpecError(f"input_selection must be one of {INPUT_SELECTIONS}, got {self.input_selection!r}")
+        if self.class_share is not None:
+            share = _number(self.class_share)
+            if share is None or not 0 < share < 1:
+                raise SpecError(f"class_share must lie in (0, 1), got {_short(self.class_share)}")
+            if self.budget != "one-report" or self.input_selection != "uniform":
+                raise SpecError(
+                    "class_share goes with one report per person and inputs chosen at random "
+                    "(budget one-report, input_selection uniform)"
+                )
+            object.__setattr__(self, "class_share", share)
         object.__setattr__(self, "epsilon", epsilon)
         object.__setattr__(self, "theta", theta)
         k = len(self.classes)
@@ -276,6 +293,8 @@ class CollectionSpec:
         }
         if self.budget != "one-report":
             out["budget"] = self.budget
+        if self.class_share is not None:
+            out["class_share"] = self.class_share
         if self.continuous is not None:
             del out["features"]  # derived from the preparation
             out["continuous"] = self.continuous.to_dict()
@@ -294,7 +313,7 @@ class CollectionSpec:
         if version != SPEC_VERSION:
             raise SpecError(f"unsupported spec version {version!r}; this library reads version {SPEC_VERSION}")
         known = {"features", "classes", "label", "protocol", "epsilon", "theta", "input_selection"}
-        known |= {"continuous", "model", "approach", "budget"}
+        known |= {"continuous", "model", "approach", "budget", "class_share"}
         unknown = set(data) - known
         if unknown:
             raise SpecError(f"unknown spec fields: {', '.join(sorted(unknown))}")

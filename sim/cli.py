@@ -172,7 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # What a spec (--spec, or the --collection's published one) fixes: giving these beside it is refused.
-SPEC_FIXES = ("--protocol", "--eps", "--theta", "--budget", "--model", "--bins", "--reduce", "--components", "--approach")
+SPEC_FIXES = (
+    *("--protocol", "--eps", "--theta", "--budget", "--model", "--bins", "--reduce", "--components", "--approach"),
+    "--class-share",
+)
 
 
 def given(argv: list[str], option: str) -> bool:
@@ -229,12 +232,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--clients must be at least 1")
     if args.via == "http" and (args.budget != "one-report" or args.mode != "replay"):
         parser.error("--via http replays one report per person: it takes neither --budget nor --mode fast")
-    if args.class_share is not None and (
-        args.via == "http" or args.budget != "one-report" or args.spec or args.collection
-    ):
+    if args.class_share is not None and (args.via == "http" or args.budget != "one-report" or args.collection):
         parser.error(
             "--class-share goes with one report per person simulated in process "
-            "(not with --via http, --spec, --collection or --budget)"
+            "(not with --via http, --collection or --budget; a --spec states its own class_share)"
         )
     if args.class_share is not None and not 0 < args.class_share < 1:
         parser.error(f"--class-share must lie in (0, 1), got {args.class_share:g}")

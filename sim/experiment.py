@@ -296,7 +296,7 @@ class Runner:
             # Every cell of a seed draws the same choices first (the seed's generator, the data
             # set's inputs), so their histogram and the generator's state after them are kept:
             # the same draws as choosing again, without indexing every person each run.
-            key = (seed, spec.n_inputs, class_share)
+            key = (seed, spec.n_inputs, spec.class_share if class_share is None else class_share)
             if key not in self._chosen:
                 chosen = choose_inputs(spec, len(train), rng, class_share)
                 histogram = np.bincount(self.keys[train, chosen], minlength=self.input_offsets[-1])

@@ -6,15 +6,16 @@ import numpy as np
 
 from aggregator import CollectionStatistics
 from participant import CollectionSpec
+from participant.reporting import input_probabilities
 
 
 def known_model_statistics(spec: CollectionSpec, prior, conditionals, n: int, rng) -> CollectionStatistics:
     """Fast-mode statistics of ``n`` people whose class follows ``prior`` (shape ``(k,)``) and
     whose feature ``i`` follows ``conditionals[i]`` (shape ``(k, n_i)``, rows summing to 1) given
-    the class; each person reports one input chosen uniformly."""
+    the class; each person reports one input, chosen as the spec says (uniformly by default)."""
     k = spec.n_classes
     stats = CollectionStatistics(spec)
-    reporters = rng.multinomial(n, np.full(spec.n_inputs, 1 / spec.n_inputs))
+    reporters = rng.multinomial(n, input_probabilities(spec))
     for i, (oracle, m) in enumerate(zip(spec.oracles, reporters)):
         y = rng.choice(k, m, p=prior)
         values = y

@@ -19,7 +19,15 @@ from aggregator.app import create_app, open_store, start_site
 from aggregator.evidence import evidence
 from aggregator.keys import Config
 from aggregator.store import Store
-from participant import choose_inputs, encode_features, encode_labels, input_values, perturb_population
+from participant import (
+    CollectionSpec,
+    Participant,
+    choose_inputs,
+    encode_features,
+    encode_labels,
+    input_values,
+    perturb_population,
+)
 from participant.client import AlreadyReported, AsyncClient, Client, Ledger, ReportRejected, SubmissionFailed
 from participant.reporting import Report
 from participant.wire import pack_batch, pack_report
@@ -186,6 +194,23 @@ async def test_participant_clients_submit_records(service, tmp_path):
         async with AsyncClient(service.url, ledger=tmp_path / f"ledger-{n}.json") as client:
             assert await client.submit("c1", record) == "accepted"
     assert await service.n_reports("c1") == len(records)
+
+
+async def test_participants_follow_the_published_class_share(service):
+    """A collection whose spec sends half the people to the class input: 400 participants built
+    from the spec the service publishes report the class input at that rate (standard error
+    0.025; the uniform choice would give 0.25), and the service takes them."""
+    spec = CollectionSpec.from_dict({**table_1_spec(protocol="OUE").to_dict(), "class_share": 0.5})
+    await service.create(spec)
+    published = CollectionSpec.from_dict((await service.get("/collections/c1"))[1]["spec"])
+    assert published == spec and published.class_share == 0.5
+    records = [dict(zip(["age", "income", "gender", "missed_payment"], row)) for row in TABLE_1]
+    rng = np.random.default_rng(3)
+    reports = [Participant(published, rng=rng).report(records[n % len(records)]) for n in range(400)]
+    status, data = await service.post("/collections/c1/reports", pack_batch(reports, published))
+    assert status == 200 and data["accepted"] == 400
+    per_input = (await service.store.statistics(await service.collection("c1"))).reports_per_input
+    assert 0.4 < per_input[0] / per_input.sum() < 0.6
 
 
 async def test_retries_and_duplicates_are_counted_once(service):

@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -131,7 +132,7 @@ def test_cli_text_output_and_errors(capsys, tmp_path):
     assert "does not exist" in capsys.readouterr().err
 
 
-def test_cli_class_share_reaches_the_collection_and_the_majority_class_is_reported(capsys):
+def test_cli_class_share_reaches_the_collection_and_the_majority_class_is_reported(capsys, tmp_path):
     """Car at ε = 0.5 in fast mode, seed 55: with one person in seven on the class input (the
     uniform choice) the reports name the wrong majority class and the model scores 0.41; with
     40 % on it they name the right one."""
@@ -144,6 +145,15 @@ def test_cli_class_share_reaches_the_collection_and_the_majority_class_is_report
     assert "class_share" not in uniform and shared["class_share"] == 0.4
     assert uniform["accuracy_mean"] < uniform["majority_mean"] - 0.2
     assert shared["accuracy_mean"] >= shared["majority_mean"] - 0.01
+    # A spec states its own share: the simulator follows it, and refuses --class-share beside it.
+    spec = json.loads(Path("sim/specs/car.json").read_text()) | {"class_share": 0.4}
+    (tmp_path / "car.json").write_text(json.dumps(spec))
+    by_spec = ["--dataset", "car", "--spec", str(tmp_path / "car.json"), "--mode", "fast", "--reps", "1"]
+    assert main([*by_spec, "--seed", "55", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["accuracy_mean"] >= shared["majority_mean"] - 0.01
+    with pytest.raises(SystemExit) as stop:
+        main([*by_spec, "--class-share", "0.4"])
+    assert stop.value.code == 2 and "--spec fixes class-share" in capsys.readouterr().err
     for bad, message in (
         (["--class-share", "1"], "must lie in"),
         (["--class-share", "0.3", "--budget", "split"], "goes with"),
@@ -253,8 +263,9 @@ def test_replay_into_the_operators_enrolled_collection(tmp_path, capsys):
     """The operator creates a collection (enrollment, a release threshold) from car's shipped spec
     and issues tokens; the simulator replays car into it by id, with no admin token, and reads
     back a model whose accuracy equals the in-process run's on the same seed and spec."""
-    import aiohttp  # noqa: F401  (the service is real; only the simulator talks to it)
     import urllib.request
+
+    import aiohttp  # noqa: F401  (the service is real; only the simulator talks to it)
 
     from .servers import AUTH, Server
 
