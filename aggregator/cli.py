@@ -212,6 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
     draft.add_argument("--model", choices=["discrete", "gaussian"], default="discrete")
     draft.add_argument("--bins", type=int, default=4, help="bins per numeric column, discrete model (default 4)")
     draft.add_argument("--approach", type=int, choices=[1, 2, 3], default=3)
+    draft.add_argument(
+        "--class-share",
+        type=float,
+        metavar="SHARE",
+        help="share of people who report the class input (default: as every other input); more of them "
+        "estimate uneven classes better, at the features' expense",
+    )
     draft.add_argument("--out", help="file to write the spec to (default: standard output)")
     return parser
 
@@ -232,7 +239,7 @@ def run_spec_draft(args) -> str:
         ranges=parse_ranges(args.range),
     )
     table, notes = read_csv(args.csv, options)
-    spec, more = draft_spec(table, args.protocol, args.eps, args.model, args.bins, args.approach)
+    spec, more = draft_spec(table, args.protocol, args.eps, args.model, args.bins, args.approach, class_share=args.class_share)
     for note in notes + more:
         print(f"note: {note}", file=sys.stderr)
     print(spec.privacy_statement(), file=sys.stderr)

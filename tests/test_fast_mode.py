@@ -191,7 +191,7 @@ def test_sweeps_write_tidy_rows_resume_and_do_not_depend_on_the_process_count(tm
     # The constant classifier beside every run, the same for every cell of a seed (its split).
     majority = {(r["rep"], r["majority_accuracy"]) for r in rows}
     assert len(majority) == 3 and all(0.6 < float(m) < 0.8 for _, m in majority)
-    summary = list(csv.DictReader(open(tmp_path / "a" / "summary.csv")))
+    summary = read_runs(tmp_path / "a" / "summary.csv")
     assert all(float(r["majority_mean"]) == pytest.approx(np.mean([float(m) for _, m in majority])) for r in summary)
     assert (tmp_path / "a" / "car-discrete-one-report-normsub.png").stat().st_size > 10_000
     assert "<!-- majority class -->" in (tmp_path / "a" / "car-discrete-one-report-normsub.svg").read_text()  # the legend

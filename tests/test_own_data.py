@@ -244,6 +244,28 @@ def test_one_spec_format_drafted_from_a_sample_and_run_by_the_simulator(tmp_path
     assert exit.value.code == 2 and "needs a declared range" in capsys.readouterr().err
 
 
+def test_a_drafted_spec_states_a_class_share_and_uneven_samples_are_told_of_it(tmp_path, capsys):
+    from aggregator.cli import main as aggregator
+
+    colour, size, _ = categorical_rows(200)
+    y = ["no"] * 150 + ["yes"] * 50  # 75 % one class
+    sample = write(tmp_path / "sample.csv", ["colour", "size", "outcome"], zip(colour, size, y))
+    spec_path = tmp_path / "spec.json"
+    base = ["spec", "--csv", str(sample), "--label", "outcome", "--eps", "0.5", "--out", str(spec_path)]
+    assert aggregator(base) == 0
+    assert "75% of the sample is 'no'" in capsys.readouterr().err and "class_share" not in spec_path.read_text()
+    assert aggregator([*base, "--class-share", "0.4"]) == 0
+    assert "of the sample is" not in capsys.readouterr().err
+    assert json.loads(spec_path.read_text())["class_share"] == 0.4
+    with pytest.raises(SystemExit) as stop:
+        aggregator([*base, "--class-share", "1.5"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "class_share must lie in (0, 1), got 1.5" in err and "Traceback" not in err
+    even = write(tmp_path / "even.csv", ["colour", "size", "outcome"], zip(colour, size, ["no", "yes"] * 100))
+    assert aggregator(["spec", "--csv", str(even), "--label", "outcome", "--out", str(spec_path)]) == 0
+    assert "of the sample is" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("name", ["car", "australian"])
 def test_the_built_in_data_sets_ship_their_specs(name, capsys):
     from pathlib import Path
