@@ -6,8 +6,9 @@ Each person reports one input. By default it is chosen uniformly, so with n feat
 ``1/(n + 1)`` of the people report the class, and the class prior is estimated from them and from
 the class columns of the features' joint reports. On car at ε = 0.5 that prior names the wrong
 majority class in a few runs in a hundred, which no estimator can repair. An operator who expects
-uneven classes can assign the class input to a larger share of people (an ``"assigned"``
-collection whose groups :func:`participant.reporting.choose_inputs` draws with ``class_share``).
+uneven classes can send a larger share of people to the class input: the spec's ``class_share``,
+which every device follows (or an ``"assigned"`` collection whose groups
+:func:`participant.reporting.choose_inputs` draws with it).
 
 For every cell (protocol ``auto``, fast mode, the seeds of ``bench/estimators.py``: the same
 splits) and every share, ``normsub`` and ``prior only`` (its class prior with uniform
