@@ -81,6 +81,11 @@ async def test_the_page_shows_progress_release_and_the_model(site, browser):
                     assert float(await rect.get_attribute("data-value")) == pytest.approx(expected[c, a], abs=1e-12)
                     assert float(await rect.get_attribute("data-error")) > 0
         assert k == 2 and await page.locator("#download").get_attribute("href") == "/collections/survey/model"
+        # The prior's whiskers are its pooled standard errors, as the evidence gives them.
+        for label in spec.classes:
+            rect = page.locator(f'svg[data-chart="prior"] rect[data-group="prior"][data-series="{label}"]')
+            error = float(await rect.get_attribute("data-error"))
+            assert error == pytest.approx(model["evidence"]["class_prior_standard_error"][label], rel=1e-9)
         # What the reports can tell the model, in its words.
         assert await page.locator("#evidence").inner_text() == model["evidence"]["summary"]
         assert "most common class" in model["evidence"]["summary"]
