@@ -47,7 +47,8 @@ def _continuous_models(dataset, seed: int):
 
 def compare(dataset, epsilons: list[float], reps: int, seed: int = 0, knn: int = 0) -> dict:
     """Accuracies ``{model: array (len(epsilons), reps)}`` plus the non-private counterparts
-    ``{model: array (reps,)}``. Numerical data sets use their declared bounds: Gaussian NB and the
+    ``{model: array (reps,)}`` and ``majority``, the accuracy of always predicting each split's
+    most common training class (shape ``(reps,)``: the constant classifier every model must beat). Numerical data sets use their declared bounds: Gaussian NB and the
     SVM on the values, the tree on equal-width bins, our LDP model on the paper's bins. ``knn`` > 0
     adds the private k-NN classifier with that k (categorical data sets; slow on large ones)."""
     from tqdm import tqdm
@@ -60,6 +61,7 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0, knn: int =
     names = [name for name, _ in models_for(dataset, knn)]
     accuracy = {name: np.zeros((len(epsilons), reps)) for name in names}
     nonprivate = {name: np.zeros(reps) for name in names}
+    majority = np.zeros(reps)
     k = len(dataset.classes)
     with tqdm(total=len(epsilons) * reps, desc="compare", unit="run") as progress:
         for r in range(reps):
@@ -97,7 +99,8 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0, knn: int =
                         )
                     )
                 ours = lambda eps: runner.run("auto", eps, s, ("normsub",), mode="fast")  # noqa: E731
-            nonprivate[names[0]][r] = ours(epsilons[0]).nonprivate_accuracy
+            first = ours(epsilons[0])
+            nonprivate[names[0]][r], majority[r] = first.nonprivate_accuracy, first.majority_accuracy
             assert len(baselines) == len(names) - 1, "every baseline needs its name"
             for name, fit in zip(names[1:], baselines):
                 nonprivate[name][r] = fit(None, None)
@@ -107,7 +110,7 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0, knn: int =
                 for name, fit in zip(names[1:], baselines):
                     accuracy[name][e, r] = fit(eps, rng)
                 progress.update()
-    return {"accuracy": accuracy, "nonprivate": nonprivate, "models": models_for(dataset, knn)}
+    return {"accuracy": accuracy, "nonprivate": nonprivate, "majority": majority, "models": models_for(dataset, knn)}
 
 
 def models_for(dataset, knn: int = 0) -> list[tuple[str, str]]:
@@ -141,9 +144,10 @@ def plot(result: dict, epsilons: list[float], title: str, path: Path) -> None:
             alpha=0.15,
         )
         ax.axhline(result["nonprivate"][name].mean(), linestyle=":", color=line.get_color())
+    ax.axhline(result["majority"].mean(), linestyle="--", color="grey", label="majority class (constant)")
     ax.set_xscale("log")
     ax.set_xlabel("ε (local: per person; central: for the whole data set)")
-    ax.set_ylabel("accuracy (dotted: without privacy)")
+    ax.set_ylabel("accuracy (dotted: without privacy; dashed: majority class)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -190,6 +194,8 @@ def main(argv: list[str]) -> int:
             + " | ".join(f"{a:.3f}" for a in acc)
             + f" | {result['nonprivate'][name].mean():.3f} |"
         )
+    constant = f"{result['majority'].mean():.3f}"
+    print(f"| majority class (constant) | none | {' | '.join([constant] * len(eps_values))} | {constant} |")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"compare-{data.name}.png"

@@ -90,10 +90,14 @@ def test_compare_prints_a_table_and_writes_a_plot(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "LDP Naive Bayes (local, ours) | local" in out and "DP Naive Bayes (central) | central" in out
     rows = [line for line in out.splitlines() if line.startswith("| ") and "privacy" not in line]
-    assert len(rows) == 6  # ours and five baselines (k-NN asked for), each with numbers of its own
+    assert len(rows) == 7  # ours, five baselines (k-NN asked for) and the constant, each with numbers
     for row in rows:
         values = [float(v) for v in row.strip("| ").split(" | ")[2:]]
         assert all(0 < v <= 1 for v in values), row
+    # The constant classifier of each split's most common training class: car's, about 0.70.
+    constant = [float(v) for v in rows[-1].strip("| ").split(" | ")[2:]]
+    assert rows[-1].startswith("| majority class (constant) | none |") and len(set(constant)) == 1
+    assert 0.65 < constant[0] < 0.75
     assert (tmp_path / "compare-car.png").stat().st_size > 10_000
 
 
