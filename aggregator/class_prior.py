@@ -35,11 +35,10 @@ def class_share_variance(oracle, n: int, k: int) -> float:
 @dataclass(frozen=True)
 class PooledShares:
     """The pooled unbiased class shares ``shares`` (shape ``(k,)``, summing to about 1, entries
-    possibly outside [0, 1]), and each contributing input's index, shares and pooling weight."""
+    possibly outside [0, 1]), and each contributing input's index and pooling weight."""
 
     shares: np.ndarray
     inputs: list[int]
-    input_shares: list[np.ndarray]
     weights: np.ndarray
 
 
@@ -59,7 +58,7 @@ def pooled_class_shares(stats: CollectionStatistics, counts: list[np.ndarray] | 
     if not inputs:
         return None
     weights = np.array(weights)
-    return PooledShares(np.average(np.array(shares), axis=0, weights=weights), inputs, shares, weights)
+    return PooledShares(np.average(np.array(shares), axis=0, weights=weights), inputs, weights)
 
 
 def pooled_covariance(stats: CollectionStatistics, pooled: PooledShares, prior: np.ndarray) -> np.ndarray:

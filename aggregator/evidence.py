@@ -4,10 +4,10 @@ A private model can fall short of always predicting the most common class (READM
 *Estimators*), and an operator has no labelled rows to find out. The reports say how sure the
 class prior is: its standard errors, and how far the most common class leads the next (with a
 lead of two standard errors or more the reports named the wrong class in 3 runs of 1,135 across
-the README's data sets and diabetes; below it, in up to 41 % of runs). They also say whether the features'
-dependence on the class is significant: a calibrated test per feature, of little power at small
-ε, so no verdict on the model (``python bench/evidence.py``). Post-processing of the aggregated
-statistics: no privacy is spent.
+the README's data sets and diabetes; below it, in up to 41 % of runs). They also say whether the
+features' dependence on the class is significant: a calibrated test per feature, of little power
+at small ε, so no verdict on the model (``python bench/evidence.py``). Post-processing of the
+aggregated statistics: no privacy is spent.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ def evidence(stats: CollectionStatistics) -> dict:
     (per class name, shares of the people), ``majority_class``, ``majority_lead`` (how many
     standard errors of their difference the most common class's pooled share leads the next
     one's), ``feature_p_values`` (per feature name, the p-value of "this feature does not depend
-    on the class", None where it has no reports or too many cells to test), ``dependence_p_value``
-    (the features combined by Fisher's method) and ``summary``, sentences saying what these mean
-    for the model. An empty dict without reports."""
+    on the class", None where it has no reports), ``dependence_p_value`` (the features combined
+    by Fisher's method) and ``summary``, sentences saying what these mean for the model. An empty
+    dict without reports, or for a Gaussian model."""
     spec = stats.spec
     pooled = pooled_class_shares(stats)
     if pooled is None or spec.model != "discrete":
