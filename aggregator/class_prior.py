@@ -61,9 +61,9 @@ def pooled_class_shares(stats: CollectionStatistics, counts: list[np.ndarray] | 
     return PooledShares(np.average(np.array(shares), axis=0, weights=weights), inputs, weights)
 
 
-def pooled_covariance(stats: CollectionStatistics, pooled: PooledShares, prior: np.ndarray) -> np.ndarray:
-    """The covariance of ``pooled.shares`` (shape ``(k, k)``) when the class prior is ``prior``:
-    ``Σ w_i² C_i / (Σ w_i)²`` over the inputs, ``C_i`` the covariance of input ``i``'s shares.
+def input_covariance(oracle, n: float, prior: np.ndarray) -> np.ndarray:
+    """The covariance (shape ``(k, k)``) of one input's class shares from its ``n`` reports when
+    the class prior is ``prior`` (shape ``(k,)``).
 
     For DE a report lands in one class's set of cells with probability ``ρ_c = q·d/k + (p − q)·π_c``,
     so the sets' counts are multinomial: ``C = (diag ρ − ρρᵀ) / (n (p − q)²)``. Other oracles'
@@ -71,17 +71,29 @@ def pooled_covariance(stats: CollectionStatistics, pooled: PooledShares, prior: 
     its share of ``π_c`` spread evenly over the feature's values, and the classes do not covary."""
     from protocols import DirectEncoding
 
-    k = stats.spec.n_classes
-    total = np.zeros((k, k))
-    for i, w in zip(pooled.inputs, pooled.weights):
-        oracle, n = stats.spec.oracles[i], stats.states[i].n
-        cells = oracle.domain_size // k
-        if isinstance(oracle, DirectEncoding):
-            p, q = oracle.p, oracle.q
-            rho = q * cells + (p - q) * prior
-            covariance = (np.diag(rho) - np.outer(rho, rho)) / (n * (p - q) ** 2)
-        else:
-            held = np.tile(prior * n / cells, cells)  # joint index a·k + c
-            covariance = np.diag(oracle.variance(n, held).reshape(-1, k).sum(axis=0)) / n**2
-        total += w**2 * covariance
-    return total / pooled.weights.sum() ** 2
+    k = len(prior)
+    cells = oracle.domain_size // k
+    if isinstance(oracle, DirectEncoding):
+        p, q = oracle.p, oracle.q
+        rho = q * cells + (p - q) * prior
+        return (np.diag(rho) - np.outer(rho, rho)) / (n * (p - q) ** 2)
+    held = np.tile(prior * n / cells, cells)  # joint index a·k + c
+    return np.diag(oracle.variance(n, held).reshape(-1, k).sum(axis=0)) / n**2
+
+
+def shares_covariance(oracles, reports, prior: np.ndarray) -> np.ndarray:
+    """The covariance (shape ``(k, k)``) of the class shares pooled as
+    :func:`pooled_class_shares` pools them, from inputs with these ``oracles`` and ``reports``
+    reports each (positive; not necessarily whole), when the class prior is ``prior``:
+    ``Σ w_i² C_i / (Σ w_i)²``, ``C_i`` the :func:`input_covariance` of input ``i``."""
+    k = len(prior)
+    weights = np.array([1.0 / class_share_variance(o, n, k) for o, n in zip(oracles, reports)])
+    total = sum(w**2 * input_covariance(o, n, prior) for o, n, w in zip(oracles, reports, weights))
+    return total / weights.sum() ** 2
+
+
+def pooled_covariance(stats: CollectionStatistics, pooled: PooledShares, prior: np.ndarray) -> np.ndarray:
+    """The covariance of ``pooled.shares`` (shape ``(k, k)``) when the class prior is ``prior``
+    (:func:`shares_covariance` of the inputs that have reports)."""
+    oracles = [stats.spec.oracles[i] for i in pooled.inputs]
+    return shares_covariance(oracles, [stats.states[i].n for i in pooled.inputs], prior)

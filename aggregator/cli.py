@@ -219,6 +219,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="share of people who report the class input (default: as every other input); more of them "
         "estimate uneven classes better, at the features' expense",
     )
+    draft.add_argument(
+        "--people",
+        type=int,
+        metavar="N",
+        help="how many people you expect to report: the notes then say how surely their reports will name the "
+        "most common class, and which --class-share would make it surer",
+    )
     draft.add_argument("--out", help="file to write the spec to (default: standard output)")
     return parser
 
@@ -239,7 +246,12 @@ def run_spec_draft(args) -> str:
         ranges=parse_ranges(args.range),
     )
     table, notes = read_csv(args.csv, options)
-    spec, more = draft_spec(table, args.protocol, args.eps, args.model, args.bins, args.approach, class_share=args.class_share)
+    if args.people is not None and args.people < 1:
+        raise UsageError(f"--people must be a positive number, got {args.people}")
+    spec, more = draft_spec(
+        table, args.protocol, args.eps, args.model, args.bins, args.approach,
+        class_share=args.class_share, people=args.people,
+    )  # fmt: skip
     for note in notes + more:
         print(f"note: {note}", file=sys.stderr)
     print(spec.privacy_statement(), file=sys.stderr)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import numpy as np
+
 from participant.continuous import ContinuousFeature, Preparation
 from participant.spec import CollectionSpec, Feature
 
@@ -29,13 +31,16 @@ def draft_spec(
     approach: int = 3,
     budget: str = "one-report",
     class_share: float | None = None,
+    people: int | None = None,
 ) -> tuple[CollectionSpec, list[str]]:
-    """The spec for ``table`` and what the operator should check; raises ``SpecError``."""
+    """The spec for ``table`` and what the operator should check; raises ``SpecError``. With the
+    number of ``people`` expected, a discrete spec's notes say how surely their reports will name
+    the sample's most common class (:func:`majority_note`)."""
     counts = Counter(table.y.tolist())
     classes = sorted(counts)
     notes = [f"classes from the sample: {classes}; a label outside them will be refused"]
     common, most = counts.most_common(1)[0]
-    if most / len(table.y) >= UNEVEN and class_share is None:
+    if most / len(table.y) >= UNEVEN and class_share is None and people is None:
         notes.append(
             f"{most / len(table.y):.0%} of the sample is {common!r}: with uneven classes and a small epsilon the "
             "reports may name the wrong most common class; a larger --class-share buys a surer class prior at the "
@@ -54,7 +59,7 @@ def draft_spec(
         spec = CollectionSpec(
             features, classes, protocol, epsilon, label=table.label_name, budget=budget, class_share=class_share
         )
-        return spec, notes
+        return spec, notes + majority_note(spec, counts, people)
     inputs = tuple(ContinuousFeature(n, lo, hi) for n, (lo, hi) in zip(table.feature_names, table.ranges))
     preparation = Preparation(inputs, None, bins if model == "discrete" else None)
     spec = CollectionSpec(
@@ -62,7 +67,46 @@ def draft_spec(
         approach=approach, budget=budget, class_share=class_share,
     )  # fmt: skip
     notes.append("no projection: a PCA or DCA must be fitted on a separate reference sample, never on the surveyed people")
-    return spec, notes
+    return spec, notes + majority_note(spec, counts, people)
+
+
+def majority_note(spec: CollectionSpec, counts: Counter, people: int | None) -> list[str]:
+    """For a discrete ``spec`` and an expected number of ``people``, one note: how often their
+    reports would name another class than the sample's most common one (the sample's class
+    ``counts`` taken as the population's shares), what that costs the class prior alone, and the
+    class share that would keep the cost within :data:`~aggregator.planning.TOLERATED_COST`
+    (:mod:`aggregator.planning`). No note otherwise."""
+    from dataclasses import replace
+
+    from .planning import TOLERATED_COST, class_share_for, majority_outlook
+
+    if people is None or spec.model != "discrete":
+        return []
+    prior = np.array([counts[c] for c in spec.classes], dtype=float)
+    prior /= prior.sum()
+    common = spec.classes[int(prior.argmax())]
+    outlook = majority_outlook(spec, prior, people)
+    note = (
+        f"with {people:,} people the reports would name another class than {common!r} the most common in "
+        f"{share_text(outlook.wrong)} of collections, costing the class prior alone {outlook.cost:.3f} accuracy on "
+        "average (the sample's class shares taken as the population's)"
+    )
+    if outlook.cost > TOLERATED_COST:
+        share = class_share_for(spec, prior, people)
+        if share is not None:
+            better = majority_outlook(replace(spec, class_share=share), prior, people)
+            note += (
+                f"; --class-share {share:g} would make it {share_text(better.wrong)} ({better.cost:.3f}), at the features' "
+                "expense (README, Who reports the class)"
+            )
+        elif prior.max() >= UNEVEN:
+            note += f"; to keep it within {TOLERATED_COST:g}, more people or a larger --eps"
+    return [note]
+
+
+def share_text(p: float) -> str:
+    """A probability as a percentage, ``"under 0.1%"`` below a thousandth."""
+    return "under 0.1%" if p < 0.001 else f"{p:.1%}"
 
 
 def spec_json(spec: CollectionSpec) -> str:

@@ -266,6 +266,40 @@ def test_a_drafted_spec_states_a_class_share_and_uneven_samples_are_told_of_it(t
     assert "of the sample is" not in capsys.readouterr().err
 
 
+def test_a_drafted_spec_says_how_surely_the_expected_people_will_name_the_most_common_class(tmp_path, capsys):
+    """With --people the draft's notes give the planner's odds and cost for the sample's class
+    shares (``aggregator.planning``, checked against exact collections in tests/test_planning.py),
+    and the class share that would keep the cost within 0.005, where there is one."""
+    from aggregator.cli import main as aggregator
+    from aggregator.planning import majority_outlook
+    from aggregator.specdraft import share_text
+    from participant import CollectionSpec
+
+    colour, size, _ = categorical_rows(200)
+    sample = write(tmp_path / "sample.csv", ["colour", "size", "outcome"], zip(colour, size, ["no"] * 150 + ["yes"] * 50))
+    spec_path = tmp_path / "spec.json"
+    base = ["spec", "--csv", str(sample), "--label", "outcome", "--eps", "0.5", "--out", str(spec_path)]
+    assert aggregator([*base, "--people", "450"]) == 0
+    err = capsys.readouterr().err
+    spec = CollectionSpec.from_json(spec_path.read_text())
+    planned = majority_outlook(spec, [0.75, 0.25], 450)
+    assert 0.02 < planned.wrong < 0.05 and "of the sample is" not in err
+    assert (
+        f"with 450 people the reports would name another class than 'no' the most common in {share_text(planned.wrong)} "
+        f"of collections, costing the class prior alone {planned.cost:.3f} accuracy on average"
+    ) in err
+    assert "--class-share 0.75 would make it 0.9% (0.004), at the features' expense" in err
+    assert aggregator([*base, "--people", "450", "--class-share", "0.75"]) == 0
+    assert "0.9% of collections, costing the class prior alone 0.004" in (err := capsys.readouterr().err)
+    assert "would make it" not in err
+    assert aggregator([*base, "--people", "100"]) == 0
+    assert "to keep it within 0.005, more people or a larger --eps" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        aggregator([*base, "--people", "0"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "--people must be a positive number, got 0" in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize("name", ["car", "australian"])
 def test_the_built_in_data_sets_ship_their_specs(name, capsys):
     from pathlib import Path
