@@ -14,8 +14,9 @@ For every cell (protocol ``auto``, fast mode, the seeds of ``bench/estimators.py
 splits) and every share, ``normsub`` and ``prior only`` (its class prior with uniform
 conditionals) beside the majority class, how often the reports' class prior names the wrong
 majority, and ``normsub``'s paired difference with the uniform choice (the same splits; the
-reports differ, since other people report other inputs) and with the majority class.
-Diabetes is binned into the paper's four bins per coordinate. Writes
+reports differ, since other people report other inputs) and with the majority class; beside the
+measured wrong majorities and ``prior only``'s loss, what the planner (``python -m aggregator
+spec --people``, :mod:`aggregator.planning`) predicts for them. Diabetes is binned into the paper's four bins per coordinate. Writes
 bench/results/class_share.md (or ``--out``).
 """
 
@@ -35,13 +36,24 @@ CELLS = ",".join([*ALL_CELLS.split(",")[:11], "connect-4:0.5", "connect-4:1", "d
 
 def cell(dataset: str, epsilon: float, reps: int, shares: list[float | None]) -> tuple[str, float, dict]:
     """Per share (None: uniform), an array ``(reps, 3)``: the majority class's, ``normsub``'s and
-    ``prior only``'s accuracy in each run."""
+    ``prior only``'s accuracy in each run; and the planner's :class:`~aggregator.planning.MajorityOutlook`
+    for the training split's number of people, the whole data set's class shares taken as the
+    population's (what ``python -m aggregator spec --people`` says from a sample)."""
+    from dataclasses import replace
+
     from estimators import register
+
+    from aggregator.planning import majority_outlook
+    from participant import encode_labels
+    from sim.experiment import DEFAULT_THETA, spec_for, split
 
     register()
     data = load_dataset(dataset)
     setup = Setup() if data.continuous else None
-    out = {}
+    spec = spec_for(data, "auto", epsilon, DEFAULT_THETA, setup, data.X, data.y)
+    prior = np.bincount(encode_labels(data.y, spec), minlength=spec.n_classes) / len(data.y)
+    people = len(split(data, 0)[2])
+    out, planned = {}, {}
     for share in shares:
         runs = [
             run_once(
@@ -50,7 +62,8 @@ def cell(dataset: str, epsilon: float, reps: int, shares: list[float | None]) ->
             for seed in range(reps)
         ]
         out[share] = np.array([[r.majority_accuracy, r.accuracy["normsub"], r.accuracy["prior only"]] for r in runs])
-    return dataset, epsilon, out
+        planned[share] = majority_outlook(replace(spec, class_share=share), prior, people)
+    return dataset, epsilon, out, planned
 
 
 def main() -> None:
@@ -67,22 +80,29 @@ def main() -> None:
             f"protocol `auto`, fast mode, seeds 0–{args.reps - 1}."
         ),
         "`wrong majority`: runs where `prior only` scores below the majority class (the reports name another class).",
+        (
+            "`planned`: what `python -m aggregator spec --people` predicts from the data set's class shares for "
+            "the training split's people (`aggregator/planning.py`): how often the reports name another class, "
+            "and what `prior only` loses to the majority class on average."
+        ),
         "",
         (
-            "| data set | ε | class share | majority | prior only | wrong majority | normsub | normsub − majority "
-            "| normsub − uniform |"
+            "| data set | ε | class share | majority | prior only | wrong majority | planned | prior only − majority "
+            "| planned | normsub | normsub − majority | normsub − uniform |"
         ),
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for dataset, epsilon, out in run_cells(cell, args, shares):
+    for dataset, epsilon, out, planned in run_cells(cell, args, shares):
         inputs = load_dataset(dataset)
         uniform = out[None]
         for share, r in out.items():
             label = f"uniform ({1 / n_inputs(inputs):.3f})" if share is None else f"{share:g}"
             wrong = np.mean(r[:, 2] < r[:, 0] - 1e-12)
             vs_uniform = "" if share is None else paired(r[:, 1] - uniform[:, 1])
+            plan = planned[share]
             lines.append(
                 f"| {dataset} | {epsilon:g} | {label} | {r[:, 0].mean():.3f} | {r[:, 2].mean():.3f} | {wrong:.0%} "
+                f"| {plan.wrong:.1%} | {paired(r[:, 2] - r[:, 0])} | {-plan.cost:+.3f} "
                 f"| {r[:, 1].mean():.3f} | {paired(r[:, 1] - r[:, 0])} | {vs_uniform} |"
             )
     args.out.write_text("\n".join(lines) + "\n")
