@@ -47,6 +47,9 @@ RECORDS = 2000
 # cost grows with the cells, and a DE input's exact draw holds a d × d matrix.
 MAX_CELLS = 20_000
 MAX_DE_DOMAIN = 512
+# The spread of a two-valued feature's class share under a uniform prior on it (a flat Beta's
+# variance): the least spread the plug-in world gives such a feature (plug_in_truth).
+FLAT_SPREAD = 1.0 / 12
 # A stronger smoothing must beat a weaker one by this much expected accuracy to be chosen: where
 # every strength classifies alike (strong signal, many reports) the weakest, whose probabilities
 # converge fastest, is kept rather than whichever the draws' noise favours.
@@ -75,7 +78,16 @@ def plug_in_truth(stats: CollectionStatistics, base: Unsmoothed) -> NaiveBayesMo
     marginal, the deviation from the pooled marginal ``m = Σ_c π_c·share_c`` carries the noise
     ``σ_c² = (1 − π_c)²·v/T_c² + Σ_{c' ≠ c} π_c'²·v/T_c'²`` and ``s²`` is its true spread. Either
     spread is estimated without bias from the raw (unprojected) count estimates, as their mean
-    squared deviation less the noise, and at least 0."""
+    squared deviation less the noise, and at least 0.
+
+    Toward uniform, a feature of two values gives each class one degree of freedom for its spread,
+    and the estimate is zero whenever the class's deviation falls within its noise: about half the
+    time for a strong feature at ε = 0.5 (Australian after DCA to one component, 0.86 accurate
+    non-private). The world then has no feature where the population has a strong one, and the
+    bootstrap picks the class prior (0.06 below ``strength 1`` there). So such a feature's spread
+    is at least :data:`FLAT_SPREAD`, a flat prior's: the world never shrinks harder than a uniform
+    prior on the share would. With three or more values the estimate has more to go on, and the
+    same floor (a flat Dirichlet's) cost car 0.002 at ε ≤ 1 (``python bench/world_floor.py``)."""
     spec, k = stats.spec, stats.spec.n_classes
     prior = base.class_count / base.class_count.sum()
     tables = []
@@ -95,6 +107,8 @@ def plug_in_truth(stats: CollectionStatistics, base: Unsmoothed) -> NaiveBayesMo
             deviation = raw_shares - 1.0 / d
             aim = np.full(d, 1.0 / d)
         signal = np.maximum((deviation**2).mean(axis=1) - noise, 0.0)
+        if base.target == "uniform" and d == 2:
+            signal = np.maximum(signal, FLAT_SPREAD)
         weight = (noise / (noise + signal + 1e-300))[:, None]
         smoothed = np.maximum((1 - weight) * shares + weight * aim, 1e-12)
         tables.append(smoothed / smoothed.sum(axis=1, keepdims=True) * base.class_count[:, None])
