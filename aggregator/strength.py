@@ -67,7 +67,15 @@ def statistics_seed(stats: CollectionStatistics) -> int:
     return int.from_bytes(digest.digest()[:8], "little")
 
 
-def plug_in_truth(stats: CollectionStatistics, base: Unsmoothed) -> NaiveBayesModel:
+def flat_floor(d: int) -> float:
+    """The least class spread (per share, squared) :func:`plug_in_truth` gives a feature of ``d``
+    values toward uniform: :data:`FLAT_SPREAD` for two values, none for more."""
+    return FLAT_SPREAD if d == 2 else 0.0
+
+
+def plug_in_truth(
+    stats: CollectionStatistics, base: Unsmoothed, floor: Callable[[int], float] = flat_floor
+) -> NaiveBayesModel:
     """The population the bootstrap draws from: ``base``'s class counts, and each class's Norm-Sub
     conditional moved toward ``base.target`` by the weight ``w = σ² / (σ² + s²)``: the
     empirical-Bayes posterior mean of the conditional.
@@ -87,7 +95,8 @@ def plug_in_truth(stats: CollectionStatistics, base: Unsmoothed) -> NaiveBayesMo
     bootstrap picks the class prior (0.06 below ``strength 1`` there). So such a feature's spread
     is at least :data:`FLAT_SPREAD`, a flat prior's: the world never shrinks harder than a uniform
     prior on the share would. With three or more values the estimate has more to go on, and the
-    same floor (a flat Dirichlet's) cost car 0.002 at ε ≤ 1 (``python bench/world_floor.py``)."""
+    same floor (a flat Dirichlet's) cost car 0.002 at ε ≤ 1 (``python bench/world_floor.py``).
+    ``floor(d)`` gives that least spread for a feature of ``d`` values (:func:`flat_floor`)."""
     spec, k = stats.spec, stats.spec.n_classes
     prior = base.class_count / base.class_count.sum()
     tables = []
@@ -107,8 +116,8 @@ def plug_in_truth(stats: CollectionStatistics, base: Unsmoothed) -> NaiveBayesMo
             deviation = raw_shares - 1.0 / d
             aim = np.full(d, 1.0 / d)
         signal = np.maximum((deviation**2).mean(axis=1) - noise, 0.0)
-        if base.target == "uniform" and d == 2:
-            signal = np.maximum(signal, FLAT_SPREAD)
+        if base.target == "uniform":
+            signal = np.maximum(signal, floor(d))
         weight = (noise / (noise + signal + 1e-300))[:, None]
         smoothed = np.maximum((1 - weight) * shares + weight * aim, 1e-12)
         tables.append(smoothed / smoothed.sum(axis=1, keepdims=True) * base.class_count[:, None])

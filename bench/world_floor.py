@@ -42,35 +42,15 @@ VARIANTS = ("no floor", "floor everywhere", "floor, no null", "strength 1")
 TABLE_CELLS = (("car", 0.5), ("car", 1.0), ("chess", 0.5), ("mushroom", 0.5))
 
 
-def floor_truth(stats, base, everywhere: bool):
-    """:func:`aggregator.strength.plug_in_truth` toward uniform with each class's spread at least a
-    symmetric Dirichlet(1) prior's variance per share, for every feature (``everywhere``) or for
-    none."""
-    from aggregator.model import NaiveBayesModel
-
-    spec, k = stats.spec, stats.spec.n_classes
-    prior = base.class_count / base.class_count.sum()
-    tables = []
-    for oracle, state, raw, projected in zip(
-        spec.oracles[1:], stats.states[1:], stats.estimated_counts()[1:], base.tables
-    ):
-        d = projected.shape[1]
-        expected = np.maximum(prior * max(state.n, 1), 1e-9)
-        noise = oracle.variance(max(state.n, 1))[0] / expected**2
-        deviation = raw.reshape(-1, k).T / expected[:, None] - 1.0 / d
-        floor = (d - 1) / (d**2 * (d + 1)) if everywhere else 0.0
-        spread = np.maximum((deviation**2).mean(axis=1) - noise, floor)
-        weight = (noise / (noise + spread + 1e-300))[:, None]
-        shares = projected / np.maximum(projected.sum(axis=1, keepdims=True), 1e-12)
-        smoothed = np.maximum((1 - weight) * shares + weight / d, 1e-12)
-        tables.append(smoothed / smoothed.sum(axis=1, keepdims=True) * base.class_count[:, None])
-    return NaiveBayesModel(spec, base.class_count, tables)
+def dirichlet_floor(d: int) -> float:
+    """A symmetric Dirichlet(1) prior's variance per share of a feature of ``d`` values."""
+    return (d - 1) / (d**2 * (d + 1))
 
 
 def variant(stats, world: str | None, null: bool):
     """``normsub`` with its strength chosen by the bootstrap in the plug-in ``world`` (None: the
-    shipped one; ``"none"`` or ``"everywhere"``: :func:`floor_truth`), with or without the
-    ``null`` world."""
+    shipped one; ``"none"``: without a floor; ``"everywhere"``: :func:`dirichlet_floor` for every
+    feature), with or without the ``null`` world."""
     from aggregator import strength as S
     from aggregator.dependence import dependence_p_value, null_probability
     from aggregator.estimators import normsub_unsmoothed
@@ -79,7 +59,8 @@ def variant(stats, world: str | None, null: bool):
     base = derive(stats)
     shipped = S.WORLDS["plug-in"]
     if world is not None:
-        S.WORLDS["plug-in"] = (partial(floor_truth, everywhere=world == "everywhere"), shipped[1])
+        floor = dirichlet_floor if world == "everywhere" else (lambda d: 0.0)
+        S.WORLDS["plug-in"] = (partial(S.plug_in_truth, floor=floor), shipped[1])
     try:
         score = S.bootstrap_accuracies(stats, derive, base).mean(axis=0)
     finally:
