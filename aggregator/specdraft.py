@@ -75,13 +75,15 @@ def majority_note(spec: CollectionSpec, counts: Counter, people: int | None) -> 
     reports would name another class than the sample's most common one (the sample's class
     ``counts`` taken as the population's shares), what that costs the class prior alone, and the
     class share that would keep the cost within :data:`~aggregator.planning.TOLERATED_COST`
-    (:mod:`aggregator.planning`). No note otherwise."""
+    (:mod:`aggregator.planning`). No note without ``people``; for a gaussian model, that it has none."""
     from dataclasses import replace
 
     from .planning import TOLERATED_COST, class_share_for, majority_outlook
 
-    if people is None or spec.model != "discrete":
+    if people is None:
         return []
+    if spec.model != "discrete":
+        return ["--people: the forecast of the most common class is for discrete models; a gaussian one has none"]
     prior = np.array([counts[c] for c in spec.classes], dtype=float)
     prior /= prior.sum()
     common = spec.classes[int(prior.argmax())]

@@ -92,7 +92,8 @@ def plug_in_truth(
     and the estimate is zero whenever the class's deviation falls within its noise: about half the
     time for a strong feature at ε = 0.5 (Australian after DCA to one component, 0.86 accurate
     non-private). The world then has no feature where the population has a strong one, and the
-    bootstrap picks the class prior (0.06 below ``strength 1`` there). So such a feature's spread
+    bootstrap picks the class prior (0.06 below ``strength 1`` there before this floor, up to 0.055
+    after it; README, *The bootstrap's world on few cells*). So such a feature's spread
     is at least :data:`FLAT_SPREAD`, a flat prior's: the world never shrinks harder than a uniform
     prior on the share would. With three or more values the estimate has more to go on, and the
     same floor (a flat Dirichlet's) cost car 0.002 at ε ≤ 1 (``python bench/world_floor.py``).

@@ -298,6 +298,14 @@ def test_a_drafted_spec_says_how_surely_the_expected_people_will_name_the_most_c
         aggregator([*base, "--people", "0"])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "--people must be a positive number, got 0" in err and "Traceback" not in err
+    rng = np.random.default_rng(2)
+    rows = [[f"{v:.3f}" for v in rng.normal(2 * c, 1, 2)] + [f"c{c}"] for c in rng.integers(0, 2, 200)]
+    numeric = write(tmp_path / "numeric.csv", ["a", "b", "class"], rows)
+    gaussian = ["spec", "--csv", str(numeric), "--label", "class", "--range", "a=-3:5", "--range", "b=-3:5"]
+    assert aggregator([*gaussian, "--model", "gaussian", "--people", "300", "--out", str(spec_path)]) == 0
+    assert "the forecast of the most common class is for discrete models" in capsys.readouterr().err
+    assert aggregator([*gaussian, "--people", "300", "--out", str(spec_path)]) == 0  # binned: forecast
+    assert "with 300 people the reports would name another class than" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", ["car", "australian"])
