@@ -243,6 +243,9 @@ async def create_collection(request: web.Request) -> web.Response:
     collection_id = data.get("id") or new_collection_id()
     if not isinstance(collection_id, str) or not COLLECTION_ID.fullmatch(collection_id):
         raise APIError(400, "id must be 1-64 letters, digits, '-' or '_'")
+    if collection_id.startswith("-"):
+        # Existing ids keep working; a new one this way would read as an option on every command line.
+        raise APIError(400, "id must not begin with '-': a command line would take '--collection -x' for an option")
     try:
         collection = await request.app[STORE].create_collection(collection_id, spec, min_reports, enrollment)
     except CollectionExists:

@@ -87,6 +87,14 @@ async def test_an_id_no_collection_can_have_is_400_on_every_backend(service, pat
         assert r.status == 400 and "1-64 letters" in (await r.json())["error"]
 
 
+async def test_a_new_collection_id_may_not_begin_with_a_dash(service):  # noqa: F811
+    body = {"spec": table_1_spec().to_dict(), "id": "-survey"}
+    async with service.session.post(f"{service.url}/collections", json=body, headers=AUTH) as r:
+        assert r.status == 400 and "must not begin with '-'" in (await r.json())["error"]
+    async with service.session.post(f"{service.url}/collections", json={**body, "id": "sur-vey"}, headers=AUTH) as r:
+        assert r.status == 201
+
+
 @pytest.mark.parametrize("projection", [1, "x", [], [1, 2]])
 async def test_a_malformed_projection_is_400_naming_it(service, projection):  # noqa: F811
     spec = {
