@@ -32,19 +32,18 @@ RESULTS = Path(__file__).with_name("results") / "share_oracle.md"
 CELLS = "car:0.5,car:1,chess:0.5,mushroom:0.5,diabetes:0.5,diabetes:1,australian:0.5,australian:1"
 
 
-def oracle_class(stats, shares: np.ndarray, truth: np.ndarray) -> int:
+def oracle_class(stats, pooled, truth: np.ndarray) -> int:
     """The class most likely to hold the largest of the true shares ``truth`` (shape ``(k,)``),
-    given the pooled shares ``shares`` of ``stats``, every assignment of ``truth`` to the classes
-    equally likely a priori."""
-    from aggregator.class_prior import pooled_class_shares, pooled_covariance
+    given ``stats``'s :func:`~aggregator.class_prior.pooled_class_shares` ``pooled``, every
+    assignment of ``truth`` to the classes equally likely a priori."""
+    from aggregator.class_prior import pooled_covariance
 
-    pooled = pooled_class_shares(stats)
     k = len(truth)
     logs, largest = [], []
     for order in itertools.permutations(range(k)):
         mean = truth[list(order)]
         cov = pooled_covariance(stats, pooled, mean)[:-1, :-1]
-        gap = (shares - mean)[:-1]
+        gap = (pooled.shares - mean)[:-1]
         logs.append(-0.5 * gap @ np.linalg.solve(cov, gap) - 0.5 * np.linalg.slogdet(cov)[1])
         largest.append(int(np.argmax(mean)))
     weights = np.exp(np.array(logs) - max(logs))
@@ -73,8 +72,8 @@ def cell(dataset: str, epsilon: float, reps: int) -> tuple[str, float, np.ndarra
         k = spec.n_classes
         truth = np.bincount(encode_labels(y_train, spec), minlength=k) / len(y_train)
         test = np.bincount(encode_labels(y_test, spec), minlength=k) / len(y_test)
-        shares = pooled_class_shares(stats).shares
-        rows.append([test[np.argmax(truth)], test[np.argmax(shares)], test[oracle_class(stats, shares, truth)]])
+        pooled = pooled_class_shares(stats)
+        rows.append([test[np.argmax(truth)], test[np.argmax(pooled.shares)], test[oracle_class(stats, pooled, truth)]])
     return dataset, epsilon, np.array(rows)
 
 
