@@ -1,7 +1,7 @@
 """Why ``normsub`` loses to ``strength 1`` on Australian at small ε, and what was tried (README,
 *Estimators*).
 
-    python bench/world_floor.py [--reps 100] [--table-reps 100] [--jobs 2]
+    python bench/world_floor.py [--reps 100] [--table-reps 100] [--first-seed 0] [--jobs 2] [--out FILE]
 
 The bootstrap (:func:`aggregator.strength.choose_strength`) draws from the empirical-Bayes
 posterior mean, each class's conditional shrunk toward uniform by ``noise / (noise + spread)``,
@@ -19,13 +19,19 @@ Variants, each paired with ``normsub`` on the same reports:
 - ``floor everywhere``: every feature's spread at least a flat Dirichlet prior's,
   ``(d − 1) / (d² (d + 1))`` per share, not only two-valued ones';
 - ``floor, no null``: the shipped world without the null world;
+- ``null at odds 1:2``: the null world's weight at prior odds of 1 : 2 against it instead of
+  even odds (Sellke's bound on the Bayes factor ``B`` as shipped, then ``B/2 / (1 + B/2)``, at most
+  one third): a prior that believes a declared feature more likely to matter than not;
 - ``strength 1``, for what is left.
 
 Cells: Australian (all of its binned features have two values), discrete DE and OUE, original
 features and PCA / DCA to one component, at ε = 0.5 and 1 (fast mode, ``--reps`` seeds), and the
 rows of the estimators table where the null world was measured (car at 0.5 and 1, chess and
 mushroom at 0.5) and mushroom at ε = 0.1, where five of its features have two values (protocol
-``auto``, ``--table-reps`` seeds). Writes bench/results/world_floor.md.
+``auto``, ``--table-reps`` seeds); and car cut to one feature (``doors``, ``lug_boot``) at ε = 0.5
+and 1: a collection of one feature, as Australian's projections are, but one whose feature tells
+car's uneven classes little, the case the null world is for (``--table-reps`` seeds). Writes
+bench/results/world_floor.md (``--out`` another file, for another ``--first-seed``).
 """
 
 from __future__ import annotations
@@ -39,8 +45,10 @@ from joblib import Parallel, delayed
 from tqdm import tqdm
 
 RESULTS = Path(__file__).with_name("results") / "world_floor.md"
-VARIANTS = ("no floor", "floor everywhere", "floor, no null", "strength 1")
+VARIANTS = ("no floor", "floor everywhere", "floor, no null", "null at odds 1:2", "strength 1")
 TABLE_CELLS = (("car", 0.5), ("car", 1.0), ("chess", 0.5), ("mushroom", 0.5), ("mushroom", 0.1))
+# Car cut to one of its features (its column): one feature, as after a projection to one component.
+ONE_FEATURE_CELLS = (("car", 2, 0.5), ("car", 2, 1.0), ("car", 4, 0.5), ("car", 4, 1.0))
 
 
 def dirichlet_floor(d: int) -> float:
@@ -48,10 +56,11 @@ def dirichlet_floor(d: int) -> float:
     return (d - 1) / (d**2 * (d + 1))
 
 
-def variant(stats, world: str | None, null: bool):
+def variant(stats, world: str | None, null: bool, odds: float = 1.0):
     """``normsub`` with its strength chosen by the bootstrap in the plug-in ``world`` (None: the
     shipped one; ``"none"``: without a floor; ``"everywhere"``: :func:`dirichlet_floor` for every
-    feature), with or without the ``null`` world."""
+    feature), with or without the ``null`` world, weighted at prior ``odds`` for it (1: even, as
+    shipped)."""
     from aggregator import strength as S
     from aggregator.dependence import dependence_p_value, null_probability
     from aggregator.estimators import normsub_unsmoothed
@@ -68,13 +77,20 @@ def variant(stats, world: str | None, null: bool):
         S.WORLDS["plug-in"] = shipped
     if null:
         weight = null_probability(dependence_p_value(stats, base.class_count))
+        factor = odds * weight / (1 - weight)  # the shipped weight is B / (1 + B) at even odds
+        weight = factor / (1 + factor)
         score = weight * S.bootstrap_accuracies(stats, derive, base, world="null").mean(axis=0) + (1 - weight) * score
     strength = S.STRENGTHS[int(np.flatnonzero(score >= score.max() - S.TIE)[0])]
     return base.model(stats.spec, strength)
 
 
-def cell(dataset: str, protocol: str, reduce: str | None, epsilon: float, reps: int) -> tuple:
-    """Per run (shape ``(reps, 1 + len(VARIANTS))``): ``normsub``'s accuracy and each variant's."""
+def cell(
+    dataset: str, protocol: str, reduce: str | None, epsilon: float, reps: int, first: int, column: int | None = None
+) -> tuple:
+    """Per run (shape ``(reps, 1 + len(VARIANTS))``, seeds ``first`` on): ``normsub``'s accuracy
+    and each variant's; ``column``: the data set cut to that one feature."""
+    import dataclasses
+
     from aggregator import estimators
     from sim.datasets import load_dataset
     from sim.experiment import Setup, run_once
@@ -82,35 +98,50 @@ def cell(dataset: str, protocol: str, reduce: str | None, epsilon: float, reps: 
     estimators.ESTIMATORS["no floor"] = partial(variant, world="none", null=True)
     estimators.ESTIMATORS["floor everywhere"] = partial(variant, world="everywhere", null=True)
     estimators.ESTIMATORS["floor, no null"] = partial(variant, world=None, null=False)
+    estimators.ESTIMATORS["null at odds 1:2"] = partial(variant, world=None, null=True, odds=0.5)
     estimators.ESTIMATORS["strength 1"] = partial(estimators.normsub_estimator, strength=1.0)
     data = load_dataset(dataset)
+    if column is not None:
+        data = dataclasses.replace(data, X=data.X[:, [column]], feature_names=(data.feature_names[column],))
     setup = Setup("discrete", None, reduce, 1 if reduce else None) if data.continuous else None
     names = ("normsub", *VARIANTS)
-    runs = [run_once(data, protocol, epsilon, seed, names, setup=setup, mode="fast") for seed in range(reps)]
-    return dataset, protocol, reduce, epsilon, np.array([[r.accuracy[n] for n in names] for r in runs])
+    runs = [
+        run_once(data, protocol, epsilon, seed, names, setup=setup, mode="fast") for seed in range(first, first + reps)
+    ]
+    name = dataset if column is None else f"{dataset} ({data.feature_names[0]} only)"
+    return name, protocol, reduce, epsilon, np.array([[r.accuracy[n] for n in names] for r in runs])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=100, help="seeds per Australian cell")
     parser.add_argument("--table-reps", type=int, default=100, help="seeds per estimators-table cell")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first seed of every cell")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the table")
     args = parser.parse_args()
     cells = [
-        ("australian", protocol, reduce, epsilon, args.reps)
+        ("australian", protocol, reduce, epsilon, args.reps, args.first_seed)
         for reduce in (None, "pca", "dca")
         for protocol in ("DE", "OUE")
         for epsilon in (0.5, 1.0)
     ]
-    cells += [(dataset, "auto", None, epsilon, args.table_reps) for dataset, epsilon in TABLE_CELLS]
+    cells += [(dataset, "auto", None, epsilon, args.table_reps, args.first_seed) for dataset, epsilon in TABLE_CELLS]
+    cells += [
+        (dataset, "auto", None, epsilon, args.table_reps, args.first_seed, column)
+        for dataset, column, epsilon in ONE_FEATURE_CELLS
+    ]
     runs = Parallel(n_jobs=args.jobs, return_as="generator")(delayed(cell)(*c) for c in cells)
     lines = [
         (
             f"# The bootstrap's world on few cells (`python bench/world_floor.py --reps {args.reps} "
-            f"--table-reps {args.table_reps}`)"
+            f"--table-reps {args.table_reps}" + (f" --first-seed {args.first_seed}" if args.first_seed else "") + "`)"
         ),
         "",
-        "Fast mode. Each variant's paired difference with `normsub` (± standard error).",
+        (
+            f"Fast mode, seeds {args.first_seed}–{args.first_seed + max(args.reps, args.table_reps) - 1}. "
+            "Each variant's paired difference with `normsub` (± standard error)."
+        ),
         "",
         "| data set | protocol | features | ε | runs | normsub | "
         + " | ".join(f"{v} − normsub" for v in VARIANTS)
@@ -125,7 +156,7 @@ def main() -> None:
             + " | ".join(f"{g.mean():+.3f} ± {g.std(ddof=1) / np.sqrt(len(g)):.3f}" for g in gains)
             + " |"
         )
-    RESULTS.write_text("\n".join(lines) + "\n")
+    args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
