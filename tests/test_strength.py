@@ -264,10 +264,13 @@ def test_a_strong_two_valued_feature_is_not_flattened_out_of_the_bootstrap_world
     200 collections the chosen model's exact accuracy on the population gains 0.025 ± 0.008
     (0.732 against 0.708) from the flat prior's floor under the world's spread; without it the
     world's feature is often flat and the bootstrap picks the class prior (``strength 1``: 0.765).
+    Measured in the posterior-mean world (the one for uneven classes); the spread-matched world,
+    which these even classes now get, gains 0.010 ± 0.007 from the floor (0.733 against 0.723).
     With three or more values the world is the plain posterior mean: car's shape draws the same
     world with and without the floor."""
     from aggregator import strength
 
+    monkeypatch.setattr(strength, "EVEN_PRIOR", 2.0)
     spec = CollectionSpec([Feature("f", ["low", "high"])], ["good", "bad"], "DE", 0.5)
     prior = np.array([0.55, 0.45])
     truth = NaiveBayesModel(spec, prior * 1e6, [np.array([[0.86, 0.14], [0.15, 0.85]]) * prior[:, None] * 1e6])
@@ -297,3 +300,47 @@ def test_a_strong_two_valued_feature_is_not_flattened_out_of_the_bootstrap_world
     monkeypatch.setattr(strength, "FLAT_SPREAD", 1.0 / 12)
     for a, b in zip(strength.plug_in_truth(drawn, normsub_unsmoothed(drawn)).feature_log_prob, without):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_prior_evenness_is_one_for_even_classes_and_falls_as_one_class_dominates():
+    from aggregator.strength import prior_evenness
+
+    assert prior_evenness(np.array([5.0, 5.0, 5.0])) == pytest.approx(1.0)
+    assert prior_evenness(np.array([0.70, 0.22, 0.04, 0.04])) == pytest.approx(0.6061, abs=1e-4)
+    assert prior_evenness(np.array([0.52, 0.48])) == pytest.approx(0.9988, abs=1e-4)
+    assert prior_evenness(np.array([7.0, 0.0])) == 0.0
+
+
+def test_where_the_classes_are_even_the_bootstrap_world_keeps_the_estimated_spread(monkeypatch):
+    """A population of mushroom's kind: two classes (0.52 / 0.48), twenty features of 2 to 6
+    values whose classes differ a little each (Dirichlet(30·m) around a shared Dirichlet(4)
+    marginal m), OUE at ε = 0.5, 280 reports per input. Over 100 collections the chosen model's
+    expected accuracy on 20,000 records of the population (each record's true probability of the
+    predicted class) gains 0.0059 ± 0.0021 from the spread-matched world (0.557 against the
+    posterior mean's 0.551; ``strength 1`` 0.560): where the prior is even it predicts little,
+    and the posterior mean's world made smoothing look better than it is."""
+    from aggregator import strength
+
+    rng = np.random.default_rng(3)
+    features = [Feature(f"f{i}", [f"v{j}" for j in range(2 + i % 5)]) for i in range(20)]
+    spec = CollectionSpec(features, ["a", "b"], "OUE", 0.5)
+    prior = np.array([0.52, 0.48])
+    tables = []
+    for feature in features:
+        marginal = rng.dirichlet(np.full(len(feature.categories), 4.0))
+        tables.append(np.array([rng.dirichlet(marginal * 30), rng.dirichlet(marginal * 30)]))
+    truth = NaiveBayesModel(spec, prior * 1e6, [t * prior[:, None] * 1e6 for t in tables])
+    like = CollectionStatistics(spec)
+    for state in like.states:
+        state.n = 280
+    codes, posterior = sample_records(truth, 20_000, np.random.default_rng(9))
+    collections = [draw_statistics(truth, like, rng) for _ in range(100)]
+
+    def accuracy() -> np.ndarray:
+        chosen = [normsub_estimator(c).joint_log_likelihood_codes(codes).argmax(axis=1) for c in collections]
+        return np.array([posterior[np.arange(len(codes)), c].mean() for c in chosen])
+
+    matched = accuracy()
+    monkeypatch.setattr(strength, "EVEN_PRIOR", 2.0)  # the posterior mean whatever the prior
+    gain = matched - accuracy()
+    assert gain.mean() > 2 * gain.std(ddof=1) / np.sqrt(len(gain))  # measured 2.8 standard errors
