@@ -22,6 +22,8 @@ Variants, each paired with ``normsub`` on the same reports:
 - ``null at odds 1:2``: the null world's weight at prior odds of 1 : 2 against it instead of
   even odds (Sellke's bound on the Bayes factor ``B`` as shipped, then ``B/2 / (1 + B/2)``, at most
   one third): a prior that believes a declared feature more likely to matter than not;
+- ``posterior mean world``: the plug-in world the posterior mean whatever the class prior, as
+  before the spread-matched world for even classes;
 - ``strength 1``, for what is left.
 
 Cells: Australian (all of its binned features have two values), discrete DE and OUE, original
@@ -45,7 +47,7 @@ from joblib import Parallel, delayed
 from tqdm import tqdm
 
 RESULTS = Path(__file__).with_name("results") / "world_floor.md"
-VARIANTS = ("no floor", "floor everywhere", "floor, no null", "null at odds 1:2", "strength 1")
+VARIANTS = ("no floor", "floor everywhere", "floor, no null", "null at odds 1:2", "posterior mean world", "strength 1")
 TABLE_CELLS = (("car", 0.5), ("car", 1.0), ("chess", 0.5), ("mushroom", 0.5), ("mushroom", 0.1))
 # Car cut to one of its features (its column): one feature, as after a projection to one component.
 ONE_FEATURE_CELLS = (("car", 2, 0.5), ("car", 2, 1.0), ("car", 4, 0.5), ("car", 4, 1.0))
@@ -56,25 +58,28 @@ def dirichlet_floor(d: int) -> float:
     return (d - 1) / (d**2 * (d + 1))
 
 
-def variant(stats, world: str | None, null: bool, odds: float = 1.0):
+def variant(stats, world: str | None, null: bool, odds: float = 1.0, matched: bool | None = None):
     """``normsub`` with its strength chosen by the bootstrap in the plug-in ``world`` (None: the
     shipped one; ``"none"``: without a floor; ``"everywhere"``: :func:`dirichlet_floor` for every
     feature), with or without the ``null`` world, weighted at prior ``odds`` for it (1: even, as
-    shipped)."""
+    shipped). The plug-in world is spread-matched where the class prior is about even, as
+    shipped (``matched`` None), or never (False)."""
     from aggregator import strength as S
     from aggregator.dependence import dependence_p_value, null_probability
     from aggregator.estimators import normsub_unsmoothed
 
     derive = partial(normsub_unsmoothed, target="uniform")
     base = derive(stats)
-    shipped = S.WORLDS["plug-in"]
+    even = S.prior_evenness(base.class_count) > S.EVEN_PRIOR if matched is None else matched
+    name = "spread-matched" if even else "plug-in"
+    shipped = S.WORLDS[name]
     if world is not None:
         floor = dirichlet_floor if world == "everywhere" else (lambda d: 0.0)
-        S.WORLDS["plug-in"] = (partial(S.plug_in_truth, floor=floor), shipped[1])
+        S.WORLDS[name] = (partial(S.plug_in_truth, floor=floor, spread_matched=even), shipped[1])
     try:
-        score = S.bootstrap_accuracies(stats, derive, base).mean(axis=0)
+        score = S.bootstrap_accuracies(stats, derive, base, world=name).mean(axis=0)
     finally:
-        S.WORLDS["plug-in"] = shipped
+        S.WORLDS[name] = shipped
     if null:
         weight = null_probability(dependence_p_value(stats, base.class_count))
         factor = odds * weight / (1 - weight)  # the shipped weight is B / (1 + B) at even odds
@@ -99,6 +104,7 @@ def cell(
     estimators.ESTIMATORS["floor everywhere"] = partial(variant, world="everywhere", null=True)
     estimators.ESTIMATORS["floor, no null"] = partial(variant, world=None, null=False)
     estimators.ESTIMATORS["null at odds 1:2"] = partial(variant, world=None, null=True, odds=0.5)
+    estimators.ESTIMATORS["posterior mean world"] = partial(variant, world=None, null=True, matched=False)
     estimators.ESTIMATORS["strength 1"] = partial(estimators.normsub_estimator, strength=1.0)
     data = load_dataset(dataset)
     if column is not None:
