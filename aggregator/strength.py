@@ -56,8 +56,8 @@ MAX_DE_DOMAIN = 512
 FLAT_SPREAD = 1.0 / 12
 # Where the class prior's normalised entropy (1: every class alike) is above this, the bootstrap
 # draws from the spread-matched world (choose_strength). Picked from 0.85, 0.9 and 0.95 on seeds 0–199
-# (chess and mushroom's 0.52, Australian's 0.55 and diabetes' 0.65 lie above it; car's 0.70 of
-# four classes, 0.61, and connect-4's, 0.78, below) and checked on seeds 200–299.
+# (chess and mushroom's 0.52 of one class, Australian's 0.56 and diabetes' 0.65 lie above it; car's
+# 0.70 of four classes, 0.60, and connect-4's 0.66 of three, 0.77, below) and checked on seeds 200–299.
 EVEN_PRIOR = 0.9
 # A stronger smoothing must beat a weaker one by this much expected accuracy to be chosen: where
 # every strength classifies alike (strong signal, many reports) the weakest, whose probabilities
