@@ -18,7 +18,8 @@ picks the strength that is best on the real test rows (README, *Estimators*).
 
 Where the classes are about even the posterior mean's shortfall of class signal costs instead
 (chess and mushroom at ε = 0.5), so there the world keeps the estimated spread
-(:func:`spread_matched_truth`).
+(:func:`spread_matched_truth`); where they are closer still to even the class prior holds nothing
+for noisy features to outvote, and the weakest strength is kept without a bootstrap.
 
 Even the posterior mean keeps some noise as signal, and where the reports show no class dependence
 at all that noise is all the signal it has. So each strength is also scored in a null world
@@ -59,6 +60,10 @@ FLAT_SPREAD = 1.0 / 12
 # (chess and mushroom's 0.52 of one class, Australian's 0.56 and diabetes' 0.65 lie above it; car's
 # 0.70 of four classes, 0.60, and connect-4's 0.66 of three, 0.77, below) and checked on seeds 200–299.
 EVEN_PRIOR = 0.9
+# Above this evenness the collection keeps the weakest strength without a bootstrap
+# (choose_strength). Picked from 0.9, 0.95, 0.97, 0.98 and 0.99 on seeds 0–199 (above 0.9 diabetes'
+# 0.65 of one class, 0.93, lost up to 0.005 at ε = 0.5) and checked on seeds 200–299.
+EVEN_KEEPS_WEAKEST = 0.95
 # A stronger smoothing must beat a weaker one by this much expected accuracy to be chosen: where
 # every strength classifies alike (strong signal, many reports) the weakest, whose probabilities
 # converge fastest, is kept rather than whichever the draws' noise favours.
@@ -230,9 +235,17 @@ def choose_strength(
     the features at their estimated size. Where the prior is uneven that same shortfall keeps noisy
     features from outvoting it, and car at ε = 0.5 lost 0.006–0.010 to the spread-matched world
     (``python bench/issue_baseline.py``). Of strengths within :data:`TIE` of the best, the first
-    (weakest) is taken. Returns
-    ``strengths[0]`` when there are no reports, or when the collection is larger than
-    :data:`MAX_CELLS` cells or holds a DE input over :data:`MAX_DE_DOMAIN` values."""
+    (weakest) is taken.
+
+    Where the classes are closer still to even (:data:`EVEN_KEEPS_WEAKEST`), no bootstrap is run
+    and ``strengths[0]`` is kept: the class prior then adds about the same to every class's
+    score, so the strength only reweighs the features against each other, and the bootstrap's
+    stronger choices mostly cost signal (Australian up to 0.034 at ε = 0.5, mushroom at ε = 0.1
+    up to 0.008; README, *The spread-matched world*).
+
+    Returns ``strengths[0]`` when there are no reports, when the class prior is that even, or when
+    the collection is larger than :data:`MAX_CELLS` cells or holds a DE input over
+    :data:`MAX_DE_DOMAIN` values."""
     from protocols import DirectEncoding
 
     oracles = stats.spec.oracles
@@ -242,7 +255,10 @@ def choose_strength(
     if stats.n_reports == 0 or len(strengths) == 1 or too_large:
         return strengths[0]
     base = base or derive(stats)
-    world = "spread-matched" if prior_evenness(base.class_count) > EVEN_PRIOR else "plug-in"
+    evenness = prior_evenness(base.class_count)
+    if evenness > EVEN_KEEPS_WEAKEST:
+        return strengths[0]
+    world = "spread-matched" if evenness > EVEN_PRIOR else "plug-in"
     accuracy = bootstrap_accuracies(stats, derive, base, strengths, draws, records, world).mean(axis=0)
     null = bootstrap_accuracies(stats, derive, base, strengths, draws, records, world="null").mean(axis=0)
     weight = null_probability(dependence_p_value(stats, base.class_count))
