@@ -9,13 +9,16 @@ against the default it reviewed. That estimator is ``normsub_estimator`` of comm
 run on today's reports, so that the pair differs in the estimator alone (today's ``auto`` and
 THE threshold choose the same reports for both). So this script needs a git checkout.
 
-Beside it, the bootstrap's plug-in world (:func:`aggregator.strength.choose_strength`) chosen
-otherwise than by the class prior's evenness, as shipped:
+Beside it, :func:`aggregator.strength.choose_strength` without what it does by the class
+prior's evenness (strength 1 without a bootstrap above 0.95, the spread-matched world above 0.9):
 
-- ``posterior mean everywhere``: the world before this choice, whose deviations from uniform are
-  ``1 − w`` of the observed ones (their squared size ``(1 − w)²`` of it);
-- ``spread-matched everywhere``: deviations kept at ``√(1 − w)`` (their squared size the
-  estimated spread) whatever the class prior.
+- ``bootstrap everywhere``: the bootstrap whatever the class prior, its world spread-matched
+  above 0.9 as shipped;
+- ``posterior mean everywhere``: the bootstrap everywhere in the posterior mean's world, whose
+  deviations from uniform are ``1 − w`` of the observed ones (their squared size ``(1 − w)²`` of
+  it): the code before either;
+- ``spread-matched everywhere``: the bootstrap everywhere, its deviations kept at ``√(1 − w)``
+  (their squared size the estimated spread) whatever the class prior.
 
 Fast mode, protocol ``auto``, seeds ``--first-seed`` on (those of ``bench/estimators.py`` from
 0). Writes bench/results/issue_baseline.md (``--out`` another file).
@@ -34,7 +37,14 @@ from paired_runs import ALL_CELLS, cell_parser, paired, run_cells
 
 RESULTS = Path(__file__).with_name("results") / "issue_baseline.md"
 ISSUE_COMMIT = "85bc2f1^"
-NAMES = ("normsub", "issue's default", "strength 1", "posterior mean everywhere", "spread-matched everywhere")
+NAMES = (
+    "normsub",
+    "issue's default",
+    "strength 1",
+    "bootstrap everywhere",
+    "posterior mean everywhere",
+    "spread-matched everywhere",
+)
 
 
 def issue_default():
@@ -55,18 +65,19 @@ def issue_default():
     return module.normsub_estimator
 
 
-def with_evenness(stats, threshold: float):
-    """``normsub`` with the bootstrap's spread-matched world used where the class prior's
-    evenness is above ``threshold`` (-1: everywhere; 2: nowhere, the posterior mean as before)."""
+def with_thresholds(stats, keep: float, even: float):
+    """``normsub`` with strength 1 kept without a bootstrap where the class prior's evenness is
+    above ``keep``, and the bootstrap's spread-matched world used where it is above ``even``
+    (-1: everywhere; 2: nowhere)."""
     from aggregator import strength as S
     from aggregator.estimators import normsub_estimator
 
-    shipped = S.EVEN_PRIOR
-    S.EVEN_PRIOR = threshold
+    shipped = S.EVEN_KEEPS_WEAKEST, S.EVEN_PRIOR
+    S.EVEN_KEEPS_WEAKEST, S.EVEN_PRIOR = keep, even
     try:
         return normsub_estimator(stats)
     finally:
-        S.EVEN_PRIOR = shipped
+        S.EVEN_KEEPS_WEAKEST, S.EVEN_PRIOR = shipped
 
 
 def cell(dataset: str, epsilon: float, reps: int, first: int) -> tuple[str, float, np.ndarray]:
@@ -78,8 +89,9 @@ def cell(dataset: str, epsilon: float, reps: int, first: int) -> tuple[str, floa
 
     estimators.ESTIMATORS["issue's default"] = issue_default()
     estimators.ESTIMATORS["strength 1"] = partial(estimators.normsub_estimator, strength=1.0)
-    estimators.ESTIMATORS["posterior mean everywhere"] = partial(with_evenness, threshold=2.0)
-    estimators.ESTIMATORS["spread-matched everywhere"] = partial(with_evenness, threshold=-1.0)
+    estimators.ESTIMATORS["bootstrap everywhere"] = partial(with_thresholds, keep=2.0, even=0.9)
+    estimators.ESTIMATORS["posterior mean everywhere"] = partial(with_thresholds, keep=2.0, even=2.0)
+    estimators.ESTIMATORS["spread-matched everywhere"] = partial(with_thresholds, keep=2.0, even=-1.0)
     data = load_dataset(dataset)
     runs = [run_once(data, "auto", epsilon, s, NAMES, mode="fast") for s in range(first, first + reps)]
     return dataset, epsilon, np.array([[r.accuracy[n] for n in NAMES] + [r.majority_accuracy] for r in runs])
@@ -105,17 +117,17 @@ def main() -> None:
         "",
         (
             "| data set | ε | majority | issue's default | strength 1 | normsub | normsub − issue's default "
-            "| strength 1 − issue's default | normsub − posterior mean everywhere "
-            "| spread-matched everywhere − normsub |"
+            "| strength 1 − issue's default | normsub − bootstrap everywhere "
+            "| normsub − posterior mean everywhere | spread-matched everywhere − bootstrap everywhere |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for dataset, epsilon, r in done:
         mean = r.mean(axis=0)
         lines.append(
             f"| {dataset} | {epsilon:g} | {mean[-1]:.3f} | {mean[1]:.3f} | {mean[2]:.3f} | {mean[0]:.3f} "
             f"| {paired(r[:, 0] - r[:, 1])} | {paired(r[:, 2] - r[:, 1])} "
-            f"| {paired(r[:, 0] - r[:, 3])} | {paired(r[:, 4] - r[:, 0])} |"
+            f"| {paired(r[:, 0] - r[:, 3])} | {paired(r[:, 0] - r[:, 4])} | {paired(r[:, 5] - r[:, 3])} |"
         )
     args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

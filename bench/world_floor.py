@@ -22,8 +22,10 @@ Variants, each paired with ``normsub`` on the same reports:
 - ``null at odds 1:2``: the null world's weight at prior odds of 1 : 2 against it instead of
   even odds (Sellke's bound on the Bayes factor ``B`` as shipped, then ``B/2 / (1 + B/2)``, at most
   one third): a prior that believes a declared feature more likely to matter than not;
-- ``posterior mean world``: the plug-in world the posterior mean whatever the class prior, as
-  before the spread-matched world for even classes;
+- ``posterior mean world``: the bootstrap whatever the class prior, its plug-in world the
+  posterior mean, as before the spread-matched world and strength 1 for even classes;
+- ``bootstrap everywhere``: the bootstrap whatever the class prior (its world as shipped), as
+  before strength 1 for classes closer to even than 0.95;
 - ``strength 1``, for what is left.
 
 Cells: Australian (all of its binned features have two values), discrete DE and OUE, original
@@ -47,7 +49,15 @@ from joblib import Parallel, delayed
 from tqdm import tqdm
 
 RESULTS = Path(__file__).with_name("results") / "world_floor.md"
-VARIANTS = ("no floor", "floor everywhere", "floor, no null", "null at odds 1:2", "posterior mean world", "strength 1")
+VARIANTS = (
+    "no floor",
+    "floor everywhere",
+    "floor, no null",
+    "null at odds 1:2",
+    "posterior mean world",
+    "bootstrap everywhere",
+    "strength 1",
+)
 TABLE_CELLS = (("car", 0.5), ("car", 1.0), ("chess", 0.5), ("mushroom", 0.5), ("mushroom", 0.1))
 # Car cut to one of its features (its column): one feature, as after a projection to one component.
 ONE_FEATURE_CELLS = (("car", 2, 0.5), ("car", 2, 1.0), ("car", 4, 0.5), ("car", 4, 1.0))
@@ -58,19 +68,25 @@ def dirichlet_floor(d: int) -> float:
     return (d - 1) / (d**2 * (d + 1))
 
 
-def variant(stats, world: str | None, null: bool, odds: float = 1.0, matched: bool | None = None):
+def variant(
+    stats, world: str | None, null: bool, odds: float = 1.0, matched: bool | None = None, keep_even: bool = True
+):
     """``normsub`` with its strength chosen by the bootstrap in the plug-in ``world`` (None: the
     shipped one; ``"none"``: without a floor; ``"everywhere"``: :func:`dirichlet_floor` for every
     feature), with or without the ``null`` world, weighted at prior ``odds`` for it (1: even, as
     shipped). The plug-in world is spread-matched where the class prior is about even, as
-    shipped (``matched`` None), or never (False)."""
+    shipped (``matched`` None), or never (False); ``keep_even``: strength 1 without a bootstrap
+    where the class prior is closer still to even, as shipped."""
     from aggregator import strength as S
     from aggregator.dependence import dependence_p_value, null_probability
     from aggregator.estimators import normsub_unsmoothed
 
     derive = partial(normsub_unsmoothed, target="uniform")
     base = derive(stats)
-    even = S.prior_evenness(base.class_count) > S.EVEN_PRIOR if matched is None else matched
+    evenness = S.prior_evenness(base.class_count)
+    if keep_even and evenness > S.EVEN_KEEPS_WEAKEST:
+        return base.model(stats.spec, S.STRENGTHS[0])
+    even = evenness > S.EVEN_PRIOR if matched is None else matched
     name = "spread-matched" if even else "plug-in"
     shipped = S.WORLDS[name]
     if world is not None:
@@ -104,7 +120,8 @@ def cell(
     estimators.ESTIMATORS["floor everywhere"] = partial(variant, world="everywhere", null=True)
     estimators.ESTIMATORS["floor, no null"] = partial(variant, world=None, null=False)
     estimators.ESTIMATORS["null at odds 1:2"] = partial(variant, world=None, null=True, odds=0.5)
-    estimators.ESTIMATORS["posterior mean world"] = partial(variant, world=None, null=True, matched=False)
+    estimators.ESTIMATORS["posterior mean world"] = partial(variant, world=None, null=True, matched=False, keep_even=False)
+    estimators.ESTIMATORS["bootstrap everywhere"] = partial(variant, world=None, null=True, keep_even=False)
     estimators.ESTIMATORS["strength 1"] = partial(estimators.normsub_estimator, strength=1.0)
     data = load_dataset(dataset)
     if column is not None:
