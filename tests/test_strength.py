@@ -354,7 +354,8 @@ def test_where_the_classes_are_closer_still_to_even_strength_one_is_kept_without
     classes 0.55 / 0.45, DE at ε = 0.5, 276 reports per input), 200 collections: keeping strength 1
     where the reports' class prior is more even than 0.95 (78 % of them) gains 0.026 ± 0.007 in
     the chosen model's exact accuracy on the population (0.759 against the bootstrap's 0.733).
-    Such a collection runs no bootstrap at all; car's uneven classes still do."""
+    Such a collection runs no bootstrap at all; car's uneven classes still do, and so does the
+    ``marginal`` estimator's."""
     from aggregator import strength
 
     spec = CollectionSpec([Feature("f", ["low", "high"])], ["good", "bad"], "DE", 0.5)
@@ -378,6 +379,8 @@ def test_where_the_classes_are_closer_still_to_even_strength_one_is_kept_without
     monkeypatch.setattr(strength, "bootstrap_accuracies", no_bootstrap)
     even = next(c for c in collections if strength.prior_evenness(normsub_unsmoothed(c).class_count) > 0.95)
     assert choose_strength(even, normsub_unsmoothed) == STRENGTHS[0]
+    with pytest.raises(AssertionError, match="a bootstrap ran"):  # toward the marginal it still chooses
+        choose_strength(even, lambda stats: normsub_unsmoothed(stats, "marginal"))
     runner = runner_for(load_dataset("car"))
     car = runner._fast_statistics(runner.spec("auto", 0.5, None, "one-report"), 0, np.random.default_rng(0))
     with pytest.raises(AssertionError, match="a bootstrap ran"):
