@@ -110,7 +110,7 @@ def test_a_large_collection_keeps_strength_one_without_a_bootstrap(monkeypatch):
     matrix, and the bound keeps a service's /model from 24 such draws at any size, 12 in each of
     the plug-in and the null world) gets strength 1 without a single draw; a collection under the
     bounds is bootstrapped (its classes uneven: even ones keep strength 1 without a bootstrap)."""
-    import aggregator.strength as strength
+    from aggregator import strength
 
     draws = []
 
@@ -258,6 +258,20 @@ def exact_accuracy(model: NaiveBayesModel, truth: NaiveBayesModel) -> float:
     return float(joint[predicted, np.arange(joint.shape[1])].sum())
 
 
+def australian_after_dca() -> tuple[NaiveBayesModel, list[CollectionStatistics], np.random.Generator]:
+    """Australian's shape after DCA to one component: two classes (0.55 / 0.45), one binary feature
+    that alone classifies 0.86 of the people, DE at ε = 0.5, 276 reports per input. Returns the
+    population, 200 collections drawn from it, and the generator that drew them."""
+    spec = CollectionSpec([Feature("f", ["low", "high"])], ["good", "bad"], "DE", 0.5)
+    prior = np.array([0.55, 0.45])
+    truth = NaiveBayesModel(spec, prior * 1e6, [np.array([[0.86, 0.14], [0.15, 0.85]]) * prior[:, None] * 1e6])
+    like = CollectionStatistics(spec)
+    for state in like.states:
+        state.n = 276
+    rng = np.random.default_rng(0)
+    return truth, [draw_statistics(truth, like, rng) for _ in range(200)], rng
+
+
 def test_a_strong_two_valued_feature_is_not_flattened_out_of_the_bootstrap_world(monkeypatch):
     """Australian's shape after DCA to one component: two classes (0.55 / 0.45), one binary
     feature that alone classifies 0.86 of the people, DE at ε = 0.5, 276 reports per input. Over
@@ -272,14 +286,7 @@ def test_a_strong_two_valued_feature_is_not_flattened_out_of_the_bootstrap_world
 
     monkeypatch.setattr(strength, "EVEN_PRIOR", 2.0)
     monkeypatch.setattr(strength, "EVEN_KEEPS_WEAKEST", 2.0)
-    spec = CollectionSpec([Feature("f", ["low", "high"])], ["good", "bad"], "DE", 0.5)
-    prior = np.array([0.55, 0.45])
-    truth = NaiveBayesModel(spec, prior * 1e6, [np.array([[0.86, 0.14], [0.15, 0.85]]) * prior[:, None] * 1e6])
-    like = CollectionStatistics(spec)
-    for state in like.states:
-        state.n = 276
-    rng = np.random.default_rng(0)
-    collections = [draw_statistics(truth, like, rng) for _ in range(200)]
+    truth, collections, rng = australian_after_dca()
     floored = np.array([exact_accuracy(normsub_estimator(c), truth) for c in collections])
     monkeypatch.setattr(strength, "FLAT_SPREAD", 0.0)
     plain = np.array([exact_accuracy(normsub_estimator(c), truth) for c in collections])
@@ -358,14 +365,7 @@ def test_where_the_classes_are_closer_still_to_even_strength_one_is_kept_without
     ``marginal`` estimator's."""
     from aggregator import strength
 
-    spec = CollectionSpec([Feature("f", ["low", "high"])], ["good", "bad"], "DE", 0.5)
-    prior = np.array([0.55, 0.45])
-    truth = NaiveBayesModel(spec, prior * 1e6, [np.array([[0.86, 0.14], [0.15, 0.85]]) * prior[:, None] * 1e6])
-    like = CollectionStatistics(spec)
-    for state in like.states:
-        state.n = 276
-    rng = np.random.default_rng(0)
-    collections = [draw_statistics(truth, like, rng) for _ in range(200)]
+    truth, collections, _ = australian_after_dca()
     kept = np.array([exact_accuracy(normsub_estimator(c), truth) for c in collections])
     monkeypatch.setattr(strength, "EVEN_KEEPS_WEAKEST", 2.0)
     bootstrapped = np.array([exact_accuracy(normsub_estimator(c), truth) for c in collections])
