@@ -110,7 +110,8 @@ def plug_in_truth(
     time for a strong feature at ε = 0.5 (Australian after DCA to one component, 0.86 accurate
     non-private). The world then has no feature where the population has a strong one, and the
     bootstrap picks the class prior (0.06 below ``strength 1`` there before this floor, up to 0.055
-    after it; README, *The bootstrap's world on few cells*). So such a feature's spread
+    after it, up to 0.024 once even classes kept strength 1; README, *The bootstrap's world on few
+    cells*). So such a feature's spread
     is at least :data:`FLAT_SPREAD`, a flat prior's: the world never shrinks harder than a uniform
     prior on the share would. With three or more values the estimate has more to go on, and the
     same floor (a flat Dirichlet's) cost car 0.002 at ε ≤ 1 (``python bench/world_floor.py``).
@@ -246,9 +247,8 @@ def choose_strength(
     against 0.703, and its log-loss rose from 0.639 to 0.688 nats (``python bench/estimators.py``).
 
     Returns ``strengths[0]`` when there are no reports, when the class prior is that even (toward
-    uniform), or when
-    the collection is larger than :data:`MAX_CELLS` cells or holds a DE input over
-    :data:`MAX_DE_DOMAIN` values."""
+    uniform), or when the collection is larger than :data:`MAX_CELLS` cells or holds a DE input
+    over :data:`MAX_DE_DOMAIN` values."""
     from protocols import DirectEncoding
 
     oracles = stats.spec.oracles
