@@ -97,3 +97,11 @@ def pooled_covariance(stats: CollectionStatistics, pooled: PooledShares, prior: 
     (:func:`shares_covariance` of the inputs that have reports)."""
     oracles = [stats.spec.oracles[i] for i in pooled.inputs]
     return shares_covariance(oracles, [stats.states[i].n for i in pooled.inputs], prior)
+
+
+def majority_lead(shares: np.ndarray, covariance: np.ndarray) -> float:
+    """How many standard errors of their difference the largest of ``shares`` (shape ``(k)``,
+    ``k ≥ 2``) leads the next largest, ``covariance`` (shape ``(k, k)``) being the shares'."""
+    top, second = np.argsort(-shares, kind="stable")[:2]
+    spread = covariance[top, top] + covariance[second, second] - 2 * covariance[top, second]
+    return float((shares[top] - shares[second]) / np.sqrt(spread))

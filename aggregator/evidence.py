@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .class_prior import pooled_class_shares, pooled_covariance
+from .class_prior import majority_lead, pooled_class_shares, pooled_covariance
 from .dependence import combined_p_value, exact_feature_p_values
 from .simplex import project_to_simplex
 from .statistics import CollectionStatistics
@@ -38,10 +38,8 @@ def evidence(stats: CollectionStatistics) -> dict:
         return {}
     prior = project_to_simplex(pooled.shares, 1.0)
     covariance = pooled_covariance(stats, pooled, prior)
-    order = np.argsort(-prior, kind="stable")
-    top, second = int(order[0]), int(order[1])
-    spread = covariance[top, top] + covariance[second, second] - 2 * covariance[top, second]
-    lead = float((pooled.shares[top] - pooled.shares[second]) / np.sqrt(spread))
+    top, second = np.argsort(-pooled.shares, kind="stable")[:2]
+    lead = majority_lead(pooled.shares, covariance)
     p_values = exact_feature_p_values(stats, prior * stats.n_reports)
     combined = combined_p_value(p_values)
     classes = spec.classes

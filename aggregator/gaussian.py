@@ -132,16 +132,8 @@ def gaussian_estimator(stats: CollectionStatistics, estimator: str = "normsub") 
     ε = 4 fell from 0.739 to 0.692 and PCA at ε = 1 from 0.761 to 0.728 (``bench/continuous.py``).
     """
     spec = stats.spec
-    k, r = spec.n_classes, len(spec.continuous.output_names)
     prior = class_prior(stats, estimator)
-    estimates = [oracle.estimate(state) for oracle, state in zip(spec.oracles, stats.states)]
-    if spec.approach == 3:
-        first = np.array(estimates[1::2]).T  # (k, r): P(C_j)·E[z | C_j]
-        second = np.array(estimates[2::2]).T
-    else:
-        first, second = estimates[1].reshape(r, k).T, estimates[2].reshape(r, k).T
-    theta = first / prior[:, None]
-    mean_square = second / prior[:, None]
+    theta, mean_square = class_moments(stats, prior)
     if estimator == "paper":
         var = np.maximum(mean_square - theta**2, VARIANCE_FLOOR)
         return GaussianModel(spec, prior, theta, var)
@@ -156,15 +148,30 @@ def gaussian_estimator(stats: CollectionStatistics, estimator: str = "normsub") 
     return GaussianModel(spec, prior, theta, var)
 
 
+def class_moments(stats: CollectionStatistics, prior) -> tuple[np.ndarray, np.ndarray]:
+    """``(θ̂, Ê[z²|c])`` per class and coordinate, shape ``(k, r)`` each, in prepared units: the
+    class-hiding reports' means (``P(C_j)·E[z | C_j]`` and ``P(C_j)·E[z² | C_j]``) over the class
+    prior ``prior`` (shape ``(k,)``). Unclipped: they can leave [-1, 1] and [0, 1]."""
+    spec = stats.spec
+    k, r = spec.n_classes, len(spec.continuous.output_names)
+    estimates = [oracle.estimate(state) for oracle, state in zip(spec.oracles, stats.states)]
+    if spec.approach == 3:
+        first = np.array(estimates[1::2]).T
+        second = np.array(estimates[2::2]).T
+    else:
+        first, second = estimates[1].reshape(r, k).T, estimates[2].reshape(r, k).T
+    return first / prior[:, None], second / prior[:, None]
+
+
 def corrected_variances(stats: CollectionStatistics, prior, theta, mean_square) -> tuple[np.ndarray, np.ndarray]:
     """``(variance, standard error)`` per class and coordinate, shape ``(k, r)`` each: the plug-in
     ``Ê[z²] − θ̂²`` plus ``Var(θ̂)``, by which ``θ̂²`` overestimates ``θ²`` on average. Unbiased
     (up to the clipping of ``θ̂`` and ``Ê[z²]`` to their ranges); may be negative."""
-    var_theta, var_square = _estimate_variances(stats, prior, theta, mean_square)
+    var_theta, var_square = moment_variances(stats, prior, theta, mean_square)
     return mean_square - theta**2 + var_theta, np.sqrt(var_square + 4 * theta**2 * var_theta)
 
 
-def _estimate_variances(stats: CollectionStatistics, prior, theta, mean_square) -> tuple[np.ndarray, np.ndarray]:
+def moment_variances(stats: CollectionStatistics, prior, theta, mean_square) -> tuple[np.ndarray, np.ndarray]:
     """Estimated variances of ``θ̂`` and of ``Ê[z²|c]``, shape ``(k, r)`` each: the mean report's
     variance (the mechanism's noise, plus the spread of the class-hiding entries ``z·1[c]``, whose
     variance is ``P·E[z²] − P²θ²``), divided by ``P²``."""
