@@ -1,0 +1,163 @@
+"""Rules that move the Gaussian model toward the constant classifier, and what each costs.
+
+    python bench/gaussian_rules.py [--reps 100] [--first-seed 0] [--eps 0.5,1,2,4] [--jobs 2]
+
+On the original features the LDP Gaussian model often scores below the training split's majority
+class (README, *Continuous features*): each coordinate's class means are mostly noise, and summed
+over 8 (Diabetes) or 14 (Australian) coordinates that noise outvotes the class prior. Each rule
+post-processes the default (``normsub``) model from the aggregates alone; none is shipped:
+
+- ``predictive variances``: each class's variance plus its mean's estimated variance, the
+  Bayesian predictive density under a flat prior on the means (a coordinate drowned in noise
+  then barely sways the model);
+- ``posterior mean``: each coordinate's class means shrunk toward their precision-weighted mean by
+  the empirical-Bayes weight ``τ²/(τ² + Var θ̂_c)``, ``τ²`` their spread less the noise's
+  (method of moments, floored at 0);
+- ``χ² gate``: every mean and variance replaced by the classes' pooled ones (the model then
+  predicts the class prior's majority) when the χ² test of equal class means over all
+  coordinates gives p > 0.05;
+- ``gate if the prior leads``: the same, only where the class prior leads by two standard errors;
+- ``weak coordinates``: each coordinate whose own χ² test gives p > 0.62 (|z| < 0.5 for two
+  classes) gets the pooled mean and variance, so that it no longer sways the model;
+- ``weak coordinates if the prior leads``: the same, only where the class prior leads by 1.5
+  standard errors.
+
+Per (data set, approach, features, ε): the majority class's, ``prior only``'s (the class input's
+majority) and ``normsub``'s test accuracy, and each rule's paired difference with ``normsub``
+(± standard error) over seeds first, first + 1, … (the splits
+and collections of ``bench/continuous.py``; projections fitted on the training split, as there).
+Writes bench/results/gaussian_rules.md (``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+from joblib import Parallel, delayed
+from paired_runs import paired
+from tqdm import tqdm
+
+RESULTS = Path(__file__).with_name("results") / "gaussian_rules.md"
+# (data set, approach, projection); with one component approaches 1 and 3 are one mechanism.
+SETTINGS = [
+    (name, approach, reduce)
+    for name in ("australian", "diabetes")
+    for reduce, approaches in ((None, (1, 2, 3)), ("pca", (1, 2)), ("dca", (1, 2)))
+    for approach in approaches
+]
+RULES = (
+    "predictive variances",
+    "posterior mean",
+    "χ² gate",
+    "gate if the prior leads",
+    "weak coordinates",
+    "weak coordinates if the prior leads",
+)
+WEAK_P, WEAK_LEAD = 0.62, 1.5
+
+
+def pooled_model(model, prior, columns=None):
+    """``model`` with the class means and variances of ``columns`` (a boolean mask of shape
+    ``(r,)``; every coordinate when None) replaced by their prior-weighted pools."""
+    from aggregator.gaussian import GaussianModel
+
+    theta, var = model.theta.copy(), model.var.copy()
+    columns = np.ones(theta.shape[1], bool) if columns is None else columns
+    theta[:, columns] = (prior[:, None] * theta).sum(axis=0)[columns]
+    var[:, columns] = (prior[:, None] * var).sum(axis=0)[columns]
+    return GaussianModel(model.spec, prior, theta, var)
+
+
+def apply_rule(rule: str, stats, model):
+    """The model ``rule`` makes of the default ``model`` built from ``stats``."""
+    from scipy.stats import chi2
+
+    from aggregator.class_prior import input_covariance, majority_lead
+    from aggregator.gaussian import GaussianModel, class_moments, moment_variances
+
+    prior = model.class_prior
+    theta, mean_square = class_moments(stats, prior)
+    var_theta, _ = moment_variances(stats, prior, np.clip(theta, -1, 1), np.clip(mean_square, 0, 1))
+    k = len(prior)
+    centre = (model.theta / var_theta).sum(axis=0) / (1 / var_theta).sum(axis=0)
+    statistic = ((model.theta - centre) ** 2 / var_theta).sum(axis=0)  # (r,): χ² with k − 1 df
+    if rule == "predictive variances":
+        return GaussianModel(model.spec, prior, model.theta, model.var + var_theta)
+    if rule == "posterior mean":
+        spread = ((model.theta - model.theta.mean(axis=0)) ** 2).sum(axis=0) - (1 - 1 / k) * var_theta.sum(axis=0)
+        tau2 = np.maximum(spread, 0.0) / (k - 1)
+        shrunk = centre + tau2 / (tau2 + var_theta) * (model.theta - centre)
+        return GaussianModel(model.spec, prior, shrunk, model.var)
+    lead = majority_lead(prior, input_covariance(stats.spec.oracles[0], max(stats.states[0].n, 1), prior))
+    if rule.startswith("weak coordinates"):
+        if rule.endswith("leads") and lead < WEAK_LEAD:
+            return model
+        return pooled_model(model, prior, chi2.sf(statistic, k - 1) > WEAK_P)
+    if chi2.sf(statistic.sum(), statistic.size * (k - 1)) <= 0.05 or (rule == "gate if the prior leads" and lead < 2):
+        return model
+    return pooled_model(model, prior)
+
+
+def run(name: str, approach: int, reduce, epsilon: float, seed: int) -> list[float]:
+    """One collection: the test accuracy of the majority class, ``prior only``, ``normsub`` and
+    each rule (in the order of :data:`RULES`)."""
+    from aggregator.estimators import build_model
+    from sim.datasets import load_dataset
+    from sim.experiment import DEFAULT_THETA, Setup, collect, spec_for, split
+
+    data = load_dataset(name)
+    X_train, X_test, y_train, y_test = split(data, seed)
+    setup = Setup("gaussian", None, reduce, 1 if reduce else None, approach)
+    spec = spec_for(data, "DE", epsilon, DEFAULT_THETA, setup, X_train, y_train)
+    stats = collect(spec, X_train, y_train, np.random.default_rng(seed), "replay")
+    y_test = np.asarray(y_test, dtype=object)
+    labels, counts = np.unique(np.asarray(y_train, dtype=object), return_counts=True)
+    model = build_model(stats, "normsub")
+    prior_only = np.asarray(spec.classes, dtype=object)[np.argmax(model.class_prior)]
+    return [
+        float(np.mean(y_test == labels[np.argmax(counts)])),
+        float(np.mean(y_test == prior_only)),
+        model.score(X_test, y_test),
+        *(apply_rule(rule, stats, model).score(X_test, y_test) for rule in RULES),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=100, help="paired repetitions (seeds 0, 1, …) per cell")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first seed (seeds first, first + 1, …)")
+    parser.add_argument("--eps", default="0.5,1,2,4", help="ε values, comma-separated")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where the Markdown table goes")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes")
+    args = parser.parse_args()
+    cells = [(*s, float(e)) for s in SETTINGS for e in args.eps.split(",")]
+    seeds = range(args.first_seed, args.first_seed + args.reps)
+    jobs = [(*c, seed) for c in cells for seed in seeds]
+    runs = Parallel(n_jobs=args.jobs, return_as="generator")(delayed(run)(*j) for j in jobs)
+    results = np.array(list(tqdm(runs, total=len(jobs), desc="collections"))).reshape(len(cells), args.reps, -1)
+    lines = [
+        f"# Rules toward the constant classifier for the Gaussian model (`python bench/gaussian_rules.py --reps {args.reps} --first-seed {args.first_seed}`)",
+        "",
+        (
+            f"DE class input, replay mode, seeds {seeds[0]}–{seeds[-1]}; rule columns: the rule − `normsub`, "
+            "paired (± standard error)."
+        ),
+        "",
+        f"| data set | approach | features | ε | majority | prior only | normsub | {' | '.join(RULES)} |",
+        "|---|---|---|---|---|---|---|" + "---|" * len(RULES),
+    ]
+    for (name, approach, reduce, epsilon), r in zip(cells, results):
+        features = {None: "original", "pca": "PCA", "dca": "DCA"}[reduce]
+        gains = " | ".join(paired(r[:, 3 + i] - r[:, 2]) for i in range(len(RULES)))
+        lines.append(
+            f"| {name} | A{approach} | {features} | {epsilon:g} | {r[:, 0].mean():.3f} | {r[:, 1].mean():.3f} "
+            f"| {r[:, 2].mean():.3f} | {gains} |"
+        )
+    args.out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
