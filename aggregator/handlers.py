@@ -551,8 +551,7 @@ def _model(collection: Collection, stats: CollectionStatistics, estimator: str) 
         "reports": stats.n_reports,
         **build_model(stats, estimator).to_dict(),
     }
-    if stats.spec.model == "discrete":
-        answer["evidence"] = evidence(stats)
+    answer["evidence"] = evidence(stats)
     return answer
 
 

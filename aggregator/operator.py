@@ -208,7 +208,7 @@ async def _model(service: Service, session, args) -> str:
         "kind": type(estimator).__name__,
         "takes": "raw records (a pipeline)" if args.pipeline else "ordinal codes of the spec's categories",
     }
-    if data.get("evidence"):  # discrete models: what the reports can tell the model
+    if data.get("evidence"):  # what the reports can tell the model
         card["evidence"] = data["evidence"]
     card_path = out.with_suffix(".card.json")
     card_path.write_text(json.dumps(card, indent=2) + "\n")

@@ -156,3 +156,34 @@ async def test_a_bad_refresh_interval_is_the_default_not_a_busy_loop(site, brows
     await page.wait_for_timeout(3000)
     # The default refreshes every 2 s: the page itself, a few reads each refresh; a busy loop sends hundreds.
     assert len(requests) < 20, len(requests)
+
+
+async def test_a_gaussian_models_prior_shows_the_class_inputs_standard_errors(site, browser):
+    """A released Gaussian collection: the prior's whiskers are the evidence's standard errors
+    (the class input's), and the page says what the reports tell the model."""
+    from participant import CollectionSpec
+    from participant.continuous import ContinuousFeature, Preparation
+
+    prep = Preparation([ContinuousFeature("h", 0.0, 2.0)])
+    spec = CollectionSpec([], ["a", "b"], "DE", 2.0, continuous=prep, model="gaussian", approach=3)
+    rng = np.random.default_rng(5)
+    participant = Participant(spec, rng=rng)
+    values, labels = rng.uniform(0, 2, 300), rng.choice(["a", "b"], 300)
+    reports = [participant.report({"h": float(v), "class": str(c)}) for v, c in zip(values, labels)]
+    async with aiohttp.ClientSession() as session:
+        body = {"spec": spec.to_dict(), "id": "survey"}
+        async with session.post(f"{site}/collections", json=body, headers=AUTH) as r:
+            assert r.status == 201
+        batch = pack_batch(reports, spec)
+        async with session.post(f"{site}/collections/survey/reports", data=batch, headers=MSGPACK) as r:
+            assert r.status == 200
+        async with session.get(f"{site}/collections/survey/model") as r:
+            model = await r.json()
+    page = await browser.new_page()
+    await page.goto(f"{site}/collections/survey/view")
+    await page.locator("#model svg[data-chart=prior]").wait_for(timeout=10_000)
+    for label in spec.classes:
+        rect = page.locator(f'svg[data-chart="prior"] rect[data-group="prior"][data-series="{label}"]')
+        error = float(await rect.get_attribute("data-error"))
+        assert error == pytest.approx(model["evidence"]["class_prior_standard_error"][label], rel=1e-9) and error > 0
+    assert await page.locator("#evidence").inner_text() == model["evidence"]["summary"]

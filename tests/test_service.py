@@ -121,6 +121,30 @@ def in_process_model(spec, reports, estimator="normsub") -> NaiveBayesModel:
     return build_model(in_process_statistics(spec, reports), estimator)
 
 
+async def test_a_gaussian_model_carries_its_class_inputs_evidence(service):
+    """A Gaussian collection's model answer holds the evidence computed in process from the same
+    reports: the class input's prior and lead, every prepared coordinate untested."""
+    from participant.continuous import ContinuousFeature, Preparation
+    from participant.encoding import population_inputs
+
+    prep = Preparation([ContinuousFeature("h", 0.0, 2.0), ContinuousFeature("w", -1.0, 1.0)])
+    spec = CollectionSpec([], ["a", "b"], "DE", 2.0, continuous=prep, model="gaussian", approach=3)
+    await service.create(spec)
+    rng = np.random.default_rng(4)
+    y = np.where(rng.random(600) < 0.7, "a", "b")
+    X = np.column_stack([rng.uniform(0, 2, 600), rng.uniform(-1, 1, 600)])
+    perturbed = perturb_population(spec, population_inputs(spec, X, y), choose_inputs(spec, 600, rng), rng)
+    reports = [Report(i, row) for i, rows in enumerate(perturbed.reports) for row in rows]
+    clients = [AsyncClient(service.url, ledger=None, session=service.session) for _ in reports]
+    statuses = await asyncio.gather(*(c.send_report("c1", pack_report(r, spec)) for c, r in zip(clients, reports)))
+    assert statuses == ["accepted"] * len(reports)
+    status, data = await service.get("/collections/c1/model")
+    assert status == 200 and "theta" in data
+    assert data["evidence"] == json.loads(json.dumps(evidence(in_process_statistics(spec, reports))))
+    assert data["evidence"]["feature_p_values"] == {"h": None, "w": None}
+    assert data["evidence"]["majority_class"] in {"a", "b"} and "most common class" in data["evidence"]["summary"]
+
+
 async def test_admin_endpoints_need_the_right_token(service):
     spec = table_1_spec()
     body = {"spec": spec.to_dict(), "id": "c1"}
