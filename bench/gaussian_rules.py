@@ -10,6 +10,9 @@ post-processes the default (``normsub``) model from the aggregates alone; none i
 - ``predictive variances``: each class's variance plus its mean's estimated variance, the
   Bayesian predictive density under a flat prior on the means (a coordinate drowned in noise
   then barely sways the model);
+- ``posterior mean on the range``: each class mean the mean of its posterior under a flat prior
+  on the prepared range [-1, 1] (a normal of the mean's estimated variance around the unclipped
+  estimate, truncated to the range), in place of the clipped estimate;
 - ``posterior mean``: each coordinate's class means shrunk toward their precision-weighted mean by
   the empirical-Bayes weight ``τ²/(τ² + Var θ̂_c)``, ``τ²`` their spread less the noise's
   (method of moments, floored at 0);
@@ -49,6 +52,7 @@ SETTINGS = [
 ]
 RULES = (
     "predictive variances",
+    "posterior mean on the range",
     "posterior mean",
     "χ² gate",
     "gate if the prior leads",
@@ -85,6 +89,12 @@ def apply_rule(rule: str, stats, model):
     statistic = ((model.theta - centre) ** 2 / var_theta).sum(axis=0)  # (r,): χ² with k − 1 df
     if rule == "predictive variances":
         return GaussianModel(model.spec, prior, model.theta, model.var + var_theta)
+    if rule == "posterior mean on the range":
+        from scipy.stats import truncnorm
+
+        sd = np.sqrt(var_theta)
+        posterior = truncnorm.mean((-1 - theta) / sd, (1 - theta) / sd, loc=theta, scale=sd)
+        return GaussianModel(model.spec, prior, posterior, model.var)
     if rule == "posterior mean":
         spread = ((model.theta - model.theta.mean(axis=0)) ** 2).sum(axis=0) - (1 - 1 / k) * var_theta.sum(axis=0)
         tau2 = np.maximum(spread, 0.0) / (k - 1)
