@@ -42,16 +42,26 @@ class PooledShares:
     weights: np.ndarray
 
 
+def class_count_inputs(spec) -> list[int]:
+    """The inputs whose reports carry the class counts: every input of a discrete collection (the
+    class input, and each feature jointly with the class), the class input alone of a Gaussian
+    one (its class-hiding vectors hold values, not counts)."""
+    return list(range(spec.n_inputs)) if spec.model == "discrete" else [0]
+
+
 def pooled_class_shares(stats: CollectionStatistics, counts: list[np.ndarray] | None = None) -> PooledShares | None:
-    """Every input's unbiased class shares (its class counts over its reports), pooled with the
-    weights ``1 / class_share_variance``; None when no input has reports. ``counts``: the
-    statistics' ``estimated_counts()``, when the caller has them already."""
-    k = stats.spec.n_classes
-    counts = stats.estimated_counts() if counts is None else counts
+    """The unbiased class shares (class counts over reports) of every input that carries the
+    class counts (:func:`class_count_inputs`), pooled with the weights
+    ``1 / class_share_variance``; None when none of them has reports. ``counts``: the statistics'
+    ``estimated_counts()``, when the caller has them already."""
+    spec, k = stats.spec, stats.spec.n_classes
+    carriers = class_count_inputs(spec)
     inputs, shares, weights = [], [], []
-    for i, (oracle, state, raw) in enumerate(zip(stats.spec.oracles, stats.states, counts)):
+    for i in carriers:
+        oracle, state = spec.oracles[i], stats.states[i]
         if state.n == 0:
             continue
+        raw = oracle.estimate(state) if counts is None else counts[i]
         inputs.append(i)
         shares.append(raw.reshape(-1, k).sum(axis=0) / state.n)
         weights.append(1.0 / class_share_variance(oracle, state.n, k))

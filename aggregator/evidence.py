@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .class_prior import input_covariance, majority_lead, pooled_class_shares, pooled_covariance
+from .class_prior import majority_lead, pooled_class_shares, pooled_covariance
 from .dependence import combined_p_value, exact_feature_p_values
 from .simplex import project_to_simplex
 from .statistics import CollectionStatistics
@@ -26,16 +26,21 @@ DEPENDENCE_LEVEL = 0.05
 
 
 def evidence(stats: CollectionStatistics) -> dict:
-    """For a discrete collection with reports: ``class_prior`` and ``class_prior_standard_error``
+    """For a collection with class reports: ``class_prior`` and ``class_prior_standard_error``
     (per class name, shares of the people), ``majority_class``, ``majority_lead`` (how many
     standard errors of their difference the most common class's pooled share leads the next
     one's), ``feature_p_values`` (per feature name, the p-value of "this feature does not depend
     on the class", None where it has no reports), ``dependence_p_value`` (the features combined
-    by Fisher's method) and ``summary``, sentences saying what these mean for the model. For a
-    Gaussian collection, :func:`gaussian_evidence`. An empty dict without reports."""
+    by Fisher's method) and ``summary``, sentences saying what these mean for the model. An empty
+    dict without reports.
+
+    A Gaussian collection's class counts come from its class input alone, and its coordinates
+    are not tested (``feature_p_values`` None for every prepared coordinate,
+    ``dependence_p_value`` 1.0). Its lead matters more than a discrete model's: where it is small
+    the model has to rely on its features, and where it is large but the coordinates are many and
+    noisy the model can fall below always predicting that class (README, *The Gaussian model
+    against the constant classifier*)."""
     spec = stats.spec
-    if spec.model == "gaussian":
-        return gaussian_evidence(stats)
     pooled = pooled_class_shares(stats)
     if pooled is None:
         return {}
@@ -43,7 +48,12 @@ def evidence(stats: CollectionStatistics) -> dict:
     covariance = pooled_covariance(stats, pooled, prior)
     top, second = np.argsort(-pooled.shares, kind="stable")[:2]
     lead = majority_lead(pooled.shares, covariance)
-    p_values = exact_feature_p_values(stats, prior * stats.n_reports)
+    if spec.model == "discrete":
+        p_values = exact_feature_p_values(stats, prior * stats.n_reports)
+        names = [f.name for f in spec.features]
+    else:
+        names = list(spec.continuous.output_names)
+        p_values = [None] * len(names)
     combined = combined_p_value(p_values)
     classes = spec.classes
     return {
@@ -51,40 +61,9 @@ def evidence(stats: CollectionStatistics) -> dict:
         "class_prior_standard_error": dict(zip(classes, np.sqrt(np.diag(covariance)).tolist())),
         "majority_class": classes[top],
         "majority_lead": lead,
-        "feature_p_values": {f.name: p for f, p in zip(spec.features, p_values)},
+        "feature_p_values": dict(zip(names, p_values)),
         "dependence_p_value": combined,
         "summary": summary(classes[top], classes[second], lead, combined, any(p is not None for p in p_values)),
-    }
-
-
-def gaussian_evidence(stats: CollectionStatistics) -> dict:
-    """For a Gaussian collection whose class input has reports, the keys of :func:`evidence`: the
-    class prior the model uses (the class input's shares projected onto the simplex), its standard
-    errors and the majority's lead from the class input alone (no other input carries the class
-    counts), and no feature test (``feature_p_values`` None for every prepared coordinate,
-    ``dependence_p_value`` 1.0). The lead matters more here than for a discrete model: where it is
-    small the model has to rely on its features, and where it is large but the coordinates are
-    many and noisy the model can fall below always predicting that class (README, *The Gaussian
-    model against the constant classifier*). An empty dict without class reports."""
-    from .gaussian import class_prior
-
-    spec, state = stats.spec, stats.states[0]
-    if state.n == 0:
-        return {}
-    prior = class_prior(stats, "normsub")
-    shares = spec.oracles[0].estimate(state) / state.n
-    covariance = input_covariance(spec.oracles[0], state.n, prior)
-    top, second = np.argsort(-shares, kind="stable")[:2]
-    lead = majority_lead(shares, covariance)
-    classes = spec.classes
-    return {
-        "class_prior": dict(zip(classes, prior.tolist())),
-        "class_prior_standard_error": dict(zip(classes, np.sqrt(np.diag(covariance)).tolist())),
-        "majority_class": classes[top],
-        "majority_lead": lead,
-        "feature_p_values": {name: None for name in spec.continuous.output_names},
-        "dependence_p_value": 1.0,
-        "summary": summary(classes[top], classes[second], lead, 1.0, False),
     }
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from participant.reporting import input_probabilities
 from participant.spec import CollectionSpec
 
-from .class_prior import shares_covariance
+from .class_prior import class_count_inputs, shares_covariance
 
 # Expected accuracy the reports' constant classifier may lose before a larger class share is offered.
 TOLERATED_COST = 0.005
@@ -48,13 +48,15 @@ def expected_reports(spec: CollectionSpec, people: float) -> np.ndarray:
 def majority_outlook(
     spec: CollectionSpec, prior, people: float, draws: int = 200_000, seed: int = 0
 ) -> MajorityOutlook:
-    """The :class:`MajorityOutlook` of a discrete collection under ``spec`` from ``people``
-    people whose classes are spread as ``prior`` (shape ``(k,)``, summing to 1): the pooled
-    shares taken as Gaussian, with the covariance of
-    :func:`~aggregator.class_prior.shares_covariance` at :func:`expected_reports`, and ``draws``
-    of them drawn (seeded)."""
+    """The :class:`MajorityOutlook` of a collection under ``spec`` from ``people`` people whose
+    classes are spread as ``prior`` (shape ``(k,)``, summing to 1): the pooled shares taken as
+    Gaussian, with the covariance of :func:`~aggregator.class_prior.shares_covariance` at
+    :func:`expected_reports` of the inputs that carry the class counts (every input of a discrete
+    collection, the class input of a Gaussian one), and ``draws`` of them drawn (seeded)."""
     prior = np.asarray(prior, dtype=float)
-    covariance = shares_covariance(spec.oracles, expected_reports(spec, people), prior)
+    inputs = class_count_inputs(spec)
+    reports = expected_reports(spec, people)[inputs]
+    covariance = shares_covariance([spec.oracles[i] for i in inputs], reports, prior)
     # The shares sum to one, so the covariance is singular: draw along its eigenvectors.
     values, vectors = np.linalg.eigh(covariance)
     noise = np.random.default_rng(seed).standard_normal((draws, len(prior))) * np.sqrt(np.clip(values, 0, None))

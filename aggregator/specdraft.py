@@ -71,19 +71,18 @@ def draft_spec(
 
 
 def majority_note(spec: CollectionSpec, counts: Counter, people: int | None) -> list[str]:
-    """For a discrete ``spec`` and an expected number of ``people``, one note: how often their
+    """For a ``spec`` and an expected number of ``people``, one note: how often their
     reports would name another class than the sample's most common one (the sample's class
     ``counts`` taken as the population's shares), what that costs the class prior alone, and the
     class share that would keep the cost within :data:`~aggregator.planning.TOLERATED_COST`
-    (:mod:`aggregator.planning`). No note without ``people``; for a gaussian model, that it has none."""
+    (:mod:`aggregator.planning`). No note without ``people``. A gaussian model's class counts come
+    from the class input alone, so its forecast is that input's."""
     from dataclasses import replace
 
     from .planning import TOLERATED_COST, class_share_for, majority_outlook
 
     if people is None:
         return []
-    if spec.model != "discrete":
-        return ["--people: the forecast of the most common class is for discrete models; a gaussian one has none"]
     prior = np.array([counts[c] for c in spec.classes], dtype=float)
     prior /= prior.sum()
     common = spec.classes[int(prior.argmax())]

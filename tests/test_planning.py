@@ -76,3 +76,25 @@ def test_the_class_share_offered_is_the_smallest_that_keeps_the_cost_tolerated()
     assert class_share_for(spec, CAR_PRIOR, 100) is None
     assert class_share_for(car_like(0.5, budget="split"), CAR_PRIOR, 1382) is None
     assert class_share_for(car_like(0.5, input_selection="assigned"), CAR_PRIOR, 1382) is None
+
+
+def test_a_gaussian_collections_outlook_is_its_class_inputs():
+    """A Gaussian collection (approach 3, four coordinates: nine inputs, so the class input gets
+    one report in nine) counts the classes from its class input alone. 4,000 exact collections of
+    1,000 people at ε = 0.5 with classes 0.6 : 0.4 name the rarer class as often as the planner
+    says, within three binomial standard errors plus 0.005; a planner that gave the class input
+    every person (under 1 %) or pooled all nine inputs would fail."""
+    from participant.continuous import ContinuousFeature, Preparation
+    from participant.encoding import population_inputs
+    from sim.experiment import simulate_collection
+
+    prep = Preparation([ContinuousFeature(f"z{i}", -1.0, 1.0) for i in range(4)])
+    spec = CollectionSpec([], ["a", "b"], "DE", 0.5, continuous=prep, model="gaussian", approach=3)
+    rng = np.random.default_rng(6)
+    y = np.where(rng.random(1000) < 0.6, "a", "b")
+    inputs = population_inputs(spec, rng.uniform(-1, 1, (1000, 4)), y)
+    named = [pooled_class_shares(simulate_collection(spec, inputs, rng, "fast")).shares.argmax() for _ in range(4000)]
+    wrong = float(np.mean(np.array(named) != 0))
+    planned = majority_outlook(spec, np.array([np.mean(y == "a"), np.mean(y == "b")]), 1000)
+    assert 0.1 < planned.wrong < 0.45
+    assert abs(wrong - planned.wrong) <= 3 * np.sqrt(planned.wrong * (1 - planned.wrong) / 4000) + 0.005
