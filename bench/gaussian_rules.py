@@ -13,6 +13,10 @@ post-processes the default (``normsub``) model from the aggregates alone; none i
 - ``posterior mean on the range``: each class mean the mean of its posterior under a flat prior
   on the prepared range [-1, 1] (a normal of the mean's estimated variance around the unclipped
   estimate, truncated to the range), in place of the clipped estimate;
+- ``predictive on the range``: those posterior means, and each class's variance plus its mean's
+  posterior variance (the predictive density under that prior, approximately);
+- ``predictive on the range if the prior leads``: the same, only where the class input's most
+  common class leads the next by two standard errors;
 - ``posterior mean``: each coordinate's class means shrunk toward their precision-weighted mean by
   the empirical-Bayes weight ``τ²/(τ² + Var θ̂_c)``, ``τ²`` their spread less the noise's
   (method of moments, floored at 0);
@@ -53,6 +57,8 @@ SETTINGS = [
 RULES = (
     "predictive variances",
     "posterior mean on the range",
+    "predictive on the range",
+    "predictive on the range if the prior leads",
     "posterior mean",
     "χ² gate",
     "gate if the prior leads",
@@ -89,18 +95,23 @@ def apply_rule(rule: str, stats, model):
     statistic = ((model.theta - centre) ** 2 / var_theta).sum(axis=0)  # (r,): χ² with k − 1 df
     if rule == "predictive variances":
         return GaussianModel(model.spec, prior, model.theta, model.var + var_theta)
-    if rule == "posterior mean on the range":
+    lead = majority_lead(prior, input_covariance(stats.spec.oracles[0], max(stats.states[0].n, 1), prior))
+    if rule.endswith("on the range") or (rule == "predictive on the range if the prior leads" and lead >= 2):
         from scipy.stats import truncnorm
 
         sd = np.sqrt(var_theta)
-        posterior = truncnorm.mean((-1 - theta) / sd, (1 - theta) / sd, loc=theta, scale=sd)
-        return GaussianModel(model.spec, prior, posterior, model.var)
+        low, high = (-1 - theta) / sd, (1 - theta) / sd
+        posterior = truncnorm.mean(low, high, loc=theta, scale=sd)
+        if rule == "posterior mean on the range":
+            return GaussianModel(model.spec, prior, posterior, model.var)
+        return GaussianModel(model.spec, prior, posterior, model.var + truncnorm.var(low, high, loc=theta, scale=sd))
+    if rule == "predictive on the range if the prior leads":
+        return model
     if rule == "posterior mean":
         spread = ((model.theta - model.theta.mean(axis=0)) ** 2).sum(axis=0) - (1 - 1 / k) * var_theta.sum(axis=0)
         tau2 = np.maximum(spread, 0.0) / (k - 1)
         shrunk = centre + tau2 / (tau2 + var_theta) * (model.theta - centre)
         return GaussianModel(model.spec, prior, shrunk, model.var)
-    lead = majority_lead(prior, input_covariance(stats.spec.oracles[0], max(stats.states[0].n, 1), prior))
     if rule.startswith("weak coordinates"):
         if rule.endswith("leads") and lead < WEAK_LEAD:
             return model
