@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from participant.spec import CollectionSpec
+
 from .statistics import CollectionStatistics
 
 
@@ -42,7 +44,7 @@ class PooledShares:
     weights: np.ndarray
 
 
-def class_count_inputs(spec) -> list[int]:
+def class_count_inputs(spec: CollectionSpec) -> list[int]:
     """The inputs whose reports carry the class counts: every input of a discrete collection (the
     class input, and each feature jointly with the class), the class input alone of a Gaussian
     one (its class-hiding vectors hold values, not counts)."""
@@ -110,7 +112,7 @@ def pooled_covariance(stats: CollectionStatistics, pooled: PooledShares, prior: 
 
 
 def majority_lead(shares: np.ndarray, covariance: np.ndarray) -> float:
-    """How many standard errors of their difference the largest of ``shares`` (shape ``(k)``,
+    """How many standard errors of their difference the largest of ``shares`` (shape ``(k,)``,
     ``k ≥ 2``) leads the next largest, ``covariance`` (shape ``(k, k)``) being the shares'."""
     top, second = np.argsort(-shares, kind="stable")[:2]
     spread = covariance[top, top] + covariance[second, second] - 2 * covariance[top, second]
