@@ -36,7 +36,8 @@ def evidence(stats: CollectionStatistics) -> dict:
 
     A Gaussian collection's class counts come from its class input alone, and its coordinates
     are not tested (``feature_p_values`` None for every prepared coordinate,
-    ``dependence_p_value`` 1.0). Its lead matters more than a discrete model's: where it is small
+    ``dependence_p_value`` 1.0); ``class_mean_standard_error`` (per class name, one per prepared
+    coordinate) says how noisy its class means are. Its lead matters more than a discrete model's: where it is small
     the model has to rely on its features, and where it is large but the coordinates are many and
     noisy the model can fall below always predicting that class (README, *The Gaussian model
     against the constant classifier*)."""
@@ -56,7 +57,7 @@ def evidence(stats: CollectionStatistics) -> dict:
         p_values = [None] * len(names)
     combined = combined_p_value(p_values)
     classes = spec.classes
-    return {
+    found = {
         "class_prior": dict(zip(classes, prior.tolist())),
         "class_prior_standard_error": dict(zip(classes, np.sqrt(np.diag(covariance)).tolist())),
         "majority_class": classes[top],
@@ -65,6 +66,23 @@ def evidence(stats: CollectionStatistics) -> dict:
         "dependence_p_value": combined,
         "summary": summary(classes[top], classes[second], lead, combined, any(p is not None for p in p_values)),
     }
+    if spec.model == "gaussian":
+        found["class_mean_standard_error"] = dict(zip(classes, class_mean_errors(stats).tolist()))
+    return found
+
+
+def class_mean_errors(stats: CollectionStatistics) -> np.ndarray:
+    """The standard error of each class's estimated mean of each prepared coordinate, shape
+    ``(k, r)``, in prepared units: the mechanism's noise and the class-hiding entries' spread
+    over the reports, divided by the class prior the model uses
+    (:func:`~aggregator.gaussian.moment_variances`; the prior's own noise is left out). Where it is
+    as large as the spread of the means, the coordinate's class means are mostly noise."""
+    from .gaussian import class_moments, class_prior, moment_variances
+
+    prior = class_prior(stats, "normsub")
+    theta, mean_square = class_moments(stats, prior)
+    variance, _ = moment_variances(stats, prior, np.clip(theta, -1.0, 1.0), np.clip(mean_square, 0.0, 1.0))
+    return np.sqrt(variance)
 
 
 def summary(top: str, second: str, lead: float, p_value: float, tested: bool) -> str:

@@ -160,7 +160,8 @@ async def test_a_bad_refresh_interval_is_the_default_not_a_busy_loop(site, brows
 
 async def test_a_gaussian_models_prior_shows_the_class_inputs_standard_errors(site, browser):
     """A released Gaussian collection: the prior's whiskers are the evidence's standard errors
-    (the class input's), and the page says what the reports tell the model."""
+    (the class input's), each class mean's is its estimate's standard error, named for its
+    coordinate, and the page says what the reports tell the model."""
     from participant import CollectionSpec
     from participant.continuous import ContinuousFeature, Preparation
 
@@ -186,4 +187,8 @@ async def test_a_gaussian_models_prior_shows_the_class_inputs_standard_errors(si
         rect = page.locator(f'svg[data-chart="prior"] rect[data-group="prior"][data-series="{label}"]')
         error = float(await rect.get_attribute("data-error"))
         assert error == pytest.approx(model["evidence"]["class_prior_standard_error"][label], rel=1e-9) and error > 0
+        # Each class mean's whisker is its standard error (the chart's unit is half the prepared range).
+        rect = page.locator(f'svg[data-chart="means"] rect[data-group="h"][data-series="{label}"]')
+        error = float(await rect.get_attribute("data-error"))
+        assert error == pytest.approx(model["evidence"]["class_mean_standard_error"][label][0] / 2, rel=1e-9)
     assert await page.locator("#evidence").inner_text() == model["evidence"]["summary"]
