@@ -37,10 +37,10 @@ def evidence(stats: CollectionStatistics) -> dict:
     A Gaussian collection's class counts come from its class input alone, and its coordinates
     are not tested (``feature_p_values`` None for every prepared coordinate,
     ``dependence_p_value`` 1.0); ``class_mean_standard_error`` (per class name, one per prepared
-    coordinate) says how noisy its class means are. Its lead matters more than a discrete model's: where it is small
-    the model has to rely on its features, and where it is large but the coordinates are many and
-    noisy the model can fall below always predicting that class (README, *The Gaussian model
-    against the constant classifier*)."""
+    coordinate) says how noisy its class means are. Its lead matters more than a discrete
+    model's: where it is small the model has to rely on its features, and where it is large but
+    the coordinates are many and noisy the model can fall below always predicting that class
+    (README, *The Gaussian model against the constant classifier*)."""
     spec = stats.spec
     pooled = pooled_class_shares(stats)
     if pooled is None:
