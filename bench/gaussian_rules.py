@@ -27,7 +27,22 @@ post-processes the default (``normsub``) model from the aggregates alone; none i
 - ``weak coordinates``: each coordinate whose own χ² test gives p > 0.62 (|z| < 0.5 for two
   classes) gets the pooled mean and variance, so that it no longer sways the model;
 - ``weak coordinates if the prior leads``: the same, only where the class prior leads by 1.5
-  standard errors.
+  standard errors;
+- ``prior shrunk``: the class prior moved toward even by its empirical-Bayes weight (the share of
+  its deviation from even that the class input's noise explains), so that a prior the reports do
+  not know outvotes nothing;
+- ``James–Stein means, prior shrunk``: that prior, and every class mean moved toward the
+  coordinate's precision-weighted centre by one positive-part James–Stein factor
+  ``1 − (D − 2)/S`` over all ``D = r(k − 1)`` standardised deviations of the unclipped means
+  (``S`` their sum of squares; only where ``D ≥ 3``);
+- ``g-modelling means, prior shrunk``: that prior, and each standardised deviation (of the
+  unclipped means) replaced by its posterior mean under a prior fitted to all of them (a
+  symmetric distribution on a grid, fitted by EM: the nonparametric maximum likelihood of Koenker
+  and Mizera), as issue 23 proposed for the discrete conditionals; only where ``D ≥ 3``;
+- ``James–Stein evidence, prior shrunk``: that prior, and every coordinate's log-likelihood
+  multiplied by the James–Stein factor instead of the means (the model tempered: variances over
+  the factor, the prior tilted to keep the variances' normalising terms in proportion); where the
+  factor is 0, the constant classifier of the unshrunk prior.
 
 Per (data set, approach, features, ε): the majority class's, ``prior only``'s (the class input's
 majority) and ``normsub``'s test accuracy, and each rule's paired difference with ``normsub``
@@ -64,6 +79,10 @@ RULES = (
     "gate if the prior leads",
     "weak coordinates",
     "weak coordinates if the prior leads",
+    "prior shrunk",
+    "James–Stein means, prior shrunk",
+    "g-modelling means, prior shrunk",
+    "James–Stein evidence, prior shrunk",
 )
 WEAK_P, WEAK_LEAD = 0.62, 1.5
 
@@ -78,6 +97,33 @@ def pooled_model(model, prior, columns=None):
     theta[:, columns] = (prior[:, None] * theta).sum(axis=0)[columns]
     var[:, columns] = (prior[:, None] * var).sum(axis=0)[columns]
     return GaussianModel(model.spec, prior, theta, var)
+
+
+def shrunk_prior(stats, prior: np.ndarray) -> np.ndarray:
+    """The class prior (shape ``(k,)``) moved toward even by the share of its deviation from even
+    that the class input's noise explains (the posterior mean), floored at 1e-3."""
+    from aggregator.class_prior import input_covariance
+
+    k = len(prior)
+    deviation = prior - 1 / k
+    noise = np.trace(input_covariance(stats.spec.oracles[0], max(stats.states[0].n, 1), prior)) * (1 - 1 / k)
+    weight = min(1.0, noise / max((deviation**2).sum(), 1e-12))
+    shrunk = np.maximum(1 / k + (1 - weight) * deviation, 1e-3)
+    return shrunk / shrunk.sum()
+
+
+def grid_posterior_means(z: np.ndarray, points: int = 121, steps: int = 500) -> np.ndarray:
+    """Posterior means of ``μ`` given each ``z ~ N(μ, 1)`` (any shape), under the mixing
+    distribution of ``±z`` fitted by EM on a grid of ``points`` values (its nonparametric maximum
+    likelihood)."""
+    data = np.concatenate([z.ravel(), -z.ravel()])
+    grid = np.linspace(-np.abs(data).max() - 1, np.abs(data).max() + 1, points)
+    likelihood = np.exp(-0.5 * (data[:, None] - grid[None]) ** 2)
+    weights = np.full(points, 1 / points)
+    for _ in range(steps):
+        weights *= (likelihood / (likelihood @ weights)[:, None]).mean(axis=0)
+    posterior = np.exp(-0.5 * (z.ravel()[:, None] - grid[None]) ** 2) * weights
+    return (posterior @ grid / posterior.sum(axis=1)).reshape(z.shape)
 
 
 def apply_rule(rule: str, stats, model):
@@ -95,6 +141,28 @@ def apply_rule(rule: str, stats, model):
     statistic = ((model.theta - centre) ** 2 / var_theta).sum(axis=0)  # (r,): χ² with k − 1 df
     if rule == "predictive variances":
         return GaussianModel(model.spec, prior, model.theta, model.var + var_theta)
+    if rule.endswith("prior shrunk"):
+        # A deviation from the centre has the variance of θ̂ less the centre's, 1 / Σ precisions.
+        # Unclipped: the clipped means' deviations sum to a χ² below its degrees of freedom.
+        spread = np.maximum(var_theta - 1 / (1 / var_theta).sum(axis=0), 1e-12)
+        raw_centre = (theta / var_theta).sum(axis=0) / (1 / var_theta).sum(axis=0)
+        z = (theta - raw_centre) / np.sqrt(spread)
+        dims = z.size - z.shape[1]  # r(k − 1) independent deviations
+        shrunk = shrunk_prior(stats, prior)
+        if rule == "prior shrunk" or dims < 3:
+            return GaussianModel(model.spec, shrunk, model.theta, model.var)
+        if rule.startswith("g-modelling"):
+            means = np.clip(raw_centre + np.sqrt(spread) * grid_posterior_means(z), -1.0, 1.0)
+            return GaussianModel(model.spec, shrunk, means, model.var)
+        factor = max(0.0, 1 - (dims - 2) / ((z**2).sum() * (k - 1) / k))  # positive-part James–Stein
+        if rule.startswith("James–Stein means"):
+            return GaussianModel(model.spec, shrunk, centre + factor * (model.theta - centre), model.var)
+        if factor == 0:
+            return pooled_model(model, prior)
+        # λ·Σ log N(z; θ, σ²) is N(z; θ, σ²/λ) with the class prior times Π σ^(1 − λ)
+        tilted = np.log(shrunk) + (1 - factor) * 0.5 * np.log(model.var).sum(axis=1)
+        tilted = np.exp(tilted - tilted.max())
+        return GaussianModel(model.spec, tilted / tilted.sum(), model.theta, model.var / factor)
     lead = majority_lead(prior, input_covariance(stats.spec.oracles[0], max(stats.states[0].n, 1), prior))
     if rule.endswith("on the range") or (rule == "predictive on the range if the prior leads" and lead >= 2):
         from scipy.stats import truncnorm
