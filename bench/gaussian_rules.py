@@ -42,7 +42,16 @@ post-processes the default (``normsub``) model from the aggregates alone; none i
 - ``James–Stein evidence, prior shrunk``: that prior, and every coordinate's log-likelihood
   multiplied by the James–Stein factor instead of the means (the model tempered: variances over
   the factor, the prior tilted to keep the variances' normalising terms in proportion); where the
-  factor is 0, the constant classifier of the unshrunk prior.
+  factor is 0, the constant classifier of the unshrunk prior;
+- ``the range and the prior spread-matched``: the posterior means on the range; where the model
+  sums several coordinates, each class's variance plus its mean's posterior variance (the
+  predictive density); the class prior's deviation from even kept at ``√(1 − w)``, ``w`` the
+  share of it that the class input's noise explains (the spread-matched world of
+  ``aggregator/strength.py``);
+- ``expected log-likelihood on the range``: the posterior means on the range, and each class's
+  log-likelihood its expectation over those posteriors, which charges a class
+  ``Σ_i v_ci / 2σ²_ci`` for its means' posterior variances ``v`` (a tilt of the class prior): a
+  class whose means the reports barely know is predicted less.
 
 Per (data set, approach, features, ε): the majority class's, ``prior only``'s (the class input's
 majority) and ``normsub``'s test accuracy, and each rule's paired difference with ``normsub``
@@ -83,6 +92,8 @@ RULES = (
     "James–Stein means, prior shrunk",
     "g-modelling means, prior shrunk",
     "James–Stein evidence, prior shrunk",
+    "the range and the prior spread-matched",
+    "expected log-likelihood on the range",
 )
 WEAK_P, WEAK_LEAD = 0.62, 1.5
 
@@ -99,16 +110,18 @@ def pooled_model(model, prior, columns=None):
     return GaussianModel(model.spec, prior, theta, var)
 
 
-def shrunk_prior(stats, prior: np.ndarray) -> np.ndarray:
-    """The class prior (shape ``(k,)``) moved toward even by the share of its deviation from even
-    that the class input's noise explains (the posterior mean), floored at 1e-3."""
+def shrunk_prior(stats, prior: np.ndarray, spread_matched: bool = False) -> np.ndarray:
+    """The class prior (shape ``(k,)``) moved toward even by the share ``w`` of its deviation from
+    even that the class input's noise explains, floored at 1e-3: the deviation kept at ``1 − w``
+    (the posterior mean) or, ``spread_matched``, at ``√(1 − w)``."""
     from aggregator.class_prior import input_covariance
 
     k = len(prior)
     deviation = prior - 1 / k
     noise = np.trace(input_covariance(stats.spec.oracles[0], max(stats.states[0].n, 1), prior)) * (1 - 1 / k)
     weight = min(1.0, noise / max((deviation**2).sum(), 1e-12))
-    shrunk = np.maximum(1 / k + (1 - weight) * deviation, 1e-3)
+    keep = np.sqrt(1 - weight) if spread_matched else 1 - weight
+    shrunk = np.maximum(1 / k + keep * deviation, 1e-3)
     return shrunk / shrunk.sum()
 
 
@@ -163,6 +176,19 @@ def apply_rule(rule: str, stats, model):
         tilted = np.log(shrunk) + (1 - factor) * 0.5 * np.log(model.var).sum(axis=1)
         tilted = np.exp(tilted - tilted.max())
         return GaussianModel(model.spec, tilted / tilted.sum(), model.theta, model.var / factor)
+    if rule in ("the range and the prior spread-matched", "expected log-likelihood on the range"):
+        from scipy.stats import truncnorm
+
+        sd = np.sqrt(var_theta)
+        low, high = (-1 - theta) / sd, (1 - theta) / sd
+        means = truncnorm.mean(low, high, loc=theta, scale=sd)
+        posterior_variance = truncnorm.var(low, high, loc=theta, scale=sd)
+        if rule.startswith("expected"):
+            tilted = np.log(prior) - 0.5 * (posterior_variance / model.var).sum(axis=1)
+            tilted = np.exp(tilted - tilted.max())
+            return GaussianModel(model.spec, tilted / tilted.sum(), means, model.var)
+        var = model.var + posterior_variance if theta.shape[1] > 1 else model.var
+        return GaussianModel(model.spec, shrunk_prior(stats, prior, spread_matched=True), means, var)
     lead = majority_lead(prior, input_covariance(stats.spec.oracles[0], max(stats.states[0].n, 1), prior))
     if rule.endswith("on the range") or (rule == "predictive on the range if the prior leads" and lead >= 2):
         from scipy.stats import truncnorm
