@@ -223,11 +223,10 @@ def test_a_gaussian_coordinates_test_holds_its_level(approach, k, epsilon, m):
     the class prior's noise, by which every mean is divided, counts: left out, approach 3 at
     ε = 4 rejects in 9 % of collections. At ε = 0.5 and 300 people the means are tested
     unclipped: clipped to the range, their deviations are too small and the test too timid."""
+    from aggregator.dependence import gaussian_feature_p_values
     from participant.continuous import ContinuousFeature, Preparation
     from participant.encoding import population_inputs
     from sim.experiment import simulate_collection
-
-    from aggregator.dependence import gaussian_feature_p_values
 
     classes = ["a", "b", "c"][:k]
     prep = Preparation([ContinuousFeature("h", -1.0, 1.0), ContinuousFeature("w", -1.0, 1.0)])
