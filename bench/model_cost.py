@@ -4,7 +4,10 @@
 
 For each data set, seed 0's collection (protocol ``auto``, fast mode): the median wall time over
 ``--repeat`` builds of ``normsub`` (both bootstrap worlds), of ``normsub`` at a fixed strength
-(no bootstrap) and of the plug-in world's bootstrap alone. Writes bench/results/model_cost.md.
+(no bootstrap) and of the plug-in world's bootstrap alone, and of the model's ``evidence``
+(:func:`aggregator.evidence.evidence`, which the service computes beside every model). Australian
+and Diabetes are collected for the Gaussian model (approach 3, original features; its model has
+no bootstrap). Writes bench/results/model_cost.md.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from aggregator.estimators import normsub_estimator, normsub_unsmoothed
+from aggregator.evidence import evidence
+from aggregator.gaussian import gaussian_estimator
 from aggregator.strength import bootstrap_accuracies
 from sim.datasets import load_dataset
-from sim.experiment import runner_for
+from sim.experiment import DEFAULT_THETA, Setup, collect, runner_for, spec_for, split
 
 RESULTS = Path(__file__).with_name("results") / "model_cost.md"
 
@@ -42,8 +47,8 @@ def main() -> None:
     lines = [
         f"# Cost of one model (`python bench/model_cost.py --repeat {args.repeat} --eps {args.eps:g}`), ms, median",
         "",
-        "| data set | normsub | plug-in bootstrap alone | fixed strength |",
-        "|---|---|---|---|",
+        "| data set | normsub | plug-in bootstrap alone | fixed strength | evidence |",
+        "|---|---|---|---|---|",
     ]
     for dataset in ("car", "chess", "mushroom", "connect-4"):
         runner = runner_for(load_dataset(dataset))
@@ -52,7 +57,17 @@ def main() -> None:
         lines.append(
             f"| {dataset} | {median_ms(partial(normsub_estimator, stats), args.repeat):.1f} "
             f"| {median_ms(partial(bootstrap_accuracies, stats, normsub_unsmoothed), args.repeat):.1f} "
-            f"| {median_ms(partial(normsub_estimator, stats, 1.0), args.repeat):.1f} |"
+            f"| {median_ms(partial(normsub_estimator, stats, 1.0), args.repeat):.1f} "
+            f"| {median_ms(partial(evidence, stats), args.repeat):.1f} |"
+        )
+    for dataset in ("australian", "diabetes"):
+        data = load_dataset(dataset)
+        X_train, _, y_train, _ = split(data, 0)
+        spec = spec_for(data, "auto", args.eps, DEFAULT_THETA, Setup("gaussian"), X_train, y_train)
+        stats = collect(spec, X_train, y_train, np.random.default_rng(0), "fast")
+        lines.append(
+            f"| {dataset} (Gaussian) | {median_ms(partial(gaussian_estimator, stats), args.repeat):.1f} | – | – "
+            f"| {median_ms(partial(evidence, stats), args.repeat):.1f} |"
         )
     RESULTS.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
