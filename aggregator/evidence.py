@@ -40,9 +40,10 @@ def evidence(stats: CollectionStatistics) -> dict:
     holds, per prepared coordinate, the p-value of equal class means
     (:func:`~aggregator.dependence.gaussian_feature_p_values`), and
     ``class_mean_standard_error`` (per class name, one per prepared coordinate) says how noisy
-    its class means are. Its lead matters more than a discrete model's: where it is small the model has to rely on its features, and where it is large but
-    the coordinates are many and noisy the model can fall below always predicting that class
-    (README, *The Gaussian model against the constant classifier*)."""
+    its class means are. Its lead matters more than a discrete model's: where it is small the
+    model has to rely on its features, and where it is large but the coordinates are many and
+    noisy the model can fall below always predicting that class (README, *The Gaussian model
+    against the constant classifier*)."""
     spec = stats.spec
     pooled = pooled_class_shares(stats)
     if pooled is None:
