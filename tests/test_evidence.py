@@ -240,3 +240,17 @@ def test_a_gaussian_coordinates_test_holds_its_level(approach, k, epsilon, m):
     for level in (0.05, 0.2):
         rate = (p < level).mean(axis=0)
         assert np.all(np.abs(rate - level) < 3 * np.sqrt(level * (1 - level) / len(p))), (level, rate)
+
+
+def test_a_gaussian_coordinate_without_reports_is_not_tested():
+    """A coordinate whose inputs have no reports gets no p-value; with none tested, the summary
+    says so and the combined p-value is 1."""
+    stats = gaussian_collection(0.7, 4.0, 6000, np.random.default_rng(3))
+    empty = CollectionStatistics(stats.spec)
+    stats.states[3], stats.states[4] = empty.states[3], empty.states[4]  # approach 3: w's inputs
+    found = evidence(stats)
+    assert found["feature_p_values"]["w"] is None and found["feature_p_values"]["h"] < 1e-4
+    stats.states[1], stats.states[2] = empty.states[1], empty.states[2]
+    found = evidence(stats)
+    assert found["feature_p_values"] == {"h": None, "w": None} and found["dependence_p_value"] == 1.0
+    assert "No feature could be tested" in found["summary"]
