@@ -139,6 +139,17 @@ def grid_posterior_means(z: np.ndarray, points: int = 121, steps: int = 500) -> 
     return (posterior @ grid / posterior.sum(axis=1)).reshape(z.shape)
 
 
+def range_posterior(theta: np.ndarray, var_theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each class mean's posterior mean and variance (shapes as ``theta``'s) under a flat prior on
+    the prepared range [-1, 1]: a normal of variance ``var_theta`` around the unclipped estimate
+    ``theta``, truncated to the range."""
+    from scipy.stats import truncnorm
+
+    sd = np.sqrt(var_theta)
+    low, high = (-1 - theta) / sd, (1 - theta) / sd
+    return truncnorm.mean(low, high, loc=theta, scale=sd), truncnorm.var(low, high, loc=theta, scale=sd)
+
+
 def apply_rule(rule: str, stats, model):
     """The model ``rule`` makes of the default ``model`` built from ``stats``."""
     from scipy.stats import chi2
@@ -177,12 +188,7 @@ def apply_rule(rule: str, stats, model):
         tilted = np.exp(tilted - tilted.max())
         return GaussianModel(model.spec, tilted / tilted.sum(), model.theta, model.var / factor)
     if rule in ("the range and the prior spread-matched", "expected log-likelihood on the range"):
-        from scipy.stats import truncnorm
-
-        sd = np.sqrt(var_theta)
-        low, high = (-1 - theta) / sd, (1 - theta) / sd
-        means = truncnorm.mean(low, high, loc=theta, scale=sd)
-        posterior_variance = truncnorm.var(low, high, loc=theta, scale=sd)
+        means, posterior_variance = range_posterior(theta, var_theta)
         if rule.startswith("expected"):
             tilted = np.log(prior) - 0.5 * (posterior_variance / model.var).sum(axis=1)
             tilted = np.exp(tilted - tilted.max())
@@ -191,14 +197,10 @@ def apply_rule(rule: str, stats, model):
         return GaussianModel(model.spec, shrunk_prior(stats, prior, spread_matched=True), means, var)
     lead = majority_lead(prior, input_covariance(stats.spec.oracles[0], max(stats.states[0].n, 1), prior))
     if rule.endswith("on the range") or (rule == "predictive on the range if the prior leads" and lead >= 2):
-        from scipy.stats import truncnorm
-
-        sd = np.sqrt(var_theta)
-        low, high = (-1 - theta) / sd, (1 - theta) / sd
-        posterior = truncnorm.mean(low, high, loc=theta, scale=sd)
+        posterior, posterior_variance = range_posterior(theta, var_theta)
         if rule == "posterior mean on the range":
             return GaussianModel(model.spec, prior, posterior, model.var)
-        return GaussianModel(model.spec, prior, posterior, model.var + truncnorm.var(low, high, loc=theta, scale=sd))
+        return GaussianModel(model.spec, prior, posterior, model.var + posterior_variance)
     if rule == "predictive on the range if the prior leads":
         return model
     if rule == "posterior mean":
