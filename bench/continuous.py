@@ -10,8 +10,9 @@ majority class (the same splits in every row of a data set); for the discrete mo
 table of ``normsub``'s paired difference with ``strength 1`` (its smoothing strength fixed at 1,
 as before the strength was chosen per collection), and a third of its paired differences with the
 majority class and with ``prior only`` (the class the private reports say is most common: the
-constant classifier the reports can give; ``bench/estimators.py``). Prints Markdown tables; projections are fitted on the training split, as in the
-paper (a real collection fits them on a separate reference sample).
+constant classifier the reports can give; ``bench/estimators.py``). Prints Markdown tables;
+projections are fitted on the training split, as in the paper (a real collection fits them on a
+separate reference sample).
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ def cell(data, protocol, eps, setup, reps):
     )
     if not discrete:
         return (*means, None)
-    others = ([r.accuracy["strength 1"], r.majority_accuracy, r.accuracy["prior only"]] for r in runs)
-    gains = np.array([[r.accuracy["normsub"] - o for o in other] for r, other in zip(runs, others)])
+    others = [[r.accuracy["strength 1"], r.majority_accuracy, r.accuracy["prior only"]] for r in runs]
+    gains = np.array([r.accuracy["normsub"] for r in runs])[:, None] - np.array(others)
     return (*means, list(zip(gains.mean(axis=0), gains.std(axis=0, ddof=1) / np.sqrt(len(gains)))))
 
 
