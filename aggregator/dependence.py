@@ -80,17 +80,15 @@ def gaussian_feature_p_values(stats: CollectionStatistics) -> list[float | None]
     from scipy import stats as st
 
     from .class_prior import input_covariance
-    from .gaussian import class_moments, class_prior, moment_variances
+    from .gaussian import class_means_and_noise
 
     spec = stats.spec
     k, r = spec.n_classes, len(spec.continuous.output_names)
     first_inputs = [1 + 2 * j for j in range(r)] if spec.approach == 3 else [1] * r
     if stats.states[0].n == 0:
         return [None] * r
-    prior = class_prior(stats, "normsub")
-    theta, mean_square = class_moments(stats, prior)
+    prior, theta, variance = class_means_and_noise(stats)
     clipped = np.clip(theta, -1.0, 1.0)
-    variance, _ = moment_variances(stats, prior, clipped, np.clip(mean_square, 0.0, 1.0))
     prior_covariance = input_covariance(spec.oracles[0], stats.states[0].n, prior)
     contrasts = np.hstack([np.eye(k - 1), -np.ones((k - 1, 1))])
     p_values: list[float | None] = []

@@ -80,12 +80,9 @@ def class_mean_errors(stats: CollectionStatistics) -> np.ndarray:
     over the reports, divided by the class prior the model uses
     (:func:`~aggregator.gaussian.moment_variances`; the prior's own noise is left out). Where it is
     as large as the spread of the means, the coordinate's class means are mostly noise."""
-    from .gaussian import class_moments, class_prior, moment_variances
+    from .gaussian import class_means_and_noise
 
-    prior = class_prior(stats, "normsub")
-    theta, mean_square = class_moments(stats, prior)
-    variance, _ = moment_variances(stats, prior, np.clip(theta, -1.0, 1.0), np.clip(mean_square, 0.0, 1.0))
-    return np.sqrt(variance)
+    return np.sqrt(class_means_and_noise(stats)[2])
 
 
 def summary(top: str, second: str, lead: float, p_value: float, tested: bool) -> str:

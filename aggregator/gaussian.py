@@ -163,6 +163,16 @@ def class_moments(stats: CollectionStatistics, prior) -> tuple[np.ndarray, np.nd
     return first / prior[:, None], second / prior[:, None]
 
 
+def class_means_and_noise(stats: CollectionStatistics) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(prior, θ̂, Var θ̂)``: ``normsub``'s class prior (shape ``(k,)``), the unclipped class
+    means (shape ``(k, r)``, prepared units) and each mean's estimated variance
+    (:func:`moment_variances` at the means and mean squares clipped to their ranges)."""
+    prior = class_prior(stats, "normsub")
+    theta, mean_square = class_moments(stats, prior)
+    variance, _ = moment_variances(stats, prior, np.clip(theta, -1.0, 1.0), np.clip(mean_square, 0.0, 1.0))
+    return prior, theta, variance
+
+
 def corrected_variances(stats: CollectionStatistics, prior, theta, mean_square) -> tuple[np.ndarray, np.ndarray]:
     """``(variance, standard error)`` per class and coordinate, shape ``(k, r)`` each: the plug-in
     ``Ê[z²] − θ̂²`` plus ``Var(θ̂)``, by which ``θ̂²`` overestimates ``θ²`` on average. Unbiased
