@@ -172,11 +172,9 @@ def apply_rule(rule: str, stats, model):
     from scipy.stats import chi2
 
     from aggregator.class_prior import input_covariance, majority_lead
-    from aggregator.gaussian import GaussianModel, class_moments, moment_variances
+    from aggregator.gaussian import GaussianModel, class_means_and_noise
 
-    prior = model.class_prior
-    theta, mean_square = class_moments(stats, prior)
-    var_theta, _ = moment_variances(stats, prior, np.clip(theta, -1, 1), np.clip(mean_square, 0, 1))
+    prior, theta, var_theta = class_means_and_noise(stats)  # the default model's prior: normsub's
     k = len(prior)
     centre = (model.theta / var_theta).sum(axis=0) / (1 / var_theta).sum(axis=0)
     statistic = ((model.theta - centre) ** 2 / var_theta).sum(axis=0)  # (r,): χ² with k − 1 df
