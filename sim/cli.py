@@ -32,6 +32,7 @@ EPILOG = f"""\
 subcommands:
   python -m sim sweep --help     accuracy over a grid of protocols and ε, as CSV and plots
   python -m sim compare --help   LDP Naive Bayes beside central-DP baselines
+  python -m sim plan --help      before collecting: which share of the people should report the class
 
 examples:
   python -m sim --dataset car --protocol OUE --eps 1
@@ -193,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
         from .compare import main as compare
 
         return compare(argv[1:])
+    if argv[:1] == ["plan"]:
+        from .plan import main as plan
+
+        return plan(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     check_common(parser, args)

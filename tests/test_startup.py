@@ -14,6 +14,7 @@ COMMANDS = [
     ["sim", "--help"],
     ["sim", "sweep", "--help"],
     ["sim", "compare", "--help"],
+    ["sim", "plan", "--help"],
     ["aggregator", "--help"],
     ["aggregator", "serve", "--help"],
     ["aggregator", "status", "--help"],

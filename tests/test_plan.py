@@ -1,0 +1,85 @@
+"""``python -m sim plan``: the class share a sample says a collection should publish. It must take
+a share where the reports alone cannot settle the class prior (car at ε = 0.5) and keep the
+uniform choice where the features need the reports (chess at ε = 2), and never take a gain the
+paired runs cannot tell from noise."""
+
+import json
+
+import numpy as np
+import pytest
+
+from sim.cli import main
+from sim.datasets import load_dataset
+from sim.plan import ShareForecast, choose, plan_class_share, population
+
+
+def forecast(share, gains, base):
+    return ShareForecast(share, base + np.asarray(gains, dtype=float), np.full(len(base), 0.7))
+
+
+def test_choose_takes_the_best_share_that_clears_its_error_and_nothing_else():
+    rng = np.random.default_rng(0)
+    base = rng.uniform(0.6, 0.8, 50)
+    uniform = forecast(None, np.zeros(50), base)
+    steady = forecast(0.4, 0.02 + rng.normal(0, 0.01, 50), base)  # +0.02, SE about 0.0014
+    steadier = forecast(0.55, 0.01 + rng.normal(0, 0.01, 50), base)  # clears, but gains less
+    noisy = forecast(0.7, 0.03 + rng.normal(0, 0.3, 50), base)  # more on average, SE about 0.04
+    assert choose([uniform, steadier, steady, noisy]) == 0.4
+    assert choose([uniform, noisy]) is None
+    losing = forecast(0.25, -0.02 + rng.normal(0, 0.01, 50), base)
+    assert choose([uniform, losing]) is None
+    # Exactly two standard errors is not more than two.
+    diff = np.array([0.0, 2.0])  # mean 1, standard error √2 / √2 = 1
+    edge = forecast(0.4, diff * 1.0, np.zeros(2))
+    mean, se = edge.gain(forecast(None, np.zeros(2), np.zeros(2)))
+    assert mean == pytest.approx(1.0) and se == pytest.approx(1.0)
+    assert choose([forecast(None, np.zeros(2), np.zeros(2)), edge], z=1.0) is None
+    assert choose([forecast(None, np.zeros(2), np.zeros(2)), edge], z=0.99) == 0.4
+
+
+def test_car_at_half_an_epsilon_is_sent_to_the_class_and_chess_at_two_is_not():
+    car = plan_class_share(load_dataset("car"), "auto", 0.5, shares=(0.7,), reps=100, seed=1000)
+    assert car.chosen == 0.7
+    assert car.people == 1382 and car.uniform_share == pytest.approx(1 / 7)
+    gain, se = car.forecasts[1].gain(car.forecasts[0])
+    assert gain > 2 * se and gain > 0.01  # bench/planned_share.py: +0.020 ± 0.007
+    chess = plan_class_share(load_dataset("chess"), "auto", 2.0, shares=(0.4,), reps=30, seed=1000)
+    assert chess.chosen is None
+    assert chess.forecasts[1].gain(chess.forecasts[0])[0] < -0.02  # the features lose their reports
+
+
+def test_a_population_of_the_expected_size_keeps_the_samples_domain():
+    car = load_dataset("car")
+    small = population(car, 8, seed=3)
+    assert len(small.y) == 10  # 8 to train on, 2 to test
+    assert set(small.y) < set(car.classes)  # the draw missed car's rare classes ...
+    assert small.categories == car.categories and small.classes == car.classes  # ... which are still declared
+    plan = plan_class_share(car, "auto", 4.0, shares=(0.4,), reps=3, people=400)
+    assert plan.people == 400
+
+
+def test_the_command_prints_the_plan_as_json(capsys):
+    assert main(["plan", "--dataset", "car", "--eps", "4", "--reps", "3", "--shares", "0.4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["people"] == 1382 and out["chosen"] is None
+    assert [s["share"] for s in out["shares"]] == [None, 0.4]
+    assert out["shares"][0]["gain"] is None and out["shares"][1]["gain_se"] > 0
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--reps", "1"], ["--reps", "at least 2"]),
+        (["--shares", "0.4,1.5"], ["--shares", "(0, 1)"]),
+        (["--bins", "3"], ["categorical", "--bins"]),
+        (["--eps", "0"], ["--eps"]),
+        (["--people", "0"], ["--people"]),
+    ],
+)
+def test_bad_options_are_one_line_and_exit_2(capsys, args, words):
+    with pytest.raises(SystemExit) as exit:
+        main(["plan", "--dataset", "car", *args])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert "error:" in last and all(w in last for w in words), last
