@@ -22,6 +22,7 @@ COMMANDS = [
     ["-m", "sim", "--help"],
     ["-m", "sim", "sweep", "--help"],
     ["-m", "sim", "compare", "--help"],
+    ["-m", "sim", "plan", "--help"],
     ["-m", "aggregator", "--help"],
     ["-m", "aggregator", "serve", "--help"],
     ["-m", "aggregator", "status", "--help"],
