@@ -64,6 +64,17 @@ class Dataset(Table):
     def classes(self) -> list[str]:
         return sorted(set(self.y.tolist()))
 
+    def rows(self, index) -> Dataset:
+        """The data set of the rows ``index`` (an integer array; repeats allowed) with this one's
+        declared domain: a category or class the rows miss is still declared."""
+        from dataclasses import replace
+
+        subset = replace(self, X=self.X[index], y=self.y[index])
+        if not self.continuous:
+            subset.categories = self.categories  # set, not derived: cached_property allows it
+        subset.classes = self.classes
+        return subset
+
 
 def _board(columns: str, rows: int) -> tuple[str, ...]:
     return tuple(f"{c}{r}" for c in columns for r in range(1, rows + 1))

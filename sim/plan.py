@@ -17,7 +17,6 @@ neither what a report reveals nor what it spends.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from dataclasses import dataclass
@@ -80,12 +79,7 @@ def population(sample: Dataset, people: int, seed: int) -> Dataset:
     from .experiment import TEST_SIZE
 
     rows = np.random.default_rng(seed).integers(len(sample.y), size=int(np.ceil(people / (1 - TEST_SIZE))))
-    drawn = dataclasses.replace(sample, X=sample.X[rows], y=sample.y[rows])
-    if not sample.continuous:
-        drawn.categories, drawn.classes = sample.categories, sample.classes  # cached_property: set, not derived
-    else:
-        drawn.classes = sample.classes
-    return drawn
+    return sample.rows(rows)
 
 
 def plan_class_share(
