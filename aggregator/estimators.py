@@ -16,7 +16,9 @@ Every estimator reads only the aggregated statistics (post-processing), so none 
   estimated population and in one without class signal, weighed by how likely the reports make
   each). The smoothing
   matters most: when the noise swamps a feature's counts its conditionals flatten and the prior
-  decides, instead of noise deciding (see the README table).
+  decides, instead of noise deciding (see the README table). The class probabilities are then
+  softened by a temperature chosen the same way (:mod:`aggregator.calibration`), which changes
+  no prediction and keeps the noise of many features from making the model sure of anything.
 - ``marginal``: ``normsub`` with the conditionals smoothed toward each feature's pooled marginal
   instead of uniform (:func:`~aggregator.smoothing.smooth_conditionals` says when each is better).
 """
@@ -29,6 +31,7 @@ from functools import partial
 
 import numpy as np
 
+from .calibration import choose_temperature
 from .class_prior import pooled_class_shares
 from .gaussian import GaussianModel, gaussian_estimator
 from .model import NaiveBayesModel
@@ -38,8 +41,9 @@ from .statistics import CollectionStatistics
 from .strength import choose_strength
 
 
-def paper_estimator(stats: CollectionStatistics) -> NaiveBayesModel:
-    """Section 3.1 exactly: raw estimates, non-positive ones set to 1."""
+def paper_estimator(stats: CollectionStatistics, temperature: float | None = None) -> NaiveBayesModel:
+    """Section 3.1 exactly: raw estimates, non-positive ones set to 1; class probabilities at
+    ``temperature`` (left out: 1, the paper's)."""
     spec, k = stats.spec, stats.spec.n_classes
     counts = stats.estimated_counts()
     class_count = np.where(counts[0] > 0, counts[0], 1.0)
@@ -48,28 +52,37 @@ def paper_estimator(stats: CollectionStatistics) -> NaiveBayesModel:
         joint = np.where(joint > 0, joint, 1.0)
         # Joint index a·k + c: rows are feature values, columns classes; the model wants (k, n_i).
         category_count.append(joint.reshape(-1, k).T)
-    return NaiveBayesModel(spec, class_count, category_count)
+    return NaiveBayesModel(spec, class_count, category_count, temperature or 1.0)
 
 
 def normsub_estimator(
-    stats: CollectionStatistics, strength: float | None = None, target: str = "uniform"
+    stats: CollectionStatistics,
+    strength: float | None = None,
+    target: str = "uniform",
+    temperature: float | None = None,
 ) -> NaiveBayesModel:
     """Norm-Sub consistent histograms, inverse-variance pooled class priors, and conditionals
     smoothed toward ``target`` (uniform, or the feature's pooled marginal) by
     :func:`~aggregator.smoothing.smooth_conditionals` with ``strength`` (left out: the one
-    :func:`~aggregator.strength.choose_strength` picks from the statistics)."""
+    :func:`~aggregator.strength.choose_strength` picks from the statistics); class probabilities
+    at ``temperature`` (left out: the one :func:`~aggregator.calibration.choose_temperature`
+    picks, which changes no prediction)."""
     derive = partial(normsub_unsmoothed, target=target)
     base = derive(stats)
     if strength is None:
         strength = choose_strength(stats, derive, base)
-    return base.model(stats.spec, strength)
+    if temperature is None:
+        temperature = choose_temperature(stats, derive, base, strength)
+    return base.model(stats.spec, strength, temperature)
 
 
-def marginal_estimator(stats: CollectionStatistics, strength: float | None = None) -> NaiveBayesModel:
+def marginal_estimator(
+    stats: CollectionStatistics, strength: float | None = None, temperature: float | None = None
+) -> NaiveBayesModel:
     """``normsub`` with the conditionals smoothed toward each feature's pooled marginal instead of
     uniform: a fifth of the false class signal a skewed feature that tells the classes nothing
     gains toward uniform, at the cost measured in the README (*Estimators*)."""
-    return normsub_estimator(stats, strength, target="marginal")
+    return normsub_estimator(stats, strength, target="marginal", temperature=temperature)
 
 
 def normsub_unsmoothed(stats: CollectionStatistics, target: str = "uniform") -> Unsmoothed:
@@ -154,15 +167,17 @@ def direct_encoding_mle(oracle, state) -> np.ndarray:
     return np.maximum(f / lam[r - 1] - c, 0.0) * state.n
 
 
-def ibu_estimator(stats: CollectionStatistics, strength: float | None = None) -> NaiveBayesModel:
+def ibu_estimator(
+    stats: CollectionStatistics, strength: float | None = None, temperature: float | None = None
+) -> NaiveBayesModel:
     """``normsub`` with each DE input's histogram the maximum-likelihood one
     (:func:`direct_encoding_mle`, where Iterative Bayesian Update converges) instead of Norm-Sub
     (other protocols' inputs as in ``normsub``), then the same smoothing, its strength chosen for
-    this estimator when left out."""
+    this estimator when left out; class probabilities at ``temperature`` (left out: 1)."""
     base = ibu_unsmoothed(stats)
     if strength is None:
         strength = choose_strength(stats, ibu_unsmoothed, base)
-    return base.model(stats.spec, strength)
+    return base.model(stats.spec, strength, temperature or 1.0)
 
 
 def ibu_unsmoothed(stats: CollectionStatistics) -> Unsmoothed:
@@ -186,15 +201,19 @@ ESTIMATORS: dict[str, Callable[[CollectionStatistics], NaiveBayesModel]] = {
 }
 
 
-def build_model(stats: CollectionStatistics, estimator: str = "normsub"):
+def build_model(stats: CollectionStatistics, estimator: str = "normsub", temperature: float | None = None):
     """The Naive Bayes model the named estimator assembles from ``stats``: a
     :class:`NaiveBayesModel` for a discrete spec, a :class:`~aggregator.gaussian.GaussianModel`
-    for a Gaussian one."""
+    for a Gaussian one. ``temperature``: the discrete model's (left out: the estimator's own
+    choice). It changes no prediction, so a caller that scores only predictions passes 1 and
+    skips ``normsub``'s bootstrap of it."""
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; choose one of {', '.join(ESTIMATORS)}")
     if stats.spec.model == "gaussian":
         return gaussian_estimator(stats, estimator)
-    return ESTIMATORS[estimator](stats)
+    if temperature is None:  # an estimator a bench registers may take the statistics alone
+        return ESTIMATORS[estimator](stats)
+    return ESTIMATORS[estimator](stats, temperature=temperature)
 
 
 def model_from_dict(data: dict):

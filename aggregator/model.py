@@ -12,6 +12,7 @@ from participant.spec import CollectionSpec
 
 if TYPE_CHECKING:
     from scipy import sparse
+    from sklearn.pipeline import Pipeline
 
 
 def one_hot(codes: np.ndarray, n_categories) -> sparse.csr_matrix:
@@ -31,20 +32,26 @@ class NaiveBayesModel:
     ``class_log_prior`` has shape ``(k,)``; ``feature_log_prob[i]`` has shape ``(k, n_i)`` and
     holds ``log P(F_i = category | class)`` in spec order, as scikit-learn's ``CategoricalNB`` does.
     ``class_count`` and ``category_count`` are the (post-processed) estimated counts behind them.
+    ``temperature`` (in (0, 1]) scales the joint log-likelihoods before they are normalised into
+    class probabilities (:mod:`aggregator.calibration`); predictions do not depend on it.
     """
 
-    def __init__(self, spec: CollectionSpec, class_count, category_count):
+    def __init__(self, spec: CollectionSpec, class_count, category_count, temperature: float = 1.0):
         self.spec = spec
         self.classes_ = np.asarray(spec.classes, dtype=object)
         self.class_count = np.asarray(class_count, dtype=float)
         self.category_count = [np.asarray(c, dtype=float) for c in category_count]
         if (self.class_count <= 0).any() or any((c <= 0).any() for c in self.category_count):
             raise ValueError("counts must be positive; post-process estimates before building a model")
+        if not 0 < temperature <= 1:
+            raise ValueError(f"temperature must be in (0, 1], not {temperature!r}")
+        self.temperature = float(temperature)
         self.class_log_prior = np.log(self.class_count) - np.log(self.class_count.sum())
         self.feature_log_prob = [np.log(c) - np.log(c.sum(axis=1, keepdims=True)) for c in self.category_count]
 
     def to_dict(self) -> dict:
-        """Plain JSON/msgpack types: the spec, the counts, and the log-probabilities they imply."""
+        """Plain JSON/msgpack types: the spec, the counts, the log-probabilities they imply, and the
+        temperature of the class probabilities."""
         return {
             "spec": self.spec.to_dict(),
             "classes": list(self.spec.classes),
@@ -52,12 +59,15 @@ class NaiveBayesModel:
             "category_count": [c.tolist() for c in self.category_count],
             "class_log_prior": self.class_log_prior.tolist(),
             "feature_log_prob": [t.tolist() for t in self.feature_log_prob],
+            "temperature": self.temperature,
         }
 
     @classmethod
     def from_dict(cls, data: dict) -> NaiveBayesModel:
-        """The model :meth:`to_dict` describes (rebuilt from its counts)."""
-        return cls(CollectionSpec.from_dict(data["spec"]), data["class_count"], data["category_count"])
+        """The model :meth:`to_dict` describes (rebuilt from its counts; a model saved before
+        temperatures were chosen has 1)."""
+        spec = CollectionSpec.from_dict(data["spec"])
+        return cls(spec, data["class_count"], data["category_count"], data.get("temperature", 1.0))
 
     @property
     def class_prior(self) -> np.ndarray:
@@ -71,8 +81,9 @@ class NaiveBayesModel:
         return jll
 
     def predict_log_proba(self, X) -> np.ndarray:
-        """Log posterior class probabilities of raw records ``X`` (m, n); shape ``(m, k)``."""
-        jll = self.joint_log_likelihood_codes(encode_features(X, self.spec))
+        """Log posterior class probabilities of raw records ``X`` (m, n) at the model's
+        temperature; shape ``(m, k)``."""
+        jll = self.temperature * self.joint_log_likelihood_codes(encode_features(X, self.spec))
         from scipy.special import logsumexp  # here: a command that only parses its options never loads scipy
 
         return jll - logsumexp(jll, axis=1, keepdims=True)
@@ -92,7 +103,9 @@ class NaiveBayesModel:
 
     def to_sklearn(self):
         """A fitted ``CategoricalNB`` on ordinal codes (category index in spec order), holding
-        this model's probabilities. ``partial_fit`` on it would recompute them from the counts."""
+        this model's probabilities. Below temperature 1 its log-probabilities are this model's
+        times the temperature, so that its ``predict_proba`` is this model's (and its ``predict``
+        the same); ``partial_fit`` on it would recompute them from the counts."""
         from sklearn.naive_bayes import CategoricalNB
 
         nb = CategoricalNB()
@@ -101,8 +114,8 @@ class NaiveBayesModel:
         nb.n_categories_ = np.array([len(f.categories) for f in self.spec.features])
         nb.class_count_ = self.class_count.copy()
         nb.category_count_ = [c.copy() for c in self.category_count]
-        nb.class_log_prior_ = self.class_log_prior.copy()
-        nb.feature_log_prob_ = [t.copy() for t in self.feature_log_prob]
+        nb.class_log_prior_ = self.temperature * self.class_log_prior
+        nb.feature_log_prob_ = [self.temperature * t for t in self.feature_log_prob]
         return nb
 
     def to_sklearn_pipeline(self) -> Pipeline:

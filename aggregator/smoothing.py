@@ -26,10 +26,11 @@ class Unsmoothed:
     cell_variances: list[float]
     target: str = "uniform"
 
-    def model(self, spec: CollectionSpec, strength: float) -> NaiveBayesModel:
-        """The Naive Bayes model with every feature smoothed at ``strength``."""
+    def model(self, spec: CollectionSpec, strength: float, temperature: float = 1.0) -> NaiveBayesModel:
+        """The Naive Bayes model with every feature smoothed at ``strength``, its class
+        probabilities at ``temperature`` (:mod:`aggregator.calibration`)."""
         tables = [smooth_conditionals(t, v, strength, self.target) for t, v in zip(self.tables, self.cell_variances)]
-        return NaiveBayesModel(spec, self.class_count, tables)
+        return NaiveBayesModel(spec, self.class_count, tables, temperature)
 
     def log_probabilities(self, strengths: np.ndarray) -> list[np.ndarray]:
         """``log P(F_i = a | c)`` at each of ``strengths`` (shape ``(S,)``) at once: one array of

@@ -210,6 +210,18 @@ def draw_statistics(model: NaiveBayesModel, like: CollectionStatistics, rng) -> 
     return drawn
 
 
+def bootstrap_too_large(spec) -> bool:
+    """Whether a bootstrap of ``spec``'s collections costs too much to run for each model: more
+    than :data:`MAX_CELLS` cells summed over the inputs, or a DE input over :data:`MAX_DE_DOMAIN`
+    values (its exact draw holds a d × d matrix)."""
+    from protocols import DirectEncoding
+
+    oracles = spec.oracles
+    return sum(o.domain_size for o in oracles) > MAX_CELLS or any(
+        isinstance(o, DirectEncoding) and o.domain_size > MAX_DE_DOMAIN for o in oracles
+    )
+
+
 def choose_strength(
     stats: CollectionStatistics,
     derive: Derive,
@@ -249,13 +261,7 @@ def choose_strength(
     Returns ``strengths[0]`` when there are no reports, when the class prior is that even (toward
     uniform), or when the collection is larger than :data:`MAX_CELLS` cells or holds a DE input
     over :data:`MAX_DE_DOMAIN` values."""
-    from protocols import DirectEncoding
-
-    oracles = stats.spec.oracles
-    too_large = sum(o.domain_size for o in oracles) > MAX_CELLS or any(
-        isinstance(o, DirectEncoding) and o.domain_size > MAX_DE_DOMAIN for o in oracles
-    )
-    if stats.n_reports == 0 or len(strengths) == 1 or too_large:
+    if stats.n_reports == 0 or len(strengths) == 1 or bootstrap_too_large(stats.spec):
         return strengths[0]
     base = base or derive(stats)
     evenness = prior_evenness(base.class_count)

@@ -60,7 +60,7 @@ def cell(dataset: str, protocol: str, epsilon: float, reps: int, mode: str) -> t
     run's accuracies."""
     register()
     data = load_dataset(dataset)
-    runs = [run_once(data, protocol, epsilon, seed, NAMES, mode=mode) for seed in range(reps)]
+    runs = [run_once(data, protocol, epsilon, seed, NAMES, mode=mode, log_loss=True) for seed in range(reps)]
     acc = {n: np.array([r.accuracy[n] for r in runs]) for n in NAMES}
     loss = {n: np.array([r.log_loss[n] for r in runs]) for n in NAMES}
     majority = np.array([r.majority_accuracy for r in runs])

@@ -72,7 +72,7 @@ def cell(dataset: str, epsilon: float, reps: int) -> tuple[str, float, np.ndarra
     data = load_dataset(dataset)
     runs = []
     for seed in range(reps):
-        result = run_once(data, "auto", epsilon, seed, names, mode="fast")
+        result = run_once(data, "auto", epsilon, seed, names, mode="fast", log_loss=True)
         runs.append(
             [result.majority_accuracy]
             + [result.accuracy[n] for n in names]

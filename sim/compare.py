@@ -75,7 +75,7 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0, knn: int =
                     lambda eps, rng: DPSVM(eps, None, k, rng=rng, bounds=bounds).fit(Xtr, ytr).score(Xte, yte),
                     lambda eps, rng: SmoothSensitivityNB(eps, bounds, k, rng=rng).fit(Xtr, ytr).score(Xte, yte),
                 ]
-                ours = lambda eps: run_once(dataset, "auto", eps, s, ("normsub",), mode="fast")  # noqa: E731
+                ours = lambda eps: run_once(dataset, "auto", eps, s, ("normsub",), mode="fast", log_loss=False)  # noqa: E731
             else:
                 runner = runner_for(dataset)
                 train, test, _ = runner.split(s)
@@ -98,7 +98,7 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0, knn: int =
                             .score(X[test], y[test])
                         )
                     )
-                ours = lambda eps: runner.run("auto", eps, s, ("normsub",), mode="fast")  # noqa: E731
+                ours = lambda eps: runner.run("auto", eps, s, ("normsub",), mode="fast", log_loss=False)  # noqa: E731
             first = ours(epsilons[0])
             nonprivate[names[0]][r], majority[r] = first.nonprivate_accuracy, first.majority_accuracy
             assert len(baselines) == len(names) - 1, "every baseline needs its name"

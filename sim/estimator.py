@@ -131,7 +131,9 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         return jll
 
     def predict_log_proba(self, X) -> np.ndarray:
-        jll = self._joint_log_likelihood(X)
+        """Log posterior class probabilities at the model's temperature, shape ``(m, k)``."""
+        jll = self._joint_log_likelihood(X)  # checks the fit before the model is read
+        jll *= self.model_.temperature
         return jll - np.logaddexp.reduce(jll, axis=1, keepdims=True)
 
     def predict_proba(self, X) -> np.ndarray:

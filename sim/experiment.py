@@ -188,12 +188,14 @@ def run_once(
     budget: str = "one-report",
     mode: str = "replay",
     class_share: float | None = None,
+    log_loss: bool = False,
 ) -> RunResult:
     """One repetition: a random 80/20 split and one collection, scored by every named estimator
     on the same reports. Deterministic given ``seed``. ``class_share``: the share of people who
-    report the class input (None: uniform over the inputs)."""
+    report the class input (None: uniform over the inputs). Without ``log_loss`` a categorical
+    data set's result scores accuracy alone, and its models skip the temperature's bootstrap."""
     if not dataset.continuous:
-        return runner_for(dataset).run(protocol, epsilon, seed, estimators, theta, budget, mode, class_share)
+        return runner_for(dataset).run(protocol, epsilon, seed, estimators, theta, budget, mode, class_share, log_loss)
     X_train, X_test, y_train, y_test = split(dataset, seed)
     spec = spec_for(dataset, protocol, epsilon, theta, setup, X_train, y_train, budget)
     stats = collect(spec, X_train, y_train, np.random.default_rng(seed), mode, class_share)
@@ -339,9 +341,11 @@ class Runner:
         budget: str = "one-report",
         mode: str = "replay",
         class_share: float | None = None,
+        log_loss: bool = False,
     ) -> RunResult:
         """Repetition ``seed`` of one setting (:meth:`run_many` with one setting)."""
-        return self.run_many([(protocol, epsilon, theta, budget)], seed, estimators, mode, class_share=class_share)[0]
+        setting = (protocol, epsilon, theta, budget)
+        return self.run_many([setting], seed, estimators, mode, log_loss, class_share)[0]
 
     def run_many(
         self,
@@ -349,7 +353,7 @@ class Runner:
         seed: int,
         estimators: tuple[str, ...] = ("paper",),
         mode: str = "replay",
-        log_loss: bool = True,
+        log_loss: bool = False,
         class_share: float | None = None,
     ) -> list[RunResult]:
         """Repetition ``seed`` of each of ``settings`` (one :class:`RunResult` each, in order), every
@@ -358,8 +362,10 @@ class Runner:
         ``log_loss`` stays empty (its exponentials cost a third of the scoring). ``class_share``:
         the share of people who report the class input (None: uniform over the inputs)."""
         train, test, nonprivate = self.split(seed)
+        # Without log-loss only predictions are scored, which no temperature changes.
+        temperature = None if log_loss else 1.0
         models = [
-            build_model(self.statistics(setting, seed, mode, class_share), name)
+            build_model(self.statistics(setting, seed, mode, class_share), name, temperature)
             for setting in settings
             for name in estimators
         ]
@@ -381,8 +387,9 @@ class Runner:
         return results
 
     def _score(self, models: list, seed: int, log_loss: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
-        """Test accuracy and log-loss (nats per record; None without ``log_loss``) of each of
-        ``models`` on repetition ``seed``'s test rows; arrays of shape ``(len(models),)``."""
+        """Test accuracy and log-loss (nats per record, at each model's temperature; None without
+        ``log_loss``) of each of ``models`` on repetition ``seed``'s test rows; arrays of shape
+        ``(len(models),)``."""
         rows = self._test_matrix(seed)
         labels = self.labels[self.split(seed)[1]]
         m, k, n = len(labels), self.k, len(models)
@@ -402,6 +409,8 @@ class Runner:
             correct &= np.where(earlier, own > jll[:, c], own >= jll[:, c])
         if not log_loss:
             return correct.mean(axis=0), None
+        jll *= np.array([getattr(model, "temperature", 1.0) for model in models])
+        own = jll[np.arange(m), labels]
         top = jll.max(axis=1)
         normaliser = top + np.log(np.exp(jll - top[:, None]).sum(axis=1))
         return correct.mean(axis=0), (normaliser - own).mean(axis=0)

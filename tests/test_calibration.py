@@ -1,0 +1,124 @@
+"""The temperature of the model's class probabilities (aggregator.calibration): it softens a model
+whose many noisy features make it sure of nothing it knows, leaves a well-measured one alone,
+never changes a prediction, and travels with the model to scikit-learn and back."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp, softmax
+
+from aggregator import build_model
+from aggregator.calibration import MARGIN, TEMPERATURES, expected_log_loss, pick
+from aggregator.model import NaiveBayesModel
+from aggregator.strength import sample_records
+from participant import CollectionSpec, Feature
+from sim.datasets import load_dataset
+from sim.experiment import DEFAULT_THETA, runner_for
+from sim.synthetic import known_model_statistics
+
+
+def true_log_loss(model: NaiveBayesModel, truth: NaiveBayesModel, records: int = 4000) -> float:
+    """The model's expected log-loss (nats per record) at its temperature on records drawn from
+    ``truth``, against ``truth``'s class probabilities."""
+    codes, posterior = sample_records(truth, records, np.random.default_rng(0))
+    jll = model.temperature * model.joint_log_likelihood_codes(codes)
+    return float(-(posterior * (jll - logsumexp(jll, axis=1, keepdims=True))).sum(axis=1).mean())
+
+
+def population(features: int, values: int, prior, signal: np.ndarray | None, protocol: str, epsilon: float):
+    """A spec and a known population over it: ``signal`` the conditional table every feature
+    shares (``(k, values)``), or None for features that tell the classes nothing."""
+    k = len(prior)
+    spec = CollectionSpec(
+        [Feature(f"f{i}", [str(v) for v in range(values)]) for i in range(features)],
+        [str(c) for c in range(k)],
+        protocol,
+        epsilon,
+    )
+    if signal is None:
+        shares = np.linspace(2, 1, values)
+        signal = np.tile(shares / shares.sum(), (k, 1))
+    conditionals = [signal] * features
+    return spec, conditionals, NaiveBayesModel(spec, np.asarray(prior) * 1000, [t * 1000 for t in conditionals])
+
+
+def test_expected_log_loss_is_the_cross_entropy_of_the_tempered_posterior():
+    rng = np.random.default_rng(3)
+    jll = rng.normal(scale=5, size=(50, 3))
+    posterior = rng.dirichlet(np.ones(3), size=50)
+    temperatures = np.array([1.0, 0.5, 0.1])
+    expected = [-(posterior * np.log(softmax(t * jll, axis=1))).sum(axis=1).mean() for t in temperatures]
+    np.testing.assert_allclose(expected_log_loss(jll, posterior, temperatures), expected, rtol=1e-12)
+
+
+def test_a_softer_temperature_must_save_the_margin():
+    temperatures = np.array([1.0, 0.5, 0.25])
+    assert pick(np.array([1.0, 1.0 - 0.8 * MARGIN, 1.0 - 0.9 * MARGIN]), temperatures) == 1.0
+    assert pick(np.array([1.0, 1.0 - 2 * MARGIN, 1.0 - MARGIN]), temperatures) == 0.5
+    assert pick(np.array([1.0, 1.0 - MARGIN, 0.5]), temperatures) == 0.25
+    assert pick(np.array([1.0, 1.2, 1.5]), temperatures) == 1.0
+
+
+def test_forty_noisy_features_without_signal_are_softened_toward_knowing_nothing():
+    """40 three-valued features independent of two even classes, 4,000 people at ε = 0.5 (DE):
+    at temperature 1 the model's summed noise costs 1.34 nats a record where knowing nothing costs
+    log 2 = 0.69; the chosen temperature (below 0.4 on every seed) brings it within 0.1 of that."""
+    spec, conditionals, truth = population(40, 3, [0.5, 0.5], None, "DE", 0.5)
+    for seed in range(4):
+        stats = known_model_statistics(spec, [0.5, 0.5], conditionals, 4000, np.random.default_rng(seed))
+        model = build_model(stats)
+        sharp = build_model(stats, temperature=1.0)
+        assert model.temperature < 0.4
+        assert true_log_loss(sharp, truth) > 1.0
+        assert true_log_loss(model, truth) < np.log(2) + 0.1
+
+
+def test_a_well_measured_model_keeps_temperature_one():
+    """Four strong features, 50,000 people at ε = 4: the model is about right, and no softer
+    temperature saves the margin."""
+    signal = np.array([[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]])
+    spec, conditionals, _ = population(4, 3, [0.7, 0.3], signal, "OUE", 4.0)
+    for seed in range(3):
+        stats = known_model_statistics(spec, [0.7, 0.3], conditionals, 50_000, np.random.default_rng(seed))
+        assert build_model(stats).temperature == 1.0
+
+
+def test_connect4_at_low_epsilon_is_no_longer_sure_of_the_wrong_class():
+    """connect-4 at ε = 0.5 (42 dependent features, three classes): every model predicts what it
+    did at temperature 1, but its log-loss on the test rows falls from above 3.5 nats to below 1.2
+    (the class prior alone: 0.85)."""
+    runner = runner_for(load_dataset("connect-4", download=False))
+    setting = ("auto", 0.5, DEFAULT_THETA, "one-report")
+    for seed in range(3):
+        stats = runner.statistics(setting, seed, "fast")
+        tempered, sharp = build_model(stats), build_model(stats, temperature=1.0)
+        accuracy, loss = runner._score([tempered, sharp], seed)
+        assert tempered.temperature < 0.5
+        assert accuracy[0] == accuracy[1]
+        assert loss[1] > 3.5 and loss[0] < 1.2
+
+
+def test_the_temperature_changes_no_prediction_and_travels_with_the_model():
+    signal = np.array([[0.6, 0.3, 0.1], [0.2, 0.3, 0.5]])
+    spec, conditionals, _ = population(3, 3, [0.6, 0.4], signal, "OUE", 1.0)
+    counts = [t * 500 for t in conditionals]
+    model = NaiveBayesModel(spec, [600, 400], counts, temperature=TEMPERATURES[4])
+    sharp = NaiveBayesModel(spec, [600, 400], counts)
+    X = np.array([[str(v) for v in row] for row in np.random.default_rng(1).integers(3, size=(200, 3))], dtype=object)
+    np.testing.assert_array_equal(model.predict(X), sharp.predict(X))
+    codes = np.array([[int(v) for v in row] for row in X])
+    expected = softmax(TEMPERATURES[4] * sharp.joint_log_likelihood_codes(codes), axis=1)
+    np.testing.assert_allclose(model.predict_proba(X), expected, rtol=1e-10)
+    assert np.abs(model.predict_proba(X) - sharp.predict_proba(X)).max() > 0.05
+    np.testing.assert_allclose(model.to_sklearn().predict_proba(codes), expected, rtol=1e-10)
+    np.testing.assert_array_equal(model.to_sklearn().predict(codes), model.predict(X))
+    again = NaiveBayesModel.from_dict(json.loads(json.dumps(model.to_dict())))
+    assert again.temperature == model.temperature
+    legacy = {key: value for key, value in model.to_dict().items() if key != "temperature"}
+    assert NaiveBayesModel.from_dict(legacy).temperature == 1.0
+    for bad in (0.0, -0.5, 1.5):
+        with pytest.raises(ValueError, match="temperature"):
+            NaiveBayesModel(spec, [600, 400], counts, temperature=bad)
