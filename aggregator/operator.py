@@ -208,6 +208,12 @@ async def _model(service: Service, session, args) -> str:
         "kind": type(estimator).__name__,
         "takes": "raw records (a pipeline)" if args.pipeline else "ordinal codes of the spec's categories",
     }
+    if hasattr(model, "temperature"):  # discrete: the exported log-probabilities are scaled by it
+        card["temperature"] = model.temperature
+        card["temperature_note"] = (
+            "class_log_prior_ and feature_log_prob_ hold the model's log-probabilities times the temperature, "
+            "so predict_proba gives the model's class probabilities; predict does not depend on it"
+        )
     if data.get("evidence"):  # what the reports can tell the model
         card["evidence"] = data["evidence"]
     card_path = out.with_suffix(".card.json")

@@ -87,6 +87,7 @@ def test_an_operator_runs_a_collection_from_the_command_line(server, tmp_path):
         assert card["spec_fingerprint"] == spec.fingerprint and card["reports"] == 2200
         assert card["epsilon_per_person"] == 4.0 and card["estimator"] == "normsub"
         assert set(card["estimated_people_per_class"]) == {"Yes", "No"}
+        assert 0 < card["temperature"] <= 1 and "times the temperature" in card["temperature_note"]
         # What the reports can tell the model, in the card and printed.
         assert card["evidence"]["majority_class"] in {"Yes", "No"}
         assert card["evidence"]["summary"] in result.stdout and "most common class" in result.stdout
