@@ -47,9 +47,9 @@ def cell(dataset: str, epsilon: float, reps: int, first_seed: int) -> tuple:
         strength = choose_strength(stats, normsub_unsmoothed, base)
         model = base.model(stats.spec, strength)
         weight = null_probability(dependence_p_value(stats, base.class_count))
-        null = bootstrap_log_losses(stats, normsub_unsmoothed, base, strength, "null").mean(axis=0)
+        null = bootstrap_log_losses(stats, normsub_unsmoothed, base, strength, "null")
         worlds = {
-            world: bootstrap_log_losses(stats, normsub_unsmoothed, base, strength, world).mean(axis=0)
+            world: bootstrap_log_losses(stats, normsub_unsmoothed, base, strength, world)
             for world in ("spread-matched", "plug-in")
         }
         scores = {world: weight * null + (1 - weight) * loss for world, loss in worlds.items()}

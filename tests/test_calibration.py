@@ -11,9 +11,19 @@ import pytest
 from scipy.special import logsumexp, softmax
 
 from aggregator import build_model
-from aggregator.calibration import MARGIN, TEMPERATURES, expected_log_loss, pick
+from aggregator.calibration import (
+    MARGIN,
+    TEMPERATURES,
+    bootstrap_log_losses,
+    choose_temperature,
+    convex_argmin,
+    expected_log_loss,
+    pick,
+)
+from aggregator.dependence import dependence_p_value, null_probability
+from aggregator.estimators import normsub_unsmoothed
 from aggregator.model import NaiveBayesModel
-from aggregator.strength import sample_records
+from aggregator.strength import choose_strength, sample_records
 from participant import CollectionSpec, Feature
 from sim.datasets import load_dataset
 from sim.experiment import DEFAULT_THETA, runner_for
@@ -54,12 +64,41 @@ def test_expected_log_loss_is_the_cross_entropy_of_the_tempered_posterior():
     np.testing.assert_allclose(expected_log_loss(jll, posterior, temperatures), expected, rtol=1e-12)
 
 
+@pytest.mark.parametrize("least", [0, 1, 12, 23, 24])
+def test_the_bisection_finds_the_least_of_a_convex_sequence_anywhere(least):
+    calls = []
+
+    def score(i: int) -> float:
+        calls.append(i)
+        return (i - least) ** 2 + 0.1 * i
+
+    assert convex_argmin(score, 25) == least
+    assert len(calls) <= 2 * 5
+    assert convex_argmin(lambda i: 1.0, 25) == 0  # flat: the first
+
+
 def test_a_softer_temperature_must_save_the_margin():
     temperatures = np.array([1.0, 0.5, 0.25])
     assert pick(np.array([1.0, 1.0 - 0.8 * MARGIN, 1.0 - 0.9 * MARGIN]), temperatures) == 1.0
     assert pick(np.array([1.0, 1.0 - 2 * MARGIN, 1.0 - MARGIN]), temperatures) == 0.5
     assert pick(np.array([1.0, 1.0 - MARGIN, 0.5]), temperatures) == 0.25
     assert pick(np.array([1.0, 1.2, 1.5]), temperatures) == 1.0
+
+
+@pytest.mark.parametrize(("name", "epsilon"), [("car", 0.5), ("car", 4.0), ("chess", 1.0), ("mushroom", 2.0)])
+def test_the_search_takes_what_every_temperatures_score_would(name, epsilon):
+    """The bisection on the convex score picks what :func:`pick` takes from all 25 scores."""
+    runner = runner_for(load_dataset(name, download=False))
+    for seed in range(3):
+        stats = runner.statistics(("auto", epsilon, DEFAULT_THETA, "one-report"), seed, "fast")
+        base = normsub_unsmoothed(stats)
+        strength = choose_strength(stats, normsub_unsmoothed, base)
+        weight = null_probability(dependence_p_value(stats, base.class_count))
+        scores = [
+            bootstrap_log_losses(stats, normsub_unsmoothed, base, strength, w) for w in ("null", "spread-matched")
+        ]
+        every = pick(weight * scores[0] + (1 - weight) * scores[1])
+        assert choose_temperature(stats, normsub_unsmoothed, base, strength) == every
 
 
 def test_forty_noisy_features_without_signal_are_softened_toward_knowing_nothing():
