@@ -3,7 +3,8 @@ test log-loss it buys, and what the margin and the bootstrap's world would have 
 
     python bench/calibration.py [--reps 100] [--first-seed 0] [--cells car:0.5,...] [--jobs 2]
 
-Each run (protocol ``auto``, fast mode, the splits of ``bench/estimators.py``) builds ``normsub``
+Each run (protocol ``auto``, fast mode, the splits of ``bench/estimators.py``; a numerical data
+set such as ``diabetes:0.5`` binned into the paper's four bins per coordinate) builds ``normsub``
 at temperature 1 and scores it on the test rows at every temperature of
 :data:`aggregator.calibration.TEMPERATURES`. The temperature is chosen as
 :func:`~aggregator.calibration.choose_temperature` does, with the shipped margin and with margins
@@ -25,6 +26,24 @@ RESULTS = Path(__file__).with_name("results") / "calibration.md"
 MARGINS = (0.0, 0.002, 0.01, 0.02)
 
 
+def collection(data, epsilon: float, seed: int) -> tuple:
+    """Seed ``seed``'s collection of ``data`` at ``epsilon`` (protocol ``auto``, fast mode; a
+    numerical data set binned into the paper's four bins per coordinate) and its test rows:
+    the statistics, the rows' integer codes ``(m, n)`` and their class indices ``(m,)``."""
+    from participant.encoding import encode_features, encode_labels
+    from sim.experiment import DEFAULT_THETA, Setup, collect, runner_for, spec_for, split
+
+    if data.continuous:
+        X_train, X_test, y_train, y_test = split(data, seed)
+        spec = spec_for(data, "auto", epsilon, DEFAULT_THETA, Setup(), X_train, y_train)
+        stats = collect(spec, X_train, y_train, np.random.default_rng(seed), "fast")
+        return stats, encode_features(X_test, spec), encode_labels(y_test, spec)
+    runner = runner_for(data)
+    _, test, _ = runner.split(seed)
+    stats = runner.statistics(("auto", epsilon, DEFAULT_THETA, "one-report"), seed, "fast")
+    return stats, runner.codes[test], runner.labels[test]
+
+
 def cell(dataset: str, epsilon: float, reps: int, first_seed: int) -> tuple:
     """Per run, shape ``(reps, 4 + len(MARGINS) + 2)``: test log-loss of the class prior alone, at
     temperature 1, at the shipped choice, at each margin of :data:`MARGINS`, with the plug-in
@@ -36,13 +55,11 @@ def cell(dataset: str, epsilon: float, reps: int, first_seed: int) -> tuple:
     from aggregator.estimators import normsub_unsmoothed
     from aggregator.strength import choose_strength
     from sim.datasets import load_dataset
-    from sim.experiment import DEFAULT_THETA, runner_for
 
-    runner = runner_for(load_dataset(dataset))
-    setting = ("auto", epsilon, DEFAULT_THETA, "one-report")
+    data = load_dataset(dataset)
     rows, chosen = [], []
     for seed in range(first_seed, first_seed + reps):
-        stats = runner.statistics(setting, seed, "fast")
+        stats, codes, labels = collection(data, epsilon, seed)
         base = normsub_unsmoothed(stats)
         strength = choose_strength(stats, normsub_unsmoothed, base)
         model = base.model(stats.spec, strength)
@@ -56,9 +73,7 @@ def cell(dataset: str, epsilon: float, reps: int, first_seed: int) -> tuple:
         agree = (null <= null[0]) & (worlds["spread-matched"] <= worlds["spread-matched"][0])
         both = np.where(agree, scores["spread-matched"], np.inf)
         both[0] = scores["spread-matched"][0]
-        _, test, _ = runner.split(seed)
-        labels = runner.labels[test]
-        jll = runner._test_matrix(seed) @ np.concatenate(model.feature_log_prob, axis=1).T + model.class_log_prior
+        jll = model.joint_log_likelihood_codes(codes)
         scaled = TEMPERATURES[:, None, None] * jll[None]
         loss = (logsumexp(scaled, axis=2) - scaled[:, np.arange(len(labels)), labels]).mean(axis=1)  # (T,)
         at = {float(t): float(value) for t, value in zip(TEMPERATURES, loss)}
