@@ -201,6 +201,7 @@ async def test_model_over_http_equals_the_in_process_model(service, protocol):
     np.testing.assert_allclose(remote.class_count, local.class_count, rtol=1e-12)
     np.testing.assert_array_equal(remote.predict(X1), local.predict(X1))
     np.testing.assert_allclose(remote.predict_proba(X1), local.predict_proba(X1), rtol=1e-9)
+    assert data["temperature"] == local.temperature  # the probabilities' own, sent with them
     # Beside the model, what the reports can tell it (the same for every estimator).
     assert data["evidence"] == json.loads(json.dumps(evidence(in_process_statistics(spec, reports))))
     assert set(data["evidence"]["feature_p_values"]) == {f.name for f in spec.features}
