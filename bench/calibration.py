@@ -8,8 +8,9 @@ set such as ``diabetes:0.5`` binned into the paper's four bins per coordinate) b
 at temperature 1 and scores it on the test rows at every temperature of
 :data:`aggregator.calibration.TEMPERATURES`. The temperature is chosen as
 :func:`~aggregator.calibration.choose_temperature` does, with the shipped margin and with margins
-0, 0.002, 0.01 and 0.02, and with the plug-in world (the posterior mean's class signal) in place
-of the spread-matched one. Columns: the class prior alone (``prior only``), temperature 1, the
+0, 0.002, 0.01 and 0.02, with the plug-in world (the posterior mean's class signal) in place of
+the spread-matched one, softening only where both worlds gain, and with temperatures up to 4
+offered as well (sharpening). Columns: the class prior alone (``prior only``), temperature 1, the
 shipped choice, each alternative's paired difference from temperature 1, and the best single
 temperature per run in hindsight (which no collection can know). Writes
 bench/results/calibration.md (or ``--out``).
@@ -24,6 +25,8 @@ from paired_runs import cell_parser, paired, run_cells
 
 RESULTS = Path(__file__).with_name("results") / "calibration.md"
 MARGINS = (0.0, 0.002, 0.01, 0.02)
+# Temperatures above 1 (to 4), offered only to the column that may sharpen.
+SHARPER = 2.0 ** np.arange(0.25, 2.01, 0.25)
 
 
 def collection(data, epsilon: float, seed: int) -> tuple:
@@ -45,9 +48,10 @@ def collection(data, epsilon: float, seed: int) -> tuple:
 
 
 def cell(dataset: str, epsilon: float, reps: int, first_seed: int) -> tuple:
-    """Per run, shape ``(reps, 4 + len(MARGINS) + 2)``: test log-loss of the class prior alone, at
+    """Per run, shape ``(reps, 6 + len(MARGINS))``: test log-loss of the class prior alone, at
     temperature 1, at the shipped choice, at each margin of :data:`MARGINS`, with the plug-in
-    world, and at the run's best temperature; and the shipped choices ``(reps,)``."""
+    world, softening only where both worlds gain, sharpening allowed (:data:`SHARPER`), and at the
+    run's best temperature of the shipped grid; and the shipped choices ``(reps,)``."""
     from scipy.special import logsumexp
 
     from aggregator.calibration import MARGIN, TEMPERATURES, bootstrap_log_losses, pick
@@ -64,19 +68,24 @@ def cell(dataset: str, epsilon: float, reps: int, first_seed: int) -> tuple:
         strength = choose_strength(stats, normsub_unsmoothed, base)
         model = base.model(stats.spec, strength)
         weight = null_probability(dependence_p_value(stats, base.class_count))
-        null = bootstrap_log_losses(stats, normsub_unsmoothed, base, strength, "null")
+        # Every score on the grid that also sharpens; the shipped choice reads its first T.
+        grid = np.concatenate([TEMPERATURES, SHARPER])
+        soft = len(TEMPERATURES)
+        null = bootstrap_log_losses(stats, normsub_unsmoothed, base, strength, "null", grid)
         worlds = {
-            world: bootstrap_log_losses(stats, normsub_unsmoothed, base, strength, world)
+            world: bootstrap_log_losses(stats, normsub_unsmoothed, base, strength, world, grid)
             for world in ("spread-matched", "plug-in")
         }
+        sharpening = weight * null + (1 - weight) * worlds["spread-matched"]
+        null, worlds = null[:soft], {world: loss[:soft] for world, loss in worlds.items()}
         scores = {world: weight * null + (1 - weight) * loss for world, loss in worlds.items()}
         agree = (null <= null[0]) & (worlds["spread-matched"] <= worlds["spread-matched"][0])
         both = np.where(agree, scores["spread-matched"], np.inf)
         both[0] = scores["spread-matched"][0]
         jll = model.joint_log_likelihood_codes(codes)
-        scaled = TEMPERATURES[:, None, None] * jll[None]
-        loss = (logsumexp(scaled, axis=2) - scaled[:, np.arange(len(labels)), labels]).mean(axis=1)  # (T,)
-        at = {float(t): float(value) for t, value in zip(TEMPERATURES, loss)}
+        scaled = grid[:, None, None] * jll[None]
+        loss = (logsumexp(scaled, axis=2) - scaled[:, np.arange(len(labels)), labels]).mean(axis=1)
+        at = {float(t): float(value) for t, value in zip(grid, loss)}
         shipped = pick(scores["spread-matched"])
         chosen.append(shipped)
         rows.append(
@@ -87,7 +96,8 @@ def cell(dataset: str, epsilon: float, reps: int, first_seed: int) -> tuple:
                 *(at[pick(scores["spread-matched"], margin=m)] for m in MARGINS),
                 at[pick(scores["plug-in"], margin=MARGIN)],
                 at[pick(both, margin=MARGIN)],
-                float(loss.min()),
+                at[pick(sharpening, grid)],
+                float(loss[:soft].min()),
             ]
         )
     return dataset, epsilon, np.array(rows), np.array(chosen)
@@ -111,8 +121,9 @@ def main() -> None:
         "and null worlds. Accuracy is the same at every temperature.",
         "",
         f"| data set | ε | prior only | temperature 1 | shipped | shipped − 1 | {alternatives} "
-        "| plug-in world − 1 | both worlds gain − 1 | best per run (hindsight) | median temperature (range) |",
-        "|---|---|---|---|---|---|" + "---|" * len(MARGINS) + "---|---|---|---|",
+        "| plug-in world − 1 | both worlds gain − 1 | sharpening up to 4 − 1 | best per run (hindsight) "
+        "| median temperature (range) |",
+        "|---|---|---|---|---|---|" + "---|" * len(MARGINS) + "---|---|---|---|---|",
     ]
     for dataset, epsilon, rows, chosen in run_cells(cell, args, args.first_seed):
         sharp = rows[:, 1]
@@ -122,7 +133,7 @@ def main() -> None:
             f"{rows[:, 2].mean():.3f}",
             paired(rows[:, 2] - sharp),
         ]
-        cells += [paired(rows[:, 3 + j] - sharp) for j in range(len(MARGINS) + 2)]
+        cells += [paired(rows[:, 3 + j] - sharp) for j in range(len(MARGINS) + 3)]
         cells += [f"{rows[:, -1].mean():.3f}", f"{np.median(chosen):.2f} ({chosen.min():.2f}–{chosen.max():.2f})"]
         lines.append(f"| {dataset} | {epsilon:g} | " + " | ".join(cells) + " |")
     args.out.write_text("\n".join(lines) + "\n")
