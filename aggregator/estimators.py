@@ -25,6 +25,7 @@ Every estimator reads only the aggregated statistics (post-processing), so none 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -211,9 +212,11 @@ def build_model(stats: CollectionStatistics, estimator: str = "normsub", tempera
         raise ValueError(f"unknown estimator {estimator!r}; choose one of {', '.join(ESTIMATORS)}")
     if stats.spec.model == "gaussian":
         return gaussian_estimator(stats, estimator)
-    if temperature is None:  # an estimator a bench registers may take the statistics alone
-        return ESTIMATORS[estimator](stats)
-    return ESTIMATORS[estimator](stats, temperature=temperature)
+    build = ESTIMATORS[estimator]
+    # An estimator registered beside these (a bench's variant) may take the statistics alone.
+    if temperature is None or "temperature" not in inspect.signature(build).parameters:
+        return build(stats)
+    return build(stats, temperature=temperature)
 
 
 def model_from_dict(data: dict):

@@ -75,7 +75,7 @@ def with_thresholds(stats, keep: float, even: float):
     shipped = S.EVEN_KEEPS_WEAKEST, S.EVEN_PRIOR
     S.EVEN_KEEPS_WEAKEST, S.EVEN_PRIOR = keep, even
     try:
-        return normsub_estimator(stats)
+        return normsub_estimator(stats, temperature=1.0)  # scored on accuracy alone
     finally:
         S.EVEN_KEEPS_WEAKEST, S.EVEN_PRIOR = shipped
 

@@ -86,7 +86,7 @@ def cell(dataset: str, epsilon: float, reps: int, first_seed: int = 0) -> tuple[
             for name, value in patch.items():
                 setattr(strength, name, value)
             try:
-                return normsub_estimator(stats)
+                return normsub_estimator(stats, temperature=1.0)  # scored on accuracy alone
             finally:
                 for name, value in saved.items():
                     setattr(strength, name, value)

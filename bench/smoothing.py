@@ -29,7 +29,7 @@ from sim.synthetic import known_model_statistics, largest_conditional_error
 
 def earlier_rule(stats: CollectionStatistics) -> NaiveBayesModel:
     """normsub as it was: conditionals plus one standard deviation per cell."""
-    model = estimators.normsub_estimator(stats, 1.0)
+    model = estimators.normsub_estimator(stats, 1.0, temperature=1.0)
     k = stats.spec.n_classes
     tables = [
         project_to_simplex(raw, state.n).reshape(-1, k).T + np.sqrt(oracle.variance(max(state.n, 1))[0])

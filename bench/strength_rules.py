@@ -115,7 +115,9 @@ def cell(dataset: str, epsilon: float, reps: int) -> tuple[str, float, np.ndarra
 
     names = list(rules())
     for name, pick in rules().items():
-        ESTIMATORS[name] = lambda stats, pick=pick: normsub_estimator(stats, STRENGTHS[pick(*bootstrap(stats))])
+        ESTIMATORS[name] = lambda stats, pick=pick: normsub_estimator(
+            stats, STRENGTHS[pick(*bootstrap(stats))], temperature=1.0
+        )
     data = load_dataset(dataset)
     runs = []
     for seed in range(reps):
@@ -138,7 +140,7 @@ def strengths_by_run(dataset: str, epsilon: float, seeds: list[int]) -> list[str
         base = normsub_unsmoothed(stats)
         seen["world"] = bootstrap_accuracies(stats, normsub_unsmoothed).mean(axis=0)
         seen["prior"] = base.class_count / base.class_count.sum()
-        return normsub_estimator(stats)
+        return normsub_estimator(stats, temperature=1.0)
 
     ESTIMATORS["probe"] = probe
     names = [f"strength {s:g}" for s in STRENGTHS]

@@ -140,6 +140,20 @@ def test_connect4_at_low_epsilon_is_no_longer_sure_of_the_wrong_class():
         assert loss[1] > 3.5 and loss[0] < 1.2
 
 
+def test_an_estimator_that_takes_the_statistics_alone_still_builds_at_a_given_temperature(monkeypatch):
+    """A simulation that scores accuracy alone asks for temperature 1; an estimator registered
+    beside the shipped ones (a bench's variant) that takes no temperature is built as it is."""
+    from aggregator import estimators
+
+    spec, conditionals, _ = population(3, 3, [0.6, 0.4], None, "OUE", 1.0)
+    stats = known_model_statistics(spec, [0.6, 0.4], conditionals, 500, np.random.default_rng(0))
+    monkeypatch.setitem(
+        estimators.ESTIMATORS, "variant", lambda s: estimators.normsub_estimator(s, 1.0, temperature=0.5)
+    )
+    assert build_model(stats, "variant", temperature=1.0).temperature == 0.5
+    assert build_model(stats, "normsub", temperature=1.0).temperature == 1.0
+
+
 def test_the_temperature_changes_no_prediction_and_travels_with_the_model():
     signal = np.array([[0.6, 0.3, 0.1], [0.2, 0.3, 0.5]])
     spec, conditionals, _ = population(3, 3, [0.6, 0.4], signal, "OUE", 1.0)
