@@ -2,6 +2,7 @@
 test log-loss it buys, and what the margin and the bootstrap's world would have given instead.
 
     python bench/calibration.py [--reps 100] [--first-seed 0] [--cells car:0.5,...] [--jobs 2]
+                                [--plot FILE.png]
 
 Each run (protocol ``auto``, fast mode, the splits of ``bench/estimators.py``; a numerical data
 set such as ``diabetes:0.5`` binned into the paper's four bins per coordinate) builds ``normsub``
@@ -13,7 +14,8 @@ the spread-matched one, softening only where both worlds gain, and with temperat
 offered as well (sharpening). Columns: the class prior alone (``prior only``), temperature 1, the
 shipped choice, each alternative's paired difference from temperature 1, and the best single
 temperature per run in hindsight (which no collection can know). Writes
-bench/results/calibration.md (or ``--out``).
+bench/results/calibration.md (or ``--out``); with ``--plot``, each cell's reliability diagram (the
+share of right predictions against the confidence, at temperature 1 and at the chosen one).
 """
 
 from __future__ import annotations
@@ -47,11 +49,13 @@ def collection(data, epsilon: float, seed: int) -> tuple:
     return stats, runner.codes[test], runner.labels[test]
 
 
-def cell(dataset: str, epsilon: float, reps: int, first_seed: int) -> tuple:
+def cell(dataset: str, epsilon: float, reps: int, first_seed: int, plot: bool = False) -> tuple:
     """Per run, shape ``(reps, 6 + len(MARGINS))``: test log-loss of the class prior alone, at
     temperature 1, at the shipped choice, at each margin of :data:`MARGINS`, with the plug-in
     world, softening only where both worlds gain, sharpening allowed (:data:`SHARPER`), and at the
-    run's best temperature of the shipped grid; and the shipped choices ``(reps,)``."""
+    run's best temperature of the shipped grid; the shipped choices ``(reps,)``; and with ``plot``
+    every test record's confidence (its predicted class's probability) at temperature 1 and at
+    the shipped one, and whether the prediction was right, shape ``(3, reps·m)`` (else None)."""
     from scipy.special import logsumexp
 
     from aggregator.calibration import MARGIN, TEMPERATURES, bootstrap_log_losses, pick
@@ -61,7 +65,7 @@ def cell(dataset: str, epsilon: float, reps: int, first_seed: int) -> tuple:
     from sim.datasets import load_dataset
 
     data = load_dataset(dataset)
-    rows, chosen = [], []
+    rows, chosen, records = [], [], []
     for seed in range(first_seed, first_seed + reps):
         stats, codes, labels = collection(data, epsilon, seed)
         base = normsub_unsmoothed(stats)
@@ -88,6 +92,10 @@ def cell(dataset: str, epsilon: float, reps: int, first_seed: int) -> tuple:
         at = {float(t): float(value) for t, value in zip(grid, loss)}
         shipped = pick(scores["spread-matched"])
         chosen.append(shipped)
+        if plot:
+            top = jll - jll.max(axis=1, keepdims=True)
+            confidence = [np.exp(-logsumexp(t * top, axis=1)) for t in (1.0, shipped)]
+            records.append(np.stack([*confidence, jll.argmax(axis=1) == labels]))
         rows.append(
             [
                 -float(model.class_log_prior[labels].mean()),
@@ -100,7 +108,22 @@ def cell(dataset: str, epsilon: float, reps: int, first_seed: int) -> tuple:
                 float(loss[:soft].min()),
             ]
         )
-    return dataset, epsilon, np.array(rows), np.array(chosen)
+    return dataset, epsilon, np.array(rows), np.array(chosen), np.concatenate(records, axis=1) if plot else None
+
+
+def reliability(ax, records: np.ndarray, title: str) -> None:
+    """A reliability diagram on ``ax``: per tenth of confidence, the share of right predictions
+    against the mean confidence, at temperature 1 and at the shipped temperature."""
+    bins = np.minimum((records[:2] * 10).astype(int), 9)
+    for row, (label, style) in enumerate([("temperature 1", "o-"), ("chosen temperature", "s-")]):
+        filled = [b for b in range(10) if (bins[row] == b).sum() >= 20]
+        confidence = [records[row][bins[row] == b].mean() for b in filled]
+        right = [records[2][bins[row] == b].mean() for b in filled]
+        ax.plot(confidence, right, style, markersize=3, label=label)
+    ax.plot([0, 1], [0, 1], ":", color="grey", linewidth=0.8)
+    ax.set(xlim=(0.3, 1.02), ylim=(0.3, 1.02), title=title)
+    ax.title.set_fontsize(8)
+    ax.tick_params(labelsize=6)
 
 
 def main() -> None:
@@ -109,6 +132,7 @@ def main() -> None:
     parser = cell_parser(__doc__)
     parser.add_argument("--first-seed", type=int, default=0, help="the first run's seed")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"the table's file (default {RESULTS})")
+    parser.add_argument("--plot", type=Path, help="also draw each cell's reliability diagram to this PNG")
     args = parser.parse_args()
     last = args.first_seed + args.reps - 1
     alternatives = " | ".join(f"margin {m:g} − 1" for m in MARGINS)
@@ -125,7 +149,9 @@ def main() -> None:
         "| median temperature (range) |",
         "|---|---|---|---|---|---|" + "---|" * len(MARGINS) + "---|---|---|---|---|",
     ]
-    for dataset, epsilon, rows, chosen in run_cells(cell, args, args.first_seed):
+    drawn = []
+    for dataset, epsilon, rows, chosen, records in run_cells(cell, args, args.first_seed, args.plot is not None):
+        drawn.append((f"{dataset}, ε = {epsilon:g}", records))
         sharp = rows[:, 1]
         cells = [
             f"{rows[:, 0].mean():.3f}",
@@ -138,6 +164,25 @@ def main() -> None:
         lines.append(f"| {dataset} | {epsilon:g} | " + " | ".join(cells) + " |")
     args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+    if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        columns = 4
+        rows_of_plots = -(-len(drawn) // columns)
+        figure, axes = plt.subplots(rows_of_plots, columns, figsize=(10, 2.5 * rows_of_plots), squeeze=False)
+        for ax, (title, records) in zip(axes.ravel(), drawn):
+            reliability(ax, records, title)
+        for ax in axes.ravel()[len(drawn) :]:
+            ax.set_visible(False)
+        axes[0, 0].legend(fontsize=6, loc="upper left")
+        figure.supxlabel("confidence (the predicted class's probability)", fontsize=8)
+        figure.supylabel("share of right predictions", fontsize=8)
+        figure.tight_layout()
+        figure.savefig(args.plot, dpi=110)
+        print(f"reliability diagrams: {args.plot}")
 
 
 if __name__ == "__main__":
