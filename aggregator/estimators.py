@@ -53,7 +53,7 @@ def paper_estimator(stats: CollectionStatistics, temperature: float | None = Non
         joint = np.where(joint > 0, joint, 1.0)
         # Joint index a·k + c: rows are feature values, columns classes; the model wants (k, n_i).
         category_count.append(joint.reshape(-1, k).T)
-    return NaiveBayesModel(spec, class_count, category_count, temperature or 1.0)
+    return NaiveBayesModel(spec, class_count, category_count, 1.0 if temperature is None else temperature)
 
 
 def normsub_estimator(
@@ -178,7 +178,7 @@ def ibu_estimator(
     base = ibu_unsmoothed(stats)
     if strength is None:
         strength = choose_strength(stats, ibu_unsmoothed, base)
-    return base.model(stats.spec, strength, temperature or 1.0)
+    return base.model(stats.spec, strength, 1.0 if temperature is None else temperature)
 
 
 def ibu_unsmoothed(stats: CollectionStatistics) -> Unsmoothed:

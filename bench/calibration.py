@@ -58,7 +58,7 @@ def cell(dataset: str, epsilon: float, reps: int, first_seed: int, plot: bool = 
     the shipped one, and whether the prediction was right, shape ``(3, reps·m)`` (else None)."""
     from scipy.special import logsumexp
 
-    from aggregator.calibration import MARGIN, TEMPERATURES, bootstrap_log_losses, pick
+    from aggregator.calibration import MARGIN, TEMPERATURES, bootstrap_log_losses, expected_log_loss, pick
     from aggregator.dependence import dependence_p_value, null_probability
     from aggregator.estimators import normsub_unsmoothed
     from aggregator.strength import choose_strength
@@ -87,8 +87,8 @@ def cell(dataset: str, epsilon: float, reps: int, first_seed: int, plot: bool = 
         both = np.where(agree, scores["spread-matched"], np.inf)
         both[0] = scores["spread-matched"][0]
         jll = model.joint_log_likelihood_codes(codes)
-        scaled = grid[:, None, None] * jll[None]
-        loss = (logsumexp(scaled, axis=2) - scaled[:, np.arange(len(labels)), labels]).mean(axis=1)
+        # The test rows' log-loss: the expected one against their known classes (one-hot).
+        loss = expected_log_loss(jll, np.eye(jll.shape[1])[labels], grid)
         at = {float(t): float(value) for t, value in zip(grid, loss)}
         shipped = pick(scores["spread-matched"])
         chosen.append(shipped)
