@@ -209,9 +209,23 @@ def build_parser() -> argparse.ArgumentParser:
     draft.add_argument("--range", action="append", default=[], metavar="COL=LO:HI", help="declared range (repeat)")
     draft.add_argument("--protocol", default="auto", help="DE, SUE, OUE, SHE, THE or auto (default)")
     draft.add_argument("--eps", type=float, default=1.0, help="epsilon per person (default 1)")
-    draft.add_argument("--model", choices=["discrete", "gaussian"], default="discrete")
+    draft.add_argument(
+        "--model",
+        choices=["discrete", "gaussian"],
+        default="discrete",
+        help="discrete (default): numeric columns binned, a categorical Naive Bayes; gaussian: numeric columns "
+        "as they are, a Gaussian Naive Bayes over the declared ranges",
+    )
     draft.add_argument("--bins", type=int, default=4, help="bins per numeric column, discrete model (default 4)")
-    draft.add_argument("--approach", type=int, choices=[1, 2, 3], default=3)
+    draft.add_argument(
+        "--approach",
+        type=int,
+        choices=[1, 2, 3],
+        default=3,
+        help="gaussian model: 1 every coordinate, its noise scaled by their number; 2 the one-bit mechanism; "
+        "3 one input per person (default). On small collections 1 and 2 can score below the constant "
+        "classifier (README, Continuous features)",
+    )
     draft.add_argument(
         "--class-share",
         type=float,

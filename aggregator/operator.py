@@ -46,12 +46,12 @@ def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
     common(sub.add_parser("list", help="every collection with its progress", allow_abbrev=False))
 
     status = common(sub.add_parser("status", help="a collection's progress, ingest rate and flags", allow_abbrev=False))
-    status.add_argument("id")
+    status.add_argument("id", help="the collection's id (as `list` shows it)")
     status.add_argument("--interval", type=float, default=2.0, help="seconds between the two counts the rate is from")
     status.add_argument("--wait", action="store_true", help="wait (with a progress bar) until the collection is released")
 
     model = common(sub.add_parser("model", help="save the trained model for scikit-learn (joblib)", allow_abbrev=False))
-    model.add_argument("id")
+    model.add_argument("id", help="the collection's id (as `list` shows it)")
     model.add_argument("--out", required=True, help="the joblib file to write; a JSON model card is written beside it")
     model.add_argument(
         "--estimator",
@@ -65,8 +65,8 @@ def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
     )
 
     enroll = common(sub.add_parser("enroll", help="issue single-use enrollment tokens", allow_abbrev=False))
-    enroll.add_argument("id")
-    enroll.add_argument("--count", type=int, required=True)
+    enroll.add_argument("id", help="the collection's id, created with --enrollment")
+    enroll.add_argument("--count", type=int, required=True, help="how many tokens: one per person who may report")
     enroll.add_argument("--out", required=True, help="file to write, one token per line")
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from .cli_options import add_csv_options, check_common, csv_source, load_data, positive_int
 from .cli_options import epsilons as epsilon_list
-from .datasets import dataset_names
+from .datasets import ENV_VAR, dataset_names
 
 # The baselines and the simulator (scikit-learn) are imported where a comparison runs: `--help`
 # and a refused option answer without them.
@@ -156,24 +156,30 @@ def plot(result: dict, epsilons: list[float], title: str, path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m sim compare``."""
     parser = argparse.ArgumentParser(
         prog="python -m sim compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--dataset", choices=dataset_names())
+    source.add_argument("--dataset", choices=dataset_names(), help="a UCI data set of the paper")
     source.add_argument(
         "--csv", type=csv_source, metavar="FILE[:LABEL]", help="your own data: a CSV file (see the data options)"
     )
     add_csv_options(parser)
     parser.add_argument("--eps", type=epsilon_list, default="0.1,0.5,1,2,5", help="comma-separated ε values")
     parser.add_argument("--reps", type=positive_int, default=20, help="splits per ε (default 20)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--data-dir", metavar="DIR")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the first split; split r uses seed+r (default 0)")
+    parser.add_argument("--data-dir", metavar="DIR", help=f"folder holding the UCI files (or set ${ENV_VAR})")
     parser.add_argument("--out", default="results", help="folder for the plot (default results)")
     parser.add_argument(
         "--knn", type=int, default=0, metavar="K", help="also run private K-NN (categorical data; slow)"
     )
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     check_common(parser, args)
     data = load_data(parser, args)

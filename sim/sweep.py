@@ -26,7 +26,7 @@ from protocols import DEFAULT_THETA, FREQUENCY_ORACLES, PROTOCOL_NAMES
 
 from .cli_options import add_csv_options, check_common, csv_source, csv_sources, load_source, positive_int
 from .cli_options import epsilons as epsilon_list
-from .datasets import DatasetNotFound, dataset_names, load_dataset
+from .datasets import ENV_VAR, DatasetNotFound, dataset_names, load_dataset
 
 FIELDS = [
     "dataset",
@@ -272,9 +272,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--estimators", type=_list(str), default=["normsub"], help=f"comma-separated: {', '.join(ESTIMATORS)}"
     )
-    parser.add_argument("--budget", choices=["one-report", "per-input", "split"], default="one-report")
+    parser.add_argument(
+        "--budget",
+        choices=["one-report", "per-input", "split"],
+        default="one-report",
+        help="one-report (default): each person reports one input at ε; split: every input at ε/(n+1); "
+        "per-input: every input at ε, (n+1)·ε a person, the paper's figures",
+    )
     parser.add_argument("--mode", choices=["fast", "replay"], default="fast", help="default fast (exact distribution)")
-    parser.add_argument("--model", choices=["discrete", "gaussian"], default="discrete")
+    parser.add_argument(
+        "--model",
+        choices=["discrete", "gaussian"],
+        default="discrete",
+        help="continuous data: discrete (default, binned) or gaussian (Gaussian Naive Bayes)",
+    )
     parser.add_argument(
         "--reduce", type=_reductions, default=[""], help="continuous data: comma-separated original, pca, dca"
     )
@@ -284,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--jobs", type=positive_int, default=os.cpu_count() or 1, help="worker processes (default: all cores)"
     )
-    parser.add_argument("--data-dir", metavar="DIR")
+    parser.add_argument("--data-dir", metavar="DIR", help=f"folder holding the UCI files (or set ${ENV_VAR})")
     parser.add_argument(
         "--csv",
         action="append",
@@ -296,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_csv_options(parser)
     parser.add_argument("--out", required=True, help="output folder: runs.csv, summary.csv and plots")
-    parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--no-plot", action="store_true", help="write the CSV files without the plots")
     return parser
 
 
