@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import sys
+from pathlib import Path
 
 from .dbdefaults import DEFAULT_POOL, DEFAULT_TIMEOUT, POSTGRES_WRITE_LANES
 from .operator import COMMANDS as OPERATOR_COMMANDS
@@ -47,6 +48,18 @@ def _positive(kind):
         return value
 
     return parse
+
+
+def _port(text: str) -> int:
+    """A TCP port, 0 to 65535 (0: the system picks a free one). The resolver would otherwise take a
+    larger number modulo 65536 and listen somewhere the operator never asked for."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port lies in 0-65535, got {text}")
+    return value
 
 
 def _pool_size(text: str) -> int:
@@ -90,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default $LDPNB_DB, else ldpnb.sqlite3)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8080, help="port to listen on; 0 picks a free one (default 8080)")
+    serve.add_argument("--port", type=_port, default=8080, help="port to listen on; 0 picks a free one (default 8080)")
     serve.add_argument(
         "--workers",
         type=_positive(int),
@@ -244,6 +257,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def refuse_unwritable(path: str) -> None:
+    """Raise :class:`UsageError` unless a file can be written at ``path`` (checked before any work,
+    nothing created): its folder exists and it is not itself a folder."""
+    target = Path(path)
+    if target.is_dir():
+        reason = "a folder"
+    elif not target.parent.is_dir():
+        reason = f"no folder {target.parent}"
+    elif not os.access(target if target.exists() else target.parent, os.W_OK):
+        reason = "not writable"
+    else:
+        return
+    raise UsageError(f"--out {path}: cannot write there ({reason})")
+
+
 def run_spec_draft(args) -> str:
     """``python -m aggregator spec``: the drafted spec's JSON (or where it was written)."""
     from .csvdata import CSVOptions, parse_ranges, read_csv
@@ -259,6 +287,8 @@ def run_spec_draft(args) -> str:
         categorical=split(args.categorical),
         ranges=parse_ranges(args.range),
     )
+    if args.out:
+        refuse_unwritable(args.out)
     table, notes = read_csv(args.csv, options)
     if args.people is not None and args.people < 1:
         raise UsageError(f"--people must be a positive number, got {args.people}")
@@ -270,8 +300,11 @@ def run_spec_draft(args) -> str:
         print(f"note: {note}", file=sys.stderr)
     print(spec.privacy_statement(), file=sys.stderr)
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(spec_json(spec))
+        try:
+            with open(args.out, "w") as f:
+                f.write(spec_json(spec))
+        except OSError as exc:
+            raise UsageError(f"--out {args.out}: cannot write there ({exc.strerror or exc})") from None
         return f"wrote the spec to {args.out}"
     return spec_json(spec).rstrip()
 

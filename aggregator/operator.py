@@ -227,16 +227,29 @@ async def _enroll(service: Service, session, args) -> str:
 
     if args.count < 1:
         raise OperatorError("--count must be at least 1")
-    tokens: list[str] = []
-    with tqdm(total=args.count, desc=f"{args.id}: tokens", unit="token", disable=None) as bar:
-        while len(tokens) < args.count:
-            n = min(ENROLL_CHUNK, args.count - len(tokens))
-            answer = await service.call(session, "POST", f"/collections/{args.id}/enrollments", {"count": n})
-            tokens += answer["tokens"]
-            bar.update(n)
-    fd = os.open(args.out, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)  # tokens are credentials
-    os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT: take others' access away
+    # The file is opened before any token is asked for, so a path that cannot be written fails at
+    # once, not after a long --count (the tokens are credentials: never printed instead). An existing
+    # file is emptied only once the tokens are in hand; one this run created goes if it fails.
+    existed = os.path.exists(args.out)
+    try:
+        fd = os.open(args.out, os.O_CREAT | os.O_WRONLY, 0o600)
+    except OSError as exc:
+        raise OperatorError(f"--out {args.out}: cannot write there ({exc.strerror or exc})") from None
     with os.fdopen(fd, "w") as f:
+        try:
+            os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT: take others' access away
+            tokens: list[str] = []
+            with tqdm(total=args.count, desc=f"{args.id}: tokens", unit="token", disable=None) as bar:
+                while len(tokens) < args.count:
+                    n = min(ENROLL_CHUNK, args.count - len(tokens))
+                    answer = await service.call(session, "POST", f"/collections/{args.id}/enrollments", {"count": n})
+                    tokens += answer["tokens"]
+                    bar.update(n)
+        except BaseException:
+            if not existed:
+                os.unlink(args.out)
+            raise
+        f.truncate(0)
         f.write("\n".join(tokens) + "\n")
     return f"wrote {len(tokens)} tokens to {args.out}"
 

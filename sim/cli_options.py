@@ -143,6 +143,19 @@ def check_common(parser: argparse.ArgumentParser, args) -> None:
         parser.error(f"--data-dir {args.data_dir}: no such folder")
 
 
+def output_folder(parser: argparse.ArgumentParser, out: str) -> Path:
+    """The folder ``--out`` names, created (with its parents) before any run starts, so that a path
+    that cannot be written ends the command in one line with exit code 2 instead of after the work."""
+    folder = Path(out)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError("not writable")
+    except OSError as exc:
+        parser.exit(2, f"{parser.prog}: error: --out {out}: cannot write there ({exc.strerror or exc})\n")
+    return folder
+
+
 def load_data(parser: argparse.ArgumentParser, args) -> Dataset:
     """The data set ``args`` name (``--csv`` with its options, or ``--dataset``), its notes printed
     to stderr; a problem ends the command in one line with exit code 2."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli_options import add_csv_options, check_common, csv_source, load_data, positive_int
+from .cli_options import add_csv_options, check_common, csv_source, load_data, output_folder, positive_int
 from .cli_options import epsilons as epsilon_list
 from .datasets import ENV_VAR, dataset_names
 
@@ -188,6 +188,7 @@ def main(argv: list[str]) -> int:
         parser.error("--knn takes K >= 1 (or 0, the default: no k-NN)")
     if args.knn and data.continuous:
         parser.error("--knn applies to the categorical data sets")
+    out = output_folder(parser, args.out)
     result = compare(data, eps_values, args.reps, args.seed, args.knn)
     header = "| model | privacy | " + " | ".join(f"ε={e:g}" for e in eps_values) + " | non-private |"
     print(f"{data.name}: mean accuracy over {args.reps} splits")
@@ -202,8 +203,6 @@ def main(argv: list[str]) -> int:
         )
     constant = f"{result['majority'].mean():.3f}"
     print(f"| majority class (constant) | none | {' | '.join([constant] * len(eps_values))} | {constant} |")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     path = out / f"compare-{data.name}.png"
     plot(result, eps_values, f"{data.name}: local vs central DP", path)
     print(f"plot: {path}", file=sys.stderr)

@@ -24,7 +24,15 @@ from aggregator import ESTIMATORS
 from aggregator.csvdata import DataError, read_csv
 from protocols import DEFAULT_THETA, FREQUENCY_ORACLES, PROTOCOL_NAMES
 
-from .cli_options import add_csv_options, check_common, csv_source, csv_sources, load_source, positive_int
+from .cli_options import (
+    add_csv_options,
+    check_common,
+    csv_source,
+    csv_sources,
+    load_source,
+    output_folder,
+    positive_int,
+)
 from .cli_options import epsilons as epsilon_list
 from .datasets import ENV_VAR, DatasetNotFound, dataset_names, load_dataset
 
@@ -349,8 +357,7 @@ def main(argv: list[str]) -> int:
             "every data set here is categorical: --model gaussian, --bins and --reduce apply to continuous data "
             "(australian, diabetes, or a CSV with numeric columns)"
         )
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(parser, args.out)
     path = out / "runs.csv"
     estimators = tuple(args.estimators)
     done = done_reps(path, estimators)

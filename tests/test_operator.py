@@ -42,6 +42,13 @@ def one_line_error(result, *words):
         assert word in lines[0], lines[0]
 
 
+def write_sample(folder):
+    """A small CSV an operator could draft a spec from; returns its path."""
+    path = folder / "sample.csv"
+    path.write_text("colour,size,y\nred,1,yes\nblue,2,no\nred,3,yes\n")
+    return path
+
+
 def send(server, spec, n, seed):
     import urllib.request
 
@@ -125,6 +132,12 @@ def test_enrollment_tokens_are_written_privately(server, tmp_path):
     assert len(tokens) == len(set(tokens)) == 25 and stat.S_IMODE(os.stat(out).st_mode) == 0o600
     assert cli(server, "create", "--spec", str(spec_file), "--id", "open").returncode == 0
     one_line_error(cli(server, "enroll", "open", "--count", "2", "--out", str(out)), "409", "without enrollment")
+    assert out.read_text().split() == tokens  # a failed run leaves the tokens issued before
+    fresh = tmp_path / "fresh.txt"
+    one_line_error(cli(server, "enroll", "open", "--count", "2", "--out", str(fresh)), "409")
+    assert not fresh.exists()  # nor a file of its own
+    nowhere = tmp_path / "missing" / "tokens.txt"
+    one_line_error(cli(server, "enroll", "enrolled", "--count", "2", "--out", str(nowhere)), "--out", "cannot write")
 
 
 def test_bad_use_is_one_line_and_exit_2(server, tmp_path):
@@ -133,6 +146,11 @@ def test_bad_use_is_one_line_and_exit_2(server, tmp_path):
     one_line_error(cli(server, "status", "nowhere", "--interval", "0"), "404", "nowhere")
     one_line_error(cli(server, "list", url=f"http://127.0.0.1:{free_port()}"), "cannot reach the service")
     one_line_error(cli(server, "create", "--spec", str(tmp_path / "missing.json")), "cannot read the spec")
+    port = cli(server, "serve", "--port", "99999", "--db", str(tmp_path / "p.sqlite3"))  # not 99999 − 65536
+    assert port.returncode == 2 and "Traceback" not in port.stderr
+    assert "--port: a port lies in 0-65535" in port.stderr.strip().splitlines()[-1]
+    draft = ["spec", "--csv", str(write_sample(tmp_path)), "--label", "y", "--out", str(tmp_path / "no" / "s.json")]
+    one_line_error(cli(server, *draft), "--out", "cannot write there")
     usage = cli(server, "create")
     assert usage.returncode == 2 and "--spec" in usage.stderr and "Traceback" not in usage.stderr
     assert "--admin-token " not in cli(server, "list", "--help").stdout  # never on the command line

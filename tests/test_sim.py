@@ -308,6 +308,27 @@ def test_replay_into_the_operators_enrolled_collection(tmp_path, capsys):
     assert "--spec fixes eps: leave out --eps" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", [
+    ["sweep", "--datasets", "car", "--eps", "1", "--reps", "1", "--jobs", "1"],
+    ["compare", "--dataset", "car", "--eps", "1", "--reps", "1"],
+])  # fmt: skip
+def test_an_out_folder_that_cannot_be_written_is_refused_before_any_run(command, tmp_path, capsys, monkeypatch):
+    import sim.compare
+    import sim.sweep
+
+    def never(*args, **kwargs):
+        raise AssertionError("a run started before --out was checked")
+
+    monkeypatch.setattr(sim.compare, "compare", never)
+    monkeypatch.setattr(sim.sweep, "build_cells", never)
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(SystemExit) as exit:
+        main([*command, "--out", str(tmp_path / "a-file" / "results")])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and "Traceback" not in err
+    assert "--out " in err.strip().splitlines()[-1] and "cannot write there" in err
+
+
 @pytest.mark.parametrize("args, words", [
     (["sweep", "--datasets", "car", "--reps", "0"], "--reps: must be at least 1"),
     (["sweep", "--datasets", "car", "--jobs", "0"], "--jobs: must be at least 1"),
