@@ -92,7 +92,8 @@ def spec_for(
 class RunResult:
     """Test accuracies of one repetition: per estimator, and of non-private Naive Bayes; the
     constant classifier's (the training split's majority class, knowing nothing else) and, where
-    scored, each estimator's log-loss on the test split (nats per record)."""
+    scored, each estimator's log-loss on the test split (nats per record) and the constant's: the
+    training split's class shares as every record's probabilities (:func:`prior_log_loss`)."""
 
     seed: int
     accuracy: dict[str, float]
@@ -100,6 +101,16 @@ class RunResult:
     n_train: int
     majority_accuracy: float = float("nan")
     log_loss: dict[str, float] = field(default_factory=dict)
+    prior_log_loss: float = float("nan")
+
+
+def prior_log_loss(y_train, y_test) -> float:
+    """The test log-loss (nats per record) of knowing nothing but the training split's class
+    shares, each class's count plus one (so that a class the split left out of training costs a
+    finite amount, as CategoricalNB's smoothing does)."""
+    classes, codes = np.unique(np.concatenate([np.asarray(y_train), np.asarray(y_test)]), return_inverse=True)
+    counts = np.bincount(codes[: len(y_train)], minlength=len(classes)) + 1.0
+    return float(-np.log(counts / counts.sum())[codes[len(y_train) :]].mean())
 
 
 def simulate_reports(spec: CollectionSpec, X_train, y_train, rng) -> PerturbedInputs:
@@ -167,14 +178,30 @@ def nonprivate_accuracy(spec: CollectionSpec, X_train, y_train, X_test, y_test) 
     return float(nb.score(encode_features(X_test, spec), encode_labels(y_test, spec)))
 
 
-def scored(spec: CollectionSpec, stats, seed: int, estimators, X_train, X_test, y_train, y_test) -> RunResult:
+def scored(
+    spec: CollectionSpec, stats, seed: int, estimators, X_train, X_test, y_train, y_test, log_loss: bool = False
+) -> RunResult:
     """Repetition ``seed``'s result from its collection ``stats``: each named estimator's test
-    accuracy, the non-private model's, and the training split's majority class's."""
-    accuracy = {name: build_model(stats, name).score(X_test, y_test) for name in estimators}
+    accuracy, the non-private model's, and the training split's majority class's; with
+    ``log_loss``, each estimator's test log-loss too (nats per record, at the model's own
+    temperature). Without it the models are built at temperature 1, which changes no prediction
+    and skips the temperature's bootstrap."""
+    models = {name: build_model(stats, name, None if log_loss else 1.0) for name in estimators}
+    accuracy = {name: model.score(X_test, y_test) for name, model in models.items()}
+    losses = {name: held_out_log_loss(model, X_test, y_test) for name, model in models.items()} if log_loss else {}
     values, counts = np.unique(np.asarray(y_train), return_counts=True)
     majority = float(np.mean(np.asarray(y_test) == values[np.argmax(counts)]))
     nonprivate = nonprivate_accuracy(spec, X_train, y_train, X_test, y_test)
-    return RunResult(seed, accuracy, nonprivate, len(y_train), majority)
+    constant = prior_log_loss(y_train, y_test) if log_loss else float("nan")
+    return RunResult(seed, accuracy, nonprivate, len(y_train), majority, losses, constant)
+
+
+def held_out_log_loss(model, X_test, y_test) -> float:
+    """``model``'s mean negative log-probability of the true class over the test rows, in nats."""
+    truth = np.asarray(y_test, dtype=object)[:, None] == np.asarray(model.classes_, dtype=object)[None, :]
+    if not truth.any(axis=1).all():
+        raise ValueError("a test label is not one of the model's classes")
+    return float(-model.predict_log_proba(X_test)[np.arange(len(truth)), truth.argmax(axis=1)].mean())
 
 
 def run_once(
@@ -192,14 +219,14 @@ def run_once(
 ) -> RunResult:
     """One repetition: a random 80/20 split and one collection, scored by every named estimator
     on the same reports. Deterministic given ``seed``. ``class_share``: the share of people who
-    report the class input (None: uniform over the inputs). Without ``log_loss`` a categorical
-    data set's result scores accuracy alone, and its models skip the temperature's bootstrap."""
+    report the class input (None: uniform over the inputs). Without ``log_loss`` the result scores
+    accuracy alone, and its models skip the temperature's bootstrap."""
     if not dataset.continuous:
         return runner_for(dataset).run(protocol, epsilon, seed, estimators, theta, budget, mode, class_share, log_loss)
     X_train, X_test, y_train, y_test = split(dataset, seed)
     spec = spec_for(dataset, protocol, epsilon, theta, setup, X_train, y_train, budget)
     stats = collect(spec, X_train, y_train, np.random.default_rng(seed), mode, class_share)
-    return scored(spec, stats, seed, estimators, X_train, X_test, y_train, y_test)
+    return scored(spec, stats, seed, estimators, X_train, X_test, y_train, y_test, log_loss)
 
 
 def category_counts(codes, labels, n_categories, k: int) -> np.ndarray:
@@ -372,6 +399,7 @@ class Runner:
         accuracy, losses = self._score(models, seed, log_loss)
         majority = np.argmax(np.bincount(self.labels[train], minlength=self.k))
         majority_accuracy = float(np.mean(self.labels[test] == majority))
+        constant = prior_log_loss(self.labels[train], self.labels[test]) if log_loss else float("nan")
         results, e = [], len(estimators)
         for s in range(len(settings)):
             results.append(
@@ -382,6 +410,7 @@ class Runner:
                     len(train),
                     majority_accuracy,
                     {name: float(losses[s * e + j]) for j, name in enumerate(estimators)} if log_loss else {},
+                    constant,
                 )
             )
         return results

@@ -14,8 +14,10 @@ from .sweep import CELL_FIELDS
 def summarise(runs_csv: Path) -> list[dict]:
     """Mean and standard deviation of accuracy per cell and estimator, and the mean accuracies
     without privacy and of the constant classifier that predicts the training split's majority
-    class (``majority_mean``, empty for runs files written before it was recorded); also written
-    next to the runs as ``summary.csv``."""
+    class (``majority_mean``, NaN for runs files written before it was recorded), and the mean
+    test log-loss in nats (``log_loss_mean``, NaN unless every run of the cell scored it) beside
+    that of the training split's class shares (``prior_log_loss_mean``); also written next to the
+    runs as ``summary.csv``."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     with open(runs_csv, newline="") as f:
         for row in csv.DictReader(f):
@@ -25,6 +27,11 @@ def summarise(runs_csv: Path) -> list[dict]:
         acc = np.array([float(r["accuracy"]) for r in rows])
         nonprivate = np.array([float(r["nonprivate_accuracy"]) for r in rows])
         majority = [r.get("majority_accuracy") or "nan" for r in rows]
+        # A mean over some of the runs would not pair with the accuracy's: all of them, or none.
+        losses = [r.get("log_loss") or "" for r in rows]
+        loss = np.mean([float(x) for x in losses]) if all(losses) else float("nan")
+        constant = [r.get("prior_log_loss") or "" for r in rows]
+        prior_loss = np.mean([float(x) for x in constant]) if all(losses) and all(constant) else float("nan")
         summary.append(
             {
                 **dict(zip([*CELL_FIELDS, "estimator"], key)),
@@ -34,6 +41,8 @@ def summarise(runs_csv: Path) -> list[dict]:
                 "accuracy_std": acc.std(),
                 "nonprivate_mean": nonprivate.mean(),
                 "majority_mean": np.mean([float(m) for m in majority]),
+                "log_loss_mean": loss,
+                "prior_log_loss_mean": prior_loss,
             }
         )
     with open(Path(runs_csv).with_name("summary.csv"), "w", newline="") as f:
@@ -61,7 +70,8 @@ def plot_sweep(summary: list[dict], out: Path) -> list[Path]:
     """One figure per (data set, model, budget, estimator): accuracy against ε, a line per
     protocol (or per reduction for continuous data, with a panel per protocol or approach), a band
     of ± one standard deviation, the non-private accuracy dotted, and the majority class's (the
-    constant classifier a model must beat) dashed grey. Writes PNG and SVG."""
+    constant classifier a model must beat) dashed grey; below it the test log-loss, where every
+    run scored it. Writes PNG and SVG; returns their paths."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -76,8 +86,15 @@ def plot_sweep(summary: list[dict], out: Path) -> list[Path]:
         panel_key = ("approach" if model == "gaussian" else "protocol") if continuous else None
         series_key = "reduce" if continuous else "protocol"
         panels = sorted({r[panel_key] for r in rows}) if panel_key else [None]
-        fig, axes = plt.subplots(1, len(panels), figsize=(max(7, 5 * len(panels)), 4.5), squeeze=False, sharey=True)
-        for ax, panel in zip(axes[0], panels):
+        losses = all(np.isfinite(r["log_loss_mean"]) for r in rows)
+        fig, axes = plt.subplots(
+            2 if losses else 1,
+            len(panels),
+            figsize=(max(7, 5 * len(panels)), 8 if losses else 4.5),
+            squeeze=False,
+            sharey="row",
+        )
+        for column, (ax, panel) in enumerate(zip(axes[0], panels)):
             subset = [r for r in rows if panel is None or r[panel_key] == panel]
             for name in sorted({r[series_key] for r in subset}):
                 line = sorted((r for r in subset if r[series_key] == name), key=lambda r: float(r["eps"]))
@@ -87,17 +104,34 @@ def plot_sweep(summary: list[dict], out: Path) -> list[Path]:
                 (handle,) = ax.plot(eps, mean, marker="o", label=_series_label(line[0], series_key))
                 ax.fill_between(eps, mean - std, mean + std, color=handle.get_color(), alpha=0.15)
                 ax.plot(eps, [r["nonprivate_mean"] for r in line], linestyle=":", color=handle.get_color())
+                if losses:
+                    loss = [r["log_loss_mean"] for r in line]
+                    axes[1][column].plot(eps, loss, marker="o", color=handle.get_color())
             majority = sorted((r for r in subset if np.isfinite(r["majority_mean"])), key=lambda r: float(r["eps"]))
             if majority:  # the same splits for every series: one line
                 eps = sorted({float(r["eps"]) for r in majority})
                 level = [np.mean([r["majority_mean"] for r in majority if float(r["eps"]) == e]) for e in eps]
                 ax.plot(eps, level, linestyle="--", color="grey", label="majority class")
+                if losses:  # knowing nothing but the class shares: the log-loss a model must beat
+                    level = [np.mean([r["prior_log_loss_mean"] for r in majority if float(r["eps"]) == e]) for e in eps]
+                    axes[1][column].plot(eps, level, linestyle="--", color="grey", label="class shares")
+                    axes[1][column].legend(fontsize=8)
             title = dataset if panel is None else f"{dataset}, {panel_key} {panel}"
             ax.set_title(title)
             ax.set_xlabel("ε (per report)")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
-        axes[0][0].set_ylabel("accuracy (dotted: without privacy; dashed: majority class)")
+        # Half the height with log-loss below: the legend names the majority class.
+        axes[0][0].set_ylabel("accuracy (dotted: without privacy" + ("" if losses else "; dashed: majority class") + ")")
+        if losses:
+            values = [r["log_loss_mean"] for r in rows] + [r["prior_log_loss_mean"] for r in rows]
+            for ax in axes[1]:
+                ax.set_xlabel("ε (per report)")
+                ax.grid(alpha=0.3)
+                # The paper's raw estimates can cost thousands of nats where normsub's cost one.
+                if min(values) > 0 and max(values) > 20 * min(values):
+                    ax.set_yscale("log")
+            axes[1][0].set_ylabel("test log-loss (nats per record)")
         fig.suptitle(f"LDP Naive Bayes, {model} model, budget {budget}, estimator {estimator}", fontsize=10)
         fig.tight_layout()
         # Path.with_suffix would cut a name at its first dot ("nursery.csv-..." became "nursery.png").

@@ -54,6 +54,8 @@ FIELDS = [
     "accuracy",
     "nonprivate_accuracy",
     "majority_accuracy",
+    "log_loss",
+    "prior_log_loss",
 ]
 CELL_FIELDS = ["dataset", "protocol", "eps", "budget", "model", "reduce", "components", "bins", "approach", "mode"]
 
@@ -102,14 +104,23 @@ def _row(cell: Cell, name: str, per_person: float, rep: int, seed: int, result) 
         "accuracy": result.accuracy[name],
         "nonprivate_accuracy": result.nonprivate_accuracy,
         "majority_accuracy": result.majority_accuracy,
+        "log_loss": result.log_loss.get(name, ""),
+        "prior_log_loss": result.prior_log_loss if result.log_loss else "",
     }
 
 
 def run_cell(
-    cell: Cell, reps: list[int], base_seed: int, estimators: tuple[str, ...], data_dir, sources=None
+    cell: Cell,
+    reps: list[int],
+    base_seed: int,
+    estimators: tuple[str, ...],
+    data_dir,
+    sources=None,
+    log_loss: bool = False,
 ) -> list[dict]:
     """The rows of ``reps`` repetitions of ``cell`` (one per estimator and repetition); a cell's
-    data set is a built-in name or one of ``sources`` (name → CSV path and read options)."""
+    data set is a built-in name or one of ``sources`` (name → CSV path and read options); with
+    ``log_loss`` each row holds the estimator's test log-loss too."""
     from .experiment import run_once, spec_for, split
 
     data = _data(cell.dataset, data_dir, sources)
@@ -121,13 +132,21 @@ def run_cell(
     rows = []
     for rep in reps:
         seed = base_seed + rep
-        result = run_once(data, cell.protocol, cell.eps, seed, estimators, DEFAULT_THETA, setup, cell.budget, cell.mode)
+        result = run_once(
+            data, cell.protocol, cell.eps, seed, estimators, DEFAULT_THETA, setup, cell.budget, cell.mode,
+            log_loss=log_loss,
+        )  # fmt: skip
         rows.extend(_row(cell, name, per_person.epsilon_per_person, rep, seed, result) for name in estimators)
     return rows
 
 
 def run_categorical(
-    work: list[tuple[Cell, list[int]]], base_seed: int, estimators: tuple[str, ...], data_dir, sources=None
+    work: list[tuple[Cell, list[int]]],
+    base_seed: int,
+    estimators: tuple[str, ...],
+    data_dir,
+    sources=None,
+    log_loss: bool = False,
 ) -> list[dict]:
     """The rows of categorical cells of one data set (``work``: each cell and the repetitions it
     lacks). Per repetition, every cell lacking it runs together (:meth:`~sim.experiment.Runner.run_many`):
@@ -145,7 +164,7 @@ def run_categorical(
         seed = base_seed + rep
         settings = [(c.protocol, c.eps, DEFAULT_THETA, c.budget) for c in cells]
         for cell, setting, result in zip(
-            cells, settings, runner.run_many(settings, seed, estimators, mode, log_loss=False)
+            cells, settings, runner.run_many(settings, seed, estimators, mode, log_loss=log_loss)
         ):
             per_person = runner.spec(*setting).epsilon_per_person
             rows.extend(_row(cell, name, per_person, rep, seed, result) for name in estimators)
@@ -167,8 +186,8 @@ REPS_PER_TASK = 10
 
 @dataclass(frozen=True)
 class Task:
-    """Work for one process: ``function(*arguments, base_seed, estimators, data_dir, sources)``
-    gives the rows of ``runs`` runs."""
+    """Work for one process: ``function(*arguments, base_seed, estimators, data_dir, sources,
+    log_loss)`` gives the rows of ``runs`` runs."""
 
     function: Callable[..., list[dict]]
     arguments: tuple
@@ -201,6 +220,14 @@ def done_reps(path: Path, estimators: tuple[str, ...]) -> dict[tuple, set[int]]:
                     row["estimator"]
                 )
     return {key: {rep for rep, names in reps.items() if set(estimators) <= names} for key, reps in seen.items()}
+
+
+def scored_log_loss(path: Path) -> bool:
+    """Whether every run in the runs file at ``path`` holds its log-loss (a file begun without
+    ``--log-loss``, or by a version before it, does not: resuming it with the flag would leave a
+    cell's mean over some of its runs)."""
+    with open(path, newline="") as f:
+        return all(row.get("log_loss") for row in csv.DictReader(f))
 
 
 def existing_fields(path: Path) -> list[str]:
@@ -316,6 +343,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_csv_options(parser)
     parser.add_argument("--out", required=True, help="output folder: runs.csv, summary.csv and plots")
     parser.add_argument("--no-plot", action="store_true", help="write the CSV files without the plots")
+    parser.add_argument(
+        "--log-loss",
+        action="store_true",
+        help="also score each estimator's test log-loss (nats per record, at the model's own temperature; "
+        "plotted under the accuracy). Each discrete model then runs the temperature's bootstrap",
+    )
     return parser
 
 
@@ -359,6 +392,8 @@ def main(argv: list[str]) -> int:
         )
     out = output_folder(parser, args.out)
     path = out / "runs.csv"
+    if args.log_loss and path.exists() and not scored_log_loss(path):
+        parser.error(f"{path} holds runs without log-loss: give --log-loss another --out")
     estimators = tuple(args.estimators)
     done = done_reps(path, estimators)
     todo = []
@@ -379,7 +414,7 @@ def main(argv: list[str]) -> int:
         if new_file:
             writer.writeheader()
         work = tasks(todo, {name for name in args.datasets if name not in continuous})
-        common = (args.seed, estimators, args.data_dir, sources)
+        common = (args.seed, estimators, args.data_dir, sources, args.log_loss)
         if args.jobs <= 1:
             for task in work:
                 writer.writerows(task.function(*task.arguments, *common))

@@ -248,3 +248,36 @@ def test_records_are_refused_naming_the_feature():
             prep.check(X)
         assert str(refused.value) == message
     assert prep.check([[0.5, 1]]).dtype == np.float64
+
+
+@pytest.mark.parametrize("model", ["discrete", "gaussian"])
+def test_a_continuous_run_scores_log_loss_only_when_asked(model, monkeypatch):
+    """Accuracy alone builds every model at temperature 1 (no bootstrap for a temperature that
+    changes no prediction); with ``log_loss`` each estimator's test log-loss is scikit-learn's of
+    the model's own probabilities."""
+    from sklearn.metrics import log_loss
+
+    import aggregator.estimators as estimators
+
+    bootstraps = []
+    real = estimators.choose_temperature
+    monkeypatch.setattr(estimators, "choose_temperature", lambda *a, **k: bootstraps.append(1) or real(*a, **k))
+    data, setup, names = load_dataset("australian"), Setup(model, None, None, None), ("normsub", "paper")
+    plain = run_once(data, "auto", 1.0, 3, names, setup=setup, mode="fast")
+    assert plain.log_loss == {} and bootstraps == []
+    scored = run_once(data, "auto", 1.0, 3, names, setup=setup, mode="fast", log_loss=True)
+    assert scored.accuracy == plain.accuracy
+    assert bool(bootstraps) == (model == "discrete")  # a Gaussian model has no temperature
+    X_train, X_test, y_train, y_test = split(data, 3)
+    spec = spec_for(data, "auto", 1.0, setup=setup, X_train=X_train, y_train=y_train)
+    stats = collect(spec, X_train, y_train, np.random.default_rng(3), "fast")
+    for name in names:
+        built = build_model(stats, name)
+        classes, own = list(built.classes_), built.predict_log_proba(X_test)
+        expected = -np.mean([own[i, classes.index(label)] for i, label in enumerate(y_test)])
+        assert scored.log_loss[name] == pytest.approx(expected, rel=1e-9), name
+    # scikit-learn's agrees where no probability is below the 1e-15 it clips to
+    built = build_model(stats, "normsub")
+    expected = log_loss(y_test, built.predict_proba(X_test), labels=list(built.classes_))
+    assert scored.log_loss["normsub"] == pytest.approx(expected, rel=1e-9)
+    assert scored.log_loss["normsub"] < scored.log_loss["paper"]  # paper's raw estimates are overconfident

@@ -221,6 +221,55 @@ def test_sweeps_write_tidy_rows_resume_and_do_not_depend_on_the_process_count(tm
     assert a == b
 
 
+def test_a_sweep_scores_log_loss_when_asked_and_plots_it(tmp_path, capsys):
+    from PIL import Image
+
+    out = tmp_path / "loss"
+    args = ["sweep", "--datasets", "car,australian", "--protocols", "OUE", "--eps", "1", "--reps", "2"]
+    assert main([*args, "--estimators", "normsub,paper", "--jobs", "1", "--log-loss", "--out", str(out)]) == 0
+    rows = read_runs(out / "runs.csv")
+    car, australian = load_dataset("car", download=False), load_dataset("australian", download=False)
+    for row in rows:
+        data = car if row["dataset"] == "car" else australian
+        result = run_once(data, "OUE", 1.0, int(row["seed"]), (row["estimator"],), mode="fast", log_loss=True)
+        assert float(row["log_loss"]) == pytest.approx(result.log_loss[row["estimator"]], rel=1e-12)
+        assert float(row["accuracy"]) == result.accuracy[row["estimator"]]
+        # the constant's log-loss: the training split's class shares (each count + 1) on the test rows
+        _, _, y_train, y_test = split(data, int(row["seed"]))
+        shares = {c: (list(y_train).count(c) + 1) / (len(y_train) + len(set(data.y))) for c in set(data.y)}
+        assert float(row["prior_log_loss"]) == pytest.approx(-np.mean([np.log(shares[c]) for c in y_test]))
+    summary = {(r["dataset"], r["estimator"]): float(r["log_loss_mean"]) for r in read_runs(out / "summary.csv")}
+    for (dataset, estimator), loss in summary.items():
+        runs = [float(r["log_loss"]) for r in rows if (r["dataset"], r["estimator"]) == (dataset, estimator)]
+        assert loss == pytest.approx(np.mean(runs)) and len(runs) == 2
+    assert summary[("car", "normsub")] < summary[("car", "paper")]
+    constant = {r["dataset"]: float(r["prior_log_loss_mean"]) for r in read_runs(out / "summary.csv")}
+    assert 0.8 < constant["car"] < 0.9 and 0.6 < constant["australian"] < 0.7  # car's 4 uneven classes, 2 even
+    assert "<!-- class shares -->" in (out / "car-discrete-one-report-normsub.svg").read_text()
+    with Image.open(out / "car-discrete-one-report-normsub.png") as image:
+        assert image.height == 8 * 120  # accuracy above, log-loss below
+    # Without the flag the column stays empty, the summary says NaN and the plot has one row.
+    assert main([*args, "--estimators", "normsub", "--jobs", "1", "--out", str(tmp_path / "plain")]) == 0
+    assert {r["log_loss"] for r in read_runs(tmp_path / "plain" / "runs.csv")} == {""}
+    assert all(np.isnan(float(r["log_loss_mean"])) for r in read_runs(tmp_path / "plain" / "summary.csv"))
+    with Image.open(tmp_path / "plain" / "car-discrete-one-report-normsub.png") as image:
+        assert image.height == int(4.5 * 120)
+    # A runs file from before the column cannot take log-losses for some runs only.
+    (tmp_path / "old").mkdir()
+    with open(tmp_path / "old" / "runs.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=[k for k in rows[0] if k != "log_loss"], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    for begun in ("old", "plain"):  # before the column; without the flag
+        with pytest.raises(SystemExit) as stop:
+            main([*args, "--reps", "3", "--jobs", "1", "--log-loss", "--out", str(tmp_path / begun)])
+        assert stop.value.code == 2 and "runs without log-loss" in capsys.readouterr().err
+    # Resumed with the flag, a file that has it throughout takes more runs.
+    more = [*args, "--reps", "3", "--estimators", "normsub,paper", "--jobs", "1", "--log-loss"]
+    assert main([*more, "--out", str(out)]) == 0
+    assert all(r["log_loss"] for r in read_runs(out / "runs.csv")) and len(read_runs(out / "runs.csv")) == 12
+
+
 def test_the_sklearn_estimator_passes_check_estimator():
     check_estimator(LDPNaiveBayes(random_state=0))
 
