@@ -122,7 +122,8 @@ def plot_sweep(summary: list[dict], out: Path) -> list[Path]:
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
         # Half the height with log-loss below: the legend names the majority class.
-        axes[0][0].set_ylabel("accuracy (dotted: without privacy" + ("" if losses else "; dashed: majority class") + ")")
+        dashed = "" if losses else "; dashed: majority class"
+        axes[0][0].set_ylabel(f"accuracy (dotted: without privacy{dashed})")
         if losses:
             values = [r["log_loss_mean"] for r in rows] + [r["prior_log_loss_mean"] for r in rows]
             for ax in axes[1]:
