@@ -63,6 +63,13 @@ def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
     model.add_argument(
         "--pipeline", action="store_true", help="save the pipeline that takes raw records (default: the classifier on codes)"
     )
+    model.add_argument(
+        "--calibrate",
+        metavar="CSV",
+        help="a labelled public sample (the spec's columns and its label, such as the one the spec was drafted "
+        "from): the class probabilities' temperature is fitted to its log-loss, since real records show what "
+        "the service's bootstrap cannot (dependent features). Predictions do not change; a discrete model only",
+    )
 
     enroll = common(sub.add_parser("enroll", help="issue single-use enrollment tokens", allow_abbrev=False))
     enroll.add_argument("id", help="the collection's id, created with --enrollment")
@@ -180,6 +187,9 @@ async def _model(service: Service, session, args) -> str:
     data = await service.call(session, "GET", f"/collections/{args.id}/model?estimator={args.estimator}", admin=False)
     published = await service.call(session, "GET", f"/collections/{args.id}", admin=False)
     model = model_from_dict(data)
+    calibration = calibrate(model, args.calibrate) if args.calibrate else None
+    if calibration:
+        model = calibration.pop("model")
     estimator = model.to_sklearn_pipeline() if args.pipeline else model.to_sklearn()
     out = Path(args.out)
     try:
@@ -214,12 +224,70 @@ async def _model(service: Service, session, args) -> str:
             "class_log_prior_ and feature_log_prob_ hold the model's log-probabilities times the temperature, "
             "so predict_proba gives the model's class probabilities; predict does not depend on it"
         )
+    if calibration:
+        card["temperature_fitted"] = calibration
     if data.get("evidence"):  # what the reports can tell the model
         card["evidence"] = data["evidence"]
     card_path = out.with_suffix(".card.json")
     card_path.write_text(json.dumps(card, indent=2) + "\n")
     saved = f"saved {type(estimator).__name__} to {out} (joblib) and its model card to {card_path}"
+    if calibration:
+        saved += (
+            f"\ntemperature {calibration['service_temperature']:.3g} -> {calibration['temperature']:.3g}, fitted on "
+            f"{calibration['rows']} rows of {args.calibrate}: their log-loss {calibration['log_loss_before']:.3f} -> "
+            f"{calibration['log_loss_after']:.3f} nats per record"
+        )
     return f"{saved}\n{card['evidence']['summary']}" if "evidence" in card else saved
+
+
+def calibrate(model, path: str) -> dict:
+    """``model`` (discrete) at the temperature with the least log-loss on the labelled sample in
+    the CSV file at ``path``, under ``"model"``, with what the model card records: the sample's
+    rows, the service's temperature and the fitted one, and the sample's log-loss at each."""
+    import csv
+
+    import numpy as np
+
+    from participant import RecordError
+    from participant.encoding import encode_features
+
+    from .calibration import expected_log_loss, fitted_temperature
+    from .model import NaiveBayesModel
+
+    if not isinstance(model, NaiveBayesModel):
+        raise OperatorError("--calibrate applies to a discrete model: a Gaussian one has no temperature")
+    spec = model.spec
+    columns = [f.name for f in (spec.continuous.inputs if spec.continuous else spec.features)]
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise OperatorError(f"--calibrate {path}: cannot read it ({exc})") from None
+    missing = [c for c in [*columns, spec.label] if not rows or c not in rows[0]]
+    if missing:
+        raise OperatorError(f"--calibrate {path}: no rows, or no column {', '.join(missing)} (the spec's)")
+    classes = {c: i for i, c in enumerate(spec.classes)}
+    unknown = sorted({r[spec.label] for r in rows} - set(classes))
+    if unknown:
+        raise OperatorError(f"--calibrate {path}: labels {unknown} are not the spec's classes {list(classes)}")
+    try:
+        values = np.array([[r[c] for c in columns] for r in rows], dtype=object)
+        codes = encode_features(values if spec.continuous is None else values.astype(float), spec)
+    except (RecordError, ValueError) as exc:
+        raise OperatorError(f"--calibrate {path}: {exc}") from None
+    labels = np.array([classes[r[spec.label]] for r in rows])
+    jll = model.joint_log_likelihood_codes(codes)
+    temperature, _ = fitted_temperature(jll, labels)
+    before, after = expected_log_loss(jll, np.eye(len(classes))[labels], [model.temperature, temperature])
+    fitted = NaiveBayesModel(spec, model.class_count, model.category_count, temperature)
+    return {
+        "model": fitted,
+        "rows": len(rows),
+        "service_temperature": model.temperature,
+        "temperature": temperature,
+        "log_loss_before": float(before),
+        "log_loss_after": float(after),
+    }
 
 
 async def _enroll(service: Service, session, args) -> str:

@@ -175,3 +175,19 @@ def test_the_temperature_changes_no_prediction_and_travels_with_the_model():
     for bad in (0.0, -0.5, 1.5):
         with pytest.raises(ValueError, match="temperature"):
             NaiveBayesModel(spec, [600, 400], counts, temperature=bad)
+
+
+def test_a_labelled_sample_recovers_the_temperature_its_labels_were_drawn_at():
+    """Labels drawn from softmax(τ·jll) give back τ: on 20,000 records, the grid's 2^-1 of 0.5
+    (its neighbours 2^-3/4 and 2^-5/4 lose), and 1 where the labels follow the scores as they are."""
+    from aggregator.calibration import TEMPERATURES, fitted_temperature
+
+    rng = np.random.default_rng(7)
+    jll = rng.normal(0, 3, size=(20_000, 3))
+    for truth in (0.5, 1.0):
+        p = np.exp(truth * jll - (truth * jll).max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        labels = (rng.random((len(p), 1)) > p.cumsum(axis=1)).sum(axis=1)
+        fitted, losses = fitted_temperature(jll, labels)
+        assert fitted == truth and losses.shape == TEMPERATURES.shape
+        assert losses.min() == losses[list(TEMPERATURES).index(truth)]

@@ -98,6 +98,42 @@ def test_an_operator_runs_a_collection_from_the_command_line(server, tmp_path):
         # What the reports can tell the model, in the card and printed.
         assert card["evidence"]["majority_class"] in {"Yes", "No"}
         assert card["evidence"]["summary"] in result.stdout and "most common class" in result.stdout
+    # A labelled public sample fits the temperature: the least log-loss on it of every temperature.
+    from scipy.special import log_softmax
+
+    from aggregator.calibration import TEMPERATURES
+
+    # A sample of another population (its labels reversed), so that a softer temperature fits it.
+    rows = [(a, i, g, {"Yes": "No", "No": "Yes"}[y]) for a, i, g, y in TABLE_1 * 10]
+    sample = tmp_path / "sample.csv"
+    sample.write_text("age,income,gender,missed_payment\n" + "".join(",".join(r) + "\n" for r in rows))
+    out = tmp_path / "calibrated.joblib"
+    result = cli(server, "model", "survey", "--out", str(out), "--calibrate", str(sample))
+    assert result.returncode == 0, result.stderr
+    card = json.loads(out.with_suffix(".card.json").read_text())
+    fitted = card["temperature_fitted"]
+    assert fitted["rows"] == 100 and card["temperature"] == fitted["temperature"]
+    assert "fitted on 100 rows" in result.stdout and fitted["temperature"] < fitted["service_temperature"]
+    import joblib
+
+    categories = [f.categories for f in spec.features]
+    codes = np.array([[list(c).index(v) for c, v in zip(categories, r[:3])] for r in rows])
+    truth = np.array([["Yes", "No"].index(r[3]) for r in rows])
+    served = joblib.load(tmp_path / "model.joblib")  # at the service's temperature
+    scores = served.predict_log_proba(codes) / fitted["service_temperature"]  # the model's scores, up to a constant
+    losses = [-log_softmax(t * scores, axis=1)[np.arange(100), truth].mean() for t in TEMPERATURES]
+    assert fitted["log_loss_after"] == pytest.approx(min(losses))
+    assert fitted["log_loss_after"] <= fitted["log_loss_before"]
+    assert fitted["temperature"] == pytest.approx(TEMPERATURES[int(np.argmin(losses))])
+    calibrated = joblib.load(out)
+    assert -calibrated.predict_log_proba(codes)[np.arange(100), truth].mean() == pytest.approx(min(losses))
+    assert (calibrated.predict(codes) == served.predict(codes)).all()
+    (tmp_path / "unlabelled.csv").write_text("age,income,gender\nYoung,Low,Male\n")
+    one_line_error(cli(server, "model", "survey", "--out", str(out), "--calibrate", str(tmp_path / "unlabelled.csv")),
+                   "no column missed_payment")  # fmt: skip
+    (tmp_path / "other.csv").write_text("age,income,gender,missed_payment\nYoung,Low,Male,Maybe\n")
+    one_line_error(cli(server, "model", "survey", "--out", str(out), "--calibrate", str(tmp_path / "other.csv")),
+                   "['Maybe'] are not the spec's classes")  # fmt: skip
     # A fresh process: load and predict on what a scikit-learn user passes (rows, a DataFrame with
     # the feature names and a label column, records as dicts), every warning an error.
     check = (
