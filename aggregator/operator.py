@@ -66,9 +66,10 @@ def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
     model.add_argument(
         "--calibrate",
         metavar="CSV",
-        help="a labelled public sample (the spec's columns and its label, such as the one the spec was drafted "
-        "from): the class probabilities' temperature is fitted to its log-loss, since real records show what "
-        "the service's bootstrap cannot (dependent features). Predictions do not change; a discrete model only",
+        help="a labelled public sample, comma-separated with a header row (the spec's columns and its label, "
+        "such as the sample the spec was drafted from): the class probabilities' temperature is fitted to its "
+        "log-loss, since real records show what the service's bootstrap cannot (dependent features). "
+        "Predictions do not change; a discrete model only",
     )
 
     enroll = common(sub.add_parser("enroll", help="issue single-use enrollment tokens", allow_abbrev=False))
@@ -272,7 +273,7 @@ def calibrate(model, path: str) -> dict:
         raise OperatorError(f"--calibrate {path}: labels {unknown} are not the spec's classes {list(classes)}")
     try:
         values = np.array([[r[c] for c in columns] for r in rows], dtype=object)
-        codes = encode_features(values if spec.continuous is None else values.astype(float), spec)
+        codes = encode_features(values, spec)  # numerical columns are parsed as the preparation reads them
     except (RecordError, ValueError) as exc:
         raise OperatorError(f"--calibrate {path}: {exc}") from None
     labels = np.array([classes[r[spec.label]] for r in rows])

@@ -190,3 +190,29 @@ def test_bad_use_is_one_line_and_exit_2(server, tmp_path):
     usage = cli(server, "create")
     assert usage.returncode == 2 and "--spec" in usage.stderr and "Traceback" not in usage.stderr
     assert "--admin-token " not in cli(server, "list", "--help").stdout  # never on the command line
+
+
+def test_a_binned_numerical_model_calibrates_on_raw_values_and_a_gaussian_one_is_refused(tmp_path):
+    from aggregator import build_model
+    from aggregator.operator import OperatorError, calibrate
+    from sim.datasets import load_dataset
+    from sim.experiment import Setup, collect, spec_for, split
+
+    data = load_dataset("australian")
+    X_train, X_test, y_train, y_test = split(data, 0)
+    sample = tmp_path / "sample.csv"
+    for model in ("discrete", "gaussian"):
+        spec = spec_for(data, "OUE", 1.0, setup=Setup(model), X_train=X_train, y_train=y_train)
+        built = build_model(collect(spec, X_train, y_train, np.random.default_rng(0), "fast"), "normsub")
+        columns = [f.name for f in spec.continuous.inputs]
+        rows = [",".join(map(str, [*x, y])) for x, y in zip(X_test, y_test)]
+        sample.write_text(",".join([*columns, spec.label]) + "\n" + "\n".join(rows) + "\n")
+        if model == "gaussian":
+            with pytest.raises(OperatorError, match="a discrete model"):
+                calibrate(built, str(sample))
+            continue
+        fitted = calibrate(built, str(sample))
+        assert fitted["rows"] == len(y_test) == 138 and fitted["log_loss_after"] <= fitted["log_loss_before"]
+        own = fitted["model"].predict_log_proba(X_test)
+        truth = [list(built.classes_).index(y) for y in y_test]
+        assert -own[np.arange(138), truth].mean() == pytest.approx(fitted["log_loss_after"])
