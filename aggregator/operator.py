@@ -268,7 +268,7 @@ def calibrate(model, path: str) -> dict:
     if missing:
         raise OperatorError(f"--calibrate {path}: no rows, or no column {', '.join(missing)} (the spec's)")
     classes = {c: i for i, c in enumerate(spec.classes)}
-    unknown = sorted({r[spec.label] for r in rows} - set(classes))
+    unknown = sorted(map(str, {r[spec.label] for r in rows} - set(classes)))  # a short row's is None
     if unknown:
         raise OperatorError(f"--calibrate {path}: labels {unknown} are not the spec's classes {list(classes)}")
     try:
