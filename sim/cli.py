@@ -93,6 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.add_argument(
+        "--log-loss",
+        action="store_true",
+        help="also score the test log-loss (nats per record, at the model's own temperature) beside the "
+        "class shares' (knowing nothing): a discrete model then runs its temperature's bootstrap",
+    )
+    parser.add_argument(
         "--budget",
         choices=["one-report", "per-input", "split"],
         default="one-report",
@@ -307,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.budget,
                 args.mode,
                 args.class_share,
+                args.log_loss,
             )
             for r in tqdm(range(args.reps), desc=f"{data.name} {args.protocol} eps={args.eps:g}", delay=1.0, unit="rep")
         ]
@@ -366,6 +373,13 @@ def accuracy_summary(results: list, estimator: str) -> dict:
     }
     if np.isfinite(majority).all():  # replays over HTTP score no constant classifier
         summary["majority_mean"] = float(majority.mean())
+    if all(estimator in r.log_loss for r in results):  # --log-loss
+        losses = np.array([r.log_loss[estimator] for r in results])
+        summary.update(
+            log_loss_mean=float(losses.mean()),
+            log_loss_std=float(losses.std()),
+            prior_log_loss_mean=float(np.mean([r.prior_log_loss for r in results])),
+        )
     return summary
 
 
@@ -378,6 +392,10 @@ def accuracy_lines(summary: dict) -> str:
     ]
     if "majority_mean" in summary:
         lines.append(f"  majority class (constant) {summary['majority_mean']:.4f}")
+    if "log_loss_mean" in summary:
+        mean, std = summary["log_loss_mean"], summary["log_loss_std"]
+        lines.append(f"  LDP Naive Bayes log-loss  {mean:.4f} ± {std:.4f} nats per record")
+        lines.append(f"  class shares (constant)   {summary['prior_log_loss_mean']:.4f}")
     return "\n".join(lines)
 
 
@@ -406,7 +424,10 @@ def run_spec(parser: argparse.ArgumentParser, args) -> int:
     data = load_data(parser, args)
     print(spec.privacy_statement(), file=sys.stderr)
     try:
-        results = [run_with_spec(spec, data, args.seed + r, (args.estimator,), args.mode) for r in range(args.reps)]
+        results = [
+            run_with_spec(spec, data, args.seed + r, (args.estimator,), args.mode, args.log_loss)
+            for r in range(args.reps)
+        ]
     except (RecordError, ValueError) as exc:
         parser.exit(2, f"{parser.prog}: error: the data do not fit the spec: {exc}\n")
     summary = {
@@ -452,7 +473,10 @@ def run_collection(parser: argparse.ArgumentParser, args) -> int:
             parser.error(f"cannot read --tokens: {exc}")
     data = load_data(parser, args)
     try:
-        run, note = replay_into(data, url, args.collection, spec, enrollment, args.seed, args.estimator, args.clients, tokens)
+        run, note = replay_into(
+            data, url, args.collection, spec, enrollment, args.seed, args.estimator, args.clients, tokens,
+            args.log_loss,
+        )  # fmt: skip
     except ReplayError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     except (OSError, aiohttp.ClientError, ClientError) as exc:
@@ -467,6 +491,8 @@ def run_collection(parser: argparse.ArgumentParser, args) -> int:
         "accuracy": None if np.isnan(run.accuracy[args.estimator]) else run.accuracy[args.estimator],
         "nonprivate": run.nonprivate_accuracy,
     }
+    if run.log_loss:
+        summary.update(log_loss=run.log_loss[args.estimator], prior_log_loss=run.prior_log_loss)
     if note:
         summary["note"] = note
     if args.json:
@@ -479,6 +505,9 @@ def run_collection(parser: argparse.ArgumentParser, args) -> int:
         else:
             print(f"  LDP Naive Bayes accuracy  {run.accuracy[args.estimator]:.4f} (estimator {args.estimator})")
         print(f"  non-private Naive Bayes   {run.nonprivate_accuracy:.4f}")
+        if run.log_loss:
+            print(f"  LDP Naive Bayes log-loss  {run.log_loss[args.estimator]:.4f} nats per record")
+            print(f"  class shares (constant)   {run.prior_log_loss:.4f}")
     return 0
 
 
@@ -509,6 +538,7 @@ def run_http(args, data, setup) -> list:
                 token,
                 args.clients,
                 setup,
+                args.log_loss,
             )
             for r in range(args.reps)
         ]

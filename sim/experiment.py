@@ -457,10 +457,16 @@ def runner_for(dataset: Dataset) -> Runner:
 
 
 def run_with_spec(
-    spec: CollectionSpec, dataset: Dataset, seed: int, estimators: tuple[str, ...] = ("normsub",), mode: str = "replay"
+    spec: CollectionSpec,
+    dataset: Dataset,
+    seed: int,
+    estimators: tuple[str, ...] = ("normsub",),
+    mode: str = "replay",
+    log_loss: bool = False,
 ) -> RunResult:
     """One repetition of the collection ``spec`` describes (the very spec a service accepts) on
-    ``dataset``: a random 80/20 split, every training row one participant."""
+    ``dataset``: a random 80/20 split, every training row one participant; with ``log_loss`` the
+    test log-losses too."""
     X_train, X_test, y_train, y_test = split(dataset, seed)
     stats = collect(spec, X_train, y_train, np.random.default_rng(seed), mode)
-    return scored(spec, stats, seed, estimators, X_train, X_test, y_train, y_test)
+    return scored(spec, stats, seed, estimators, X_train, X_test, y_train, y_test, log_loss)

@@ -29,7 +29,16 @@ from participant.spec import CollectionSpec
 from participant.wire import pack_report
 
 from .datasets import Dataset
-from .experiment import RunResult, Setup, nonprivate_accuracy, simulate_reports, spec_for, split
+from .experiment import (
+    RunResult,
+    Setup,
+    held_out_log_loss,
+    nonprivate_accuracy,
+    prior_log_loss,
+    simulate_reports,
+    spec_for,
+    split,
+)
 
 
 def connection_caps(clients: int) -> list[str]:
@@ -187,6 +196,7 @@ def replay_into(
     estimator: str,
     clients: int,
     tokens: list[str] | None,
+    log_loss: bool = False,
 ) -> tuple[HttpRun, str]:
     """The training split of ``seed`` replayed into the existing collection ``collection_id``
     whose published spec is ``spec`` (see :func:`published`): one participant per row (with an
@@ -219,9 +229,20 @@ def replay_into(
     accuracy = model.score(X_test, y_test) if model is not None else float("nan")
     run = HttpRun(
         seed, {estimator: accuracy}, nonprivate_accuracy(spec, X_train, y_train, X_test, y_test), len(y_train),
-        seconds=seconds,
+        **losses(model, estimator, X_test, y_train, y_test, log_loss and model is not None), seconds=seconds,
     )  # fmt: skip
     return run, note
+
+
+def losses(model, estimator: str, X_test, y_train, y_test, wanted: bool) -> dict:
+    """The :class:`RunResult` fields of a fetched ``model``'s test log-loss and the class shares',
+    if ``wanted`` (else none)."""
+    if not wanted:
+        return {}
+    return {
+        "log_loss": {estimator: held_out_log_loss(model, X_test, y_test)},
+        "prior_log_loss": prior_log_loss(y_train, y_test),
+    }
 
 
 def run_over_http(
@@ -235,6 +256,7 @@ def run_over_http(
     admin_token: str,
     clients: int,
     setup: Setup | None = None,
+    log_loss: bool = False,
 ) -> HttpRun:
     """One repetition over HTTP against the aggregator at ``url``: a fresh collection, one
     participant client per training row, the model fetched back and scored on the test split."""
@@ -249,5 +271,6 @@ def run_over_http(
         {estimator: model.score(X_test, y_test)},
         nonprivate_accuracy(spec, X_train, y_train, X_test, y_test),
         len(y_train),
+        **losses(model, estimator, X_test, y_train, y_test, log_loss),
         seconds=seconds,
     )

@@ -314,11 +314,12 @@ def test_the_built_in_data_sets_ship_their_specs(name, capsys):
     from pathlib import Path
 
     spec = Path(__file__).resolve().parents[1] / "sim" / "specs" / f"{name}.json"
-    assert run("--spec", spec, "--dataset", name, "--reps", 3, "--json") == 0
+    assert run("--spec", spec, "--dataset", name, "--reps", 3, "--json", "--log-loss") == 0
     with_spec = json.loads(capsys.readouterr().out)
-    assert run("--dataset", name, "--reps", 3, "--json") == 0
+    assert run("--dataset", name, "--reps", 3, "--json", "--log-loss") == 0
     built_in = json.loads(capsys.readouterr().out)
     assert with_spec["accuracy_mean"] == built_in["accuracy_mean"] and with_spec["eps_per_person"] == 1.0
+    assert with_spec["log_loss_mean"] == built_in["log_loss_mean"] < built_in["prior_log_loss_mean"] + 0.2
 
 
 def test_a_categorical_spec_reads_a_column_of_many_numbers_as_categories(tmp_path, capsys):

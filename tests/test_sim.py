@@ -172,13 +172,21 @@ def test_help_explains_the_privacy_budget():
 
 def test_http_replay_matches_the_in_process_accuracy(capsys):
     common = ["--dataset", "car", "--protocol", "OUE", "--eps", "1", "--reps", "2", "--seed", "5", "--json"]
-    assert main(common) == 0
+    assert main([*common, "--log-loss"]) == 0
     in_process = json.loads(capsys.readouterr().out)
-    assert main([*common, "--via", "http", "--clients", "64"]) == 0
+    assert main([*common, "--log-loss", "--via", "http", "--clients", "64"]) == 0
     over_http = json.loads(capsys.readouterr().out)
     assert over_http["via"] == "http" and over_http["reports_per_second"] > 0
     assert over_http["accuracy_mean"] == in_process["accuracy_mean"]
     assert over_http["nonprivate_mean"] == in_process["nonprivate_mean"]
+    # The service's model has the same temperature (its bootstrap is seeded by the same statistics).
+    for key in ("log_loss_mean", "log_loss_std", "prior_log_loss_mean"):
+        assert over_http[key] == pytest.approx(in_process[key], rel=1e-9), key
+    runs = [run_once(load_dataset("car"), "OUE", 1.0, seed, ("normsub",), log_loss=True) for seed in (5, 6)]
+    assert in_process["log_loss_mean"] == pytest.approx(np.mean([r.log_loss["normsub"] for r in runs]))
+    assert in_process["prior_log_loss_mean"] == pytest.approx(np.mean([r.prior_log_loss for r in runs]))
+    assert main(common) == 0
+    assert "log_loss_mean" not in json.loads(capsys.readouterr().out)  # only when asked
 
 
 def test_the_local_aggregator_holds_every_participant_connection_at_once():
@@ -288,12 +296,15 @@ def test_replay_into_the_operators_enrolled_collection(tmp_path, capsys):
         )  # fmt: skip
         tokens = json.loads(urllib.request.urlopen(request).read())["tokens"]
         (tmp_path / "tokens.txt").write_text("\n".join(tokens) + "\n")
-        assert main([*base, "--tokens", str(tmp_path / "tokens.txt"), "--seed", "3", "--json"]) == 0
+        assert main([*base, "--tokens", str(tmp_path / "tokens.txt"), "--seed", "3", "--json", "--log-loss"]) == 0
         replayed = json.loads(capsys.readouterr().out)
         assert replayed["sent"] == 1382 and replayed["collection"] == collection
-        assert main(["--dataset", "car", "--spec", "sim/specs/car.json", "--seed", "3", "--reps", "1", "--json"]) == 0
+        in_process = ["--dataset", "car", "--spec", "sim/specs/car.json", "--seed", "3", "--reps", "1", "--json"]
+        assert main([*in_process, "--log-loss"]) == 0
         in_process = json.loads(capsys.readouterr().out)
         assert replayed["accuracy"] == in_process["accuracy_mean"]
+        assert replayed["log_loss"] == pytest.approx(in_process["log_loss_mean"], rel=1e-9)
+        assert replayed["prior_log_loss"] == pytest.approx(in_process["prior_log_loss_mean"])
         for extra, words in [
             (["--eps", "2"], "the collection's published spec fixes eps"),
             (["--reps", "3"], "one repetition"),
