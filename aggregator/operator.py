@@ -71,6 +71,13 @@ def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
         "log-loss, since real records show what the service's bootstrap cannot (dependent features). "
         "Predictions do not change; a discrete model only",
     )
+    model.add_argument(
+        "--sample-prior",
+        action="store_true",
+        help="with --calibrate: also pool the class prior with the sample's class shares, each weighted by "
+        "the inverse of its variance (the reports' from the model's evidence): where the reports cannot "
+        "settle the most common class, the sample can. Predictions may change",
+    )
 
     enroll = common(sub.add_parser("enroll", help="issue single-use enrollment tokens", allow_abbrev=False))
     enroll.add_argument("id", help="the collection's id, created with --enrollment")
@@ -188,7 +195,10 @@ async def _model(service: Service, session, args) -> str:
     data = await service.call(session, "GET", f"/collections/{args.id}/model?estimator={args.estimator}", admin=False)
     published = await service.call(session, "GET", f"/collections/{args.id}", admin=False)
     model = model_from_dict(data)
-    calibration = calibrate(model, args.calibrate) if args.calibrate else None
+    if args.sample_prior and not args.calibrate:
+        raise OperatorError("--sample-prior goes with --calibrate SAMPLE.csv")
+    evidence = data.get("evidence") if args.sample_prior else None
+    calibration = calibrate(model, args.calibrate, evidence) if args.calibrate else None
     if calibration:
         model = calibration.pop("model")
     estimator = model.to_sklearn_pipeline() if args.pipeline else model.to_sklearn()
@@ -238,13 +248,19 @@ async def _model(service: Service, session, args) -> str:
             f"{calibration['rows']} rows of {args.calibrate}: their log-loss {calibration['log_loss_before']:.3f} -> "
             f"{calibration['log_loss_after']:.3f} nats per record"
         )
+        if "class_prior" in calibration:
+            shares = ", ".join(f"{c} {v:.3f}" for c, v in calibration["class_prior"]["pooled"].items())
+            saved += f"\nclass prior pooled with the sample's: {shares}"
     return f"{saved}\n{card['evidence']['summary']}" if "evidence" in card else saved
 
 
-def calibrate(model, path: str) -> dict:
+def calibrate(model, path: str, evidence: dict | None = None) -> dict:
     """``model`` (discrete) at the temperature with the least log-loss on the labelled sample in
     the CSV file at ``path``, under ``"model"``, with what the model card records: the sample's
-    rows, the service's temperature and the fitted one, and the sample's log-loss at each."""
+    rows, the service's temperature and the fitted one, and the sample's log-loss under the
+    served model and the fitted one. With the model's ``evidence`` (its class prior and standard
+    errors) the class prior is first pooled with the sample's
+    (:func:`~aggregator.calibration.pooled_with_sample`), and the card records all three."""
     import csv
 
     import numpy as np
@@ -252,7 +268,7 @@ def calibrate(model, path: str) -> dict:
     from participant import RecordError
     from participant.encoding import encode_features
 
-    from .calibration import expected_log_loss, fitted_temperature
+    from .calibration import expected_log_loss, fitted_temperature, pooled_with_sample
     from .model import NaiveBayesModel
 
     if not isinstance(model, NaiveBayesModel):
@@ -277,17 +293,28 @@ def calibrate(model, path: str) -> dict:
     except (RecordError, ValueError) as exc:
         raise OperatorError(f"--calibrate {path}: {exc}") from None
     labels = np.array([classes[r[spec.label]] for r in rows])
+    truth = np.eye(len(classes))[labels]
+    served = model.joint_log_likelihood_codes(codes)
+    (before,) = expected_log_loss(served, truth, [model.temperature])
+    found: dict = {"rows": len(rows), "service_temperature": model.temperature}
+    if evidence:
+        reports = np.array([evidence["class_prior"][c] for c in spec.classes])
+        errors = np.array([evidence["class_prior_standard_error"][c] for c in spec.classes])
+        prior, sample = pooled_with_sample(reports, errors, labels)
+        model = model.with_class_prior(prior)
+        found["class_prior"] = {
+            "reports": dict(zip(spec.classes, reports.tolist())),
+            "sample": dict(zip(spec.classes, sample.tolist())),
+            "pooled": dict(zip(spec.classes, prior.tolist())),
+        }
     jll = model.joint_log_likelihood_codes(codes)
-    temperature, _ = fitted_temperature(jll, labels)
-    before, after = expected_log_loss(jll, np.eye(len(classes))[labels], [model.temperature, temperature])
-    fitted = NaiveBayesModel(spec, model.class_count, model.category_count, temperature)
+    temperature, losses = fitted_temperature(jll, labels)
     return {
-        "model": fitted,
-        "rows": len(rows),
-        "service_temperature": model.temperature,
+        "model": NaiveBayesModel(spec, model.class_count, model.category_count, temperature),
+        **found,
         "temperature": temperature,
         "log_loss_before": float(before),
-        "log_loss_after": float(after),
+        "log_loss_after": float(losses.min()),
     }
 
 

@@ -191,3 +191,36 @@ def test_a_labelled_sample_recovers_the_temperature_its_labels_were_drawn_at():
         fitted, losses = fitted_temperature(jll, labels)
         assert fitted == truth and losses.shape == TEMPERATURES.shape
         assert losses.min() == losses[list(TEMPERATURES).index(truth)]
+
+
+def test_the_class_prior_pooled_with_a_sample_weighs_each_by_its_variance():
+    from aggregator.calibration import pooled_with_sample
+
+    labels = np.array([0] * 70 + [1] * 22 + [2] * 8)  # a sample of 100: shares (71, 23, 9) / 103
+    sample = np.array([71, 23, 9]) / 103
+    reports = np.array([0.3, 0.6, 0.1])
+    loose, shares = pooled_with_sample(reports, np.full(3, 10.0), labels)  # reports that say nothing
+    assert np.allclose(shares, sample) and np.allclose(loose, sample, atol=1e-3)
+    tight, _ = pooled_with_sample(reports, np.full(3, 1e-5), labels)  # reports far surer than 100 rows
+    assert np.allclose(tight, reports, atol=1e-3)
+    errors = np.array([0.05, 0.1, 0.02])
+    pooled, _ = pooled_with_sample(reports, errors, labels)
+    w_reports, w_sample = 1 / errors**2, 103 / (sample * (1 - sample))
+    expected = (w_reports * reports + w_sample * sample) / (w_reports + w_sample)
+    assert np.allclose(pooled, expected / expected.sum())
+
+
+def test_a_model_with_another_class_prior_keeps_its_conditionals():
+    spec = CollectionSpec(
+        features=[Feature("a", ["x", "y", "z"]), Feature("b", ["x", "y", "z"]), Feature("c", ["u", "v"])],
+        classes=["Yes", "No"],
+        protocol="OUE",
+        epsilon=1.0,
+    )
+    model = NaiveBayesModel(spec, [30, 10], [[[5, 10, 15], [2, 3, 5]], [[1, 1, 1], [3, 3, 3]], [[6, 4], [2, 8]]], 0.5)
+    moved = model.with_class_prior([0.2, 0.8])
+    assert np.allclose(moved.class_prior, [0.2, 0.8]) and moved.temperature == 0.5
+    assert moved.class_count.sum() == pytest.approx(40)
+    for before, after in zip(model.feature_log_prob, moved.feature_log_prob):
+        assert np.allclose(before, after)
+    assert model.with_class_prior([1, 3], temperature=1.0).temperature == 1.0

@@ -128,6 +128,19 @@ def test_an_operator_runs_a_collection_from_the_command_line(server, tmp_path):
     calibrated = joblib.load(out)
     assert -calibrated.predict_log_proba(codes)[np.arange(100), truth].mean() == pytest.approx(min(losses))
     assert (calibrated.predict(codes) == served.predict(codes)).all()
+    # With --sample-prior the class prior is first pooled with the sample's (whose labels are reversed:
+    # mostly "No" where the reports say mostly "Yes"), each share weighted by its variance.
+    result = cli(server, "model", "survey", "--out", str(out), "--calibrate", str(sample), "--sample-prior")
+    assert result.returncode == 0, result.stderr
+    card = json.loads(out.with_suffix(".card.json").read_text())
+    prior = card["temperature_fitted"]["class_prior"]
+    assert prior["reports"] == card["evidence"]["class_prior"] and "class prior pooled" in result.stdout
+    assert prior["sample"]["No"] == pytest.approx((sum(r[3] == "No" for r in rows) + 1) / 102)
+    for name in ("Yes", "No"):  # between the two, nearer the surer
+        low, high = sorted([prior["reports"][name], prior["sample"][name]])
+        assert low < prior["pooled"][name] < high
+    assert card["class_prior"] == pytest.approx(prior["pooled"])
+    one_line_error(cli(server, "model", "survey", "--out", str(out), "--sample-prior"), "goes with --calibrate")
     (tmp_path / "unlabelled.csv").write_text("age,income,gender\nYoung,Low,Male\n")
     one_line_error(cli(server, "model", "survey", "--out", str(out), "--calibrate", str(tmp_path / "unlabelled.csv")),
                    "no column missed_payment")  # fmt: skip
