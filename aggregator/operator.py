@@ -198,6 +198,8 @@ async def _model(service: Service, session, args) -> str:
     if args.sample_prior and not args.calibrate:
         raise OperatorError("--sample-prior goes with --calibrate SAMPLE.csv")
     evidence = data.get("evidence") if args.sample_prior else None
+    if args.sample_prior and not evidence:
+        raise OperatorError("--sample-prior needs the class prior's standard errors, and this model has no evidence")
     calibration = calibrate(model, args.calibrate, evidence) if args.calibrate else None
     if calibration:
         model = calibration.pop("model")
