@@ -192,11 +192,11 @@ async def _status(service: Service, session, args) -> str:
 async def _model(service: Service, session, args) -> str:
     import joblib
 
+    if args.sample_prior and not args.calibrate:  # a usage error, before asking the service
+        raise OperatorError("--sample-prior goes with --calibrate SAMPLE.csv")
     data = await service.call(session, "GET", f"/collections/{args.id}/model?estimator={args.estimator}", admin=False)
     published = await service.call(session, "GET", f"/collections/{args.id}", admin=False)
     model = model_from_dict(data)
-    if args.sample_prior and not args.calibrate:
-        raise OperatorError("--sample-prior goes with --calibrate SAMPLE.csv")
     evidence = data.get("evidence") if args.sample_prior else None
     if args.sample_prior and not evidence:
         raise OperatorError("--sample-prior needs the class prior's standard errors, and this model has no evidence")
