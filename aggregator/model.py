@@ -73,10 +73,9 @@ class NaiveBayesModel:
     def class_prior(self) -> np.ndarray:
         return np.exp(self.class_log_prior)
 
-    def with_class_prior(self, prior, temperature: float | None = None) -> NaiveBayesModel:
+    def with_class_prior(self, prior) -> NaiveBayesModel:
         """This model with class prior ``prior`` (shape ``(k,)``, positive) and the same
-        conditionals: each class's counts rescaled to its new total, the total kept; at
-        ``temperature`` (left out: this model's)."""
+        conditionals and temperature: each class's counts rescaled to its new total, the total kept."""
         prior = np.asarray(prior, dtype=float) / np.sum(prior)
         class_count = prior * self.class_count.sum()
         scale = class_count / self.class_count
@@ -84,7 +83,7 @@ class NaiveBayesModel:
             self.spec,
             class_count,
             [c * scale[:, None] for c in self.category_count],
-            self.temperature if temperature is None else temperature,
+            self.temperature,
         )
 
     def joint_log_likelihood_codes(self, codes: np.ndarray) -> np.ndarray:

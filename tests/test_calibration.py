@@ -223,4 +223,3 @@ def test_a_model_with_another_class_prior_keeps_its_conditionals():
     assert moved.class_count.sum() == pytest.approx(40)
     for before, after in zip(model.feature_log_prob, moved.feature_log_prob):
         assert np.allclose(before, after)
-    assert model.with_class_prior([1, 3], temperature=1.0).temperature == 1.0
