@@ -202,21 +202,39 @@ ESTIMATORS: dict[str, Callable[[CollectionStatistics], NaiveBayesModel]] = {
 }
 
 
-def build_model(stats: CollectionStatistics, estimator: str = "normsub", temperature: float | None = None):
+def build_model(
+    stats: CollectionStatistics,
+    estimator: str = "normsub",
+    temperature: float | None = None,
+    strength: float | None = None,
+):
     """The Naive Bayes model the named estimator assembles from ``stats``: a
     :class:`NaiveBayesModel` for a discrete spec, a :class:`~aggregator.gaussian.GaussianModel`
     for a Gaussian one. ``temperature``: the discrete model's (left out: the estimator's own
     choice). It changes no prediction, so a caller that scores only predictions passes 1 and
-    skips ``normsub``'s bootstrap of it."""
+    skips ``normsub``'s bootstrap of it. ``strength``: the smoothing strength (left out: the
+    estimator's own choice); raises ValueError (:func:`strength_refused` says why) where the
+    estimator or the model does not smooth."""
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; choose one of {', '.join(ESTIMATORS)}")
+    if strength is not None and (refused := strength_refused(stats.spec, estimator)):
+        raise ValueError(refused)
     if stats.spec.model == "gaussian":
         return gaussian_estimator(stats, estimator)
     build = ESTIMATORS[estimator]
     # An estimator registered beside these (a bench's variant) may take the statistics alone.
-    if temperature is None or "temperature" not in inspect.signature(build).parameters:
-        return build(stats)
-    return build(stats, temperature=temperature)
+    accepted = inspect.signature(build).parameters
+    given = {"temperature": temperature, "strength": strength}
+    return build(stats, **{name: value for name, value in given.items() if value is not None and name in accepted})
+
+
+def strength_refused(spec, estimator: str) -> str | None:
+    """Why ``estimator`` cannot build ``spec``'s model at a given smoothing strength, or None if it can."""
+    if spec.model == "gaussian":
+        return "a gaussian model has no smoothing strength"
+    if "strength" not in inspect.signature(ESTIMATORS[estimator]).parameters:
+        return f"the {estimator} estimator does not smooth: it has no strength"
+    return None
 
 
 def model_from_dict(data: dict):

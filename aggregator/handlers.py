@@ -21,7 +21,7 @@ from .addresses import client_address
 from .answers import encode_json, encode_msgpack
 from .auth import SETTING_KEY, enrollment_nonce, issue_enrollment_tokens, require_admin
 from .errors import RETRY_AFTER, APIError
-from .estimators import ESTIMATORS, build_model
+from .estimators import ESTIMATORS, build_model, strength_refused
 from .evidence import evidence
 from .keys import ADMIN_FAILURES, ANSWERS, CONFIG, ENROLLMENT_HMAC, LIMITER, METRICS, STORE, WRITER
 from .metrics import UNKNOWN_COLLECTION
@@ -522,6 +522,27 @@ def _estimator(request: web.Request) -> str:
     return name
 
 
+# The largest smoothing strength /model builds at: 1024 already leaves the conditionals all but
+# uniform (aggregator.strength.STRENGTHS), and a bound keeps a number from overflowing the weights.
+MAX_STRENGTH = 1e6
+
+
+def _strength(request: web.Request, collection: Collection, estimator: str) -> float | None:
+    """The ``strength`` the client asked the model to be smoothed at (None: the estimator's choice)."""
+    raw = request.query.get("strength")
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= MAX_STRENGTH):
+        raise APIError(400, f"strength must be a number above 0 and at most {MAX_STRENGTH:g}, not {raw!r}")
+    if refused := strength_refused(collection.spec, estimator):
+        raise APIError(400, f"strength {raw!r}: {refused}")
+    return value
+
+
 def _estimates(collection: Collection, stats: CollectionStatistics) -> dict:
     spec = collection.spec
     inputs = []
@@ -544,12 +565,12 @@ def _estimates(collection: Collection, stats: CollectionStatistics) -> dict:
     }
 
 
-def _model(collection: Collection, stats: CollectionStatistics, estimator: str) -> dict:
+def _model(collection: Collection, stats: CollectionStatistics, estimator: str, strength: float | None) -> dict:
     answer = {
         "collection": collection.id,
         "estimator": estimator,
         "reports": stats.n_reports,
-        **build_model(stats, estimator).to_dict(),
+        **build_model(stats, estimator, strength=strength).to_dict(),
     }
     answer["evidence"] = evidence(stats)
     return answer
@@ -600,4 +621,4 @@ async def estimates(request: web.Request) -> web.Response:
 async def model(request: web.Request) -> web.Response:
     collection = await get_collection(request)
     estimator = _estimator(request)
-    return await cached_answer(request, collection, _model, estimator)
+    return await cached_answer(request, collection, _model, estimator, _strength(request, collection, estimator))

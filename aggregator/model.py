@@ -34,9 +34,18 @@ class NaiveBayesModel:
     ``class_count`` and ``category_count`` are the (post-processed) estimated counts behind them.
     ``temperature`` (in (0, 1]) scales the joint log-likelihoods before they are normalised into
     class probabilities (:mod:`aggregator.calibration`); predictions do not depend on it.
+    ``strength`` is the smoothing strength the conditionals were smoothed at
+    (:mod:`aggregator.smoothing`), None for a model that was not smoothed (``paper``).
     """
 
-    def __init__(self, spec: CollectionSpec, class_count, category_count, temperature: float = 1.0):
+    def __init__(
+        self,
+        spec: CollectionSpec,
+        class_count,
+        category_count,
+        temperature: float = 1.0,
+        strength: float | None = None,
+    ):
         self.spec = spec
         self.classes_ = np.asarray(spec.classes, dtype=object)
         self.class_count = np.asarray(class_count, dtype=float)
@@ -46,12 +55,13 @@ class NaiveBayesModel:
         if not 0 < temperature <= 1:
             raise ValueError(f"temperature must be in (0, 1], not {temperature!r}")
         self.temperature = float(temperature)
+        self.strength = None if strength is None else float(strength)
         self.class_log_prior = np.log(self.class_count) - np.log(self.class_count.sum())
         self.feature_log_prob = [np.log(c) - np.log(c.sum(axis=1, keepdims=True)) for c in self.category_count]
 
     def to_dict(self) -> dict:
-        """Plain JSON/msgpack types: the spec, the counts, the log-probabilities they imply, and the
-        temperature of the class probabilities."""
+        """Plain JSON/msgpack types: the spec, the counts, the log-probabilities they imply, the
+        temperature of the class probabilities and the smoothing strength (None: not smoothed)."""
         return {
             "spec": self.spec.to_dict(),
             "classes": list(self.spec.classes),
@@ -60,14 +70,17 @@ class NaiveBayesModel:
             "class_log_prior": self.class_log_prior.tolist(),
             "feature_log_prob": [t.tolist() for t in self.feature_log_prob],
             "temperature": self.temperature,
+            "strength": self.strength,
         }
 
     @classmethod
     def from_dict(cls, data: dict) -> NaiveBayesModel:
         """The model :meth:`to_dict` describes (rebuilt from its counts; a model saved before
-        temperatures were chosen has 1)."""
+        temperatures were chosen has 1, one saved before strengths were recorded None)."""
         spec = CollectionSpec.from_dict(data["spec"])
-        return cls(spec, data["class_count"], data["category_count"], data.get("temperature", 1.0))
+        return cls(
+            spec, data["class_count"], data["category_count"], data.get("temperature", 1.0), data.get("strength")
+        )
 
     @property
     def class_prior(self) -> np.ndarray:
@@ -84,6 +97,7 @@ class NaiveBayesModel:
             class_count,
             [c * scale[:, None] for c in self.category_count],
             self.temperature,
+            self.strength,
         )
 
     def joint_log_likelihood_codes(self, codes: np.ndarray) -> np.ndarray:

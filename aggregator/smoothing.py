@@ -30,7 +30,7 @@ class Unsmoothed:
         """The Naive Bayes model with every feature smoothed at ``strength``, its class
         probabilities at ``temperature`` (:mod:`aggregator.calibration`)."""
         tables = [smooth_conditionals(t, v, strength, self.target) for t, v in zip(self.tables, self.cell_variances)]
-        return NaiveBayesModel(spec, self.class_count, tables, temperature)
+        return NaiveBayesModel(spec, self.class_count, tables, temperature, strength)
 
     def log_probabilities(self, strengths: np.ndarray) -> list[np.ndarray]:
         """``log P(F_i = a | c)`` at each of ``strengths`` (shape ``(S,)``) at once: one array of

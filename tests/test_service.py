@@ -145,6 +145,8 @@ async def test_a_gaussian_model_carries_its_class_inputs_evidence(service):
     assert set(data["evidence"]["feature_p_values"]) == {"h", "w"}
     assert all(0 <= p <= 1 for p in data["evidence"]["feature_p_values"].values())
     assert data["evidence"]["majority_class"] in {"a", "b"} and "most common class" in data["evidence"]["summary"]
+    status, data = await service.get("/collections/c1/model?strength=2")  # a gaussian model is not smoothed
+    assert status == 400 and "gaussian model has no smoothing strength" in data["error"]
 
 
 async def test_admin_endpoints_need_the_right_token(service):
@@ -211,6 +213,42 @@ async def test_model_over_http_equals_the_in_process_model(service, protocol):
     assert status == 200
     np.testing.assert_allclose(NaiveBayesModel.from_dict(data).predict_proba(X1), toward_marginal.predict_proba(X1), rtol=1e-9)
     assert not np.allclose(toward_marginal.predict_proba(X1), local.predict_proba(X1))
+
+
+async def test_the_model_at_an_asked_strength_and_the_strength_it_chose(service):
+    """?strength= smooths the conditionals at that strength, as build_model does in process; without
+    it the answer names the strength the service chose; a strength that is not a number in
+    (0, 10^6], or one asked of an estimator that does not smooth, is a 400 naming it."""
+    from aggregator.strength import STRENGTHS
+
+    spec = table_1_spec(protocol="OUE", epsilon=1.0)
+    await service.create(spec)
+    reports = simulated_reports(spec)
+    clients = [AsyncClient(service.url, ledger=None, session=service.session) for _ in reports]
+    statuses = await asyncio.gather(*(c.send_report("c1", pack_report(r, spec)) for c, r in zip(clients, reports)))
+    assert statuses == ["accepted"] * len(reports)
+    stats = in_process_statistics(spec, reports)
+    status, data = await service.get("/collections/c1/model")
+    assert status == 200 and data["strength"] == build_model(stats).strength and data["strength"] in STRENGTHS
+    served = {}
+    for strength in (1, 1024):
+        status, data = await service.get(f"/collections/c1/model?strength={strength}")
+        local = build_model(stats, strength=strength)
+        assert status == 200 and data["strength"] == local.strength == strength
+        served[strength] = NaiveBayesModel.from_dict(data)
+        for remote_table, local_table in zip(served[strength].category_count, local.category_count):
+            np.testing.assert_allclose(remote_table, local_table, rtol=1e-12)
+        assert data["temperature"] == local.temperature
+    # The strength is used: at 1024 every class's conditionals are all but uniform, at 1 not.
+    spread = {s: max(np.ptp(np.exp(t), axis=0).max() for t in m.feature_log_prob) for s, m in served.items()}
+    assert spread[1024] < 0.01 < spread[1]
+    for bad in ("0", "-1", "nan", "inf", "x", "1e7"):
+        status, data = await service.get(f"/collections/c1/model?strength={bad}")
+        assert status == 400 and f"strength must be a number above 0 and at most 1e+06, not '{bad}'" == data["error"]
+    status, data = await service.get("/collections/c1/model?estimator=paper&strength=2")
+    assert status == 400 and "paper estimator does not smooth" in data["error"]
+    status, data = await service.get("/collections/c1/model?estimator=paper")
+    assert status == 200 and data["strength"] is None
 
 
 async def test_participant_clients_submit_records(service, tmp_path):
