@@ -78,6 +78,14 @@ def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
         "the inverse of its variance (the reports' from the model's evidence): where the reports cannot "
         "settle the most common class, the sample can. Predictions may change",
     )
+    model.add_argument(
+        "--sample-strength",
+        action="store_true",
+        help="with --calibrate: also fetch the model at each smoothing strength (1 to 1024, where the class "
+        "prior decides) and keep the one that classifies the sample best, if it beats the service's choice by "
+        "more than one standard error of the paired difference (the service chooses from Naive-Bayes "
+        "simulations, which cannot show dependent features). Predictions may change; not for --estimator paper",
+    )
 
     enroll = common(sub.add_parser("enroll", help="issue single-use enrollment tokens", allow_abbrev=False))
     enroll.add_argument("id", help="the collection's id, created with --enrollment")
@@ -192,15 +200,28 @@ async def _status(service: Service, session, args) -> str:
 async def _model(service: Service, session, args) -> str:
     import joblib
 
-    if args.sample_prior and not args.calibrate:  # a usage error, before asking the service
-        raise OperatorError("--sample-prior goes with --calibrate SAMPLE.csv")
-    data = await service.call(session, "GET", f"/collections/{args.id}/model?estimator={args.estimator}", admin=False)
+    for flag, given in (("--sample-prior", args.sample_prior), ("--sample-strength", args.sample_strength)):
+        if given and not args.calibrate:  # a usage error, before asking the service
+            raise OperatorError(f"{flag} goes with --calibrate SAMPLE.csv")
+    path = f"/collections/{args.id}/model?estimator={args.estimator}"
+    data = await service.call(session, "GET", path, admin=False)
     published = await service.call(session, "GET", f"/collections/{args.id}", admin=False)
     model = model_from_dict(data)
     evidence = data.get("evidence") if args.sample_prior else None
     if args.sample_prior and not evidence:
         raise OperatorError("--sample-prior needs the class prior's standard errors, and this model has no evidence")
-    calibration = calibrate(model, args.calibrate, evidence) if args.calibrate else None
+    candidates = None
+    if args.sample_strength:
+        from .estimators import strength_refused
+        from .strength import STRENGTHS
+
+        if refused := strength_refused(model.spec, args.estimator):
+            raise OperatorError(f"--sample-strength: {refused}")
+        answers = await asyncio.gather(
+            *(service.call(session, "GET", f"{path}&strength={s:g}", admin=False) for s in STRENGTHS)
+        )
+        candidates = [model_from_dict(answer) for answer in answers]
+    calibration = calibrate(model, args.calibrate, evidence, candidates) if args.calibrate else None
     if calibration:
         model = calibration.pop("model")
     estimator = model.to_sklearn_pipeline() if args.pipeline else model.to_sklearn()
@@ -232,6 +253,7 @@ async def _model(service: Service, session, args) -> str:
         "takes": "raw records (a pipeline)" if args.pipeline else "ordinal codes of the spec's categories",
     }
     if hasattr(model, "temperature"):  # discrete: the exported log-probabilities are scaled by it
+        card["strength"] = model.strength
         card["temperature"] = model.temperature
         card["temperature_note"] = (
             "class_log_prior_ and feature_log_prob_ hold the model's log-probabilities times the temperature, "
@@ -253,16 +275,31 @@ async def _model(service: Service, session, args) -> str:
         if "class_prior" in calibration:
             shares = ", ".join(f"{c} {v:.3f}" for c, v in calibration["class_prior"]["pooled"].items())
             saved += f"\nclass prior pooled with the sample's: {shares}"
+        if "strength" in calibration:
+            chosen = calibration["strength"]
+            right = f"{chosen['served_right']} of {calibration['rows']} sample rows right"
+            if chosen["chosen"] == chosen["served"]:
+                saved += f"\nstrength {chosen['served']:g} kept ({right}): no other leads on the sample by a standard error"
+            else:
+                better = next(c for c in chosen["candidates"] if c["strength"] == chosen["chosen"])
+                saved += (
+                    f"\nstrength {chosen['served']:g} -> {chosen['chosen']:g}, chosen on the sample: "
+                    f"{right} -> {better['right']}"
+                )
     return f"{saved}\n{card['evidence']['summary']}" if "evidence" in card else saved
 
 
-def calibrate(model, path: str, evidence: dict | None = None) -> dict:
+def calibrate(model, path: str, evidence: dict | None = None, candidates: list | None = None) -> dict:
     """``model`` (discrete) at the temperature with the least log-loss on the labelled sample in
     the CSV file at ``path``, under ``"model"``, with what the model card records: the sample's
     rows, the service's temperature and the fitted one, and the sample's log-loss under the
     served model and the fitted one. With the model's ``evidence`` (its class prior and standard
     errors) the class prior is first pooled with the sample's
-    (:func:`~aggregator.calibration.pooled_with_sample`), and the card records all three."""
+    (:func:`~aggregator.calibration.pooled_with_sample`), and the card records all three. With
+    ``candidates`` (the same collection's model at other smoothing strengths) the one the sample
+    prefers replaces ``model`` before the temperature is fitted
+    (:func:`~aggregator.calibration.strength_from_sample`, after the same pooled prior), and the
+    card records each one's rows right, gained and lost against the served model."""
     import csv
 
     import numpy as np
@@ -270,7 +307,7 @@ def calibrate(model, path: str, evidence: dict | None = None) -> dict:
     from participant import RecordError
     from participant.encoding import encode_features
 
-    from .calibration import expected_log_loss, fitted_temperature, pooled_with_sample
+    from .calibration import expected_log_loss, fitted_temperature, pooled_with_sample, strength_from_sample
     from .model import NaiveBayesModel
 
     if not isinstance(model, NaiveBayesModel):
@@ -304,15 +341,31 @@ def calibrate(model, path: str, evidence: dict | None = None) -> dict:
         errors = np.array([evidence["class_prior_standard_error"][c] for c in spec.classes])
         prior, sample = pooled_with_sample(reports, errors, labels)
         model = model.with_class_prior(prior)
+        candidates = [c.with_class_prior(prior) for c in candidates or []]
         found["class_prior"] = {
             "reports": dict(zip(spec.classes, reports.tolist())),
             "sample": dict(zip(spec.classes, sample.tolist())),
             "pooled": dict(zip(spec.classes, prior.tolist())),
         }
     jll = model.joint_log_likelihood_codes(codes)
+    if candidates:
+        scored = [c.joint_log_likelihood_codes(codes) for c in candidates]
+        chosen, gained, lost = strength_from_sample(jll, scored, labels)
+        served_right = int((jll.argmax(axis=1) == labels).sum())
+        found["strength"] = {
+            "served": model.strength,
+            "served_right": served_right,
+            "chosen": model.strength if chosen is None else candidates[chosen].strength,
+            "candidates": [
+                {"strength": c.strength, "right": served_right + int(g) - int(w), "gained": int(g), "lost": int(w)}
+                for c, g, w in zip(candidates, gained, lost)
+            ],
+        }
+        if chosen is not None:
+            model, jll = candidates[chosen], scored[chosen]
     temperature, losses = fitted_temperature(jll, labels)
     return {
-        "model": NaiveBayesModel(spec, model.class_count, model.category_count, temperature),
+        "model": NaiveBayesModel(spec, model.class_count, model.category_count, temperature, model.strength),
         **found,
         "temperature": temperature,
         "log_loss_before": float(before),

@@ -4,9 +4,8 @@ prior decide? Tried, not shipped (README, *Estimators*).
     python bench/uneven_gate.py [--reps 100] [--first-seed 0] [--cells car:0.5,...] [--null-draws 12] [--jobs 2]
 
 A cell ``data set@share:ε`` runs on a subsample of the data set whose most common class holds
-``share`` of the rows (every row of that class kept, the others drawn without replacement, seed 0):
-mushroom and chess with uneven classes, whose many weak features the table's data sets do not
-combine with an uneven prior. For every run (the seeds and reports of ``bench/estimators.py``,
+``share`` of the rows (:func:`paired_runs.cell_dataset`): mushroom and chess with uneven classes,
+whose many weak features the table's data sets do not combine with an uneven prior. For every run (the seeds and reports of ``bench/estimators.py``,
 protocol ``auto``, fast mode) it records the prior's evenness
 (:func:`aggregator.strength.prior_evenness`), the dependence p-value
 (:func:`aggregator.dependence.dependence_p_value`), and the test accuracy of ``normsub``, of
@@ -27,9 +26,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from paired_runs import cell_parser, paired, run_cells
+from paired_runs import cell_dataset, cell_parser, paired, run_cells
 
-from sim.datasets import Dataset, load_dataset
 from sim.experiment import run_once
 
 RESULTS = Path(__file__).with_name("results") / "uneven_gate.md"
@@ -39,17 +37,6 @@ CELLS = (
 )
 ALPHAS = (0.05, 0.1, 0.2)
 NULL_RANKS = (0, 2)
-
-
-def with_majority_share(data: Dataset, share: float) -> Dataset:
-    """The rows of ``data`` whose most common class holds ``share`` of them: all of that class, the
-    others drawn without replacement (seed 0), with ``data``'s declared domain."""
-    labels, counts = np.unique(data.y, return_counts=True)
-    top = np.flatnonzero(data.y == labels[counts.argmax()])
-    rest = np.flatnonzero(data.y != labels[counts.argmax()])
-    wanted = min(len(rest), int(round(len(top) * (1 - share) / share)))
-    rest = np.random.default_rng(0).choice(rest, size=wanted, replace=False)
-    return data.rows(np.sort(np.concatenate([top, rest])))
 
 
 def cell(dataset: str, epsilon: float, reps: int, first_seed: int, null_draws: int) -> tuple:
@@ -86,10 +73,7 @@ def cell(dataset: str, epsilon: float, reps: int, first_seed: int, null_draws: i
         return prior_only(stats)
 
     ESTIMATORS["probe"] = probe
-    name, _, share = dataset.partition("@")
-    data = load_dataset(name)
-    if share:
-        data = with_majority_share(data, float(share))
+    data = cell_dataset(dataset)
     runs = []
     for seed in range(first_seed, first_seed + reps):
         result = run_once(data, "auto", epsilon, seed, ("probe", "normsub", "prior only"), mode="fast")

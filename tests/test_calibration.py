@@ -19,6 +19,7 @@ from aggregator.calibration import (
     convex_argmin,
     expected_log_loss,
     pick,
+    strength_from_sample,
 )
 from aggregator.dependence import dependence_p_value, null_probability
 from aggregator.estimators import normsub_unsmoothed
@@ -223,3 +224,37 @@ def test_a_model_with_another_class_prior_keeps_its_conditionals():
     assert moved.class_count.sum() == pytest.approx(40)
     for before, after in zip(model.feature_log_prob, moved.feature_log_prob):
         assert np.allclose(before, after)
+
+
+def test_a_strength_replaces_the_served_one_only_where_it_leads_the_sample_by_a_standard_error():
+    """McNemar's paired comparison on a labelled sample of 100 rows, the served model right on the
+    first 60: a candidate replaces it only if the rows it alone gets right (gained) exceed those
+    only the served model gets right (lost) by more than √(gained + lost); of several, the one
+    that leads most."""
+    labels = np.zeros(100, dtype=int)
+
+    def scores(right) -> np.ndarray:
+        """Joint log-likelihoods (100, 2) that predict class 0 (right) on the rows ``right``."""
+        jll = np.tile([0.0, 1.0], (100, 1))
+        jll[np.asarray(right), 0] = 2.0
+        return jll
+
+    served = scores(range(60))
+
+    def candidate(gained: int, lost: int) -> np.ndarray:
+        return scores([*range(lost, 60), *range(60, 60 + gained)])
+
+    leads = {  # gained, lost: lead and its standard error
+        "a": (10, 4),  # 6 > √14 = 3.7
+        "b": (20, 12),  # 8 > √32 = 5.7: leads most
+        "c": (3, 1),  # 2, not above √4 = 2
+        "d": (30, 25),  # 5 < √55 = 7.4
+    }
+    models = {name: candidate(*counts) for name, counts in leads.items()}
+    chosen, gained, lost = strength_from_sample(served, list(models.values()), labels)
+    assert list(models)[chosen] == "b"
+    assert list(zip(gained, lost)) == list(leads.values())
+    chosen, _, _ = strength_from_sample(served, [models["a"], models["c"], models["d"]], labels)
+    assert chosen == 0
+    assert strength_from_sample(served, [models["c"], models["d"]], labels)[0] is None
+    assert strength_from_sample(served, [served], labels)[0] is None  # the served strength itself never leads

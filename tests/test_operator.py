@@ -95,6 +95,7 @@ def test_an_operator_runs_a_collection_from_the_command_line(server, tmp_path):
         assert card["epsilon_per_person"] == 4.0 and card["estimator"] == "normsub"
         assert set(card["estimated_people_per_class"]) == {"Yes", "No"}
         assert 0 < card["temperature"] <= 1 and "times the temperature" in card["temperature_note"]
+        served_strength = card["strength"]
         # What the reports can tell the model, in the card and printed.
         assert card["evidence"]["majority_class"] in {"Yes", "No"}
         assert card["evidence"]["summary"] in result.stdout and "most common class" in result.stdout
@@ -141,6 +142,49 @@ def test_an_operator_runs_a_collection_from_the_command_line(server, tmp_path):
         assert low < prior["pooled"][name] < high
     assert card["class_prior"] == pytest.approx(prior["pooled"])
     one_line_error(cli(server, "model", "survey", "--out", str(out), "--sample-prior"), "goes with --calibrate")
+    # With --sample-strength the sample also chooses the smoothing strength: on a sample whose every
+    # row is of the reports' majority class, the model that predicts it everywhere leads the served
+    # one (which uses the features) by every row the served one gets wrong.
+    majority = card["evidence"]["majority_class"]
+    everyone = tmp_path / "majority.csv"
+    everyone.write_text("age,income,gender,missed_payment\n" + "".join(",".join([*r[:3], majority]) + "\n" for r in rows))
+    result = cli(server, "model", "survey", "--out", str(out), "--calibrate", str(everyone), "--sample-strength")
+    assert result.returncode == 0, result.stderr
+    card = json.loads(out.with_suffix(".card.json").read_text())
+    chosen = card["temperature_fitted"]["strength"]
+    assert chosen["served"] == served_strength and 0 < chosen["served_right"] < 100
+    tried = {c["strength"]: c for c in chosen["candidates"]}
+    assert sorted(tried) == [1, 2, 4, 8, 16, 64, 1024] and tried[1024]["right"] == 100 and tried[1024]["lost"] == 0
+    best = max(tried.values(), key=lambda c: c["gained"] - c["lost"])
+    assert chosen["chosen"] == card["strength"] == min(s for s, c in tried.items() if c["right"] == best["right"])
+    assert f"strength {served_strength:g} -> {chosen['chosen']:g}, chosen on the sample" in result.stdout
+    assert (joblib.load(out).predict(codes) == majority).all()
+    # With the sample prior too, every strength is judged with the pooled prior: on a sample all of the
+    # reports' minority class, which the pooled prior makes the majority, the class prior alone (1024)
+    # is right on every row (with the reports' prior it would be right on none); the saved model keeps
+    # the pooled prior.
+    minority = {"Yes": "No", "No": "Yes"}[majority]
+    everyone.write_text("age,income,gender,missed_payment\n" + "".join(",".join([*r[:3], minority]) + "\n" for r in rows))
+    result = cli(server, "model", "survey", "--out", str(out), "--calibrate", str(everyone), "--sample-prior",
+                 "--sample-strength")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    card = json.loads(out.with_suffix(".card.json").read_text())
+    pooled = card["temperature_fitted"]["class_prior"]["pooled"]
+    assert max(pooled, key=pooled.get) == minority and card["class_prior"] == pytest.approx(pooled)
+    tried = {c["strength"]: c for c in card["temperature_fitted"]["strength"]["candidates"]}
+    assert tried[1024]["right"] == 100
+    assert (joblib.load(out).predict(codes) == minority).all()
+    # On a sample the served model classifies without a mistake, no strength can lead it.
+    own = tmp_path / "own.csv"
+    labels = served.predict(codes)
+    own.write_text("age,income,gender,missed_payment\n" + "".join(
+        ",".join([*r[:3], c]) + "\n" for r, c in zip(rows, labels)))  # fmt: skip
+    result = cli(server, "model", "survey", "--out", str(out), "--calibrate", str(own), "--sample-strength")
+    assert result.returncode == 0 and f"strength {served_strength:g} kept (100 of 100 sample rows right)" in result.stdout
+    assert json.loads(out.with_suffix(".card.json").read_text())["strength"] == served_strength
+    one_line_error(cli(server, "model", "survey", "--out", str(out), "--sample-strength"), "goes with --calibrate")
+    one_line_error(cli(server, "model", "survey", "--out", str(out), "--estimator", "paper", "--calibrate",
+                       str(own), "--sample-strength"), "paper estimator does not smooth")  # fmt: skip
     (tmp_path / "unlabelled.csv").write_text("age,income,gender\nYoung,Low,Male\n")
     one_line_error(cli(server, "model", "survey", "--out", str(out), "--calibrate", str(tmp_path / "unlabelled.csv")),
                    "no column missed_payment")  # fmt: skip
