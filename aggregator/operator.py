@@ -221,6 +221,8 @@ async def _model(service: Service, session, args) -> str:
             *(service.call(session, "GET", f"{path}&strength={s:g}", admin=False) for s in STRENGTHS)
         )
         candidates = [model_from_dict(answer) for answer in answers]
+        if [c.strength for c in candidates] != list(STRENGTHS):  # a service from before ?strength= ignores it
+            raise OperatorError(f"--sample-strength: the service at {service.url} does not build a model at a given strength")
     calibration = calibrate(model, args.calibrate, evidence, candidates) if args.calibrate else None
     if calibration:
         model = calibration.pop("model")

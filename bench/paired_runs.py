@@ -47,7 +47,7 @@ def cell_dataset(name: str):
     labels, counts = np.unique(data.y, return_counts=True)
     top = np.flatnonzero(data.y == labels[counts.argmax()])
     rest = np.flatnonzero(data.y != labels[counts.argmax()])
-    wanted = min(len(rest), int(round(len(top) * (1 - float(share)) / float(share))))
+    wanted = min(len(rest), round(len(top) * (1 - float(share)) / float(share)))
     rest = np.random.default_rng(0).choice(rest, size=wanted, replace=False)
     return data.rows(np.sort(np.concatenate([top, rest])))
 

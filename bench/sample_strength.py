@@ -20,6 +20,7 @@ errors). Writes bench/results/sample_strength.md (``--out``).
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -29,11 +30,26 @@ RESULTS = Path(__file__).with_name("results") / "sample_strength.md"
 CELLS = ALL_CELLS + ",chess@0.75:0.5,chess@0.75:1,mushroom@0.75:0.5,mushroom@0.75:1,chess@0.9:1,mushroom@0.9:1"
 
 
+def test_accuracy(model, codes: np.ndarray, labels: np.ndarray) -> float:
+    """The share of the records ``codes`` whose class ``model`` predicts as ``labels`` holds."""
+    return float(np.mean(model.joint_log_likelihood_codes(codes).argmax(axis=1) == labels))
+
+
+def sample_choice(served, others: list, lead: float, codes: np.ndarray, labels: np.ndarray):
+    """``served``, or the model of ``others`` the labelled sample (``codes``, ``labels``) prefers by
+    more than ``lead`` standard errors (:func:`aggregator.calibration.strength_from_sample`)."""
+    from aggregator.calibration import strength_from_sample
+
+    jll = [m.joint_log_likelihood_codes(codes) for m in (served, *others)]
+    index, _, _ = strength_from_sample(jll[0], jll[1:], labels, lead)
+    return served if index is None else others[index]
+
+
 def cell(dataset: str, epsilon: float, reps: int, first_seed: int, rows: int, leads: tuple[float, ...]) -> tuple:
     """Per run, shape ``(reps, 4 + len(leads))``: test accuracy of the majority class, ``normsub``,
     with the sample prior, with the sample prior and the strength it then chooses; then with the
     strength the sample chooses at each of ``leads``."""
-    from aggregator.calibration import pooled_with_sample, strength_from_sample
+    from aggregator.calibration import pooled_with_sample
     from aggregator.estimators import build_model
     from aggregator.evidence import evidence
     from aggregator.strength import STRENGTHS
@@ -47,14 +63,8 @@ def cell(dataset: str, epsilon: float, reps: int, first_seed: int, rows: int, le
         candidates = [build_model(stats, "normsub", temperature=1.0, strength=s) for s in STRENGTHS]
         train, test, _ = runner.split(seed)
         sample, labels = runner.codes[train[:rows]], runner.labels[train[:rows]]
-
-        def accuracy(model) -> float:
-            return float(np.mean(model.joint_log_likelihood_codes(runner.codes[test]).argmax(axis=1) == runner.labels[test]))
-
-        def chosen(model, others, lead):
-            jll = [m.joint_log_likelihood_codes(sample) for m in (model, *others)]
-            index, _, _ = strength_from_sample(jll[0], jll[1:], labels, lead)
-            return model if index is None else others[index]
+        accuracy = partial(test_accuracy, codes=runner.codes[test], labels=runner.labels[test])
+        chosen = partial(sample_choice, codes=sample, labels=labels)
 
         found = evidence(stats)
         reports = np.array([found["class_prior"][c] for c in stats.spec.classes])
