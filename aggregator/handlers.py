@@ -29,6 +29,7 @@ from .plausibility import plausibility
 from .statistics import CollectionStatistics
 from .store import CONFLICT, NEW, TOKEN_USED, Collection, CollectionExists, IncomingBatch
 from .store.base import COLLECTION_ID
+from .strength import STRENGTHS
 
 routes = web.RouteTableDef()
 
@@ -522,13 +523,11 @@ def _estimator(request: web.Request) -> str:
     return name
 
 
-# The largest smoothing strength /model builds at: 1024 already leaves the conditionals all but
-# uniform (aggregator.strength.STRENGTHS), and a bound keeps a number from overflowing the weights.
-MAX_STRENGTH = 1e6
-
-
 def _strength(request: web.Request, collection: Collection, estimator: str) -> float | None:
-    """The ``strength`` the client asked the model to be smoothed at (None: the estimator's choice)."""
+    """The ``strength`` the client asked the model to be smoothed at (None: the estimator's choice).
+    Only the strengths the service's own choice ranges over (:data:`~aggregator.strength.STRENGTHS`):
+    every other number would be one more model to build and cache per release state, which anyone
+    could ask for."""
     raw = request.query.get("strength")
     if raw is None:
         return None
@@ -536,8 +535,8 @@ def _strength(request: web.Request, collection: Collection, estimator: str) -> f
         value = float(raw)
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and 0 < value <= MAX_STRENGTH):
-        raise APIError(400, f"strength must be a number above 0 and at most {MAX_STRENGTH:g}, not {raw!r}")
+    if value not in STRENGTHS:
+        raise APIError(400, f"strength must be one of {', '.join(f'{s:g}' for s in STRENGTHS)}, not {raw!r}")
     if refused := strength_refused(collection.spec, estimator):
         raise APIError(400, f"strength {raw!r}: {refused}")
     return value

@@ -217,8 +217,9 @@ async def test_model_over_http_equals_the_in_process_model(service, protocol):
 
 async def test_the_model_at_an_asked_strength_and_the_strength_it_chose(service):
     """?strength= smooths the conditionals at that strength, as build_model does in process; without
-    it the answer names the strength the service chose; a strength that is not a number in
-    (0, 10^6], or one asked of an estimator that does not smooth, is a 400 naming it."""
+    it the answer names the strength the service chose; a strength that is not one of those the
+    service chooses from (every other would be one more model for anyone to make it build), or one
+    asked of an estimator that does not smooth, is a 400 naming it."""
     from aggregator.strength import STRENGTHS
 
     spec = table_1_spec(protocol="OUE", epsilon=1.0)
@@ -242,9 +243,10 @@ async def test_the_model_at_an_asked_strength_and_the_strength_it_chose(service)
     # The strength is used: at 1024 every class's conditionals are all but uniform, at 1 not.
     spread = {s: max(np.ptp(np.exp(t), axis=0).max() for t in m.feature_log_prob) for s, m in served.items()}
     assert spread[1024] < 0.01 < spread[1]
-    for bad in ("0", "-1", "nan", "inf", "x", "1e7"):
+    for bad in ("0", "-1", "nan", "inf", "x", "3", "1.0001", "1e7"):
         status, data = await service.get(f"/collections/c1/model?strength={bad}")
-        assert status == 400 and f"strength must be a number above 0 and at most 1e+06, not '{bad}'" == data["error"]
+        assert status == 400 and f"strength must be one of 1, 2, 4, 8, 16, 64, 1024, not '{bad}'" == data["error"]
+    assert (await service.get("/collections/c1/model?strength=64.0"))[0] == 200
     status, data = await service.get("/collections/c1/model?estimator=paper&strength=2")
     assert status == 400 and "paper estimator does not smooth" in data["error"]
     status, data = await service.get("/collections/c1/model?estimator=paper")
