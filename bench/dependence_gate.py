@@ -24,10 +24,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from paired_runs import cell_parser, paired, run_cells
+from paired_runs import cell_parser, paired, probed_runs, run_cells
 
 from sim.datasets import load_dataset
-from sim.experiment import run_once
 
 RESULTS = Path(__file__).with_name("results") / "dependence_gate.md"
 CELLS = "car:0.5,car:1,car:2,chess:0.5,chess:1,mushroom:0.5,mushroom:1,connect-4:1"
@@ -73,19 +72,7 @@ def cell(dataset: str, epsilon: float, reps: int) -> tuple[str, float, list[dict
 
     ESTIMATORS["probe"] = probe
     ESTIMATORS["prior only"] = prior_only
-    data = load_dataset(dataset)
-    runs = []
-    for seed in range(reps):
-        result = run_once(data, "auto", epsilon, seed, ("probe", "normsub", "prior only"), mode="fast")
-        runs.append(
-            found[-1]
-            | {
-                "normsub": result.accuracy["normsub"],
-                "prior": result.accuracy["prior only"],
-                "majority": result.majority_accuracy,
-            }
-        )
-    return dataset, epsilon, runs
+    return dataset, epsilon, probed_runs(load_dataset(dataset), epsilon, range(reps), found)
 
 
 def main() -> None:

@@ -52,6 +52,20 @@ def cell_dataset(name: str):
     return data.rows(np.sort(np.concatenate([top, rest])))
 
 
+def probed_runs(data, epsilon: float, seeds, found: list[dict]) -> list[dict]:
+    """Per seed (protocol ``auto``, fast mode), the record the estimator registered as ``probe``
+    appended to ``found`` for that run, with the test accuracy of ``normsub``, of ``prior only``
+    and of the majority class (``normsub``, ``prior``, ``majority``)."""
+    from sim.experiment import run_once
+
+    runs = []
+    for seed in seeds:
+        result = run_once(data, "auto", epsilon, seed, ("probe", "normsub", "prior only"), mode="fast")
+        accuracy = {"normsub": result.accuracy["normsub"], "prior": result.accuracy["prior only"]}
+        runs.append(found[-1] | accuracy | {"majority": result.majority_accuracy})
+    return runs
+
+
 def paired(a: np.ndarray) -> str:
     """The mean of paired differences ``a`` ± its standard error, as ``+0.012 ± 0.003``."""
     return f"{a.mean():+.3f} ± {a.std(ddof=1) / np.sqrt(len(a)):.3f}"

@@ -100,18 +100,24 @@ def main() -> None:
     leads = tuple(float(x) for x in args.lead.split(","))
     last = args.first_seed + args.reps - 1
     lines = [
-        f"# The strength a labelled sample chooses (`python bench/sample_strength.py --reps {args.reps} --first-seed "
-        f"{args.first_seed} --sample-rows {args.sample_rows} --lead {args.lead} --cells {args.cells}`)",
+        (
+            f"# The strength a labelled sample chooses (`python bench/sample_strength.py --reps {args.reps} "
+            f"--first-seed {args.first_seed} --sample-rows {args.sample_rows} --lead {args.lead} --cells {args.cells}`)"
+        ),
         "",
-        f"Protocol `auto`, fast mode, seeds {args.first_seed}–{last}; the sample is the first {args.sample_rows} "
-        "rows of each run's training split. Test accuracy, paired differences ± standard error. "
-        f"`sample strength`: the strength the sample chooses at a lead of {leads[0]:g} standard errors; "
-        "`sample prior`: the class prior pooled with the sample's; `both`: the prior, then the strength.",
+        (
+            f"Protocol `auto`, fast mode, seeds {args.first_seed}–{last}; the sample is the first {args.sample_rows} "
+            "rows of each run's training split. Test accuracy, paired differences ± standard error. "
+            f"`sample strength`: the strength the sample chooses at a lead of {leads[0]:g} standard errors; "
+            "`sample prior`: the class prior pooled with the sample's; `both`: the prior, then the strength."
+        ),
         "",
-        "| cell | majority | normsub | normsub − majority | sample strength − normsub | sample strength − majority "
-        "| sample prior − majority | both − majority | "
-        + " | ".join(f"lead {lead:g}: − normsub" for lead in leads[1:])
-        + " |",
+        (
+            "| cell | majority | normsub | normsub − majority | sample strength − normsub | sample strength − majority "
+            "| sample prior − majority | both − majority | "
+            + " | ".join(f"lead {lead:g}: − normsub" for lead in leads[1:])
+            + " |"
+        ),
         "|---|---|---|---|---|---|---|---|" + "---|" * (len(leads) - 1),
     ]
     for dataset, epsilon, r in run_cells(cell, args, args.first_seed, args.sample_rows, leads):

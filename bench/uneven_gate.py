@@ -26,9 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from paired_runs import cell_dataset, cell_parser, paired, run_cells
-
-from sim.experiment import run_once
+from paired_runs import cell_dataset, cell_parser, paired, probed_runs, run_cells
 
 RESULTS = Path(__file__).with_name("results") / "uneven_gate.md"
 CELLS = (
@@ -73,19 +71,7 @@ def cell(dataset: str, epsilon: float, reps: int, first_seed: int, null_draws: i
         return prior_only(stats)
 
     ESTIMATORS["probe"] = probe
-    data = cell_dataset(dataset)
-    runs = []
-    for seed in range(first_seed, first_seed + reps):
-        result = run_once(data, "auto", epsilon, seed, ("probe", "normsub", "prior only"), mode="fast")
-        runs.append(
-            found[-1]
-            | {
-                "normsub": result.accuracy["normsub"],
-                "prior": result.accuracy["prior only"],
-                "majority": result.majority_accuracy,
-            }
-        )
-    return dataset, epsilon, runs
+    return dataset, epsilon, probed_runs(cell_dataset(dataset), epsilon, range(first_seed, first_seed + reps), found)
 
 
 def main() -> None:
@@ -104,12 +90,16 @@ def main() -> None:
         }
     last = args.first_seed + args.reps - 1
     lines = [
-        f"# The class prior where it is uneven and the reports show no dependence (`python bench/uneven_gate.py "
-        f"--reps {args.reps} --first-seed {args.first_seed} --null-draws {args.null_draws} --cells {args.cells}`)",
+        (
+            f"# The class prior where it is uneven and the reports show no dependence (`python bench/uneven_gate.py "
+            f"--reps {args.reps} --first-seed {args.first_seed} --null-draws {args.null_draws} --cells {args.cells}`)"
+        ),
         "",
-        f"Seeds {args.first_seed}–{last}, protocol `auto`, fast mode. A gate predicts the class prior "
-        f"(`prior only`) where the reports' prior has an evenness of at most {EVEN_PRIOR} and the gate closes, "
-        "`normsub` elsewhere. Each gate column: gated − normsub (runs closed) → gated − majority.",
+        (
+            f"Seeds {args.first_seed}–{last}, protocol `auto`, fast mode. A gate predicts the class prior "
+            f"(`prior only`) where the reports' prior has an evenness of at most {EVEN_PRIOR} and the gate closes, "
+            "`normsub` elsewhere. Each gate column: gated − normsub (runs closed) → gated − majority."
+        ),
         "",
         "| cell | majority | normsub − majority | prior only − majority | median p | " + " | ".join(gates) + " |",
         "|---|---|---|---|---|" + "---|" * len(gates),
