@@ -37,7 +37,8 @@ _HOMES = {
         "AlreadyReported", "BudgetExceeded", "ClientError", "CollectionChanged", "LedgerError", "RecordError",
         "ReportRejected", "SpecError", "SubmissionFailed",
     ),
-    ".ledger": ("Budget", "Ledger", "Limits"),
+    ".ledger": ("Ledger",),
+    ".limits": ("Budget", "Limits"),
     ".randomness": ("SecureGenerator",),
     ".reporting": ("Participant", "PerturbedInputs", "Report", "choose_inputs", "perturb_population"),
     ".spec": ("CollectionSpec", "Feature"),
@@ -53,7 +54,8 @@ if TYPE_CHECKING:
         AlreadyReported, BudgetExceeded, ClientError, CollectionChanged, LedgerError, RecordError, ReportRejected,
         SpecError, SubmissionFailed,
     )
-    from .ledger import Budget, Ledger, Limits
+    from .ledger import Ledger
+    from .limits import Budget, Limits
     from .randomness import SecureGenerator
     from .reporting import Participant, PerturbedInputs, Report, choose_inputs, perturb_population
     from .spec import CollectionSpec, Feature  # fmt: skip
