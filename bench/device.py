@@ -1,23 +1,35 @@
-"""How long one report takes on the device: ``Participant(spec).report(record)`` with the secure
-samplers (the OS CSPRNG, exact coins), for every built-in collection spec.
+"""What the device spends in time and memory: one report, a unit of a draw's work, and a spec it refuses.
 
     python bench/device.py [--reports 2000]
 
-For each spec in ``sim/specs`` (its protocol as shipped, ``auto`` for the discrete ones), builds
-one participant and times ``--reports`` reports of records drawn from the data set, after a warm-up;
-prints the median and the 99th percentile per report and writes ``bench/results/device.md``.
-The client paces the send separately (``participant.client.DEFAULT_PACE``); this is the CPU work.
+1. For each spec in ``sim/specs`` (its protocol as shipped, ``auto`` for the discrete ones), builds
+   one participant and times ``--reports`` reports of records drawn from the data set, after a
+   warm-up: the median and the 99th percentile per report, with the secure samplers (the OS
+   CSPRNG, exact coins). The client paces the send separately (``participant.client.DEFAULT_PACE``).
+2. The units of :mod:`participant.limits`' draw-time estimate: one exact discrete Laplace sample
+   (a SHE report of 2,000 entries, per entry) and one 64-bit coin word (an OUE report of 10^6
+   entries, per entry), beside the constants the device estimates with.
+3. Specs a hostile service may publish, over the default :class:`~participant.Limits`: the time
+   and peak traced memory of reading the answer and refusing it (``Published.from_answer``).
+
+Writes ``bench/results/device.md``.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+import tracemalloc
 from pathlib import Path
 
+import msgpack
 import numpy as np
 
-from participant import CollectionSpec, Participant
+from participant import CollectionSpec, LimitExceeded, Participant, SecureGenerator
+from participant.client import Published
+from participant.limits import SECONDS_PER_COIN, SECONDS_PER_NOISE
+from protocols.histogram import SummationHistogramEncoding
+from protocols.unary import OptimisedUnaryEncoding
 from sim.datasets import load_dataset
 
 SPECS = Path(__file__).resolve().parents[1] / "sim" / "specs"
@@ -30,6 +42,61 @@ def records(name: str, spec: CollectionSpec, count: int) -> list[dict]:
     rows = rng.integers(0, len(data.y), count)
     names = [f.name for f in (spec.continuous.inputs if spec.continuous else spec.features)]
     return [{**dict(zip(names, data.X[r])), spec.label: data.y[r]} for r in rows]
+
+
+def per_entry(mechanism, repeats: int = 5) -> float:
+    """Seconds per entry of one report of ``mechanism`` drawn with the secure samplers (the median of ``repeats``)."""
+    rng = SecureGenerator()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        mechanism.perturb(np.array([0]), rng)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)) / mechanism.domain_size
+
+
+def hostile_specs() -> dict[str, dict]:
+    """Specs over the default limits, as a service publishes them (raw mappings)."""
+    many = [f"v{i}" for i in range(10_000)]
+    return {
+        "OUE, 10^4 classes x 10^4 categories (10^8 entries)": {
+            "features": [{"name": "f", "categories": many}], "classes": many, "protocol": "OUE", "epsilon": 1.0},
+        "auto, the same": {"features": [{"name": "f", "categories": many}], "classes": many, "protocol": "auto",
+                           "epsilon": 1.0},
+        "OUE, 1,000 classes x 1,000 categories (10^6 in one input)": {
+            "features": [{"name": "f", "categories": many[:1000]}], "classes": many[:1000], "protocol": "OUE",
+            "epsilon": 1.0},
+        "SHE, 4 classes x 10,000 categories (a draw estimated at 4 s)": {
+            "features": [{"name": "f", "categories": many}],
+            "classes": ["a", "b", "c", "d"], "protocol": "SHE", "epsilon": 1.0},
+        "2,000 continuous outputs of 10^4 bins": {
+            "continuous": {"inputs": [{"name": f"x{i}", "low": 0, "high": 1} for i in range(2000)], "bins": 10_000},
+            "classes": ["a", "b"], "protocol": "OUE", "epsilon": 1.0},
+    }  # fmt: skip
+
+
+def refusal(spec: dict) -> tuple[float, float, str]:
+    """``(seconds, peak traced bytes, message)`` of reading a service's answer with ``spec`` and
+    refusing it: the time untraced (the median of five), the memory in a traced sixth run."""
+    body = msgpack.packb({"id": "c1", "uid": "u" * 32, "spec": spec, "fingerprint": "f" * 64})
+
+    def refuse() -> str:
+        try:
+            Published.from_answer(msgpack.unpackb(body))
+        except LimitExceeded as refused:
+            return str(refused)
+        raise AssertionError("a spec over the limits was accepted")
+
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        message = refuse()
+        times.append(time.perf_counter() - start)
+    tracemalloc.start()
+    refuse()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return float(np.median(times)), peak, message
 
 
 def main() -> None:
@@ -57,6 +124,28 @@ def main() -> None:
             f"| {path.stem} | {spec.protocol} | {spec.n_inputs} | {np.median(times) * 1e3:.3f} ms "
             f"| {np.percentile(times, 99) * 1e3:.3f} ms |"
         )
+        print(lines[-1], flush=True)
+    noise = per_entry(SummationHistogramEncoding(1.0, 2000))
+    coin = per_entry(OptimisedUnaryEncoding(1.0, 1_000_000))
+    lines += [
+        "",
+        "## The units of the draw-time estimate (participant/limits.py)",
+        "",
+        "| unit | measured here | the device estimates with |",
+        "|---|---|---|",
+        f"| one exact discrete Laplace sample (SHE, THE, Laplace mean) | {noise * 1e6:.1f} us | "
+        f"{SECONDS_PER_NOISE * 1e6:.0f} us |",
+        f"| one coin word (SUE, OUE) | {coin * 1e9:.0f} ns | {SECONDS_PER_COIN * 1e9:.0f} ns |",
+        "",
+        "## Specs over the default limits: reading the answer and refusing it",
+        "",
+        "| what the service publishes | time | peak traced memory | refused because |",
+        "|---|---|---|---|",
+    ]
+    for name, spec in hostile_specs().items():
+        seconds, peak, message = refusal(spec)
+        reason = message.split("; this app accepts")[0].split(" asks ")[-1]
+        lines.append(f"| {name} | {seconds * 1e3:.1f} ms | {peak / 1e6:.1f} MB | {reason} |")
         print(lines[-1], flush=True)
     RESULTS.write_text("\n".join(lines) + "\n")
 

@@ -1,4 +1,4 @@
-"""Does the moment a report leaves the device say anything about the noise in it?
+"""Does the moment a report leaves the device say anything about the noise in it, or the value?
 
     python bench/timing.py [--draws 3000] [--pace 0.005]
 
@@ -7,7 +7,11 @@ discrete Laplace sampler runs longer for larger noise. For each draw this measur
 time alone, and the time from "spec arrived" to "report leaves" as the client paces it (the draw,
 then :func:`~participant.client.pace_from`, as :meth:`participant.AsyncClient.submit` does), against
 the noise's size (the sum of |K| over the report's coordinates, in grid steps). It prints Spearman's
-rank correlation of each with the noise and writes ``bench/results/timing.md``.
+rank correlation of each with the noise.
+
+Then the one-bit mean mechanism (Gaussian approach 2), whose coin depends on the person's value:
+its raw draw time (no pacing) at five values, interleaved, and the Kruskal–Wallis test of equal
+time across them. Writes ``bench/results/timing.md``.
 """
 
 from __future__ import annotations
@@ -18,12 +22,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import spearmanr
+from scipy.stats import kruskal, spearmanr
 
 from participant import Participant
 from participant.client import pace_from
 from participant.encoding import record_inputs
 from participant.spec import CollectionSpec, Feature
+from participant.randomness import SecureGenerator
+from protocols.mean import OneBitMean
 from protocols.noise import GRID
 
 RESULTS = Path(__file__).with_name("results") / "timing.md"
@@ -58,6 +64,25 @@ async def measure(draws: int, pace: float) -> tuple[np.ndarray, np.ndarray, np.n
     return noise, sampling, paced
 
 
+ONE_BIT_VALUES = (-0.75, -0.1, 0.0, 0.123, 0.9)
+
+
+def one_bit_times(draws: int) -> dict[float, np.ndarray]:
+    """Raw seconds of one :class:`OneBitMean` draw (ε 1, 8 coordinates) per value, the values
+    interleaved in a fresh random order each round (a fixed order alone shifts the times)."""
+    mechanism = OneBitMean(1.0, 8)
+    rng = SecureGenerator()
+    order = np.random.default_rng(0)
+    inputs = {v: np.full((1, 8), v) for v in ONE_BIT_VALUES}
+    times = {v: np.empty(draws) for v in ONE_BIT_VALUES}
+    for i in range(draws):
+        for v in order.permutation(ONE_BIT_VALUES):
+            start = time.perf_counter()
+            mechanism.perturb(inputs[v], rng)
+            times[v][i] = time.perf_counter() - start
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--draws", type=int, default=3000)
@@ -78,6 +103,19 @@ def main() -> None:
         f"| {np.percentile(paced, 99) * 1e3:.2f} ms | {padded.statistic:+.3f} | {padded.pvalue:.2f} |",
         "",
         f"Draws that needed a second pace: {over} of {args.draws}.",
+    ]
+    one_bit = one_bit_times(args.draws)
+    test = kruskal(*one_bit.values())
+    lines += [
+        "",
+        f"## The one-bit mean's raw draw time by value ({args.draws} draws each, shuffled rounds, no pacing)",
+        "",
+        "| value | median | 99th percentile |",
+        "|---|---|---|",
+        *(f"| {v:g} | {np.median(t) * 1e6:.1f} us | {np.percentile(t, 99) * 1e6:.1f} us |" for v, t in one_bit.items()),
+        "",
+        f"Kruskal-Wallis test of one distribution of times for every value: H = {test.statistic:.1f}, "
+        f"p = {test.pvalue:.2g}.",
     ]
     RESULTS.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

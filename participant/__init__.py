@@ -5,15 +5,16 @@ public API an app needs:
 
 - :class:`Client` (synchronous) and :class:`AsyncClient`: ``submit(collection_id, record)`` sends
   this device's one report, keeping a :class:`Ledger` so that no second report is ever drawn, within
-  the app's limits (``max_epsilon`` per collection, a :class:`Budget` per origin) that no service
-  can raise;
-- the errors to handle: :class:`AlreadyReported` (this device reported already; nothing sent),
-  :class:`CollectionChanged` (the service changed a collection this device reported to; nothing
-  sent), :class:`BudgetExceeded` (over the app's limits; nothing drawn or sent),
-  :class:`ReportRejected` (the service refused it, e.g. a spec or record it does not accept),
-  :class:`SubmissionFailed` (unreachable; the report stays pending and is re-sent unchanged),
-  :class:`LedgerError` (the ledger file is damaged; nothing sent), :class:`RecordError` and
-  :class:`SpecError` (raised before anything is randomised or sent);
+  the app's :class:`Limits` (``max_epsilon`` per collection, a :class:`Budget` for the device, the
+  sizes and times a service may ask for) that no service can raise;
+- the errors, all :class:`ParticipantError`: :class:`AlreadyReported` (this device reported
+  already; nothing sent), :class:`CollectionChanged` (the service changed a collection this device
+  reported to; nothing sent), :class:`BudgetExceeded` (over the app's ε limits; nothing drawn or
+  sent), :class:`LimitExceeded` (a spec or answer over the app's size and time limits; nothing
+  drawn or sent), :class:`ReportRejected` (the service refused it), :class:`SubmissionFailed`
+  (unreachable; the report stays pending and is re-sent unchanged), :class:`LedgerError` (the
+  ledger cannot be read or written; nothing sent), :class:`RecordError` and :class:`SpecError`
+  (raised before anything is randomised or sent);
 - :class:`Participant` and :class:`CollectionSpec`, to build a report without the network.
 
 Everything here needs only the core install (numpy, msgpack, aiohttp).
@@ -34,8 +35,8 @@ _HOMES = {
         "population_inputs",
     ),
     ".errors": (
-        "AlreadyReported", "BudgetExceeded", "ClientError", "CollectionChanged", "LedgerError", "RecordError",
-        "ReportRejected", "SpecError", "SubmissionFailed",
+        "AlreadyReported", "BudgetExceeded", "ClientError", "CollectionChanged", "LedgerError", "LimitExceeded",
+        "ParticipantError", "RecordError", "ReportRejected", "SpecError", "SubmissionFailed",
     ),
     ".ledger": ("Ledger",),
     ".limits": ("Budget", "Limits"),
@@ -51,8 +52,8 @@ if TYPE_CHECKING:
         encode_features, encode_labels, encode_record, input_values, joint_decode, joint_encode, population_inputs,
     )
     from .errors import (
-        AlreadyReported, BudgetExceeded, ClientError, CollectionChanged, LedgerError, RecordError, ReportRejected,
-        SpecError, SubmissionFailed,
+        AlreadyReported, BudgetExceeded, ClientError, CollectionChanged, LedgerError, LimitExceeded, ParticipantError,
+        RecordError, ReportRejected, SpecError, SubmissionFailed,
     )
     from .ledger import Ledger
     from .limits import Budget, Limits
@@ -71,6 +72,8 @@ __all__ = [
     "ClientError",
     "Ledger",
     "LedgerError",
+    "LimitExceeded",
+    "ParticipantError",
     "Published",
     "ReportRejected",
     "SubmissionFailed",

@@ -8,7 +8,12 @@ never from what the service publishes.
 
 Timing: the report leaves a fixed ``pace`` after the spec arrived (or the next multiple of it, if
 building the report took longer), so the moment a service sees it does not depend on the record or
-on the noise drawn (the exact discrete Laplace sampler's running time does).
+on the noise drawn (the exact discrete Laplace sampler's running time does: SHE, THE and the
+Laplace mean, which is why ``pace=0`` is refused for them).
+
+What a service sends is read within the app's :class:`~participant.limits.Limits` (a bounded
+stream, a spec counted before it is built), and anything it sends that cannot be used raises a
+:class:`~participant.errors.ParticipantError`, never another exception.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import random
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import aiohttp
 import msgpack
@@ -32,10 +37,14 @@ from .errors import (
     ClientError,
     CollectionChanged,
     LedgerError,
+    LimitExceeded,
+    ParticipantError,
     ReportRejected,
     SubmissionFailed,
 )
-from .ledger import Asked, Budget, Claim, Ledger, Limits, normalise_origin
+from .ledger import Asked, Claim, Ledger
+from .limits import Budget, Limits
+from .origin import normalise_origin
 from .reporting import Participant
 from .spec import CollectionSpec
 from .wire import pack_report, rewrap
@@ -54,7 +63,9 @@ __all__ = [
     "CollectionChanged",
     "Ledger",
     "LedgerError",
+    "LimitExceeded",
     "Limits",
+    "ParticipantError",
     "Published",
     "ReportRejected",
     "SubmissionFailed",
@@ -71,18 +82,23 @@ def paced_wait(elapsed: float, pace: float) -> float:
     return max(1, math.ceil(elapsed / pace)) * pace - elapsed
 
 
+# The pacing clock and its wait, named here so that a test can run them on a virtual clock.
+_monotonic = time.monotonic
+_sleep = time.sleep
+
+
 def _sleep_until(deadline: float) -> None:
-    while (left := deadline - time.monotonic()) > 0:
-        time.sleep(left)
+    while (left := deadline - _monotonic()) > 0:
+        _sleep(left)
 
 
 async def pace_from(start: float, pace: float) -> None:
     """Return at ``start + paced_wait(...)`` on the ``time.monotonic`` clock. The wait runs on a
     helper thread: the event loop's own timers wake on whole milliseconds counted from when the
     wait began (epoll's resolution), which would carry the sampling time into the sending time."""
-    wait = paced_wait(time.monotonic() - start, pace)
+    wait = paced_wait(_monotonic() - start, pace)
     if wait > 0:
-        await asyncio.to_thread(_sleep_until, time.monotonic() + wait)
+        await asyncio.to_thread(_sleep_until, _monotonic() + wait)
 
 
 @dataclass(frozen=True)
@@ -96,27 +112,44 @@ class Published:
     spec: CollectionSpec
 
     @classmethod
-    def from_answer(cls, data) -> Published:
+    def from_answer(cls, data, limits: Limits | None = None) -> Published:
+        """The collection a service's answer describes, checked: the spec's declared size against
+        ``limits`` before it is built (:class:`LimitExceeded`), then the spec itself
+        (:class:`SpecError`), its identity and its fingerprint (:class:`ClientError`)."""
+        if not isinstance(data, dict):
+            raise ClientError("the service's description of the collection is not a mapping")
         try:
-            spec = CollectionSpec.from_dict(data["spec"])
-            uid, fingerprint = data["uid"], data["fingerprint"]
-        except (KeyError, TypeError) as exc:
+            raw, uid, fingerprint, collection_id = data["spec"], data["uid"], data["fingerprint"], data["id"]
+        except KeyError as exc:
             raise ClientError(f"the service's description of the collection lacks {exc}") from None
-        if not isinstance(uid, str) or len(uid) < 16:
+        if not isinstance(uid, str) or not 16 <= len(uid) <= 256:
             raise ClientError("the service published no usable collection identity (uid)")
+        if not isinstance(collection_id, str) or not isinstance(fingerprint, str):
+            raise ClientError("the service published a collection id or fingerprint that is not text")
+        (limits or Limits()).check_spec(raw, collection_id)
+        spec = CollectionSpec.from_dict(raw)
         if fingerprint != spec.fingerprint:
             raise ClientError("the published spec does not match its fingerprint; refusing to report")
-        return cls(data["id"], uid, spec)
+        return cls(collection_id, uid, spec)
+
+
+def _timing_exposed(spec: CollectionSpec) -> bool:
+    """Whether some input's draw time follows its noise (the exact discrete Laplace sampler of
+    SHE, THE and the Laplace mean), so that only pacing hides it."""
+    return any(o.wire_kind == "floats" for o in spec.oracles)
 
 
 class AsyncClient:
     """An async client for one aggregator at ``base_url`` (the origin the ledger keys by).
 
     ``ledger`` is a :class:`Ledger` or a path for one; pass ``None`` only in simulations, where no
-    real person is reporting. ``max_epsilon`` (per collection) and ``budget`` (per origin over a
-    window of days) bound what this device spends whatever the service publishes: the defaults
-    (2 per collection, 8 over 30 days) protect a person whose app never sets them. ``pace`` (seconds)
-    fixes when the report leaves after the spec arrived. Network errors, 5xx and 429 answers are
+    real person is reporting. ``limits`` (:class:`Limits`) bound what this device spends and reads
+    whatever the service publishes: ε per collection, a budget for the whole device over a window
+    of days, the sizes of specs and answers, the domains and draw times a spec may ask; the
+    defaults (2 per collection, 8 over 30 days, ...) protect a person whose app never sets them.
+    ``max_epsilon`` and ``budget`` replace those two fields of ``limits``. ``pace`` (seconds)
+    fixes when the report leaves after the spec arrived (0 is refused for mechanisms whose draw
+    time follows their noise). Network errors, 5xx and 429 answers are
     retried ``retries`` times with exponential backoff (``backoff`` seconds, doubled each time, with
     jitter); the report id makes retries safe. ``rng`` defaults to the secure source.
     """
@@ -126,8 +159,9 @@ class AsyncClient:
         base_url: str,
         *,
         ledger: Ledger | str | os.PathLike | None,
-        max_epsilon: float = Limits.max_epsilon,
+        max_epsilon: float | None = None,
         budget: Budget | None = None,
+        limits: Limits | None = None,
         pace: float = DEFAULT_PACE,
         session: aiohttp.ClientSession | None = None,
         rng=None,
@@ -136,9 +170,14 @@ class AsyncClient:
         timeout: float = 10.0,
     ):
         self.origin = normalise_origin(base_url)
-        self.base_url = base_url.strip().rstrip("/")
+        self.base_url = self.origin  # requests go where the ledger says they went
         self.ledger = ledger if isinstance(ledger, Ledger) or ledger is None else Ledger(ledger)
-        self.limits = Limits(max_epsilon, budget or Budget())
+        limits = limits or Limits()
+        if max_epsilon is not None:
+            limits = replace(limits, max_epsilon=max_epsilon)
+        if budget is not None:
+            limits = replace(limits, budget=budget)
+        self.limits = limits
         if isinstance(pace, bool) or not isinstance(pace, (int, float)) or not 0 <= pace < math.inf:
             raise ValueError(f"pace must be a number of seconds >= 0, got {pace!r}")
         self.pace = float(pace)
@@ -169,9 +208,10 @@ class AsyncClient:
     def collection_url(self, collection_id: str) -> str:
         return f"{self.base_url}/collections/{collection_id}"
 
-    async def _request(self, method: str, url: str, **kwargs) -> tuple[int, bytes, str]:
+    async def _request(self, method: str, url: str, limit: int, **kwargs) -> tuple[int, bytes, str]:
         """``(status, body, content type)`` of the first non-retryable answer; raises
-        :class:`SubmissionFailed` when every attempt failed. Redirects are not followed: the app
+        :class:`SubmissionFailed` when every attempt failed, and :class:`LimitExceeded` for an
+        answer longer than ``limit`` bytes (read no further). Redirects are not followed: the app
         configured the one origin it reports to."""
         last = "no attempt made"
         for attempt in range(self.retries + 1):
@@ -180,12 +220,12 @@ class AsyncClient:
                 await asyncio.sleep(delay * (0.5 + random.random()))
             try:
                 async with self.session.request(method, url, allow_redirects=False, **kwargs) as response:
-                    body = await response.read()
+                    body = await _bounded(response, limit, f"{method} {url}")
                     if response.status >= 500 or response.status == 429:
                         last = f"{response.status} {body[:200]!r}"
                         continue
                     return response.status, body, response.content_type
-            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
                 last = f"{type(exc).__name__}: {exc}"
         raise SubmissionFailed(f"{method} {url} failed after {self.retries + 1} attempts; last: {last}")
 
@@ -193,23 +233,24 @@ class AsyncClient:
     def _decode(body: bytes, content_type: str):
         try:
             return msgpack.unpackb(body) if content_type == MSGPACK else json.loads(body or b"null")
-        except Exception:  # an answer that is not what it says: report what arrived, not a decoder's traceback
+        except Exception:  # noqa: BLE001 (an answer that is not what it says: report what arrived)
             return {"error": f"unreadable {content_type or 'untyped'} answer of {len(body)} bytes"}
 
     @staticmethod
     def _refusal(status: int, data) -> ReportRejected:
-        return ReportRejected(status, data.get("error", "") if isinstance(data, dict) else str(data))
+        message = data.get("error", "") if isinstance(data, dict) else data
+        return ReportRejected(status, str(message)[:500])
 
     async def fetch_collection(self, collection_id: str) -> Published:
         """What the service publishes for the collection: its uid and its spec (checked against
-        the published fingerprint)."""
+        the app's limits before it is built, then against the published fingerprint)."""
         status, body, ctype = await self._request(
-            "GET", self.collection_url(collection_id), headers={"Accept": MSGPACK}
+            "GET", self.collection_url(collection_id), self.limits.max_spec_bytes, headers={"Accept": MSGPACK}
         )
         data = self._decode(body, ctype)
         if status != 200:
             raise self._refusal(status, data)
-        return Published.from_answer(data)
+        return Published.from_answer(data, self.limits)
 
     async def fetch_spec(self, collection_id: str) -> CollectionSpec:
         """The collection's published spec."""
@@ -220,11 +261,13 @@ class AsyncClient:
         status, answer, ctype = await self._request(
             "POST",
             self.collection_url(collection_id) + "/reports",
+            self.limits.max_answer_bytes,
             data=body,
             headers={"Content-Type": MSGPACK, "Accept": MSGPACK},
         )
         data = self._decode(answer, ctype)
-        if status not in (200, 201) or not isinstance(data, dict) or data.get("status") not in ("accepted", "duplicate"):
+        accepted = isinstance(data, dict) and data.get("status") in ("accepted", "duplicate")
+        if status not in (200, 201) or not accepted:
             raise self._refusal(status, data)
         return data["status"]
 
@@ -245,16 +288,19 @@ class AsyncClient:
         cost, and a fresh draw must fit the app's limits. ``token`` is the enrollment token the
         operator gave this person, for collections that require one.
 
-        Raises, sending nothing: :class:`AlreadyReported` (acknowledged before),
-        :class:`CollectionChanged` (the service changed the spec of a collection reported to),
-        :class:`BudgetExceeded` (over the app's limits; nothing drawn either), :class:`LedgerError`
-        (unreadable ledger), :class:`~participant.errors.RecordError` (bad record).
+        Raises, sending nothing, a :class:`~participant.errors.ParticipantError`:
+        :class:`AlreadyReported` (acknowledged before), :class:`CollectionChanged` (the service
+        changed the spec of a collection reported to), :class:`BudgetExceeded` (over the app's
+        limits; nothing drawn either), :class:`LimitExceeded` (a spec or answer larger than the
+        app's limits), :class:`LedgerError` (unreadable or unwritable ledger),
+        :class:`~participant.errors.SpecError` (a spec that cannot be read) and
+        :class:`~participant.errors.RecordError` (a record the spec does not take).
         """
         published = published or await self.fetch_collection(collection_id)
-        arrived = time.monotonic()
+        arrived = _monotonic()
         spec = published.spec
         participant = Participant(spec, rng=self.rng)
-        record_bytes = participant.encoded(record, group)  # validates the record: nothing drawn yet
+        participant.validate(record, group)  # nothing drawn yet
 
         def draw() -> bytes:
             return pack_report(participant.report(record, group), spec, token)
@@ -264,10 +310,18 @@ class AsyncClient:
             body = draw()
             await pace_from(arrived, self.pace)
             return await self.send_report(collection_id, body)
-        asked = Asked(self.origin, collection_id, published.uid, spec.fingerprint, spec.epsilon_per_person)
+        if self.pace == 0 and _timing_exposed(spec):
+            raise LimitExceeded(
+                f"collection {collection_id!r} uses {spec.protocol} or a Laplace mean, whose draw time follows its "
+                "noise: with pace=0 the moment a report leaves would tell it; set pace > 0; nothing was drawn or sent"
+            )
+        asked = Asked(
+            self.origin, collection_id, published.uid, spec.fingerprint, spec.epsilon_per_person, spec.question,
+            None if group is None else int(group),
+        )  # fmt: skip
         # The ledger's file lock may wait on another process: off the event loop.
         claim: Claim = await asyncio.to_thread(
-            self.ledger.claim, asked, self.limits, record_bytes, draw, lambda old: rewrap(old, token)
+            self.ledger.claim, asked, self.limits, draw, lambda old: rewrap(old, spec, token)
         )
         if claim.sent:
             raise AlreadyReported(
@@ -278,6 +332,21 @@ class AsyncClient:
         status = await self.send_report(collection_id, claim.body)
         await asyncio.to_thread(self.ledger.mark_sent, claim.key)
         return status
+
+
+async def _bounded(response: aiohttp.ClientResponse, limit: int, what: str) -> bytes:
+    """The body of ``response``, read in a stream and refused (:class:`LimitExceeded`) as soon as
+    it passes ``limit`` bytes (after decompression), or when its declared length does."""
+    declared = response.content_length
+    if declared is not None and declared > limit:
+        raise LimitExceeded(f"{what} answered {declared} bytes; this app reads at most {limit} (Limits)")
+    chunks, size = [], 0
+    async for chunk in response.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            raise LimitExceeded(f"{what} answered more than {limit} bytes; this app reads no more (Limits)")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 class Client:

@@ -1,11 +1,21 @@
-"""Errors the participant library raises; none of them leaves anything sent that the ledger does not know."""
+"""Errors the participant library raises; none of them leaves anything sent that the ledger does not know.
+
+Every error a service can cause (by what it publishes, what it answers, or a spec the device
+refuses) derives from :class:`ParticipantError`, so an app that catches it stays alive whatever a
+service does. ``SpecError`` and ``RecordError`` are also ``ValueError``s, as a spec or record an app
+builds itself is an argument error.
+"""
 
 
-class SpecError(ValueError):
+class ParticipantError(Exception):
+    """The base of every error this library raises on purpose."""
+
+
+class SpecError(ParticipantError, ValueError):
     """A collection spec is malformed; the message names the offending field."""
 
 
-class RecordError(ValueError):
+class RecordError(ParticipantError, ValueError):
     """A person's record does not fit the collection spec; ``field`` names the offending field."""
 
     def __init__(self, field: str, message: str):
@@ -13,8 +23,8 @@ class RecordError(ValueError):
         self.field = field
 
 
-class ClientError(Exception):
-    """Base of the client's errors."""
+class ClientError(ParticipantError):
+    """Base of the errors of talking to a service (the client and its ledger)."""
 
 
 class AlreadyReported(ClientError):
@@ -27,8 +37,14 @@ class CollectionChanged(ClientError):
 
 
 class BudgetExceeded(ClientError):
-    """The collection asks more ε than the app accepts per collection, or this device's spend at
-    the service over the budget's window would pass the app's total. Nothing was drawn or sent."""
+    """The collection asks more ε than the app accepts per collection, or this device's spend over
+    the budget's window would pass the app's total. Nothing was drawn or sent."""
+
+
+class LimitExceeded(ClientError):
+    """What a service published or answered is larger than the app's :class:`~participant.Limits`
+    allow (spec or answer bytes, a domain, the time a draw would take), or would expose the draw's
+    time (``pace=0`` with a mechanism whose time follows its noise). Nothing was drawn or sent."""
 
 
 class ReportRejected(ClientError):
@@ -46,5 +62,6 @@ class SubmissionFailed(ClientError):
 
 
 class LedgerError(ClientError):
-    """The ledger file cannot be read or is not a ledger (truncated, garbage, wrong types). Nothing
-    is sent: without a trustworthy ledger the device cannot know whether it already reported."""
+    """The ledger file cannot be read or written, or is not a ledger (truncated, garbage, wrong
+    types, another program's JSON). Nothing is sent: without a trustworthy ledger the device cannot
+    know whether it already reported."""

@@ -1,41 +1,127 @@
-"""What the app lets one device spend: limits that no service can raise."""
+"""What the app lets one device spend and do: limits that no service can raise.
+
+:class:`Limits` bounds the privacy a device spends (ε per collection, a :class:`Budget` for the
+whole device) and the resources a service can make it use: the bytes it reads, the domain a spec
+may declare, the time a draw may take. Every limit is checked on what the service published
+before anything is drawn, and a spec over a limit is refused with :class:`LimitExceeded`.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
-from .errors import BudgetExceeded
+from .errors import BudgetExceeded, LimitExceeded, SpecError
+
+# Seconds one unit of a draw's work takes on a slow device: bench/device.py measures them on the
+# development machine (one exact discrete Laplace sample 23 µs, one 64-bit coin word 14 ns, on
+# 2026-11-27), and these are about four times that, for a phone. They estimate a draw's time
+# before it is drawn, so that a spec whose draw would take too long is refused without drawing.
+SECONDS_PER_NOISE = 1e-4
+SECONDS_PER_COIN = 6e-8
+# What a draw of constant work (an index: DE, the one-bit mean) is estimated at, whatever its domain.
+SECONDS_PER_INDEX = 1e-4
+
+# How each mechanism's work grows with its domain: noise (one exact Laplace sample per entry:
+# SHE, THE, the Laplace mean), coins (a word per entry: SUE, OUE, and ``auto``, which may pick
+# OUE) or index (constant: DE, the one-bit mean).
+WORK_OF_PROTOCOL = {"DE": "index", "SUE": "coins", "OUE": "coins", "auto": "coins", "SHE": "noise", "THE": "noise"}
+SECONDS_PER = {"noise": SECONDS_PER_NOISE, "coins": SECONDS_PER_COIN, "index": 0.0}
+
+
+def _positive(value, name: str, integer: bool = False) -> None:
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok or not 0 < value < math.inf:
+        kind = "integer" if integer else "number"
+        raise ValueError(f"{name} must be a positive finite {kind}, got {value!r}")
 
 
 @dataclass(frozen=True)
 class Budget:
-    """The most ε (``total``) this device spends at one origin within any ``per_days`` days."""
+    """The most ε (``total``) this device spends on fresh draws within any ``per_days`` days, at
+    every service together (one ledger is one device)."""
 
     total: float = 8.0
     per_days: float = 30.0
 
     def __post_init__(self):
         for name in ("total", "per_days"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-                raise ValueError(f"Budget.{name} must be a positive finite number, got {value!r}")
+            _positive(getattr(self, name), f"Budget.{name}")
+
+
+def _count(value, what: str) -> int:
+    """``len(value)`` of a list a spec declares, refusing anything else."""
+    if not isinstance(value, (list, tuple)):
+        raise SpecError(f"{what} must be a list")
+    return len(value)
+
+
+def declared_inputs(data: Any) -> list[tuple[str, int]]:
+    """``(work, entries)`` of every input a raw spec mapping declares, counted from the mapping
+    alone (nothing is built, so a huge declaration costs nothing to count): ``entries`` is the
+    input's domain (what its report carries) and ``work`` how its draw's time grows with it (see
+    :data:`WORK_OF_PROTOCOL`). Raises :class:`SpecError` when the mapping's shape cannot be counted."""
+    if not isinstance(data, dict):
+        raise SpecError("a spec must be a mapping")
+    k = _count(data.get("classes"), "classes")
+    protocol = data.get("protocol")
+    work = WORK_OF_PROTOCOL.get(protocol, "coins") if isinstance(protocol, str) else "coins"
+    inputs = [(work, k)]
+    continuous = data.get("continuous")
+    if continuous is None:
+        features = data.get("features") or []
+        _count(features, "features")
+        for feature in features:
+            categories = feature.get("categories") if isinstance(feature, dict) else None
+            inputs.append((work, _count(categories, "every feature's categories") * k))
+        return inputs
+    if not isinstance(continuous, dict):
+        raise SpecError("continuous must be a mapping")
+    projection = continuous.get("projection")
+    outputs = projection.get("outputs") if isinstance(projection, dict) else continuous.get("inputs")
+    r = _count(outputs, "the continuous outputs")
+    if data.get("model", "discrete") != "gaussian":
+        bins = continuous.get("bins")
+        if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+            raise SpecError("a discrete model of continuous features needs bins (an integer)")
+        return inputs + [(work, bins * k)] * r
+    approach = data.get("approach", 3)
+    if approach == 3:
+        return inputs + [("noise", k)] * (2 * r)
+    return inputs + [("noise" if approach == 1 else "index", r * k)] * 2
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What the app lets one device spend: at most ``max_epsilon`` per collection, and ``budget``
-    per origin. A service cannot raise either; the defaults hold for an app that never sets them."""
+    """What the app lets one device spend and do; a service can raise none of it, and the defaults
+    hold for an app that never sets them.
+
+    - ``max_epsilon``: the most ε one collection may cost (a collection asking more is refused);
+    - ``budget``: the most ε all fresh draws on this device cost within a window of days;
+    - ``max_spec_bytes`` and ``max_answer_bytes``: the largest collection description, and any
+      other answer, the device reads (bytes; read in a bounded stream, refused beyond);
+    - ``max_domain`` and ``max_total_domain``: the most entries one input's report may carry, and
+      all inputs of a spec together;
+    - ``max_draw_seconds``: the longest a draw may be estimated to take on a slow device
+      (:data:`SECONDS_PER_NOISE`, :data:`SECONDS_PER_COIN`).
+    """
 
     max_epsilon: float = 2.0
     budget: Budget = Budget()
+    max_spec_bytes: int = 256 * 1024
+    max_answer_bytes: int = 64 * 1024
+    max_domain: int = 65_536
+    max_total_domain: int = 1_048_576
+    max_draw_seconds: float = 1.0
 
     def __post_init__(self):
-        value = self.max_epsilon
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-            raise ValueError(f"max_epsilon must be a positive finite number, got {value!r}")
+        _positive(self.max_epsilon, "max_epsilon")
         if not isinstance(self.budget, Budget):
             raise ValueError(f"budget must be a Budget, got {self.budget!r}")
+        for name in ("max_spec_bytes", "max_answer_bytes", "max_domain", "max_total_domain"):
+            _positive(getattr(self, name), name, integer=True)
+        _positive(self.max_draw_seconds, "max_draw_seconds")
 
     def check_collection(self, epsilon: float, collection: str) -> None:
         """Raise :class:`BudgetExceeded` when a collection's ``epsilon`` is above :attr:`max_epsilon`."""
@@ -44,3 +130,34 @@ class Limits:
                 f"collection {collection!r} asks epsilon={epsilon:g}; this app accepts at most "
                 f"{self.max_epsilon:g} per collection; nothing was drawn or sent"
             )
+
+    def check_spec(self, data: Any, collection: str) -> None:
+        """Raise :class:`LimitExceeded` when the raw spec mapping ``data`` declares an input's
+        domain, or all inputs' together, above the limits, or a draw estimated to take longer
+        than :attr:`max_draw_seconds`. Counts only: runs in microseconds whatever the spec declares."""
+        inputs = declared_inputs(data)
+        refusal = f"collection {collection!r} asks"
+        largest = max(entries for _, entries in inputs)
+        if largest > self.max_domain:
+            raise LimitExceeded(
+                f"{refusal} an input of {largest} entries; this app accepts at most {self.max_domain} "
+                "(Limits.max_domain); nothing was drawn or sent"
+            )
+        total = sum(entries for _, entries in inputs)
+        if total > self.max_total_domain:
+            raise LimitExceeded(
+                f"{refusal} {total} entries over its {len(inputs)} inputs; this app accepts at most "
+                f"{self.max_total_domain} (Limits.max_total_domain); nothing was drawn or sent"
+            )
+        seconds = max(draw_seconds(work, entries) for work, entries in inputs)
+        if seconds > self.max_draw_seconds:
+            raise LimitExceeded(
+                f"{refusal} a draw estimated at {seconds:.3g} s on a slow device; this app accepts at most "
+                f"{self.max_draw_seconds:g} s (Limits.max_draw_seconds); nothing was drawn or sent"
+            )
+
+
+def draw_seconds(work: str, entries: int) -> float:
+    """The estimated seconds a slow device takes to draw one report of ``entries`` entries whose
+    ``work`` is ``"noise"``, ``"coins"`` or ``"index"``."""
+    return SECONDS_PER_INDEX + SECONDS_PER[work] * entries

@@ -114,13 +114,12 @@ class Participant:
             raise RecordError("group", "this collection picks the input at random; do not pass a group")
         return None
 
-    def encoded(self, record: Mapping[str, object], group: int | None = None) -> bytes:
-        """The record as this spec's mechanisms would see it, with the assigned group, as bytes:
-        equal bytes, identically distributed reports. Validates like :meth:`report`, drawing nothing."""
+    def validate(self, record: Mapping[str, object], group: int | None = None) -> None:
+        """Raise :class:`~participant.errors.RecordError` when :meth:`report` would refuse
+        ``record`` or ``group``; draws nothing."""
         self._one_report()
-        chosen = self._chosen(group)
-        inputs = record_inputs(record, self.spec)
-        return b"".join(np.ascontiguousarray(a).tobytes() for a in inputs) + f"|{chosen}".encode()
+        self._chosen(group)
+        record_inputs(record, self.spec)
 
     def _one_report(self) -> None:
         if self.spec.budget != "one-report":

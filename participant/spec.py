@@ -340,6 +340,19 @@ class CollectionSpec:
         canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).digest()
 
+    @cached_property
+    def question(self) -> str:
+        """The hex SHA-256 of what decides a report's distribution given a record: the canonical
+        spec without θ (applied by the aggregator, never by the device) and with THE named SHE
+        (the two draw alike). Two specs with one question get identically distributed reports
+        for every record, so a device answers them with one memoised answer."""
+        device_side = self.to_dict()
+        device_side.pop("theta", None)
+        if device_side["protocol"] == "THE":
+            device_side["protocol"] = "SHE"
+        canonical = json.dumps(device_side, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
     @property
     def fingerprint(self) -> str:
         """:attr:`fingerprint_digest` in hex, as the service publishes it."""

@@ -72,11 +72,17 @@ def pack_report(report: Report, spec: CollectionSpec, token: str | bytes | None 
     return msgpack.packb(report_to_wire(report, spec, token))
 
 
-def rewrap(body: bytes, token: str | bytes | None = None) -> bytes:
-    """An earlier packed report's randomised answer (spec, input, value) under a fresh report id
-    and ``token``: what a device re-sends, memoised, to a collection with the same spec."""
+def rewrap(body: bytes, spec: CollectionSpec, token: str | bytes | None = None) -> bytes:
+    """An earlier packed report's randomised answer (input, value) for ``spec``, which asks the
+    same question (:attr:`~participant.spec.CollectionSpec.question`), under a fresh report id,
+    ``spec``'s digest and ``token``: what a device re-sends, memoised, to another collection."""
     wire = msgpack.unpackb(body)
-    wire = {"id": secrets.token_bytes(REPORT_ID_BYTES), "spec": wire["spec"], "input": wire["input"], "value": wire["value"]}
+    wire = {
+        "id": secrets.token_bytes(REPORT_ID_BYTES),
+        "spec": spec.fingerprint_digest,
+        "input": wire["input"],
+        "value": wire["value"],
+    }
     if token is not None:
         wire["token"] = token
     return msgpack.packb(wire)

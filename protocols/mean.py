@@ -180,16 +180,26 @@ class OneBitMean(Mechanism):
         e = exact.exp_lower(Fraction(self.epsilon))
         return exact.threshold_up(1 / (e + 1)), exact.threshold_down(e / (e + 1))
 
+    @cached_property
+    def _slope(self) -> int:
+        """``⌊c·2^64⌋`` for ``c = (E - 1)/(E + 1)``: the coin's slope in fixed point."""
+        e = exact.exp_lower(Fraction(self.epsilon))
+        return exact.threshold_down((e - 1) / (e + 1))
+
     def exact_thresholds(self, v) -> np.ndarray:
         """The device's coin thresholds for values ``v`` in [-1, 1]: ``u = 1`` with probability
-        exactly ``T/2^64``, ``T`` from ``1/2 + v·(E - 1)/(2(E + 1))``, kept within :attr:`exact_bounds`."""
-        e = exact.exp_lower(Fraction(self.epsilon))
-        c = (e - 1) / (e + 1)
+        exactly ``T/2^64``, ``T`` within 3 of ``2^64·(1/2 + v·c/2)`` for ``c = (E - 1)/(E + 1)``,
+        ``E <= e^ε``, and kept within :attr:`exact_bounds` (which is all the privacy needs).
+
+        In fixed point, on integers of one size whatever the value: ``v`` becomes the 64-bit word
+        ``X = ⌊v·2^62⌋ + 2^63`` (in [2^62, 3·2^62]; scaling a double by a power of two is exact),
+        so the work does not depend on the value. An exact rational of ``v`` would take longer the
+        more binary digits ``v`` has (0.123 longer than -0.75), and the draw's time would tell the value."""
         lo, hi = self.exact_bounds
-        return np.array(
-            [min(hi, max(lo, exact.threshold_down(Fraction(1, 2) + Fraction(float(x)) * c / 2))) for x in np.ravel(v)],
-            dtype=object,
-        )
+        slope = self._slope
+        offset = (1 << 63) - slope
+        words = (np.ravel(np.asarray(v, dtype=float)) * 2.0**62).astype(np.int64).astype(np.uint64) + np.uint64(1 << 63)
+        return np.array([min(hi, max(lo, offset + ((x * slope) >> 63))) for x in words.tolist()], dtype=object)
 
     def perturb(self, values, rng) -> np.ndarray:
         values = _check_vectors(values, self.dim)

@@ -2,8 +2,7 @@
 and nothing sent when the ledger cannot be trusted."""
 
 import asyncio
-import hashlib
-import hmac
+import fcntl
 import json
 import multiprocessing
 import os
@@ -98,6 +97,7 @@ async def test_processes_sharing_a_ledger_send_one_report(service, tmp_path):  #
         '{"abc": {"report": "AAAA", "sent": fal',  # truncated
         "\x00\x01garbage",
         "[1, 2, 3]",
+        "{}",
         '{"abc": {"report": 5, "sent": false}}',
         '{"abc": {"report": "AAAA", "sent": "no"}}',
         '{"abc": "entry"}',
@@ -130,12 +130,12 @@ async def test_the_sync_client_works_inside_a_running_event_loop(service, tmp_pa
     assert await asyncio.to_thread(asyncio.run, app_code()) == "accepted"
 
 
-ASKED = Asked("http://x", "c1", "u" * 32, "f" * 64, 1.0)
+ASKED = Asked("http://x", "c1", "u" * 32, "f" * 64, 1.0, "q" * 64)
 LIMITS = Limits(max_epsilon=2.0, budget=Budget(total=3.0, per_days=30))
 
 
-def claim(ledger, asked=ASKED, record=b"record", limits=LIMITS, body=b"report"):
-    return ledger.claim(asked, limits, record, lambda: body, lambda old: b"memo:" + old)
+def claim(ledger, asked=ASKED, limits=LIMITS, body=b"report"):
+    return ledger.claim(asked, limits, lambda: body, lambda old: b"memo:" + old)
 
 
 def test_claim_returns_the_first_report_to_everyone(tmp_path):
@@ -162,18 +162,18 @@ def test_the_ledger_records_when_and_what_and_replaces_its_file_atomically(tmp_p
 
     monkeypatch.setattr("participant.ledger.os.replace", replace_file)
     before = time.time()
-    claim(ledger, record=b"Young;Low;Male")
+    claim(ledger, replace(ASKED, group=3))
     ledger.mark_sent("http://x c1")
     data = json.loads(path.read_text())
     entry = data["entries"]["http://x c1"]
-    assert {k: entry[k] for k in ("origin", "collection", "uid", "fingerprint", "epsilon", "sent", "memo_of")} == {
-        "origin": "http://x", "collection": "c1", "uid": "u" * 32, "fingerprint": "f" * 64, "epsilon": 1.0,
-        "sent": True, "memo_of": None,
+    assert {k: entry[k] for k in ("origin", "collection", "uid", "fingerprint", "question", "group", "epsilon", "sent",
+                                  "memo_of")} == {
+        "origin": "http://x", "collection": "c1", "uid": "u" * 32, "fingerprint": "f" * 64, "question": "q" * 64,
+        "group": 3, "epsilon": 1.0, "sent": True, "memo_of": None,
     }  # fmt: skip
     assert before <= entry["reserved_at"] <= entry["sent_at"] <= time.time()
-    # The record is kept only as a hash keyed by the ledger's own salt.
-    assert entry["record"] == hmac.new(bytes.fromhex(data["salt"]), b"Young;Low;Male", hashlib.sha256).hexdigest()
-    assert b"Young" not in path.read_bytes()
+    # Nothing about the record is kept beyond the randomised report.
+    assert "record" not in entry and "salt" not in data
     # Each write goes to a hidden temporary file beside the ledger (a rename is atomic only within
     # one file system), then replaces it; nothing is left behind.
     assert len(replaced) == 2
@@ -181,6 +181,21 @@ def test_the_ledger_records_when_and_what_and_replaces_its_file_atomically(tmp_p
         assert directory == str(tmp_path) and name.startswith(".ledger.json.") and name.endswith(".tmp")
         assert target == str(path)
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_ledger_of_the_last_format_keeps_working_and_forgets_its_record_hashes(tmp_path):
+    path = tmp_path / "ledger.json"
+    old = {"version": 2, "salt": "ab" * 16, "entries": {"http://x c1": {
+        "origin": "http://x", "collection": "c1", "uid": "u" * 32, "fingerprint": "f" * 64, "epsilon": 1.0,
+        "report": "ZHJhd24=", "sent": True, "record": "9" * 64, "memo_of": None, "reserved_at": time.time(),
+    }}}  # fmt: skip
+    path.write_text(json.dumps(old))
+    ledger = Ledger(path)
+    # Its entry has no question: its fingerprint stands for it, so a clone gets its answer for nothing.
+    clone = claim(ledger, replace(ASKED, collection="clone", uid="v" * 32), body=b"fresh")
+    assert (clone.body, clone.spent) == (b"memo:drawn", 0.0)
+    data = json.loads(path.read_text())
+    assert "salt" not in data and all("record" not in e for e in data["entries"].values())
 
 
 def test_a_report_that_is_not_base64_is_a_corrupt_ledger(tmp_path):
@@ -198,33 +213,109 @@ def test_a_first_format_ledger_keeps_its_reports_and_counts_them_at_the_cap(tmp_
     ledger = Ledger(path)
     assert claim(ledger) == Claim("http://x c1", b"report", True, 0.0)
     # Its spend is unknown: counted as the app's cap (2), whenever it was, so 2 + 1.5 passes 3.
-    with pytest.raises(BudgetExceeded, match="spent epsilon=2 at http://x"):
-        claim(ledger, replace(ASKED, collection="c2", uid="w" * 32, fingerprint="a" * 64, epsilon=1.5))
+    with pytest.raises(BudgetExceeded, match="this device spent epsilon=2 in the last 30 days"):
+        claim(ledger, replace(ASKED, collection="c2", uid="w" * 32, fingerprint="a" * 64, question="b" * 64,
+                              epsilon=1.5))  # fmt: skip
 
 
-def test_memoised_reports_cost_nothing_and_changed_records_cost_again(tmp_path):
+def test_the_memo_answers_a_question_once_at_every_origin_and_the_budget_counts_every_origin(tmp_path):
     ledger = Ledger(tmp_path / "ledger.json")
     first = claim(ledger, body=b"drawn")
-    clone = claim(ledger, replace(ASKED, collection="clone", uid="v" * 32), body=b"other")
-    assert (clone.body, clone.spent) == (b"memo:drawn", 0.0)  # the same randomised answer, no new spend
-    other_origin = claim(ledger, replace(ASKED, origin="http://y", collection="clone", uid="x" * 32), body=b"y")
-    assert (other_origin.body, other_origin.spent) == (b"y", 1.0)  # memoised per origin only
-    changed = claim(ledger, replace(ASKED, collection="c3", uid="y" * 32), record=b"changed", body=b"fresh")
-    assert (changed.body, changed.spent) == (b"fresh", 1.0)
-    assert ledger.spent("http://x", LIMITS) == 2.0 and first.spent == 1.0
-    # A fresh draw of 1.5 at this origin would pass the total of 3 within 30 days: refused, nothing drawn.
-    with pytest.raises(BudgetExceeded, match="spent epsilon=2 at http://x in the last 30 days"):
-        ledger.claim(replace(ASKED, collection="c4", uid="z" * 32, fingerprint="b" * 64, epsilon=1.5), LIMITS, b"r", pytest.fail, pytest.fail)
-    # Once the window has passed, the origin may spend again.
-    monkey_now = time.time() + 31 * 86400
-    assert ledger.spent("http://x", LIMITS, now=monkey_now) == 0.0
+    # The same question under another id, another origin, another fingerprint (a θ that DE never
+    # uses, say): the same randomised answer, for nothing. The ledger never sees the record, so
+    # the answer cannot depend on whether it changed.
+    for i, (origin, fingerprint) in enumerate([("http://x", "f" * 64), ("http://y", "f" * 64), ("http://z", "e" * 64)]):
+        clone = claim(ledger, replace(ASKED, origin=origin, collection=f"clone{i}", uid=f"{i}" * 32,
+                                      fingerprint=fingerprint), body=b"other")  # fmt: skip
+        assert (clone.body, clone.spent) == (b"memo:drawn", 0.0)
+    # Another assigned group is another question: a fresh draw, spending ε.
+    grouped = claim(ledger, replace(ASKED, collection="g", uid="g" * 32, group=2), body=b"group")
+    assert (grouped.body, grouped.spent) == (b"group", 1.0)
+    # A new question at another origin spends from the same device budget: 1 + 1 + 1 = 3.
+    other = claim(ledger, replace(ASKED, origin="http://w", collection="n", uid="n" * 32, question="n" * 64), body=b"n")
+    assert other.spent == 1.0 and ledger.spent(LIMITS) == 3.0 and first.spent == 1.0
+    with pytest.raises(BudgetExceeded, match="this device spent epsilon=3 in the last 30 days"):
+        ledger.claim(replace(ASKED, origin="http://v", collection="c4", uid="z" * 32, question="z" * 64),
+                     LIMITS, pytest.fail, pytest.fail)  # fmt: skip
+    # Once the window has passed, the device may spend again.
+    assert ledger.spent(LIMITS, now=time.time() + 31 * 86400) == 0.0
+
+
+def test_the_budget_window_is_counted_in_days(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.json")
+    claim(ledger)
+    one_day = Limits(max_epsilon=2.0, budget=Budget(total=3.0, per_days=1))
+    now = time.time()
+    assert ledger.spent(one_day, now=now + 2 * 3600) == 1.0  # two hours later: within the day
+    assert ledger.spent(one_day, now=now + 23 * 3600) == 1.0
+    assert ledger.spent(one_day, now=now + 25 * 3600) == 0.0
 
 
 def test_a_collection_above_the_app_cap_is_refused_before_anything_is_drawn(tmp_path):
     ledger = Ledger(tmp_path / "ledger.json")
     with pytest.raises(BudgetExceeded, match="asks epsilon=2.5; this app accepts at most 2 per collection"):
-        ledger.claim(replace(ASKED, epsilon=2.5), LIMITS, b"r", pytest.fail, pytest.fail)
+        ledger.claim(replace(ASKED, epsilon=2.5), LIMITS, pytest.fail, pytest.fail)
     assert not ledger.path.exists() or ledger.entries() == {}
+
+
+def test_no_lock_is_held_while_drawing_and_a_draw_that_lost_the_race_is_dropped(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.json")
+
+    def draw():
+        # Another process takes the lock while this one draws, and records its own report first.
+        fd = os.open(ledger.path.with_name(ledger.path.name + ".lock"), os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if the draw held the lock
+        finally:
+            os.close(fd)
+        assert claim(ledger, body=b"winner").body == b"winner"
+        return b"loser"
+
+    assert ledger.claim(ASKED, LIMITS, draw, pytest.fail) == Claim("http://x c1", b"winner", False, 0.0)
+    assert ledger.spent(LIMITS) == 1.0
+
+
+def test_a_symlinked_ledger_is_one_ledger_with_one_lock(tmp_path):
+    real = tmp_path / "real" / "ledger.json"
+    real.parent.mkdir()
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    claim(Ledger(real), body=b"a")
+    assert Ledger(link).path == real
+    other = replace(ASKED, collection="c2", uid="w" * 32, question="w" * 64, epsilon=2.0)
+    with pytest.raises(BudgetExceeded, match="spent epsilon=1 "):  # 1 + 2 passes 2.5: one budget
+        claim(Ledger(link), other, limits=Limits(max_epsilon=2.0, budget=Budget(total=2.5)))
+    # One lock file, beside the real one; the link is still a link after the writes.
+    assert link.is_symlink() and sorted(p.name for p in real.parent.iterdir()) == ["ledger.json", "ledger.json.lock"]
+    assert not list(tmp_path.glob("*.lock"))
+
+
+@pytest.mark.parametrize("content", [b"{}", b"[]", b"null", b'"ledger"', b"7", b'{"version": 2}', b"\xff\xfe{}",
+                                     b'{"version": 2, "entries": {"k": {"report": "AA==", "sent": false, '
+                                     b'"fingerprint": "f", "reserved_at": 0, "group": "1"}}}'])  # fmt: skip
+def test_a_file_that_is_not_a_ledger_refuses_to_send(tmp_path, content):
+    path = tmp_path / "ledger.json"
+    path.write_bytes(content)
+    with pytest.raises(LedgerError, match=str(path)):
+        claim(Ledger(path), body=b"x")
+    assert path.read_bytes() == content
+
+
+def test_an_unreadable_or_unwritable_ledger_is_a_ledger_error(tmp_path, monkeypatch):
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(LedgerError, match="cannot read the ledger"):
+        claim(Ledger(tmp_path / "dir.json"))
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(LedgerError, match="cannot open the ledger"):
+        claim(Ledger(tmp_path / "file" / "ledger.json"))
+
+    def refused(*args):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("participant.ledger.os.replace", refused)
+    with pytest.raises(LedgerError, match="cannot write the ledger .*Permission denied"):
+        claim(Ledger(tmp_path / "ledger.json"))
+    assert not list(tmp_path.glob(".*.tmp"))
 
 
 @pytest.mark.parametrize("url, origin", [
@@ -232,12 +323,27 @@ def test_a_collection_above_the_app_cap_is_refused_before_anything_is_drawn(tmp_
     ("https://example.org:443/", "https://example.org"),
     ("https://example.org:8443", "https://example.org:8443"),
     ("http://[::1]:8080/", "http://[::1]:8080"),
+    ("http://127.1:8080", "http://127.0.0.1:8080"),
+    ("http://2130706433:8080", "http://127.0.0.1:8080"),
+    ("http://0x7f.0.0.1:8080", "http://127.0.0.1:8080"),
+    ("http://0177.0.0.1:8080", "http://127.0.0.1:8080"),
+    ("http://127.0.0.1.:8080", "http://127.0.0.1:8080"),
+    ("http://[::ffff:127.0.0.1]:8080", "http://127.0.0.1:8080"),
+    ("http://[0:0:0:0:0:0:0:1]", "http://[::1]"),
+    ("http://localhost.:8080/", "http://localhost:8080"),
+    ("http://%6C%6Fcalhost", "http://localhost"),
+    ("http://user:secret@example.org", "http://example.org"),
+    ("http://BÜCHER.example", "http://xn--bcher-kva.example"),
+    ("http://example.org/x/../api/./", "http://example.org/api"),
+    ("http://example.org/%2e%2E/api/%2E", "http://example.org/api"),
+    ("http://example.org/%7euser/%2f", "http://example.org/~user/%2F"),
 ])  # fmt: skip
-def test_origins_are_normalised(url, origin):
+def test_origins_are_normalised_as_a_browser_would(url, origin):
     assert normalise_origin(url) == origin
 
 
-@pytest.mark.parametrize("url", ["example.org", "ftp://example.org", "http://"])
+@pytest.mark.parametrize("url", ["example.org", "ftp://example.org", "http://", "http://x/?a=1", "http://x/#f",
+                                 "http://x:99999", "http://a b"])  # fmt: skip
 def test_an_address_without_scheme_or_host_is_refused(url):
     with pytest.raises(ValueError, match="http"):
         normalise_origin(url)
