@@ -110,61 +110,6 @@ def fitted_temperature(
     return float(temperatures[int(np.argmin(losses))]), losses
 
 
-# How far (in standard errors of the paired difference) another strength's model must lead the
-# served one on a labelled sample to replace it (strength_from_sample). Of 0, 1, 1.64 and 2 on seeds
-# 0–99 and 100–199 with 300 rows, and seeds 0–99 with 100 (python bench/sample_strength.py): 0 cost
-# connect-4 at ε = 4 0.002–0.004, 1.64 and 2 kept chess subsampled to 75:25 below its majority class.
-SAMPLE_LEAD = 1.0
-
-
-def strength_from_sample(
-    served: np.ndarray, candidates: list[np.ndarray], labels: np.ndarray, lead: float = SAMPLE_LEAD
-) -> tuple[int | None, np.ndarray, np.ndarray]:
-    """Which of ``candidates`` (the model at other smoothing strengths) classifies a labelled
-    sample better than the served model, judged by a paired comparison: with ``gained`` the rows
-    only the candidate gets right and ``lost`` those only the served model does, its lead
-    ``gained − lost`` must pass ``lead`` standard errors, ``√(gained + lost)`` (McNemar's). Each
-    model is given as joint log-likelihoods of the sample's records, shape ``(m, k)``; ``labels``
-    holds their class indices ``(m,)``. Returns the index of the candidate that leads most among
-    those that pass (the first of equal leads; None: keep the served model), and every candidate's
-    ``gained`` and ``lost`` (shape ``(C,)``, rows).
-
-    For an operator's labelled public sample, as :func:`fitted_temperature`: the bootstrap that
-    chose the served strength draws from Naive-Bayes worlds, which cannot show what dependent
-    features or a noisy world cost on real records. Nothing private is read."""
-    right = served.argmax(axis=1) == labels
-    others = np.array([c.argmax(axis=1) == labels for c in candidates]).reshape(len(candidates), -1)
-    gained = (others & ~right).sum(axis=1)
-    lost = (~others & right).sum(axis=1)
-    ahead = gained - lost
-    passing = np.flatnonzero(ahead > lead * np.sqrt(gained + lost))
-    if not len(passing):
-        return None, gained, lost
-    return int(passing[np.argmax(ahead[passing])]), gained, lost
-
-
-def pooled_with_sample(
-    shares: np.ndarray, standard_errors: np.ndarray, sample_labels: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The class prior (shape ``(k,)``, summing to 1) of the reports' class ``shares`` (with their
-    ``standard_errors``, the model's evidence) and a labelled sample's, each class's share weighted
-    by the inverse of its variance; and the sample's shares. The sample's are its class counts
-    plus one over its size plus ``k``, of variance ``s(1 − s)/(N + k)``.
-
-    Where the reports cannot settle which class is the most common (car at ε = 0.5, a share's
-    standard error 0.125), a few hundred labelled rows can (0.026 at 300): the pooled prior then
-    mostly is the sample's. A sample that does not represent the population biases it: the card
-    says where the prior came from."""
-    k = len(shares)
-    counts = np.bincount(np.asarray(sample_labels), minlength=k) + 1.0
-    sample = counts / counts.sum()
-    sample_variance = sample * (1 - sample) / counts.sum()
-    weights = np.array([1.0 / np.maximum(np.asarray(standard_errors, dtype=float) ** 2, 1e-12), 1.0 / sample_variance])
-    pooled = (weights * np.array([shares, sample])).sum(axis=0) / weights.sum(axis=0)
-    pooled = np.maximum(pooled, 1e-9)
-    return pooled / pooled.sum(), sample
-
-
 def convex_argmin(score: Callable[[int], float], n: int) -> int:
     """The index in ``0 … n − 1`` where ``score`` (convex along the indices: falling, then rising)
     is least, the first of equal ones, by bisection on its slope: about ``2·log2(n)`` calls."""

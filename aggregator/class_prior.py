@@ -2,8 +2,9 @@
 
 Every input carries the class: the class input's reports directly, each feature's joint reports
 in the cells of each class (index ``a·k + c``). Each input's unbiased class shares are pooled,
-weighted by the inverse of their variance (``normsub`` projects the pooled shares onto the
-simplex). Post-processing of the aggregated statistics: no privacy is spent.
+each class's weighted by the inverse of its variance at the shares the reports estimate (the
+plug-in, :func:`class_share_variances`; ``normsub`` projects the pooled shares onto the simplex).
+Post-processing of the aggregated statistics: no privacy is spent.
 """
 
 from __future__ import annotations
@@ -34,10 +35,18 @@ def class_share_variance(oracle, n: int, k: int) -> float:
     return cells * oracle.variance(n)[0] / n**2
 
 
+def class_share_variances(oracle, n: float, prior: np.ndarray) -> np.ndarray:
+    """The variance of each class's share estimated from an input's ``n`` reports when the class
+    prior is ``prior`` (shape ``(k,)``): the diagonal of :func:`input_covariance`, the plug-in
+    variances, where :func:`class_share_variance` takes every class at ``1/k``."""
+    return np.diag(input_covariance(oracle, n, np.asarray(prior, dtype=float)))
+
+
 @dataclass(frozen=True)
 class PooledShares:
     """The pooled unbiased class shares ``shares`` (shape ``(k,)``, summing to about 1, entries
-    possibly outside [0, 1]), and each contributing input's index and pooling weight."""
+    possibly outside [0, 1]), and each contributing input's index and its pooling weights, one
+    per class (shape ``(inputs, k)``)."""
 
     shares: np.ndarray
     inputs: list[int]
@@ -53,24 +62,35 @@ def class_count_inputs(spec: CollectionSpec) -> list[int]:
 
 def pooled_class_shares(stats: CollectionStatistics, counts: list[np.ndarray] | None = None) -> PooledShares | None:
     """The unbiased class shares (class counts over reports) of every input that carries the
-    class counts (:func:`class_count_inputs`), pooled with the weights
-    ``1 / class_share_variance``; None when none of them has reports. ``counts``: the statistics'
+    class counts (:func:`class_count_inputs`), pooled class by class with the weights
+    ``1 / class_share_variances`` at the shares a first pooling (at even shares' variances)
+    estimates; None when none of them has reports. ``counts``: the statistics'
     ``estimated_counts()``, when the caller has them already."""
+    from .simplex import project_to_simplex
+
     spec, k = stats.spec, stats.spec.n_classes
-    carriers = class_count_inputs(spec)
-    inputs, shares, weights = [], [], []
-    for i in carriers:
+    inputs, shares, oracles, reports = [], [], [], []
+    for i in class_count_inputs(spec):
         oracle, state = spec.oracles[i], stats.states[i]
         if state.n == 0:
             continue
         raw = oracle.estimate(state) if counts is None else counts[i]
         inputs.append(i)
         shares.append(raw.reshape(-1, k).sum(axis=0) / state.n)
-        weights.append(1.0 / class_share_variance(oracle, state.n, k))
+        oracles.append(oracle)
+        reports.append(state.n)
     if not inputs:
         return None
-    weights = np.array(weights)
-    return PooledShares(np.average(np.array(shares), axis=0, weights=weights), inputs, weights)
+    shares = np.array(shares)
+    first = np.average(shares, axis=0, weights=[1.0 / class_share_variance(o, n, k) for o, n in zip(oracles, reports)])
+    weights = pooling_weights(oracles, reports, project_to_simplex(first, 1.0))
+    return PooledShares((weights * shares).sum(axis=0) / weights.sum(axis=0), inputs, weights)
+
+
+def pooling_weights(oracles, reports, prior: np.ndarray) -> np.ndarray:
+    """Each input's weight for each class's share, shape ``(inputs, k)``: the inverse of its
+    variance (:func:`class_share_variances`) when the class prior is ``prior``."""
+    return np.array([1.0 / class_share_variances(o, n, prior) for o, n in zip(oracles, reports)])
 
 
 def input_covariance(oracle, n: float, prior: np.ndarray) -> np.ndarray:
@@ -97,11 +117,12 @@ def shares_covariance(oracles, reports, prior: np.ndarray) -> np.ndarray:
     """The covariance (shape ``(k, k)``) of the class shares pooled as
     :func:`pooled_class_shares` pools them, from inputs with these ``oracles`` and ``reports``
     reports each (positive; not necessarily whole), when the class prior is ``prior``:
-    ``Σ w_i² C_i / (Σ w_i)²``, ``C_i`` the :func:`input_covariance` of input ``i``."""
-    k = len(prior)
-    weights = np.array([1.0 / class_share_variance(o, n, k) for o, n in zip(oracles, reports)])
-    total = sum(w**2 * input_covariance(o, n, prior) for o, n, w in zip(oracles, reports, weights))
-    return total / weights.sum() ** 2
+    ``Σ_i (w_i w_iᵀ) ∘ C_i / (W Wᵀ)``, ``w_i`` input ``i``'s weights per class
+    (:func:`pooling_weights`), ``W`` their sum and ``C_i`` the :func:`input_covariance` of input ``i``."""
+    weights = pooling_weights(oracles, reports, prior)
+    total = sum(np.outer(w, w) * input_covariance(o, n, prior) for o, n, w in zip(oracles, reports, weights))
+    summed = weights.sum(axis=0)
+    return total / np.outer(summed, summed)
 
 
 def pooled_covariance(stats: CollectionStatistics, pooled: PooledShares, prior: np.ndarray) -> np.ndarray:

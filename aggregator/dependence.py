@@ -1,10 +1,10 @@
 """Do the reports show that any feature depends on the class at all?
 
 On car at ε ≤ 1 they mostly do not (a median p-value near 0.5), and a model that uses the
-features there loses to the class prior alone. How much the bootstrap should fear that case
-(:mod:`aggregator.strength`) is the probability of "no dependence" given the reports, which
-:func:`null_probability` bounds from the p-value of :func:`dependence_p_value` (approximate, used
-only as a weight). What the service reports (:mod:`aggregator.evidence`) is the calibrated test
+features there is no surer of anything than the class prior. How much the temperature's bootstrap
+(:mod:`aggregator.calibration`) should fear that case is the probability of "no dependence" given
+the reports, which :func:`null_probability` bounds from the p-value of :func:`dependence_p_value`
+(approximate, used only as a weight). What the service reports (:mod:`aggregator.evidence`) is the calibrated test
 of :func:`exact_feature_p_values`. Post-processing of the aggregated statistics: no privacy is
 spent.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .count_noise import sampled_cell_variances
 from .statistics import CollectionStatistics
 
 
@@ -22,19 +23,16 @@ def dependence_p_value(stats: CollectionStatistics, class_count: np.ndarray) -> 
     Per feature, each class's unbiased shares (its estimated counts over its expected count, from
     the pooled ``class_count`` shape ``(k,)``) deviate from the pooled marginal
     ``m = Σ_c π_c·share_c``; a deviation's noise variance is
-    ``σ_c² = (1 − π_c)²·v_c + Σ_{c' ≠ c} π_c'²·v_c'`` with ``v_c`` the variance of one of class
-    ``c``'s shares (the oracle's cell variance for a value nobody holds, over the squared
-    expected count). The squared deviations over their variances, times ``(k − 1)/k``, form a χ²
-    statistic of ``(k − 1)·d`` degrees of freedom; the features' p-values are combined by Fisher's
-    method.
+    ``σ_ca² = (1 − π_c)²·v_ca + Σ_{c' ≠ c} π_c'²·v_c'a`` with ``v_ca`` the variance of class
+    ``c``'s share of value ``a`` (the oracle's cell variance at the counts the reports estimate,
+    plus the multinomial variance of the cell's true count among the reporters:
+    :func:`~aggregator.count_noise.sampled_cell_variances`, over the squared expected count). The squared deviations over
+    their variances, times ``(k − 1)/k``, form a χ² statistic of ``(k − 1)·d`` degrees of
+    freedom; the features' p-values are combined by Fisher's method.
 
-    The cells are taken as independent, each with the variance of an empty cell. A held value's
-    cell is noisier, and DE's cells covary (a report lands in one), so under no dependence the
-    p-value falls below 0.05 in 8 % of collections for OUE with two classes, 6 % with car's four,
-    and 22 % for DE with two balanced classes (``python bench/null_world.py``). The exact
-    covariance calibrates it (2–7 %) but weighs the null world more where DE inputs carry weak
-    signal, which cost mushroom at ε = 0.5 0.006 ± 0.003 of accuracy and car at 2 0.003 ± 0.001
-    against this one, so this one is kept: it is used only as a weight (:func:`null_probability`)."""
+    The cells are taken as independent; DE's covary (a report lands in one), which
+    :func:`exact_feature_p_values` accounts for. This one is used only as a weight
+    (:func:`null_probability`, in the temperature's choice, :mod:`aggregator.calibration`)."""
     return combined_p_value(feature_p_values(stats, class_count))
 
 
@@ -51,12 +49,13 @@ def feature_p_values(stats: CollectionStatistics, class_count: np.ndarray) -> np
         if state.n == 0:
             continue
         d = raw.size // k
-        expected = np.maximum(prior * state.n, 1e-9)
-        noise = oracle.variance(state.n)[0] / expected**2  # (k,)
-        shares = raw.reshape(-1, k).T / expected[:, None]  # (k, d)
-        deviation_noise = (1 - prior) ** 2 * noise + (prior**2 * noise).sum() - prior**2 * noise
+        expected = np.maximum(prior * state.n, 1e-9)[:, None]  # (k, 1)
+        noise = sampled_cell_variances(oracle, state.n, raw).reshape(d, k).T / expected**2  # (k, d)
+        shares = raw.reshape(-1, k).T / expected  # (k, d)
+        weighted = prior[:, None] ** 2 * noise
+        deviation_noise = (1 - prior[:, None]) ** 2 * noise + weighted.sum(axis=0) - weighted
         deviation = shares - prior @ shares
-        statistic = (deviation**2 / deviation_noise[:, None]).sum()
+        statistic = (deviation**2 / deviation_noise).sum()
         p.append(st.chi2.sf(statistic * (k - 1) / k, (k - 1) * d))
     return np.array(p)
 

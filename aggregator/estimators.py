@@ -5,22 +5,21 @@ Every estimator reads only the aggregated statistics (post-processing), so none 
 - ``paper``: section 3.1 of Yilmaz et al. as written. ``P(C_j) = E_j / Σ E``, from the class
   input's reports alone; ``P(F_i = y | C_z) = E_{y,z} / Σ_h E_{h,z}`` from feature ``i``'s
   reports; every estimate that is not positive is set to 1 first.
-- ``normsub``: each input's estimated histogram is projected onto the counts it can be (non-negative,
-  summing to the number of reports on that input: "Norm-Sub", the Euclidean projection onto the
-  scaled simplex); class priors pool the class-count estimates of every input (the class input's
-  histogram and each feature's joint histogram summed over feature values), weighted by the inverse of
-  their variance, then projected onto the simplex; conditionals are smoothed toward uniform by the
-  smaller of an empirical-Bayes weight (the share of the counts' spread that the noise explains,
-  vanishing like 1/n) and a pseudo-count of one standard deviation per cell, both scaled by a
-  strength the collection's own statistics choose (:mod:`aggregator.strength`: a bootstrap in the
-  estimated population and in one without class signal, weighed by how likely the reports make
-  each). The smoothing
-  matters most: when the noise swamps a feature's counts its conditionals flatten and the prior
-  decides, instead of noise deciding (see the README table). The class probabilities are then
-  softened by a temperature chosen the same way (:mod:`aggregator.calibration`), which changes
-  no prediction and keeps the noise of many features from making the model sure of anything.
-- ``marginal``: ``normsub`` with the conditionals smoothed toward each feature's pooled marginal
-  instead of uniform (:func:`~aggregator.smoothing.smooth_conditionals` says when each is better).
+- ``normsub`` (the default): each input's estimated histogram is projected onto the counts it can
+  be (non-negative, summing to the number of reports on that input: "Norm-Sub", the Euclidean
+  projection onto the scaled simplex); the class prior pools the class-count estimates of every
+  input (the class input's histogram and each feature's joint histogram summed over feature
+  values), each class's weighted by the inverse of its plug-in variance, then projected onto the
+  simplex; each class's conditionals are shrunk toward the feature's pooled marginal (what every
+  class shares, so that a feature telling the classes nothing gains no false class signal) by the
+  smaller of an empirical-Bayes weight (the share of the counts' spread that the noise explains)
+  and a pseudo-count of one standard deviation per cell, both scaled by a strength: 1, the
+  empirical-Bayes weight itself, unless a parametric bootstrap of the collection's own reports
+  shows another better by three standard errors (:mod:`aggregator.strength`). The class
+  probabilities are then softened by a temperature chosen by a bootstrap too
+  (:mod:`aggregator.calibration`), which changes no prediction and keeps the noise of many
+  features from making the model sure of anything.
+- ``ibu``: ``normsub`` with each DE input's histogram the maximum-likelihood one.
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ import numpy as np
 
 from .calibration import choose_temperature
 from .class_prior import pooled_class_shares
+from .count_noise import class_cell_variances
 from .gaussian import GaussianModel, gaussian_estimator
 from .model import NaiveBayesModel
 from .simplex import project_to_simplex
@@ -59,11 +59,11 @@ def paper_estimator(stats: CollectionStatistics, temperature: float | None = Non
 def normsub_estimator(
     stats: CollectionStatistics,
     strength: float | None = None,
-    target: str = "uniform",
+    target: str = "marginal",
     temperature: float | None = None,
 ) -> NaiveBayesModel:
     """Norm-Sub consistent histograms, inverse-variance pooled class priors, and conditionals
-    smoothed toward ``target`` (uniform, or the feature's pooled marginal) by
+    smoothed toward ``target`` (the feature's pooled marginal, or uniform) by
     :func:`~aggregator.smoothing.smooth_conditionals` with ``strength`` (left out: the one
     :func:`~aggregator.strength.choose_strength` picks from the statistics); class probabilities
     at ``temperature`` (left out: the one :func:`~aggregator.calibration.choose_temperature`
@@ -77,16 +77,7 @@ def normsub_estimator(
     return base.model(stats.spec, strength, temperature)
 
 
-def marginal_estimator(
-    stats: CollectionStatistics, strength: float | None = None, temperature: float | None = None
-) -> NaiveBayesModel:
-    """``normsub`` with the conditionals smoothed toward each feature's pooled marginal instead of
-    uniform: a fifth of the false class signal a skewed feature that tells the classes nothing
-    gains toward uniform, at the cost measured in the README (*Estimators*)."""
-    return normsub_estimator(stats, strength, target="marginal", temperature=temperature)
-
-
-def normsub_unsmoothed(stats: CollectionStatistics, target: str = "uniform") -> Unsmoothed:
+def normsub_unsmoothed(stats: CollectionStatistics, target: str = "marginal") -> Unsmoothed:
     """``normsub`` before its smoothing: the pooled class counts and the Norm-Sub tables, to be
     smoothed toward ``target``."""
     spec, k = stats.spec, stats.spec.n_classes
@@ -108,7 +99,11 @@ def normsub_unsmoothed(stats: CollectionStatistics, target: str = "uniform") -> 
         totals = [stats.states[i + 1].n for i in inputs]
         for i, projected in zip(inputs, project_to_simplex(np.stack([counts[i + 1] for i in inputs]), totals)):
             tables[i] = projected.reshape(-1, k).T  # (k, n_i) counts
-    variances = [oracle.variance(max(state.n, 1))[0] for oracle, state in zip(spec.oracles[1:], stats.states[1:])]
+    # Each class's cells' mean variance at the counts the reports estimate (aggregator.count_noise).
+    variances = [
+        class_cell_variances(oracle, state.n, raw, k)[:, None]
+        for oracle, state, raw in zip(spec.oracles[1:], stats.states[1:], counts[1:])
+    ]
     return Unsmoothed(class_count, tables, variances, target)
 
 
@@ -191,14 +186,13 @@ def ibu_unsmoothed(stats: CollectionStatistics) -> Unsmoothed:
     for i, (oracle, state) in enumerate(zip(spec.oracles[1:], stats.states[1:])):
         if isinstance(oracle, DirectEncoding):
             tables[i] = direct_encoding_mle(oracle, state).reshape(-1, k).T
-    return Unsmoothed(base.class_count, tables, base.cell_variances)
+    return Unsmoothed(base.class_count, tables, base.cell_variances, base.target)
 
 
 ESTIMATORS: dict[str, Callable[[CollectionStatistics], NaiveBayesModel]] = {
     "paper": paper_estimator,
     "normsub": normsub_estimator,
     "ibu": ibu_estimator,
-    "marginal": marginal_estimator,
 }
 
 

@@ -86,20 +86,6 @@ class NaiveBayesModel:
     def class_prior(self) -> np.ndarray:
         return np.exp(self.class_log_prior)
 
-    def with_class_prior(self, prior) -> NaiveBayesModel:
-        """This model with class prior ``prior`` (shape ``(k,)``, positive) and the same
-        conditionals and temperature: each class's counts rescaled to its new total, the total kept."""
-        prior = np.asarray(prior, dtype=float) / np.sum(prior)
-        class_count = prior * self.class_count.sum()
-        scale = class_count / self.class_count
-        return NaiveBayesModel(
-            self.spec,
-            class_count,
-            [c * scale[:, None] for c in self.category_count],
-            self.temperature,
-            self.strength,
-        )
-
     def joint_log_likelihood_codes(self, codes: np.ndarray) -> np.ndarray:
         """``log P(c) + Σ_i log P(x_i | c)`` for integer-coded rows; shape ``(m, k)``."""
         jll = np.tile(self.class_log_prior, (codes.shape[0], 1))

@@ -58,7 +58,7 @@ def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
         choices=list(ESTIMATORS),
         default="normsub",
         help="how the service turns counts into probabilities: normsub (default), paper (section 3.1 as "
-        "written), ibu (exact histograms for DE inputs) or marginal (smoothed toward each feature's marginal)",
+        "written) or ibu (exact histograms for DE inputs)",
     )
     model.add_argument(
         "--pipeline", action="store_true", help="save the pipeline that takes raw records (default: the classifier on codes)"
@@ -72,19 +72,12 @@ def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
         "Predictions do not change; a discrete model only",
     )
     model.add_argument(
-        "--sample-prior",
+        "--pool-sample",
         action="store_true",
-        help="with --calibrate: also pool the class prior with the sample's class shares, each weighted by "
-        "the inverse of its variance (the reports' from the model's evidence): where the reports cannot "
-        "settle the most common class, the sample can. Predictions may change",
-    )
-    model.add_argument(
-        "--sample-strength",
-        action="store_true",
-        help="with --calibrate: also fetch the model at each smoothing strength (1 to 1024, where the class "
-        "prior decides) and keep the one that classifies the sample best, if it beats the service's choice by "
-        "more than one standard error of the paired difference (the service chooses from Naive-Bayes "
-        "simulations, which cannot show dependent features). Predictions may change; not for --estimator paper",
+        help="with --calibrate: pool the sample's counts into the class prior and every conditional, each "
+        "class share weighted by the inverse of its variance (the reports' from the service's estimates): "
+        "where the reports are noisy the model becomes mostly the sample's Naive Bayes, where they are "
+        "precise mostly theirs. Predictions may change",
     )
 
     enroll = common(sub.add_parser("enroll", help="issue single-use enrollment tokens", allow_abbrev=False))
@@ -200,30 +193,19 @@ async def _status(service: Service, session, args) -> str:
 async def _model(service: Service, session, args) -> str:
     import joblib
 
-    for flag, given in (("--sample-prior", args.sample_prior), ("--sample-strength", args.sample_strength)):
-        if given and not args.calibrate:  # a usage error, before asking the service
-            raise OperatorError(f"{flag} goes with --calibrate SAMPLE.csv")
+    if args.pool_sample and not args.calibrate:  # a usage error, before asking the service
+        raise OperatorError("--pool-sample goes with --calibrate SAMPLE.csv")
     path = f"/collections/{args.id}/model?estimator={args.estimator}"
     data = await service.call(session, "GET", path, admin=False)
     published = await service.call(session, "GET", f"/collections/{args.id}", admin=False)
     model = model_from_dict(data)
-    evidence = data.get("evidence") if args.sample_prior else None
-    if args.sample_prior and not evidence:
-        raise OperatorError("--sample-prior needs the class prior's standard errors, and this model has no evidence")
-    candidates = None
-    if args.sample_strength:
-        from .estimators import strength_refused
-        from .strength import STRENGTHS
-
-        if refused := strength_refused(model.spec, args.estimator):
-            raise OperatorError(f"--sample-strength: {refused}")
-        answers = await asyncio.gather(
-            *(service.call(session, "GET", f"{path}&strength={s:g}", admin=False) for s in STRENGTHS)
-        )
-        candidates = [model_from_dict(answer) for answer in answers]
-        if [c.strength for c in candidates] != list(STRENGTHS):  # a service from before ?strength= ignores it
-            raise OperatorError(f"--sample-strength: the service at {service.url} does not build a model at a given strength")
-    calibration = calibrate(model, args.calibrate, evidence, candidates) if args.calibrate else None
+    noise = None
+    if args.pool_sample:
+        if not data.get("evidence"):
+            raise OperatorError("--pool-sample needs the class prior's standard errors, and this model has no evidence")
+        estimates = await service.call(session, "GET", f"/collections/{args.id}/estimates", admin=False)
+        noise = (data["evidence"], estimates)
+    calibration = calibrate(model, args.calibrate, noise) if args.calibrate else None
     if calibration:
         model = calibration.pop("model")
     estimator = model.to_sklearn_pipeline() if args.pipeline else model.to_sklearn()
@@ -274,34 +256,25 @@ async def _model(service: Service, session, args) -> str:
             f"{calibration['rows']} rows of {args.calibrate}: their log-loss {calibration['log_loss_before']:.3f} -> "
             f"{calibration['log_loss_after']:.3f} nats per record"
         )
-        if "class_prior" in calibration:
-            shares = ", ".join(f"{c} {v:.3f}" for c, v in calibration["class_prior"]["pooled"].items())
-            saved += f"\nclass prior pooled with the sample's: {shares}"
-        if "strength" in calibration:
-            chosen = calibration["strength"]
-            right = f"{chosen['served_right']} of {calibration['rows']} sample rows right"
-            if chosen["chosen"] == chosen["served"]:
-                saved += f"\nstrength {chosen['served']:g} kept ({right}): no other leads on the sample by a standard error"
-            else:
-                better = next(c for c in chosen["candidates"] if c["strength"] == chosen["chosen"])
-                saved += (
-                    f"\nstrength {chosen['served']:g} -> {chosen['chosen']:g}, chosen on the sample: "
-                    f"{right} -> {better['right']}"
-                )
+        if "pooled" in calibration:
+            shares = ", ".join(f"{c} {v:.3f}" for c, v in calibration["pooled"]["class_prior"].items())
+            saved += (
+                f"\nclass prior and conditionals pooled with the sample's {calibration['rows']} rows "
+                f"(class prior {shares}): {calibration['pooled']['served_right']} -> "
+                f"{calibration['pooled']['pooled_right']} sample rows right"
+            )
     return f"{saved}\n{card['evidence']['summary']}" if "evidence" in card else saved
 
 
-def calibrate(model, path: str, evidence: dict | None = None, candidates: list | None = None) -> dict:
+def calibrate(model, path: str, noise: tuple[dict, dict] | None = None) -> dict:
     """``model`` (discrete) at the temperature with the least log-loss on the labelled sample in
     the CSV file at ``path``, under ``"model"``, with what the model card records: the sample's
     rows, the service's temperature and the fitted one, and the sample's log-loss under the
-    served model and the fitted one. With the model's ``evidence`` (its class prior and standard
-    errors) the class prior is first pooled with the sample's
-    (:func:`~aggregator.calibration.pooled_with_sample`), and the card records all three. With
-    ``candidates`` (the same collection's model at other smoothing strengths) the one the sample
-    prefers replaces ``model`` before the temperature is fitted
-    (:func:`~aggregator.calibration.strength_from_sample`, after the same pooled prior), and the
-    card records each one's rows right, gained and lost against the served model."""
+    served model and the fitted one. With ``noise`` (the model's evidence and the service's
+    estimates, whose standard errors and variances say how noisy the reports are) the class prior
+    and every conditional are first pooled with the sample's counts
+    (:func:`~aggregator.sample.pooled_with_sample`), and the card records the pooled prior and the
+    sample rows each model classifies right (they are the rows it was pooled with)."""
     import csv
 
     import numpy as np
@@ -309,8 +282,9 @@ def calibrate(model, path: str, evidence: dict | None = None, candidates: list |
     from participant import RecordError
     from participant.encoding import encode_features
 
-    from .calibration import expected_log_loss, fitted_temperature, pooled_with_sample, strength_from_sample
+    from .calibration import expected_log_loss, fitted_temperature
     from .model import NaiveBayesModel
+    from .sample import pooled_with_sample, report_share_variances
 
     if not isinstance(model, NaiveBayesModel):
         raise OperatorError("--calibrate applies to a discrete model: a Gaussian one has no temperature")
@@ -338,34 +312,22 @@ def calibrate(model, path: str, evidence: dict | None = None, candidates: list |
     served = model.joint_log_likelihood_codes(codes)
     (before,) = expected_log_loss(served, truth, [model.temperature])
     found: dict = {"rows": len(rows), "service_temperature": model.temperature}
-    if evidence:
-        reports = np.array([evidence["class_prior"][c] for c in spec.classes])
+    if noise:
+        evidence, estimates = noise
         errors = np.array([evidence["class_prior_standard_error"][c] for c in spec.classes])
-        prior, sample = pooled_with_sample(reports, errors, labels)
-        model = model.with_class_prior(prior)
-        candidates = [c.with_class_prior(prior) for c in candidates or []]
-        found["class_prior"] = {
-            "reports": dict(zip(spec.classes, reports.tolist())),
-            "sample": dict(zip(spec.classes, sample.tolist())),
-            "pooled": dict(zip(spec.classes, prior.tolist())),
+        inputs = estimates["inputs"]
+        variances = report_share_variances(
+            spec, [np.asarray(i["estimate"], dtype=float) for i in inputs], [i["reports"] for i in inputs],
+            model.class_prior,
+        )  # fmt: skip
+        pooled = pooled_with_sample(model, errors, variances, codes, labels)
+        found["pooled"] = {
+            "class_prior": dict(zip(spec.classes, pooled.class_prior.tolist())),
+            "served_right": int((served.argmax(axis=1) == labels).sum()),
+            "pooled_right": int((pooled.joint_log_likelihood_codes(codes).argmax(axis=1) == labels).sum()),
         }
-    jll = model.joint_log_likelihood_codes(codes)
-    if candidates:
-        scored = [c.joint_log_likelihood_codes(codes) for c in candidates]
-        chosen, gained, lost = strength_from_sample(jll, scored, labels)
-        served_right = int((jll.argmax(axis=1) == labels).sum())
-        found["strength"] = {
-            "served": model.strength,
-            "served_right": served_right,
-            "chosen": model.strength if chosen is None else candidates[chosen].strength,
-            "candidates": [
-                {"strength": c.strength, "right": served_right + int(g) - int(w), "gained": int(g), "lost": int(w)}
-                for c, g, w in zip(candidates, gained, lost)
-            ],
-        }
-        if chosen is not None:
-            model, jll = candidates[chosen], scored[chosen]
-    temperature, losses = fitted_temperature(jll, labels)
+        model = pooled
+    temperature, losses = fitted_temperature(model.joint_log_likelihood_codes(codes), labels)
     return {
         "model": NaiveBayesModel(spec, model.class_count, model.category_count, temperature, model.strength),
         **found,

@@ -82,8 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--estimator",
         choices=list(ESTIMATORS),
         default="normsub",
-        help="how counts become probabilities: normsub (default), paper (section 3.1 as written), ibu "
-        "(normsub with EM histograms for DE inputs) or marginal (normsub smoothed toward each feature's marginal)",
+        help="how counts become probabilities: normsub (default), paper (section 3.1 as written) or ibu "
+        "(normsub with EM histograms for DE inputs)",
     )
     parser.add_argument(
         "--reps", type=int, default=10, help="repetitions, each a fresh random 80/20 split (default 10)"

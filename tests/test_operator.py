@@ -129,62 +129,23 @@ def test_an_operator_runs_a_collection_from_the_command_line(server, tmp_path):
     calibrated = joblib.load(out)
     assert -calibrated.predict_log_proba(codes)[np.arange(100), truth].mean() == pytest.approx(min(losses))
     assert (calibrated.predict(codes) == served.predict(codes)).all()
-    # With --sample-prior the class prior is first pooled with the sample's (whose labels are reversed:
-    # mostly "No" where the reports say mostly "Yes"), each share weighted by its variance.
-    result = cli(server, "model", "survey", "--out", str(out), "--calibrate", str(sample), "--sample-prior")
-    assert result.returncode == 0, result.stderr
-    card = json.loads(out.with_suffix(".card.json").read_text())
-    prior = card["temperature_fitted"]["class_prior"]
-    assert prior["reports"] == card["evidence"]["class_prior"] and "class prior pooled" in result.stdout
-    assert prior["sample"]["No"] == pytest.approx((sum(r[3] == "No" for r in rows) + 1) / 102)
-    for name in ("Yes", "No"):  # between the two, nearer the surer
-        low, high = sorted([prior["reports"][name], prior["sample"][name]])
-        assert low < prior["pooled"][name] < high
-    assert card["class_prior"] == pytest.approx(prior["pooled"])
-    one_line_error(cli(server, "model", "survey", "--out", str(out), "--sample-prior"), "goes with --calibrate")
-    # With --sample-strength the sample also chooses the smoothing strength: on a sample whose every
-    # row is of the reports' majority class, the model that predicts it everywhere leads the served
-    # one (which uses the features) by every row the served one gets wrong.
+    # With --pool-sample the class prior and every conditional are first pooled with the sample's
+    # counts, each class share weighted by the inverse of its variance (the reports' from the
+    # service's estimates): on a sample all of the reports' minority class, the pooled prior makes it
+    # the majority and the pooled model predicts it on every sample row.
     majority = card["evidence"]["majority_class"]
-    everyone = tmp_path / "majority.csv"
-    everyone.write_text("age,income,gender,missed_payment\n" + "".join(",".join([*r[:3], majority]) + "\n" for r in rows))
-    result = cli(server, "model", "survey", "--out", str(out), "--calibrate", str(everyone), "--sample-strength")
-    assert result.returncode == 0, result.stderr
-    card = json.loads(out.with_suffix(".card.json").read_text())
-    chosen = card["temperature_fitted"]["strength"]
-    assert chosen["served"] == served_strength and 0 < chosen["served_right"] < 100
-    tried = {c["strength"]: c for c in chosen["candidates"]}
-    assert sorted(tried) == [1, 2, 4, 8, 16, 64, 1024] and tried[1024]["right"] == 100 and tried[1024]["lost"] == 0
-    best = max(tried.values(), key=lambda c: c["gained"] - c["lost"])
-    assert chosen["chosen"] == card["strength"] == min(s for s, c in tried.items() if c["right"] == best["right"])
-    assert f"strength {served_strength:g} -> {chosen['chosen']:g}, chosen on the sample" in result.stdout
-    assert (joblib.load(out).predict(codes) == majority).all()
-    # With the sample prior too, every strength is judged with the pooled prior: on a sample all of the
-    # reports' minority class, which the pooled prior makes the majority, the class prior alone (1024)
-    # is right on every row (with the reports' prior it would be right on none); the saved model keeps
-    # the pooled prior.
     minority = {"Yes": "No", "No": "Yes"}[majority]
+    everyone = tmp_path / "minority.csv"
     everyone.write_text("age,income,gender,missed_payment\n" + "".join(",".join([*r[:3], minority]) + "\n" for r in rows))
-    result = cli(server, "model", "survey", "--out", str(out), "--calibrate", str(everyone), "--sample-prior",
-                 "--sample-strength")  # fmt: skip
+    result = cli(server, "model", "survey", "--out", str(out), "--calibrate", str(everyone), "--pool-sample")
     assert result.returncode == 0, result.stderr
     card = json.loads(out.with_suffix(".card.json").read_text())
-    pooled = card["temperature_fitted"]["class_prior"]["pooled"]
-    assert max(pooled, key=pooled.get) == minority and card["class_prior"] == pytest.approx(pooled)
-    tried = {c["strength"]: c for c in card["temperature_fitted"]["strength"]["candidates"]}
-    assert tried[1024]["right"] == 100
+    pooled = card["temperature_fitted"]["pooled"]
+    assert max(pooled["class_prior"], key=pooled["class_prior"].get) == minority
+    assert card["class_prior"] == pytest.approx(pooled["class_prior"])
+    assert pooled["pooled_right"] == 100 and pooled["served_right"] < 100 and "pooled with the sample's" in result.stdout
     assert (joblib.load(out).predict(codes) == minority).all()
-    # On a sample the served model classifies without a mistake, no strength can lead it.
-    own = tmp_path / "own.csv"
-    labels = served.predict(codes)
-    own.write_text("age,income,gender,missed_payment\n" + "".join(
-        ",".join([*r[:3], c]) + "\n" for r, c in zip(rows, labels)))  # fmt: skip
-    result = cli(server, "model", "survey", "--out", str(out), "--calibrate", str(own), "--sample-strength")
-    assert result.returncode == 0 and f"strength {served_strength:g} kept (100 of 100 sample rows right)" in result.stdout
-    assert json.loads(out.with_suffix(".card.json").read_text())["strength"] == served_strength
-    one_line_error(cli(server, "model", "survey", "--out", str(out), "--sample-strength"), "goes with --calibrate")
-    one_line_error(cli(server, "model", "survey", "--out", str(out), "--estimator", "paper", "--calibrate",
-                       str(own), "--sample-strength"), "paper estimator does not smooth")  # fmt: skip
+    one_line_error(cli(server, "model", "survey", "--out", str(out), "--pool-sample"), "goes with --calibrate")
     (tmp_path / "unlabelled.csv").write_text("age,income,gender\nYoung,Low,Male\n")
     one_line_error(cli(server, "model", "survey", "--out", str(out), "--calibrate", str(tmp_path / "unlabelled.csv")),
                    "no column missed_payment")  # fmt: skip

@@ -145,7 +145,7 @@ async def test_a_gaussian_model_carries_its_class_inputs_evidence(service):
     assert set(data["evidence"]["feature_p_values"]) == {"h", "w"}
     assert all(0 <= p <= 1 for p in data["evidence"]["feature_p_values"].values())
     assert data["evidence"]["majority_class"] in {"a", "b"} and "most common class" in data["evidence"]["summary"]
-    status, data = await service.get("/collections/c1/model?strength=2")  # a gaussian model is not smoothed
+    status, data = await service.get("/collections/c1/model?strength=4")  # a gaussian model is not smoothed
     assert status == 400 and "gaussian model has no smoothing strength" in data["error"]
 
 
@@ -207,12 +207,12 @@ async def test_model_over_http_equals_the_in_process_model(service, protocol):
     # Beside the model, what the reports can tell it (the same for every estimator).
     assert data["evidence"] == json.loads(json.dumps(evidence(in_process_statistics(spec, reports))))
     assert set(data["evidence"]["feature_p_values"]) == {f.name for f in spec.features}
-    # The estimator named in the query is the one used: smoothed toward the marginal, not uniform.
-    status, data = await service.get("/collections/c1/model?estimator=marginal")
-    toward_marginal = in_process_model(spec, reports, "marginal")
+    # The estimator named in the query is the one used: the paper's, not the default.
+    status, data = await service.get("/collections/c1/model?estimator=paper")
+    paper = in_process_model(spec, reports, "paper")
     assert status == 200
-    np.testing.assert_allclose(NaiveBayesModel.from_dict(data).predict_proba(X1), toward_marginal.predict_proba(X1), rtol=1e-9)
-    assert not np.allclose(toward_marginal.predict_proba(X1), local.predict_proba(X1))
+    np.testing.assert_allclose(NaiveBayesModel.from_dict(data).predict_proba(X1), paper.predict_proba(X1), rtol=1e-9)
+    assert not np.allclose(paper.predict_proba(X1), local.predict_proba(X1))
 
 
 async def test_the_model_at_an_asked_strength_and_the_strength_it_chose(service):
@@ -243,11 +243,13 @@ async def test_the_model_at_an_asked_strength_and_the_strength_it_chose(service)
     # The strength is used: at 1024 every class's conditionals are all but uniform, at 1 not.
     spread = {s: max(np.ptp(np.exp(t), axis=0).max() for t in m.feature_log_prob) for s, m in served.items()}
     assert spread[1024] < 0.01 < spread[1]
-    for bad in ("0", "-1", "nan", "inf", "x", "3", "1.0001", "1e7"):
+    for bad in ("0", "-1", "nan", "inf", "x", "2", "1.0001", "1e7"):
         status, data = await service.get(f"/collections/c1/model?strength={bad}")
-        assert status == 400 and f"strength must be one of 1, 2, 4, 8, 16, 64, 1024, not '{bad}'" == data["error"]
+        wanted = f"strength must be one of 0.015625, 0.0625, 0.25, 1, 4, 16, 64, 1024, not '{bad}'"
+        assert status == 400 and wanted == data["error"]
     assert (await service.get("/collections/c1/model?strength=64.0"))[0] == 200
-    status, data = await service.get("/collections/c1/model?estimator=paper&strength=2")
+    assert (await service.get("/collections/c1/model?strength=0.0625"))[0] == 200
+    status, data = await service.get("/collections/c1/model?estimator=paper&strength=4")
     assert status == 400 and "paper estimator does not smooth" in data["error"]
     status, data = await service.get("/collections/c1/model?estimator=paper")
     assert status == 200 and data["strength"] is None
