@@ -20,6 +20,7 @@ from participant.wire import ReportError, check_payload, check_report, decode_va
 from .addresses import client_address
 from .answers import encode_json, encode_msgpack
 from .auth import SETTING_KEY, enrollment_nonce, issue_enrollment_tokens, require_admin
+from .count_noise import cell_variances
 from .errors import RETRY_AFTER, APIError
 from .estimators import ESTIMATORS, build_model, strength_refused
 from .evidence import evidence
@@ -427,17 +428,19 @@ async def _ingest(request: web.Request, collection: Collection, reports: list) -
     batches, batch_positions = [], []
     for input_index, (positions, ids, values, nonces) in groups.items():
         rows, bad, message = decode_values(spec.oracles[input_index], values, input_index)
-        for j in np.flatnonzero(bad):
-            results[positions[j]] = _rejected(metrics, collection.id, "out_of_range", message)
-        keep = np.flatnonzero(~bad).tolist()
-        if keep:
-            tokens = [nonces[j] for j in keep] if collection.enrollment else None
+        if bad.any():
+            for j in np.flatnonzero(bad):
+                results[positions[j]] = _rejected(metrics, collection.id, "out_of_range", message)
+            keep = np.flatnonzero(~bad).tolist()
+            positions, ids, values, nonces, rows = (
+                [positions[j] for j in keep], [ids[j] for j in keep], [values[j] for j in keep],
+                [nonces[j] for j in keep], rows[keep],
+            )  # fmt: skip
+        if positions:
             batches.append(
-                IncomingBatch(
-                    collection.id, input_index, [ids[j] for j in keep], [values[j] for j in keep], rows[keep], tokens
-                )
+                IncomingBatch(collection.id, input_index, ids, values, rows, nonces if collection.enrollment else None)
             )
-            batch_positions.append([positions[j] for j in keep])
+            batch_positions.append(positions)
     if not batches:
         return results
     outcomes = await request.app[WRITER].submit(batches)
@@ -552,7 +555,7 @@ def _estimates(collection: Collection, stats: CollectionStatistics) -> dict:
                 "reports": state.n,
                 "size": oracle.state_size,
                 "estimate": estimate,
-                "variance": oracle.variance(state.n),
+                "variance": cell_variances(oracle, state.n, estimate) if spec.model == "discrete" else oracle.variance(state.n),
             }
         )
     return {

@@ -74,6 +74,14 @@ class Mechanism(ABC):
     def support(self, reports: np.ndarray) -> np.ndarray:
         """Sum over ``reports`` of what the estimator counts; shape ``(state_size,)``, float64."""
 
+    def sparse_support(self, reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`support` as ``(cells, values)``: the cells the reports add to (ascending, int64)
+        and what they add there (float64); every other cell gains 0. An index report (DE, the
+        one-bit mean) touches one cell whatever the domain, and its store writes only that cell."""
+        dense = self.support(reports)
+        cells = np.flatnonzero(dense)
+        return cells.astype(np.int64), dense[cells]
+
     def aggregate(self, reports: np.ndarray) -> OracleState:
         """The mergeable state of ``reports``."""
         return OracleState(int(len(reports)), self.support(reports).astype(np.float64))

@@ -217,6 +217,12 @@ class OneBitMean(Mechanism):
         signs = np.where(reports % 2 == 1, self.magnitude, -self.magnitude)
         return np.bincount(reports // 2, weights=signs, minlength=self.dim).astype(float)
 
+    def sparse_support(self, reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        reports = np.asarray(reports, dtype=np.int64)
+        cells, where = np.unique(reports // 2, return_inverse=True)
+        signs = np.where(reports % 2 == 1, self.magnitude, -self.magnitude)
+        return cells, np.bincount(where, weights=signs, minlength=len(cells)).astype(float)
+
     def estimate(self, state: OracleState) -> np.ndarray:
         """The mean report vector, shape ``(dim,)``; zeros when there are no reports."""
         return state.support / state.n if state.n else np.zeros(self.dim)

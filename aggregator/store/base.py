@@ -6,17 +6,21 @@ with PostgreSQL machines) can share one. Why the numbers they serve are never st
 - **Reports.** The primary key (collection, report id) decides which copy of a report is counted:
   an insert that conflicts is a duplicate, whichever instance got there first. An enrollment
   token's single use is decided the same way, by the key (collection, nonce).
-- **Statistics.** Each instance owns *partial* sums, rows keyed by (collection, input, instance),
-  that only it writes. It updates them in the transaction that inserts the reports they count,
-  from an in-memory copy that is exact because nobody else writes those rows. A reader sums every
-  instance's partials in one query, inside the database's snapshot, so a read sees exactly the
-  reports of the transactions committed before it: never a half-applied batch, never another
-  instance's writes overwritten (the lost update of one shared row per input, read-modify-written
-  by several processes, is what this replaces). Sums are exact for the integer counts of the
-  frequency oracles and for the grid-valued mean reports (multiples of 2^-10, far below 2^53).
-  An instance takes a fresh id at every start, so a restarted or killed instance's rows stay
-  valid and keep being summed; rows grow with collections × inputs × lanes × starts, a few per
-  restart.
+- **Statistics.** Each instance owns *partial* sums that only it writes: per (collection, input,
+  instance) the number of reports counted, and per cell of that input's support the sum so far
+  (rows of their own, so that a report writes the cells it adds to and nothing else: a DE report
+  one cell, whatever the collection's size; an OUE or SHE report over a domain of d its d at
+  most). It writes them in the transaction that inserts the reports they count, as absolute
+  values from an in-memory copy that is exact because nobody else writes those rows. A reader
+  sums every instance's rows in one snapshot, so a read sees exactly the reports of the
+  transactions committed before it: never a half-applied batch, never another instance's writes
+  overwritten (the lost update of one shared row per input, read-modify-written by several
+  processes, is what this replaces). Sums are exact for the integer counts of the frequency
+  oracles and for the grid-valued mean reports (multiples of 2^-10, far below 2^53). An instance
+  takes a fresh id at every start, so a restarted or killed instance's rows stay valid and keep
+  being summed; rows grow with collections × cells × lanes × starts. (Dense rows of whole
+  supports, as stores before schema 3 wrote them and as a copy from SQLite writes them, are
+  summed alike.)
 - **A write whose outcome is unknown** (the connection broke, the database restarted or a reply
   was lost, possibly after the commit) leaves the in-memory copy of this instance's partials
   unsure: the transaction may have committed its reports *and* the partials counting them, or
@@ -53,7 +57,7 @@ from protocols import OracleState
 from ..statistics import CollectionStatistics
 
 NEW, DUPLICATE, TOKEN_USED, CONFLICT = 1, 0, -1, -2
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # A collection id: matched whole (fullmatch), so no trailing newline slips through as with "$".
 COLLECTION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -99,6 +103,19 @@ class Collection:
             "created_at": self.created_at,
             "enrollment": self.enrollment,
         }
+
+
+@dataclass(frozen=True)
+class PartialUpdate:
+    """What one transaction writes to this instance's partial statistics of one input of a
+    collection: the reports counted after it (``n``) and the new sums of the ``cells`` it changes
+    (``values``, float64); every other cell keeps its committed sum."""
+
+    key: int
+    input: int
+    n: int
+    cells: np.ndarray
+    values: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -251,13 +268,25 @@ class Store(ABC):
     # statistics
 
     @abstractmethod
-    async def _partial_rows(self, key: int) -> list[tuple[int, int, bytes]]:
-        """Every instance's partial statistics of a collection: ``(input, n, support bytes)``."""
+    async def _partial_rows(
+        self, key: int
+    ) -> tuple[list[tuple[int, int]], list[tuple[int, int, float]], list[tuple[int, int, bytes]]]:
+        """Every instance's partial statistics of a collection, summed over the instances in one
+        snapshot: ``(input, n)`` of the counts, ``(input, cell, sum)`` of the cells, and the dense
+        rows ``(input, n, support bytes)`` (earlier stores' and copies')."""
 
     async def statistics(self, collection: Collection) -> CollectionStatistics:
         """The collection's statistics: the sum of every instance's committed partials."""
         stats = CollectionStatistics(collection.spec)
-        for i, n, support in await self._partial_rows(collection.key):
+        counts, cells, dense = await self._partial_rows(collection.key)
+        for i, n in counts:
+            stats.states[i].n += int(n)
+        if cells:
+            inputs, index, value = (np.array(c) for c in zip(*cells))
+            for i in np.unique(inputs):
+                chosen = inputs == i
+                np.add.at(stats.states[int(i)].support, index[chosen].astype(np.int64), value[chosen])
+        for i, n, support in dense:
             stats.states[i] += OracleState(n, np.frombuffer(support, dtype=np.float64))
         return stats
 
@@ -320,7 +349,7 @@ class Store(ABC):
             group: self._decoded(merge_group([batches[b] for b in members])) for group, members in groups.items()
         }
         try:
-            outcomes, updated = await self._transaction(merged)
+            outcomes, updates = await self._transaction(merged)
         except BaseException:
             self._forget_partials()
             raise
@@ -332,7 +361,7 @@ class Store(ABC):
                 results[b] = found[start:end]
                 start = end
         # This instance's partials change only once committed.
-        self._own.update(updated)
+        self._apply(updates)
         return results
 
     def _decoded(self, batch: IncomingBatch) -> IncomingBatch:
@@ -353,43 +382,51 @@ class Store(ABC):
 
     def _updated_partials(
         self, merged: dict[tuple[str, int], IncomingBatch], outcomes: dict[tuple[str, int], np.ndarray]
-    ) -> dict[int, CollectionStatistics]:
-        """This instance's partial statistics with the new reports of ``outcomes`` added (copies;
-        the committed ones stay as they are until the transaction commits)."""
-        updated: dict[int, CollectionStatistics] = {}
+    ) -> list[PartialUpdate]:
+        """What the transaction writes to this instance's partials: per input that gained a
+        report, its new count and the new sums of the cells its new reports add to. Reads the
+        committed partials and changes nothing: they change once the transaction commits
+        (:meth:`_apply`). Costs what the reports carry, not what the collection holds."""
+        updates = []
         for (cid, i), batch in merged.items():
-            accepted = outcomes[(cid, i)] == NEW
-            if not accepted.any():
+            found = outcomes[(cid, i)]
+            accepted = found == NEW
+            new = int(accepted.sum())
+            if not new:
                 continue
             collection = self._collections[cid]
-            if collection.key not in updated:
-                updated[collection.key] = self._own_statistics(collection).copy()
-            updated[collection.key].add(i, batch.rows[accepted])
-        return updated
+            state = self._own_statistics(collection).states[i]
+            rows = batch.rows if new == len(found) else batch.rows[accepted]
+            cells, added = collection.spec.oracles[i].sparse_support(rows)
+            updates.append(PartialUpdate(collection.key, i, state.n + new, cells, state.support[cells] + added))
+        return updates
 
-    def _changed_partials(
-        self,
-        merged: dict[tuple[str, int], IncomingBatch],
-        outcomes: dict[tuple[str, int], np.ndarray],
-        updated: dict[int, CollectionStatistics],
-    ) -> list[tuple[int, int, int, bytes]]:
-        """``(collection key, input, n, support bytes)`` of the partial rows a transaction writes:
-        those of the inputs that gained a report. Every other input's row already holds its
-        committed value under this instance id (a fresh id starts with no rows at all)."""
-        rows = []
-        for (cid, i), batch in merged.items():
-            if (outcomes[(cid, i)] == NEW).any():
-                key = self._collections[cid].key
-                state = updated[key].states[i]
-                rows.append((key, i, state.n, state.support.tobytes()))
-        return rows
+    def _apply(self, updates: list[PartialUpdate]) -> None:
+        """Make the committed ``updates`` this instance's partials (whose statistics
+        :meth:`_updated_partials` made sure of)."""
+        for update in updates:
+            state = self._own[update.key].states[update.input]
+            state.n = update.n
+            state.support[update.cells] = update.values
+
+    @staticmethod
+    def _cell_rows(instance: str, updates: list[PartialUpdate]) -> tuple[list[tuple], list[tuple]]:
+        """The rows ``updates`` write: ``(key, input, instance, n)`` and ``(key, input, instance,
+        cell, sum)``."""
+        counts = [(u.key, u.input, instance, u.n) for u in updates]
+        cells = [
+            (u.key, u.input, instance, cell, value)
+            for u in updates
+            for cell, value in zip(u.cells.tolist(), u.values.tolist())
+        ]
+        return counts, cells
 
     @abstractmethod
     async def _transaction(
         self, merged: dict[tuple[str, int], IncomingBatch]
-    ) -> tuple[dict[tuple[str, int], np.ndarray], dict[int, CollectionStatistics]]:
+    ) -> tuple[dict[tuple[str, int], np.ndarray], list[PartialUpdate]]:
         """Insert every group's reports and write the changed partials in one transaction;
-        returns the outcomes per group and the new partials per collection key."""
+        returns the outcomes per group and the partials' updates (:meth:`_updated_partials`)."""
 
 
 def classify(report_ids: list[bytes], inserted: set[bytes], stored: dict[bytes, tuple[int, object]], batch_input: int, values: list) -> np.ndarray:

@@ -40,6 +40,13 @@ CREATE TABLE IF NOT EXISTS partials (
     collection integer NOT NULL, input integer NOT NULL, instance text NOT NULL,
     n bigint NOT NULL, support bytea NOT NULL,
     PRIMARY KEY (collection, input, instance));
+CREATE TABLE IF NOT EXISTS partial_counts (
+    collection integer NOT NULL, input integer NOT NULL, instance text NOT NULL, n bigint NOT NULL,
+    PRIMARY KEY (collection, input, instance));
+CREATE TABLE IF NOT EXISTS partial_cells (
+    collection integer NOT NULL, input integer NOT NULL, instance text NOT NULL, cell integer NOT NULL,
+    value double precision NOT NULL,
+    PRIMARY KEY (collection, input, instance, cell));
 """
 MIGRATION_LOCK = 0x6C64706E62  # "ldpnb": instances starting together migrate one at a time
 
@@ -59,13 +66,25 @@ ALL_NEW = """
 WITH ins AS (
     INSERT INTO reports (collection, report_id, input, value, received_at)
     SELECT c, r, i, v, $5 FROM unnest($1::int[], $2::bytea[], $3::int[], $4::bytea[]) AS t(c, r, i, v)
-), up AS (
-    INSERT INTO partials (collection, input, instance, n, support)
-    SELECT c, i, $6, n, s FROM unnest($7::int[], $8::int[], $9::bigint[], $10::bytea[]) AS t(c, i, n, s)
-    ON CONFLICT (collection, input, instance) DO UPDATE SET n = excluded.n, support = excluded.support
+), counted AS (
+    INSERT INTO partial_counts (collection, input, instance, n)
+    SELECT c, i, $6, n FROM unnest($7::int[], $8::int[], $9::bigint[]) AS t(c, i, n)
+    ON CONFLICT (collection, input, instance) DO UPDATE SET n = excluded.n
+), summed AS (
+    INSERT INTO partial_cells (collection, input, instance, cell, value)
+    SELECT c, i, $6, x, v FROM unnest($10::int[], $11::int[], $12::int[], $13::float8[]) AS t(c, i, x, v)
+    ON CONFLICT (collection, input, instance, cell) DO UPDATE SET value = excluded.value
 )
 SELECT 1
 """
+UPSERT_COUNTS = (
+    "INSERT INTO partial_counts SELECT c, i, $3, n FROM unnest($1::int[], $2::int[], $4::bigint[]) AS t(c, i, n) "
+    "ON CONFLICT (collection, input, instance) DO UPDATE SET n = excluded.n"
+)
+UPSERT_CELLS = (
+    "INSERT INTO partial_cells SELECT c, i, $3, x, v FROM unnest($1::int[], $2::int[], $4::int[], $5::float8[]) "
+    "AS t(c, i, x, v) ON CONFLICT (collection, input, instance, cell) DO UPDATE SET value = excluded.value"
+)
 STORED = "SELECT report_id, input, value FROM reports WHERE collection = $1 AND report_id = ANY($2::bytea[])"
 
 
@@ -255,20 +274,37 @@ class PostgresStore(Store):
             rows = await self._query("fetch", sql + " WHERE id > $1 ORDER BY id LIMIT $2", after, limit or None)
         return [dict(r) for r in rows]
 
-    async def _partial_rows(self, key: int) -> list[tuple[int, int, bytes]]:
-        rows = await self._query("fetch", "SELECT input, n, support FROM partials WHERE collection = $1", key)
-        return [tuple(r) for r in rows]
+    async def _partial_rows(self, key: int):
+        try:
+            async with asyncio.timeout(self.timeout), self.pool.acquire() as conn, conn.transaction(
+                isolation="repeatable_read", readonly=True
+            ):  # one snapshot: counts and cells of the same commits
+                counts = await conn.fetch(
+                    "SELECT input, sum(n) FROM partial_counts WHERE collection = $1 GROUP BY input", key
+                )
+                cells = await conn.fetch(
+                    "SELECT input, cell, sum(value) FROM partial_cells WHERE collection = $1 GROUP BY input, cell", key
+                )
+                dense = await conn.fetch("SELECT input, n, support FROM partials WHERE collection = $1", key)
+        except CONNECTION_ERRORS as exc:
+            raise self._unavailable(exc) from None
+        return [tuple(r) for r in counts], [tuple(r) for r in cells], [tuple(r) for r in dense]
 
     async def counted(self, collection) -> int:
         return int(
-            await self._query("fetchval", "SELECT coalesce(sum(n), 0) FROM partials WHERE collection = $1", collection.key)
+            await self._query(
+                "fetchval",
+                "SELECT (SELECT coalesce(sum(n), 0) FROM partial_counts WHERE collection = $1) "
+                "+ (SELECT coalesce(sum(n), 0) FROM partials WHERE collection = $1)",
+                collection.key,
+            )
         )
 
     async def report_counts(self) -> dict[str, int]:
         rows = await self._query(
             "fetch",
-            "SELECT c.id, coalesce(sum(p.n), 0) AS n FROM collections c LEFT JOIN partials p ON p.collection = c.key "
-            "GROUP BY c.id",
+            "SELECT c.id, coalesce((SELECT sum(n) FROM partial_counts p WHERE p.collection = c.key), 0) "
+            "+ coalesce((SELECT sum(n) FROM partials p WHERE p.collection = c.key), 0) AS n FROM collections c",
         )
         return {r["id"]: int(r["n"]) for r in rows}
 
@@ -288,7 +324,7 @@ class PostgresStore(Store):
         """``(outcomes, partials)`` if every report is new and was stored in one statement, else None
         (nothing stored)."""
         outcomes = {group: np.full(len(batch), NEW, dtype=np.int8) for group, batch in merged.items()}
-        updated = self._updated_partials(merged, outcomes)
+        updates = self._updated_partials(merged, outcomes)
         keys, ids, inputs, values = [], [], [], []
         for (cid, i), batch in merged.items():
             key = self._collections[cid].key
@@ -296,13 +332,22 @@ class PostgresStore(Store):
             ids += batch.report_ids
             inputs += [i] * len(batch)
             values += [msgpack.packb(v) for v in batch.values]
-        partials = self._changed_partials(merged, outcomes, updated)
-        columns = [list(c) for c in zip(*partials)] if partials else [[], [], [], []]
         try:
-            await conn.execute(ALL_NEW, keys, ids, inputs, values, now, self.instance, *columns)
+            await conn.execute(ALL_NEW, keys, ids, inputs, values, now, self.instance, *self._columns(updates))
         except asyncpg.UniqueViolationError:
             return None
-        return outcomes, updated
+        return outcomes, updates
+
+    @staticmethod
+    def _columns(updates) -> tuple[list, ...]:
+        """The partials' rows of ``updates`` as the arrays ALL_NEW unnests: counts (keys, inputs,
+        n) and cells (keys, inputs, cells, sums)."""
+        counts = ([u.key for u in updates], [u.input for u in updates], [u.n for u in updates])
+        cell_keys = [u.key for u in updates for _ in range(len(u.cells))]
+        cell_inputs = [u.input for u in updates for _ in range(len(u.cells))]
+        cells = [c for u in updates for c in u.cells.tolist()]
+        sums = [v for u in updates for v in u.values.tolist()]
+        return (*counts, cell_keys, cell_inputs, cells, sums)
 
     async def _transaction(self, merged):
         """Raises :class:`StoreUnavailable` when the database is away, with ``maybe_stored`` once
@@ -369,18 +414,12 @@ class PostgresStore(Store):
                     outcomes[(cid, i)] = await self._insert(conn, key, batch, now)
                 else:
                     outcomes[(cid, i)] = await self._insert_enrolled(conn, key, batch, now)
-            updated = self._updated_partials(merged, outcomes)
-            rows = [
-                (key, i, self.instance, n, support)
-                for key, i, n, support in self._changed_partials(merged, outcomes, updated)
-            ]
-            if rows:
-                await conn.executemany(
-                    "INSERT INTO partials VALUES ($1, $2, $3, $4, $5) ON CONFLICT (collection, input, instance) "
-                    "DO UPDATE SET n = excluded.n, support = excluded.support",
-                    rows,
-                )
-        return outcomes, updated
+            updates = self._updated_partials(merged, outcomes)
+            if updates:
+                keys, inputs, n, cell_keys, cell_inputs, cells, sums = self._columns(updates)
+                await conn.execute(UPSERT_COUNTS, keys, inputs, self.instance, n)
+                await conn.execute(UPSERT_CELLS, cell_keys, cell_inputs, self.instance, cells, sums)
+        return outcomes, updates
 
     @staticmethod
     async def _stored(conn, key: int, report_ids: list[bytes], inserted: set[bytes]) -> dict[bytes, tuple[int, object]]:

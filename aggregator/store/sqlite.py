@@ -153,6 +153,18 @@ class SQLiteStore(Store):
                     "FROM statistics_v1 s JOIN collections c ON c.id = s.collection_id"
                 )
                 conn.execute("DROP TABLE statistics_v1")
+            if "partial_counts" not in tables:
+                # Schema 3: an instance's partials as a count per input and a sum per cell (see
+                # aggregator.store.base); the dense rows of `partials` stay, and are summed too.
+                conn.execute(
+                    "CREATE TABLE partial_counts (collection INTEGER NOT NULL, input INTEGER NOT NULL, "
+                    "instance TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (collection, input, instance)) WITHOUT ROWID"
+                )
+                conn.execute(
+                    "CREATE TABLE partial_cells (collection INTEGER NOT NULL, input INTEGER NOT NULL, "
+                    "instance TEXT NOT NULL, cell INTEGER NOT NULL, value REAL NOT NULL, "
+                    "PRIMARY KEY (collection, input, instance, cell)) WITHOUT ROWID"
+                )
             conn.execute(
                 "INSERT OR REPLACE INTO settings (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
@@ -219,17 +231,28 @@ class SQLiteStore(Store):
 
     # statistics
 
-    async def _partial_rows(self, key: int) -> list[tuple[int, int, bytes]]:
-        return self.db.execute("SELECT input, n, support FROM partials WHERE collection = ?", [key]).fetchall()
+    async def _partial_rows(self, key: int):
+        db = self.db
+        counts = db.execute(
+            "SELECT input, sum(n) FROM partial_counts WHERE collection = ? GROUP BY input", [key]
+        ).fetchall()
+        cells = db.execute(
+            "SELECT input, cell, sum(value) FROM partial_cells WHERE collection = ? GROUP BY input, cell", [key]
+        ).fetchall()
+        dense = db.execute("SELECT input, n, support FROM partials WHERE collection = ?", [key]).fetchall()
+        return counts, cells, dense
 
     async def counted(self, collection) -> int:
-        sql = "SELECT coalesce(sum(n), 0) FROM partials WHERE collection = ?"
-        return int(self.db.execute(sql, [collection.key]).fetchone()[0])
+        sql = (
+            "SELECT (SELECT coalesce(sum(n), 0) FROM partial_counts WHERE collection = ?) "
+            "+ (SELECT coalesce(sum(n), 0) FROM partials WHERE collection = ?)"
+        )
+        return int(self.db.execute(sql, [collection.key, collection.key]).fetchone()[0])
 
     async def report_counts(self) -> dict[str, int]:
         rows = self.db.execute(
-            "SELECT c.id, coalesce(sum(p.n), 0) FROM collections c LEFT JOIN partials p ON p.collection = c.rowid "
-            "GROUP BY c.id"
+            "SELECT c.id, coalesce((SELECT sum(n) FROM partial_counts p WHERE p.collection = c.rowid), 0) "
+            "+ coalesce((SELECT sum(n) FROM partials p WHERE p.collection = c.rowid), 0) FROM collections c"
         )
         return dict(rows.fetchall())
 
@@ -250,20 +273,19 @@ class SQLiteStore(Store):
         self._check_writable()
         now = time.time()
         conn = self.db.conn
-        outcomes: dict[tuple[str, int], np.ndarray] = {}
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for (cid, i), batch in merged.items():
-                    outcomes[(cid, i)] = self._insert(conn, self._collections[cid].key, batch, now)
-                updated = self._updated_partials(merged, outcomes)
-                conn.executemany(
-                    "INSERT OR REPLACE INTO partials (collection, input, instance, n, support) VALUES (?, ?, ?, ?, ?)",
-                    [
-                        (key, i, self.instance, n, support)
-                        for key, i, n, support in self._changed_partials(merged, outcomes, updated)
-                    ],
-                )
+                outcomes = self._insert_all_new(conn, merged, now)
+                if outcomes is None:
+                    outcomes = {
+                        (cid, i): self._insert(conn, self._collections[cid].key, batch, now)
+                        for (cid, i), batch in merged.items()
+                    }
+                updates = self._updated_partials(merged, outcomes)
+                counts, cells = self._cell_rows(self.instance, updates)
+                conn.executemany("INSERT OR REPLACE INTO partial_counts VALUES (?, ?, ?, ?)", counts)
+                conn.executemany("INSERT OR REPLACE INTO partial_cells VALUES (?, ?, ?, ?, ?)", cells)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -274,7 +296,28 @@ class SQLiteStore(Store):
             self._write_error = ("the database refused a write (disk full or failing)", f"{self.path}: {exc}")
             raise StoreUnavailable(*self._write_error) from None
         self._write_error = None
-        return outcomes, updated
+        return outcomes, updates
+
+    def _insert_all_new(self, conn: sqlite3.Connection, merged, now: float) -> dict | None:
+        """Every group's reports in one statement, if none carries a token and every one is new:
+        their outcomes (all NEW); else None, with nothing inserted (a batch of a large collection
+        spans hundreds of inputs, and a savepoint each cost more than the reports)."""
+        if any(batch.tokens is not None for batch in merged.values()):
+            return None
+        rows = [
+            (self._collections[cid].key, rid, i, v, now)
+            for (cid, i), batch in merged.items()
+            for rid, v in zip(batch.report_ids, batch.values)
+        ]
+        conn.execute("SAVEPOINT everything")
+        before = conn.total_changes
+        conn.executemany(INSERT_REPORT, rows)
+        if conn.total_changes - before != len(rows):
+            conn.execute("ROLLBACK TO everything")
+            conn.execute("RELEASE everything")
+            return None
+        conn.execute("RELEASE everything")
+        return {group: np.full(len(batch), NEW, dtype=np.int8) for group, batch in merged.items()}
 
     @staticmethod
     def _insert(conn: sqlite3.Connection, key: int, batch: IncomingBatch, now: float) -> np.ndarray:
