@@ -3,7 +3,9 @@
 Rate limits (reports per address, failed admin attempts) key on the device's address. Behind a
 load balancer every connection comes from the balancer, so the operator names it with
 ``serve --trusted-proxy``; the address is then the rightmost ``X-Forwarded-For`` entry that is
-not itself a trusted proxy (entries to its left are whatever the device chose to send).
+not itself a trusted proxy (entries to its left are whatever the device chose to send). An entry
+that is not an IP address is no address at all: it stops the walk, and the request counts against
+the proxy, so that made-up names (``not-an-ip-1``, ``-2``, ...) cannot each pass for a new device.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ def client_address(request: web.Request, trusted: tuple[Network, ...]) -> str:
         return peer
     forwarded = [a.strip() for h in request.headers.getall("X-Forwarded-For", []) for a in h.split(",") if a.strip()]
     for address in reversed(forwarded):
+        try:
+            address = str(ipaddress.ip_address(address))
+        except ValueError:
+            return peer
         if not within(address, trusted):
             return address
     return peer

@@ -91,13 +91,19 @@ def _msgpack(data, packer: msgpack.Packer, parts: list[bytes]) -> None:
         parts.append(packer.pack(data.item() if isinstance(data, np.generic) else data))
 
 
+class Busy(Exception):
+    """As many answers are being built as the cache allows: the request should come back later."""
+
+
 class AnswerCache:
     """Encoded answers by key, the ``size`` most recent kept and at most ``max_bytes`` of them
     (the largest collection's answers are tens of MB each); a key being built is built once, and
-    every request for it awaits that one build."""
+    every request for it awaits that one build; at most ``max_building`` keys are built at once (a
+    build of the largest collection holds tens of MB and a core: forty-two variants asked at once
+    took 2 GB), and a request for another key meanwhile raises :class:`Busy`."""
 
-    def __init__(self, size: int = 8, max_bytes: int = 256 * 2**20):
-        self.size, self.max_bytes = size, max_bytes
+    def __init__(self, size: int = 8, max_bytes: int = 256 * 2**20, max_building: int = 2):
+        self.size, self.max_bytes, self.max_building = size, max_bytes, max_building
         self._answers: OrderedDict[Hashable, asyncio.Future] = OrderedDict()
 
     def _trim(self) -> None:
@@ -112,6 +118,8 @@ class AnswerCache:
         """The answer for ``key``: cached, or awaited from ``produce()`` (once, however many ask)."""
         future = self._answers.get(key)
         if future is None:
+            if sum(not f.done() for f in self._answers.values()) >= self.max_building:
+                raise Busy(f"{self.max_building} answers are being built; ask again in a moment")
             future = asyncio.ensure_future(produce())
             self._answers[key] = future
         else:

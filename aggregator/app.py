@@ -10,9 +10,9 @@ from .addresses import within
 from .answers import AnswerCache
 from .auth import ENROLLMENT_KEY, SETTING_KEY, TokenError, check_admin_token, hash_token, new_token
 from .connections import CappedRunner
-from .errors import error_middleware
+from .errors import MAX_BODY, error_middleware, server_header
 from .handlers import REPORTS_PATH, routes
-from .keys import ADMIN_FAILURES, ANSWERS, CONFIG, ENROLLMENT_HMAC, LIMITER, METRICS, STORE, WRITER, Config
+from .keys import ADMIN_FAILURES, ANSWERS, CONFIG, ENROLLMENT_HMAC, FLAGS, LIMITER, METRICS, STORE, WRITER, Config
 from .metrics import Metrics
 from .ratelimit import RateLimiter
 from .store import Store, open_database
@@ -77,6 +77,8 @@ async def create_app(store: Store, config: Config | None = None) -> web.Applicat
     enrollment_key = bytes.fromhex(await store.get_setting(ENROLLMENT_KEY))
     app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes)
     app[CONFIG] = config
+    app[MAX_BODY] = config.max_body_bytes
+    app.on_response_prepare.append(server_header)
     app[ENROLLMENT_HMAC] = enrollment_key
     if config.rate_limit:
         app[LIMITER] = RateLimiter(config.rate_limit)
@@ -84,6 +86,7 @@ async def create_app(store: Store, config: Config | None = None) -> web.Applicat
     app[STORE] = store
     app[METRICS] = Metrics(per_collection=config.metrics_per_collection)
     app[ANSWERS] = AnswerCache()
+    app[FLAGS] = {}
     # aiohttp tries the routes that share a prefix ("/collections") in the order they were added:
     # the reports route, which nearly every request takes, goes first.
     app.add_routes(sorted(routes, key=lambda route: getattr(route, "path", "") != REPORTS_PATH))
@@ -92,7 +95,7 @@ async def create_app(store: Store, config: Config | None = None) -> web.Applicat
 
 
 async def _writer_context(app: web.Application):
-    writer = ReportWriter(app[STORE])
+    writer = ReportWriter(app[STORE], app[CONFIG].db_timeout)
     app[WRITER] = writer
     writer.start()
     yield

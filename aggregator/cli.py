@@ -98,9 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--db",
-        default=os.environ.get("LDPNB_DB", "ldpnb.sqlite3"),
-        help="SQLite file (created on first start) or postgresql://USER@HOST:PORT/DB "
-        "(default $LDPNB_DB, else ldpnb.sqlite3)",
+        help="SQLite file (created on first start) or postgresql://USER@HOST:PORT/DB (default $LDPNB_DB, else "
+        "ldpnb.sqlite3); a password here shows in the process list: use --db-file or $LDPNB_DB for one",
+    )
+    serve.add_argument(
+        "--db-file",
+        metavar="FILE",
+        help="read the database address from the first line of FILE (keep it mode 0600), so that no password "
+        "appears in the process list",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=_port, default=8080, help="port to listen on; 0 picks a free one (default 8080)")
@@ -175,8 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--db-timeout",
         type=_positive(float),
         default=DEFAULT_TIMEOUT,
-        help="PostgreSQL: seconds a connect, a wait for a pooled connection or a query may take before the "
-        f"request is answered 503 (default {DEFAULT_TIMEOUT:g})",
+        help="seconds a request may wait for the database, end to end (its turn to be written, a pooled "
+        "connection, a lock, a frozen link), before it is answered 503 and /healthz says so; PostgreSQL's "
+        f"connects and queries too (default {DEFAULT_TIMEOUT:g})",
     )
     serve.add_argument(
         "--db-pool",
@@ -343,6 +349,7 @@ def config_from(args):
         body_timeout=args.body_timeout,
         max_connections_per_address=args.max_connections_per_address,
         trusted_proxies=parse_networks(args.trusted_proxy),
+        db_timeout=args.db_timeout,
     )
 
 
@@ -476,6 +483,31 @@ def serve_many(args) -> int:
     return 0 if status in (0, -signal.SIGTERM, -signal.SIGINT) else 1
 
 
+def database_problem(exc: BaseException) -> str:
+    """What a failed start says about the database, in words: whether anything listens there."""
+    if isinstance(exc, (FileNotFoundError, ConnectionRefusedError)):
+        return f"nothing is listening there (is the server running?) ({type(exc).__name__}: {exc})"
+    if isinstance(exc, TimeoutError):
+        return "no answer within the --db-timeout (is the address right, the server up?)"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def database_address(args) -> str:
+    """The database ``serve`` opens: --db, else the first line of --db-file, else $LDPNB_DB, else
+    ldpnb.sqlite3; raises :class:`UsageError` for both options or an unreadable file."""
+    if args.db and args.db_file:
+        raise UsageError("--db and --db-file name the database twice: give one")
+    if args.db_file:
+        try:
+            lines = Path(args.db_file).read_text().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--db-file {args.db_file}: cannot read it ({exc})") from None
+        if not lines or not lines[0].strip():
+            raise UsageError(f"--db-file {args.db_file}: its first line should be the database address")
+        return lines[0].strip()
+    return args.db or os.environ.get("LDPNB_DB") or "ldpnb.sqlite3"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -498,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:
             summary = asyncio.run(copy_database(args.source, args.target))
             print(summary, flush=True)
             return 0
+        args.db = database_address(args)
         if args.workers > 1 and not is_postgres_url(args.db):
             raise UsageError("--workers needs a PostgreSQL database: one process serves a SQLite file")
         config_from(args)  # refuses a bad option before anything starts
@@ -510,7 +543,8 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, TokenError, StoreLocked, CopyError, OperatorError, ValueError) as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     except (OSError, asyncpg.PostgresError) as exc:
-        parser.exit(2, f"{parser.prog}: error: cannot open the database: {type(exc).__name__}: {exc}\n")
+        where = redacted(args.db) if getattr(args, "db", None) else "the database"
+        parser.exit(2, f"{parser.prog}: error: cannot open the database {where}: {database_problem(exc)}\n")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,12 @@
-"""Connection handling below the handlers: a cap on open connections, and JSON answers for what
-aiohttp's HTTP parser refuses before any handler runs (malformed requests, oversized lines).
+"""Connection handling below the handlers: fair caps on open connections, and JSON answers for
+what aiohttp's HTTP parser refuses before any handler runs (malformed requests, oversized lines).
+
+Slots are shared fairly: peers are grouped by network (an IPv4 /24, an IPv6 /64: what one
+party usually holds), each group holds at most ``max_per_address`` connections, and when every
+slot is taken a newcomer from a group holding fewer than the largest group takes the slot of that
+group's longest-idle connection (closed), so that a few groups keeping their connections busy
+cannot starve everyone else. A newcomer from the largest group itself is answered 503 with
+Retry-After. Trusted proxies carry many devices and are neither capped nor evicted.
 
 aiohttp already closes a connection that sends no complete request within its keep-alive timeout
 (from the moment it opens, so idle sockets and slowly dripped headers are bounded); request
@@ -9,8 +16,10 @@ bodies are bounded by the handlers' body timeout.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
+import time
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
@@ -37,7 +46,7 @@ class JSONErrorRequestHandler(RequestHandler):
         if request.writer.output_size > 0:
             raise ConnectionError("response already started")
         body = json.dumps({"error": reason, "status": status})
-        response = web.Response(status=status, text=body, content_type="application/json")
+        response = web.Response(status=status, text=body, content_type="application/json", headers={"Server": "ldpnb"})
         response.force_close()
         return response
 
@@ -54,65 +63,105 @@ def _refuse(transport: asyncio.BaseTransport, message: str) -> None:
     transport.close()
 
 
-class _Refuse(asyncio.Protocol):
-    """Answers 503 and closes: the server holds its maximum number of connections."""
+def network_of(peer: str) -> str:
+    """The group a peer address counts in: its IPv4 /24 or IPv6 /64 (an IPv4-mapped IPv6 address as
+    its IPv4), or the text itself for what is not an address."""
+    try:
+        address = ipaddress.ip_address(peer)
+    except ValueError:
+        return peer
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    bits = 24 if address.version == 4 else 64
+    return str(ipaddress.ip_network(f"{address}/{bits}", strict=False))
 
-    def connection_made(self, transport: asyncio.Transport) -> None:
-        _refuse(transport, "the service holds its maximum number of connections; retry later")
 
-
-class _PerAddress(JSONErrorRequestHandler):
-    """:class:`JSONErrorRequestHandler` counting its peer's open connections: one over the cap
-    is answered 503 and closed before aiohttp sees it."""
+class _Counted(JSONErrorRequestHandler):
+    """:class:`JSONErrorRequestHandler` that counts itself in its peer's group while open, and
+    notes when it last received bytes (how idle it is, for eviction)."""
 
     def __init__(self, capped: CappedServer, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._capped, self._peer, self._refused = capped, "", False
+        self._capped, self._group, self._admitted = capped, "", False
+        self.last_active = time.monotonic()
 
     def connection_made(self, transport) -> None:
         peername = transport.get_extra_info("peername")
-        self._peer = peername[0] if isinstance(peername, tuple) else ""
-        open_here = self._capped.per_address
-        if self._capped.capped(self._peer) and open_here.get(self._peer, 0) >= self._capped.max_per_address:
-            self._refused = True
-            _refuse(transport, "this address holds its maximum number of connections; retry later")
+        peer = peername[0] if isinstance(peername, tuple) else ""
+        refusal = self._capped.admit(self, peer)
+        if refusal is not None:
+            _refuse(transport, refusal)
             return
-        open_here[self._peer] = open_here.get(self._peer, 0) + 1
+        self._admitted = True
         super().connection_made(transport)
 
+    def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        super().data_received(data)
+
     def connection_lost(self, exc) -> None:
-        if self._refused:
+        if not self._admitted:
             return
-        left = self._capped.per_address.get(self._peer, 1) - 1
-        if left:
-            self._capped.per_address[self._peer] = left
-        else:
-            self._capped.per_address.pop(self._peer, None)
+        self._capped.release(self)
         super().connection_lost(exc)
+
+    def evict(self) -> None:
+        """Close this connection to make room (its peer may reconnect; a request in flight is cut,
+        and its client retries it)."""
+        if self.transport is not None:
+            self.transport.close()
 
 
 class CappedServer:
-    """A protocol factory around aiohttp's ``web.Server``: at most ``max_connections`` open at
-    once and ``max_per_address`` from one peer address (a further one is answered 503 and closed,
-    so one address cannot hold every slot), each handled by :class:`JSONErrorRequestHandler`.
-    Addresses in ``uncapped`` (trusted proxies, whose connections carry many devices) are not
-    capped per address."""
+    """A protocol factory around aiohttp's ``web.Server`` keeping the module's fair caps: at most
+    ``max_connections`` open at once and ``max_per_address`` from one peer group, each connection
+    handled by :class:`JSONErrorRequestHandler`. Addresses in ``uncapped`` (trusted proxies,
+    whose connections carry many devices) are neither capped per group nor evicted."""
 
     def __init__(self, server: web.Server, max_connections: int, max_per_address: int, uncapped=lambda peer: False):
         self._server = server
         self.max_connections = max_connections
         self.max_per_address = max_per_address
         self._uncapped = uncapped
-        self.per_address: dict[str, int] = {}
+        self.groups: dict[str, set[_Counted]] = {}
+        self.open = 0
 
-    def capped(self, peer: str) -> bool:
-        return not self._uncapped(peer)
+    def admit(self, handler: _Counted, peer: str) -> str | None:
+        """Count ``handler`` in (evicting another where the module's note says); else the 503's
+        message."""
+        trusted = self._uncapped(peer)
+        group = "" if trusted else network_of(peer)
+        members = self.groups.get(group, set())
+        if not trusted and len(members) >= self.max_per_address:
+            return "this address holds its maximum number of connections; retry later"
+        if self.open >= self.max_connections:
+            largest = max((g for g in self.groups if g), key=lambda g: len(self.groups[g]), default=None)
+            if largest is None or len(self.groups[largest]) <= len(members):
+                return "the service holds its maximum number of connections; retry later"
+            idle = min(self.groups[largest], key=lambda h: h.last_active)
+            self._forget(idle)
+            idle.evict()
+        handler._group = group
+        self.groups.setdefault(group, set()).add(handler)
+        self.open += 1
+        return None
+
+    def release(self, handler: _Counted) -> None:
+        if handler._group is not None:
+            self._forget(handler)
+
+    def _forget(self, handler: _Counted) -> None:
+        members = self.groups.get(handler._group)
+        if members is not None and handler in members:
+            members.discard(handler)
+            self.open -= 1
+            if not members:
+                del self.groups[handler._group]
+        handler._group = None
 
     def __call__(self) -> asyncio.Protocol:
-        if len(self._server.connections) >= self.max_connections:
-            return _Refuse()
         # The keyword arguments the runner gave its server (timeouts, limits, decompression).
-        return _PerAddress(self, self._server, loop=self._server._loop, **self._server._kwargs)
+        return _Counted(self, self._server, loop=self._server._loop, **self._server._kwargs)
 
     def __getattr__(self, name):
         return getattr(self._server, name)

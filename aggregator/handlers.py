@@ -18,13 +18,13 @@ from participant.spec import CollectionSpec
 from participant.wire import ReportError, check_payload, check_report, decode_values, unpack
 
 from .addresses import client_address
-from .answers import encode_json, encode_msgpack
+from .answers import Busy, encode_json, encode_msgpack
 from .auth import SETTING_KEY, enrollment_nonce, issue_enrollment_tokens, require_admin
 from .count_noise import cell_variances
 from .errors import RETRY_AFTER, APIError
 from .estimators import ESTIMATORS, build_model, strength_refused
 from .evidence import evidence
-from .keys import ADMIN_FAILURES, ANSWERS, CONFIG, ENROLLMENT_HMAC, LIMITER, METRICS, STORE, WRITER
+from .keys import ADMIN_FAILURES, ANSWERS, CONFIG, ENROLLMENT_HMAC, FLAGS, LIMITER, METRICS, STORE, WRITER
 from .metrics import UNKNOWN_COLLECTION
 from .plausibility import plausibility
 from .statistics import CollectionStatistics
@@ -101,17 +101,26 @@ async def off_loop(function, *args):
     return await asyncio.get_running_loop().run_in_executor(None, function, *args)
 
 
+# Bodies above this many bytes are decoded on a worker thread: an 8 MiB JSON array took 1.6 s.
+DECODE_ON_LOOP = 64 * 1024
+
+
 async def read_body(request: web.Request):
-    """The request body decoded from JSON or msgpack by its Content-Type (413 past the size limit)."""
+    """The request body decoded from JSON or msgpack by its Content-Type (413 past the size limit),
+    off the event loop when it is large."""
     body = await read_raw(request)
+
+    async def decoded(decode):
+        return decode(body) if len(body) <= DECODE_ON_LOOP else await off_loop(decode, body)
+
     if request.content_type in MSGPACK_TYPES:
         try:
-            return unpack(body)
+            return await decoded(unpack)
         except ReportError as exc:
             raise APIError(400, str(exc), reason="malformed") from None
     if request.content_type == "application/json":
         try:
-            return json.loads(body)
+            return await decoded(json.loads)
         except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, and integers past Python's digit limit
             raise APIError(400, f"body is not valid JSON: {exc}", reason="malformed") from None
         except RecursionError:
@@ -155,8 +164,18 @@ async def require_released(request: web.Request, collection: Collection) -> int:
 
 @routes.get("/healthz")
 async def healthz(request: web.Request) -> web.Response:
-    """200 when the database takes reads and writes; 503 naming the reason otherwise."""
-    problem = await request.app[STORE].health()
+    """200 when the database takes reads and writes; 503 naming the reason otherwise: the
+    database is away, read-only, or holding writes (one in flight or refused within the timeout),
+    or its check did not answer within the timeout (answered then, the check left to finish)."""
+    timeout = request.app[CONFIG].db_timeout
+    problem = request.app[WRITER].problem()
+    if problem is None:
+        check = asyncio.ensure_future(request.app[STORE].health())
+        try:
+            problem = await asyncio.wait_for(asyncio.shield(check), timeout)
+        except TimeoutError:
+            check.add_done_callback(lambda done: done.cancelled() or done.exception())
+            problem = f"the database did not answer within {timeout:g} s"
     if problem is not None:
         return web.json_response(
             {"status": "unavailable", "reason": problem}, status=503, headers={"Retry-After": RETRY_AFTER}
@@ -173,12 +192,20 @@ def _implausible(collection: Collection, stats: CollectionStatistics) -> bool:
 
 @routes.get("/metrics")
 async def metrics(request: web.Request) -> web.Response:
-    store, counters = request.app[STORE], request.app[METRICS]
+    """The counters in Prometheus's text format. Each collection's plausibility flag is computed
+    off the event loop, once per count of its reports (a scrape of an unchanged collection reads
+    no statistics), and the text is rendered off the loop too."""
+    store, counters, flagged = request.app[STORE], request.app[METRICS], request.app[FLAGS]
     counts = await store.report_counts()
     flags = {}
     for collection in await store.list_collections():
-        flags[collection.id] = _implausible(collection, await store.statistics(collection))
-    body = counters.render(counts, flags)
+        counted = counts.get(collection.id, 0)
+        known = flagged.get(collection.id)
+        if known is None or known[0] != counted:
+            stats = await store.statistics(collection)
+            known = flagged[collection.id] = (counted, await off_loop(_implausible, collection, stats))
+        flags[collection.id] = known[1]
+    body = await off_loop(counters.render, counts, flags)
     return web.Response(body=body, content_type="text/plain", charset="utf-8", headers={"X-Format": "prometheus-0.0.4"})
 
 
@@ -372,16 +399,22 @@ async def _post_batch(request: web.Request, collection: Collection, obj: dict) -
         "rejected": counts["rejected"],
         "results": results,
     }
-    return respond(request, summary)
+    if len(results) <= CHECK_SLICE:
+        return respond(request, summary)
+    # Ten thousand results encode in tens of milliseconds: on a worker thread, in slices.
+    if wants_msgpack(request):
+        return web.Response(body=await off_loop(encode_msgpack, summary), content_type=MSGPACK)
+    return web.Response(body=await off_loop(encode_json, summary), content_type="application/json", charset="utf-8")
 
 
-def _checked(request: web.Request, collection: Collection, obj) -> tuple[bytes, int, object, bytes | None]:
+def _checked(key: bytes, collection: Collection, obj) -> tuple[bytes, int, object, bytes | None]:
     """``(report id, input, wire value, token nonce)`` of one report; raises ReportError. A
-    collection with enrollment requires a token this service issued for it."""
+    collection with enrollment requires a token this service issued for it (``key``: the
+    enrollment HMAC key)."""
     report_id, input_index, value = check_report(collection.spec, obj)
     if not collection.enrollment:
         return report_id, input_index, value, None
-    nonce = enrollment_nonce(request.app[ENROLLMENT_HMAC], collection.id, obj.get("token"))
+    nonce = enrollment_nonce(key, collection.id, obj.get("token"))
     if nonce is None:
         raise ReportError("bad_token", "this collection needs the enrollment token you were given (missing or invalid)")
     return report_id, input_index, value, nonce
@@ -404,33 +437,38 @@ def _record(metrics, collection_id: str, outcome: int) -> dict:
     return {"status": "duplicate"}
 
 
-async def _ingest(request: web.Request, collection: Collection, reports: list) -> list[dict]:
-    """Validate, store and count ``reports``; returns one result per report, in order.
+# Reports checked, or their outcomes recorded, between two turns of the event loop (a worker
+# thread would be worse: the loop's thread then waits its turn for the GIL behind every worker);
+# and reports in one of a large request's transactions.
+CHECK_SLICE = 128
+SUBMIT_PART = 500
 
-    Per-report checks run first; payloads are then decoded together per input (vectorised);
-    every valid report goes to the writer in one submission.
-    """
-    spec, metrics = collection.spec, request.app[METRICS]
-    results: list[dict] = [{"status": "accepted"}] * len(reports)
+
+async def _sorted_reports(key: bytes, collection: Collection, reports: list):
+    """Every report checked, a slice at a time, and the valid ones decoded per input
+    (vectorised): the rejections ``[(position, reason, message)]``, and the batches to store with
+    each one's positions."""
+    spec = collection.spec
+    rejections: list[tuple[int, str, str]] = []
     groups: dict[int, tuple[list[int], list[bytes], list, list]] = {}
     for position, item in enumerate(reports):
+        if position % CHECK_SLICE == CHECK_SLICE - 1:
+            await asyncio.sleep(0)  # a slice of reports checked: let other requests run
         try:
-            report_id, input_index, value, nonce = _checked(request, collection, item)
+            report_id, input_index, value, nonce = _checked(key, collection, item)
         except ReportError as exc:
-            results[position] = _rejected(metrics, collection.id, exc.reason, str(exc))
+            rejections.append((position, exc.reason, str(exc)))
             continue
         positions, ids, values, nonces = groups.setdefault(input_index, ([], [], [], []))
         positions.append(position)
         ids.append(report_id)
         values.append(value)
         nonces.append(nonce)
-
     batches, batch_positions = [], []
     for input_index, (positions, ids, values, nonces) in groups.items():
         rows, bad, message = decode_values(spec.oracles[input_index], values, input_index)
         if bad.any():
-            for j in np.flatnonzero(bad):
-                results[positions[j]] = _rejected(metrics, collection.id, "out_of_range", message)
+            rejections += [(positions[j], "out_of_range", message) for j in np.flatnonzero(bad)]
             keep = np.flatnonzero(~bad).tolist()
             positions, ids, values, nonces, rows = (
                 [positions[j] for j in keep], [ids[j] for j in keep], [values[j] for j in keep],
@@ -441,20 +479,53 @@ async def _ingest(request: web.Request, collection: Collection, reports: list) -
                 IncomingBatch(collection.id, input_index, ids, values, rows, nonces if collection.enrollment else None)
             )
             batch_positions.append(positions)
+    return rejections, batches, batch_positions
+
+
+async def _ingest(request: web.Request, collection: Collection, reports: list) -> list[dict]:
+    """Validate, store and count ``reports``; returns one result per report, in order.
+
+    Per-report checks run first, a slice at a time; payloads are then decoded together per input
+    (vectorised); every valid report goes to the writer, a large request's in several parts.
+    """
+    metrics, key = request.app[METRICS], request.app[ENROLLMENT_HMAC]
+    results: list[dict] = [{"status": "accepted"}] * len(reports)
+    rejections, batches, batch_positions = await _sorted_reports(key, collection, reports)
+    for position, reason, message in rejections:
+        results[position] = _rejected(metrics, collection.id, reason, message)
     if not batches:
         return results
-    outcomes = await request.app[WRITER].submit(batches)
+    outcomes = [o for part in await asyncio.gather(*map(request.app[WRITER].submit, _parts(batches))) for o in part]
+    recorded = 0
     for positions, batch_outcomes in zip(batch_positions, outcomes):
         for position, outcome in zip(positions, batch_outcomes):
             results[position] = _record(metrics, collection.id, outcome)
+        recorded += len(positions)
+        if recorded >= CHECK_SLICE:  # a slice of outcomes recorded: let other requests run
+            recorded = 0
+            await asyncio.sleep(0)
     return results
+
+
+def _parts(batches: list[IncomingBatch]) -> list[list[IncomingBatch]]:
+    """``batches`` in consecutive parts of about :data:`SUBMIT_PART` reports, so that a large
+    request goes to the database in several transactions, each holding the loop briefly (SQLite
+    writes on the loop's thread); each report's outcome is its own whatever the part."""
+    parts, size = [[]], 0
+    for batch in batches:
+        if size >= SUBMIT_PART:
+            parts.append([])
+            size = 0
+        parts[-1].append(batch)
+        size += len(batch)
+    return parts
 
 
 async def _ingest_one(request: web.Request, collection: Collection, obj) -> dict:
     """:func:`_ingest` for a single report, without the grouping a batch needs."""
     metrics = request.app[METRICS]
     try:
-        report_id, input_index, value, nonce = _checked(request, collection, obj)
+        report_id, input_index, value, nonce = _checked(request.app[ENROLLMENT_HMAC], collection, obj)
         check_payload(collection.spec.oracles[input_index], value, input_index)
     except ReportError as exc:
         return _rejected(metrics, collection.id, exc.reason, str(exc))
@@ -592,7 +663,10 @@ async def cached_answer(request: web.Request, collection: Collection, build, *ex
         return await off_loop(lambda: encode(build(collection, stats, *extra)))
 
     key = (build.__name__, collection.key, counted, *extra, as_msgpack)
-    body = await request.app[ANSWERS].get(key, produce)
+    try:
+        body = await request.app[ANSWERS].get(key, produce)
+    except Busy as exc:
+        raise APIError(503, str(exc), {"Retry-After": "2"}) from None
     return await send_in_slices(request, body, MSGPACK if as_msgpack else "application/json")
 
 

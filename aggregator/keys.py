@@ -29,6 +29,7 @@ class Config:
     max_header_bytes: int = 8190  # a request line or header field
     max_connections_per_address: int = 256  # open at once from one peer address (trusted proxies excepted)
     trusted_proxies: tuple = ()  # ipaddress networks whose X-Forwarded-For names the device
+    db_timeout: float = 5.0  # seconds a request may wait for the database, end to end (queue, pool, lock, link)
 
 
 CONFIG = web.AppKey("config", Config)
@@ -39,3 +40,4 @@ METRICS = web.AppKey("metrics", Metrics)
 LIMITER = web.AppKey("limiter", RateLimiter)
 ADMIN_FAILURES = web.AppKey("admin_failures", RateLimiter)
 ANSWERS = web.AppKey("answers", AnswerCache)
+FLAGS = web.AppKey("flags", dict)  # per collection id: (its report count, its plausibility flag)

@@ -10,12 +10,13 @@ per lane, when requests arrive while a commit travels to the database and back.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import numpy as np
 
 from .store import IncomingBatch, Store, StoreUnavailable
 
-MAX_REPORTS_PER_TRANSACTION = 20_000
+MAX_REPORTS_PER_TRANSACTION = 500
 MAX_EXTRA_TURNS = 3
 
 
@@ -24,13 +25,18 @@ class ReportWriter:
     of the store's write lanes (:meth:`~aggregator.store.Store.lanes`): one lane gathers the next
     group while the others wait for their commits."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, timeout: float = 5.0):
         self.lanes = store.lanes()
+        self.timeout = timeout
         self.pending: list[tuple[list[IncomingBatch], asyncio.Future]] = []
         self.wakeup = asyncio.Event()
         # One lane gathers at a time, so that requests form one group, not one per idle lane.
         self.gathering = asyncio.Lock()
         self.tasks: list[asyncio.Task] = []
+        # When each lane's transaction in flight began (monotonic seconds), and the last write the
+        # database refused or held: (monotonic time, what a client is told), cleared by a commit.
+        self.in_flight: dict[int, float] = {}
+        self.last_failure: tuple[float, str] | None = None
 
     def start(self) -> None:
         self.tasks = [asyncio.create_task(self._run(lane), name="ldpnb-report-writer") for lane in self.lanes]
@@ -46,11 +52,38 @@ class ReportWriter:
 
     async def submit(self, batches: list[IncomingBatch]) -> list[np.ndarray]:
         """Store ``batches``; returns per batch the reports' outcomes (see
-        :meth:`~aggregator.store.Store.ingest`), once the transaction holding them has committed."""
+        :meth:`~aggregator.store.Store.ingest`), once the transaction holding them has committed.
+
+        Raises :class:`StoreUnavailable` when that takes longer than :attr:`timeout` seconds,
+        whatever held it (the queue behind a stuck transaction, the pool, a lock, a frozen link):
+        taken back from the queue if no transaction took it yet (nothing stored), else with
+        ``maybe_stored`` (its transaction may still commit; a re-send is then a duplicate)."""
         future = asyncio.get_running_loop().create_future()
-        self.pending.append((batches, future))
+        item = (batches, future)
+        self.pending.append(item)
         self.wakeup.set()
-        return await future
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), self.timeout)
+        except TimeoutError:
+            queued = item in self.pending
+            if queued:
+                self.pending.remove(item)
+            else:  # its transaction answers later, to nobody: its outcome is read here, not logged as lost
+                future.add_done_callback(lambda done: done.cancelled() or done.exception())
+            held = f"the database did not take the write within {self.timeout:g} s"
+            self.last_failure = (time.monotonic(), held)
+            raise StoreUnavailable(held, held, maybe_stored=not queued) from None
+
+    def problem(self) -> str | None:
+        """Why writes are not going through now, or None: a transaction in flight longer than the
+        timeout, or a write the database refused or held within the last two timeouts (and none
+        committed since)."""
+        now = time.monotonic()
+        if any(now - began > self.timeout for began in self.in_flight.values()):
+            return f"a write has waited for the database more than {self.timeout:g} s"
+        if self.last_failure is not None and now - self.last_failure[0] < 2 * self.timeout:
+            return self.last_failure[1]
+        return None
 
     def _take(self) -> list[tuple[list[IncomingBatch], asyncio.Future]]:
         taken, size = [], 0
@@ -90,7 +123,7 @@ class ReportWriter:
         """Store ``group`` in one transaction on ``lane`` and answer its requests."""
         combined = [batch for batches, _ in group for batch in batches]
         try:
-            accepted = await lane.ingest(combined)
+            accepted = await self._ingest(lane, combined)
         except Exception as exc:  # the whole transaction rolled back: nobody is acknowledged yet
             if len(group) > 1 and not isinstance(exc, StoreUnavailable):
                 # One request's reports must not cost the others theirs: each alone.
@@ -107,9 +140,22 @@ class ReportWriter:
                 future.set_result(accepted[start : start + len(batches)])
             start += len(batches)
 
-    async def _alone(self, lane: Store, batches: list[IncomingBatch], future: asyncio.Future) -> None:
+    async def _ingest(self, lane: Store, batches: list[IncomingBatch]) -> list[np.ndarray]:
+        """``lane.ingest(batches)``, noting when it began and how it ended (:meth:`problem`)."""
+        self.in_flight[id(lane)] = time.monotonic()
         try:
             result = await lane.ingest(batches)
+        except StoreUnavailable as exc:
+            self.last_failure = (time.monotonic(), str(exc))
+            raise
+        finally:
+            self.in_flight.pop(id(lane), None)
+        self.last_failure = None
+        return result
+
+    async def _alone(self, lane: Store, batches: list[IncomingBatch], future: asyncio.Future) -> None:
+        try:
+            result = await self._ingest(lane, batches)
         except Exception as exc:
             if not future.done():
                 future.set_exception(exc)

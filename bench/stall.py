@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import aiohttp
+import msgpack
 import numpy as np
 
 from participant import CollectionSpec, Feature, Participant
@@ -100,8 +101,43 @@ async def drips(host: str, port: int, stop: asyncio.Event, count: int) -> None:
     await asyncio.gather(*(drip(host, port, stop) for _ in range(count)))
 
 
+def report_batches(other_spec: bool = False, out_of_range: bool = False):
+    """An endless supply of 10,000-report batches for the largest collection: valid and fresh, built
+    for another spec (its digest), or with every value out of range."""
+    rng = np.random.default_rng(1)
+    digest = CollectionSpec([Feature("w", ["x", "y"])], ["a", "b"], "DE", 1.0).fingerprint_digest
+    while True:
+        wire = []
+        for _ in range(10_000):
+            value = int(rng.integers(0, 999_998)) + (10**6 if out_of_range else 0)
+            report = {"id": rng.bytes(16), "spec": digest if other_spec else LARGEST.fingerprint_digest, "input": 1,
+                      "value": value}  # fmt: skip
+            wire.append(report)
+        yield msgpack.packb({"reports": wire})
+
+
+def model_variants() -> list[str]:
+    """Every /model a stranger may ask of one collection: each estimator, each strength it takes, each format."""
+    from aggregator.strength import STRENGTHS
+
+    paths = [f"/collections/big/model?estimator={e}" for e in ("paper", "normsub", "ibu")]
+    paths += [f"/collections/big/model?estimator={e}&strength={s:g}" for e in ("normsub", "ibu") for s in STRENGTHS]
+    return paths
+
+
+async def every_variant(url: str, stop: asyncio.Event) -> None:
+    async with aiohttp.ClientSession() as session:
+        while not stop.is_set():
+            await asyncio.gather(*(fetch(session, url, p) for p in model_variants()))
+
+
 def attacks(url: str):
     host, port = url.removeprefix("http://").split(":")
+    other, wrong, valid = report_batches(other_spec=True), report_batches(out_of_range=True), report_batches()
+    others = [next(other) for _ in range(4)]
+    wrongs = [next(wrong) for _ in range(8)]
+    flat_json = b"[" + b"0," * (4 * 2**20 - 1) + b"0]"  # 8 MiB
+    admin = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
     empty_arrays = b"\xdd" + (8 << 20).to_bytes(4, "big") + b"\x90" * ((8 << 20) - 8)
     empty_maps = b"\xdd" + (8 << 20).to_bytes(4, "big") + b"\x80" * ((8 << 20) - 8)
     bomb = gzip.compress(bytes(1 << 30), 9)
@@ -123,7 +159,37 @@ def attacks(url: str):
         ),
         "largest spec: GET /model, 4 at once": lambda stop: repeat(lambda s: fetch(s, url, "/collections/big/model"), stop),
         "200 connections dripping a body at 1 byte/s": lambda stop: drips(host, int(port), stop, 200),
+        "10,000 reports built for another spec, 4 at once": lambda stop: repeat_each(url, others, stop),
+        "10,000 out-of-range values, 8 at once": lambda stop: repeat_each(url, wrongs, stop),
+        "a valid 10,000-report batch into the largest collection, 2 at once": lambda stop: repeat_fresh(url, valid, stop),
+        "GET /metrics, 4 at once": lambda stop: repeat(lambda s: fetch(s, url, "/metrics"), stop),
+        f"every /model variant at once ({len(model_variants())})": lambda stop: every_variant(url, stop),
+        "admin: a flat 8 MiB JSON body, 2 at once": lambda stop: repeat_each(
+            url, [flat_json, flat_json], stop, "/collections", admin
+        ),
     }
+
+
+async def repeat_each(url: str, bodies: list[bytes], stop, path: str = "/collections/big/reports", headers=MSGPACK):
+    """Post every one of ``bodies`` at once, again and again until ``stop``."""
+    async with aiohttp.ClientSession() as session:
+        while not stop.is_set():
+            await asyncio.gather(*(post_to(session, url + path, b, headers) for b in bodies))
+
+
+async def repeat_fresh(url: str, supply, stop) -> None:
+    """Two fresh valid batches at once (new report ids every time), until ``stop``."""
+    async with aiohttp.ClientSession() as session:
+        while not stop.is_set():
+            await asyncio.gather(*(post_to(session, f"{url}/collections/big/reports", next(supply)) for _ in range(2)))
+
+
+async def post_to(session, url: str, body: bytes, headers=MSGPACK) -> None:
+    try:
+        async with session.post(url, data=body, headers=headers) as r:
+            await r.read()
+    except aiohttp.ClientError:
+        pass
 
 
 async def measure(url: str, seconds: float) -> list[tuple[str, float, float, int]]:

@@ -132,14 +132,17 @@ async def test_one_address_cannot_hold_every_connection(configured):
             assert r.status == 201
     await asyncio.sleep(0.2)  # that connection closed
     host, port = url.removeprefix("http://").split(":")
-    # Six slow connections from 127.0.0.1: four held, the others refused at once.
+    # Six slow connections from 127.0.0.1: four held, the others refused at once, saying when to retry.
     held = [await asyncio.to_thread(_connect_from, host, int(port), "127.0.0.1") for _ in range(6)]
     answers = [await asyncio.to_thread(_answer, s) for s in held]
     assert [a[:12] for a in answers].count(b"HTTP/1.1 503") == 2 and answers.count(b"") == 4
-    # Another address is served meanwhile.
-    other = await asyncio.to_thread(_connect_from, host, int(port), "127.0.0.2")
+    assert all(b"Retry-After: " in a for a in answers if a)
+    # Its neighbour in the same /24 counts with it; another network is served meanwhile.
+    neighbour = await asyncio.to_thread(_connect_from, host, int(port), "127.0.0.2")
+    assert (await asyncio.to_thread(_answer, neighbour))[:12] == b"HTTP/1.1 503"
+    other = await asyncio.to_thread(_connect_from, host, int(port), "127.0.1.2")
     assert await asyncio.to_thread(_answer, other) == b""
-    for sock in [*held, other]:
+    for sock in [*held, neighbour, other]:
         sock.close()
     await asyncio.sleep(0.2)
     async with aiohttp.ClientSession() as session, session.get(f"{url}/healthz") as r:
@@ -193,3 +196,156 @@ async def test_cached_answers_are_built_once_and_bounded_in_bytes():
     assert list(cache._answers) == ["b", "c"]
     await cache.get("b", lambda: produce(400))
     assert builds == [400, 400, 400]  # b served from the cache
+
+
+def _idle_keep_alive(host: str, port: int, source: str) -> socket.socket:
+    """A connection from ``source`` that asks /healthz once and then stays open, idle."""
+    sock = socket.socket()
+    sock.bind((source, 0))
+    sock.connect((host, port))
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    sock.settimeout(5)
+    answer = b""
+    while b'"ok"' not in answer and b"503" not in answer:
+        answer += sock.recv(4096)
+    return sock
+
+
+async def test_four_networks_holding_every_slot_do_not_starve_another_client(configured):
+    """Four networks each hold 256 connections (the per-network cap), all 1,024 slots: a client of
+    a fifth network is still served, in the slot of the longest-idle connection of a largest
+    network; one more from a network at its cap is refused, saying when to retry."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))  # both ends of 1,024 sockets live here
+    url = await configured(max_connections=1024, max_connections_per_address=256)
+    host, port = url.removeprefix("http://").split(":")
+    held = []
+    try:
+        for network in (1, 2, 3, 4):
+            held += await asyncio.to_thread(
+                lambda n=network: [_idle_keep_alive(host, int(port), f"127.0.{n}.1") for _ in range(256)]
+            )
+        newcomer = await asyncio.to_thread(_idle_keep_alive, host, int(port), "127.0.5.1")
+        held.append(newcomer)
+        assert b"200 OK" in await asyncio.to_thread(_answer_again, newcomer)
+        over = await asyncio.to_thread(_connect_from, host, int(port), "127.0.2.9")
+        refusal = await asyncio.to_thread(_answer, over)
+        assert refusal[:12] == b"HTTP/1.1 503" and b"Retry-After: " in refusal
+        held.append(over)
+    finally:
+        for sock in held:
+            sock.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _answer_again(sock: socket.socket) -> bytes:
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    return sock.recv(4096)
+
+
+async def test_a_trusted_proxy_is_not_capped_per_address(configured):
+    url = await configured(max_connections=20, max_connections_per_address=4, trusted_proxies=parse_networks(["127.0.0.1"]))
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"{url}/collections", json={"spec": table_1_spec().to_dict(), "id": "c1"}, headers=AUTH) as r:
+            assert r.status == 201
+    await asyncio.sleep(0.2)
+    host, port = url.removeprefix("http://").split(":")
+    held = [await asyncio.to_thread(_connect_from, host, int(port), "127.0.0.1") for _ in range(6)]
+    try:
+        assert [await asyncio.to_thread(_answer, s) for s in held] == [b""] * 6  # every one held, none refused
+    finally:
+        for sock in held:
+            sock.close()
+
+
+async def test_forwarded_addresses_count_only_from_a_trusted_proxy_and_only_as_addresses(configured):
+    spec = table_1_spec()
+
+    async def statuses(url, forwarded: list[str]) -> list[int]:
+        out = []
+        async with aiohttp.ClientSession() as session:
+            async with session.post(f"{url}/collections", json={"spec": spec.to_dict(), "id": "c1"}, headers=AUTH) as r:
+                assert r.status == 201
+            for value in forwarded:
+                body = pack_report(Participant(spec).report(RECORD), spec)
+                headers = {**MSGPACK, "X-Forwarded-For": value}
+                async with session.post(f"{url}/collections/c1/reports", data=body, headers=headers) as r:
+                    out.append(r.status)
+        return out
+
+    # A proxy is trusted, but not this peer: its forwarded addresses are whatever it chose to send.
+    elsewhere = await configured(rate_limit=2, trusted_proxies=parse_networks(["10.0.0.0/8"]))
+    assert await statuses(elsewhere, ["192.0.2.1", "192.0.2.2", "192.0.2.3"]) == [201, 201, 429]
+    # Behind a trusted proxy, names that are no address count against the proxy, not as new devices.
+    behind = await configured(rate_limit=2, trusted_proxies=parse_networks(["127.0.0.1"]))
+    assert await statuses(behind, ["not-an-ip-1", "not-an-ip-2", "not-an-ip-3", "10.9.9.9"]) == [201, 201, 429, 201]
+
+
+def _raw(host: str, port: int, request: bytes, wait: float = 2.0) -> tuple[bytes, float]:
+    """What the service answers to ``request`` sent raw, and how long the first bytes took."""
+    sock = socket.create_connection((host, port))
+    sock.settimeout(wait)
+    start = time.monotonic()
+    sock.sendall(request)
+    answer = b""
+    try:
+        while b"\r\n\r\n" not in answer or not answer.endswith(b"}"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    except TimeoutError:
+        pass
+    finally:
+        sock.close()
+    return answer, time.monotonic() - start
+
+
+@pytest.mark.parametrize("request_bytes, status", [
+    (b"GET /\r\n\r\n", b"505"),  # HTTP/0.9: no page
+    (b"GET /healthz HTTP/2.0\r\nHost: x\r\n\r\n", b"505"),
+    (b"GET http://elsewhere.example/healthz HTTP/1.1\r\nHost: x\r\n\r\n", b"400"),  # an absolute URI
+    (b"POST /collections/c1/reports HTTP/1.1\r\nHost: x\r\nContent-Length: 9437184\r\n\r\n", b"413"),  # 9 MiB never sent
+    (b"POST /collections/c1/reports HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+     b"Content-Type: application/msgpack\r\n\r\nZZ\r\nab\r\n0\r\n\r\n", b"400"),  # chunks broken at once
+    (b"GET /%00%ff HTTP/1.1\r\nHost: x\r\n\r\n", b"404"),
+])  # fmt: skip
+async def test_requests_outside_http_1_are_refused_up_front_in_json(configured, caplog, request_bytes, status):
+    url = await configured()
+    host, port = url.removeprefix("http://").split(":")
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"{url}/collections", json={"spec": table_1_spec().to_dict(), "id": "c1"}, headers=AUTH) as r:
+            assert r.status == 201 and r.headers["Server"] == "ldpnb"  # no language or framework versions
+    answer, seconds = await asyncio.to_thread(_raw, host, int(port), request_bytes)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] == status and b"Server: ldpnb" in head and body.startswith(b'{"error"'), answer
+    assert seconds < 1.0  # the 9 MiB body is not waited for
+    assert "Traceback" not in caplog.text and "unhandled error" not in caplog.text
+
+
+async def test_a_client_that_goes_away_mid_body_costs_a_log_line_not_a_traceback(configured, caplog):
+    """A chunked body that breaks its framing and then its connection, while the handler reads it:
+    one line in the log (aiohttp logged the handler's error with a full traceback)."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="ldpnb.aggregator")
+    url = await configured()
+    host, port = url.removeprefix("http://").split(":")
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"{url}/collections", json={"spec": table_1_spec().to_dict(), "id": "c1"}, headers=AUTH) as r:
+            assert r.status == 201
+
+    def staged() -> None:
+        sock = socket.create_connection((host, int(port)))
+        sock.sendall(b"POST /collections/c1/reports HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                     b"Content-Type: application/msgpack\r\n\r\n2\r\n\x81\xa1\r\n")  # fmt: skip
+        time.sleep(0.3)  # the handler waits for the rest of the body
+        sock.sendall(b"ZZ\r\n")
+        sock.close()
+
+    await asyncio.to_thread(staged)
+    await asyncio.sleep(0.5)
+    assert "connection lost during POST /collections/c1/reports" in caplog.text
+    assert "Traceback" not in caplog.text and "Error handling request" not in caplog.text

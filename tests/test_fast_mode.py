@@ -300,7 +300,6 @@ def test_continuous_sweeps_cover_original_and_reduced_features(tmp_path):
 def test_the_non_private_baseline_is_categorical_nb(name):
     """The counted baseline gives scikit-learn's CategoricalNB accuracy exactly on three splits,
     and on a split where a class and some categories are missing from training."""
-    from sklearn.model_selection import train_test_split
     from sklearn.naive_bayes import CategoricalNB
 
     from sim.experiment import categorical_nb_accuracy, category_counts, one_hot

@@ -284,3 +284,97 @@ async def check(db: str, acked: set[int], estimates: list[list[float]]) -> None:
             np.testing.assert_allclose(served, truth, rtol=1e-12)
     finally:
         await store.close()
+
+
+# Faults named right: a database that refuses writes or holds them is a 503 with Retry-After, and
+# /healthz says so, within the --db-timeout, whatever held the write.
+
+NAMED_TIMEOUT = 1.0
+
+
+async def timed_post(session, url: str, body: bytes) -> tuple[int, dict, float, str | None]:
+    start = time.monotonic()
+    async with session.post(f"{url}/collections/c/reports", data=body, headers=MSGPACK) as r:
+        return r.status, json.loads(await r.read()), time.monotonic() - start, r.headers.get("Retry-After")
+
+
+async def named_faults(pg: PostgreSQL, db: str) -> dict:
+    proxy = Proxy(f"{pg.socket_dir}/.s.PGSQL.5432", random.Random(3))
+    port = await proxy.start()
+    url = f"postgresql://postgres@127.0.0.1:{port}/{db}?sslmode=disable"
+    server = Server(url, None, 1, "--db-timeout", str(NAMED_TIMEOUT), "--db-pool", "3")
+    await asyncio.get_running_loop().run_in_executor(None, server.start)
+    found: dict = {}
+    admin = await asyncpg.connect(pg.url(db))
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+            async with session.post(f"{server.url}/collections", json={"spec": SPEC.to_dict(), "id": "c"}, headers=AUTH) as r:
+                assert r.status == 201
+            # A read-only database (as a standby is, or with default_transaction_read_only).
+            await admin.execute("ALTER SYSTEM SET default_transaction_read_only = on")
+            await admin.execute("SELECT pg_reload_conf()")
+            await asyncio.sleep(0.5)
+            found["read_only_healthz"] = await healthz_latency(server.url)  # before any write fails
+            found["read_only_post"] = await timed_post(session, server.url, msgpack.packb(marker(1)))
+            await admin.execute("ALTER SYSTEM RESET default_transaction_read_only")
+            await admin.execute("SELECT pg_reload_conf()")
+            await asyncio.sleep(2 * NAMED_TIMEOUT + 0.5)  # the refusal ages out of /healthz
+            found["writable_again"] = await timed_post(session, server.url, msgpack.packb(marker(1)))
+            found["healthy_again"] = await healthz_latency(server.url)
+            # A lock held on the reports table past the timeout.
+            lock = await asyncpg.connect(pg.url(db))
+            transaction = lock.transaction()
+            await transaction.start()
+            await lock.execute("LOCK TABLE reports IN ACCESS EXCLUSIVE MODE")
+            post = asyncio.create_task(timed_post(session, server.url, msgpack.packb(marker(2))))
+            await asyncio.sleep(NAMED_TIMEOUT + 0.3)  # the write held past the timeout: /healthz says so
+            found["locked_healthz"] = await healthz_latency(server.url)
+            found["locked_post"] = await post
+            await transaction.rollback()
+            await lock.close()
+            for _ in range(20):  # the device re-sends until acknowledged: counted once
+                found["after_lock"] = await timed_post(session, server.url, msgpack.packb(marker(2)))
+                if found["after_lock"][0] in (200, 201):
+                    break
+                await asyncio.sleep(0.5)
+            # A frozen link.
+            await asyncio.sleep(2 * NAMED_TIMEOUT)
+            proxy.frozen = True
+            found["frozen_post"], found["frozen_healthz"] = await asyncio.gather(
+                timed_post(session, server.url, msgpack.packb(marker(3))), healthz_latency(server.url)
+            )
+            proxy.frozen = False
+            proxy.cut_all()
+        found["stored"] = sorted(
+            int.from_bytes(r["report_id"], "big") for r in await admin.fetch("SELECT report_id FROM reports")
+        )
+    finally:
+        await admin.close()
+        server.proc.terminate()
+        found["log"] = server.proc.communicate(timeout=15)[1]
+        server.stop()
+        proxy.server.close()
+    return found
+
+
+def test_a_database_that_refuses_or_holds_writes_is_a_503_named_within_the_timeout():
+    with server_directory("named") as directory:
+        pg = PostgreSQL(directory).start()
+        try:
+            pg.create_database("named")
+            found = asyncio.run(named_faults(pg, "named"))
+        finally:
+            pg.stop("fast")
+    bound = NAMED_TIMEOUT + 1.0
+    status, answer, seconds, retry = found["read_only_post"]
+    assert status == 503 and retry and "read-only" in answer["error"] and "nothing was stored" in answer["error"]
+    assert found["read_only_healthz"][0] == 503 and found["read_only_healthz"][1] < bound
+    assert found["writable_again"][0] == 201 and found["healthy_again"][0] == 200
+    for name in ("locked_post", "frozen_post"):
+        status, answer, seconds, retry = found[name]
+        assert status == 503 and retry and seconds < bound, (name, found[name])
+    for name in ("locked_healthz", "frozen_healthz"):
+        assert found[name][0] == 503 and found[name][1] < bound, (name, found[name])
+    assert found["after_lock"][0] in (200, 201)
+    assert found["stored"] == [1, 2]  # the held report, re-sent, stored once; the frozen one never acknowledged
+    assert "Traceback" not in found["log"] and "unhandled error" not in found["log"]

@@ -5,7 +5,10 @@ out of the garbage collector's sight, and its young generation run every 10,000 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import subprocess
+import sys
 
 import aiohttp
 
@@ -51,3 +54,45 @@ async def test_a_serving_process_rarely_runs_the_garbage_collector(tmp_path):
     finally:
         server.stop()
     assert during < 10
+
+
+def serve(*args: str, env: dict | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
+    """``python -m aggregator serve ARGS`` run to its end (a start that fails)."""
+    return subprocess.run(
+        [sys.executable, "-m", "aggregator", "serve", "--port", "0", *args],
+        capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "LDPNB_ADMIN_TOKEN": "serving-test-admin-token-0123456789", **(env or {})},
+    )  # fmt: skip
+
+
+def test_a_database_that_cannot_be_reached_at_start_is_one_line_naming_it_without_its_password(tmp_path):
+    absent = serve("--db", f"postgresql://ldpnb:hunter2@/ledger?host={tmp_path}/nowhere", "--db-timeout", "2")
+    assert absent.returncode == 2 and len(absent.stderr.strip().splitlines()) == 1, absent.stderr
+    assert "cannot open the database postgresql://ldpnb:***@/ledger" in absent.stderr
+    assert "nothing is listening there" in absent.stderr and "hunter2" not in absent.stderr
+    # The address from a file or the environment: no password on the command line at all.
+    address = tmp_path / "db.txt"
+    address.write_text(f"postgresql://ldpnb:hunter2@/ledger?host={tmp_path}/nowhere\n")
+    from_file = serve("--db-file", str(address), "--db-timeout", "2")
+    assert from_file.returncode == 2 and "ldpnb:***@/ledger" in from_file.stderr and "hunter2" not in from_file.stderr
+    from_env = serve("--db-timeout", "2", env={"LDPNB_DB": address.read_text().strip()})
+    assert from_env.returncode == 2 and "ldpnb:***@/ledger" in from_env.stderr
+    both = serve("--db", "x.sqlite3", "--db-file", str(address))
+    assert both.returncode == 2 and "--db and --db-file name the database twice" in both.stderr
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    assert "its first line should be the database address" in serve("--db-file", str(empty)).stderr
+
+
+def test_the_database_address_can_come_from_a_file(tmp_path):
+    address = tmp_path / "db.txt"
+    address.write_text(str(tmp_path / "from-file.sqlite3") + "\n")
+    server = Server("unused", None, 1)
+    server.command = lambda: [
+        sys.executable, "-m", "aggregator", "serve", "--db-file", str(address), "--port", str(server.port),
+    ]  # fmt: skip
+    try:
+        server.start()
+        assert (tmp_path / "from-file.sqlite3").exists()
+    finally:
+        server.stop()

@@ -107,6 +107,10 @@ CONNECTION_ERRORS = (
     asyncpg.OperatorInterventionError,
 )
 SECRET_PARAMETERS = {"password", "sslpassword", "passfile", "sslkey"}
+# What says the database refuses writes as it stands (read-only: a standby, or
+# default_transaction_read_only), not that a query was wrong: 503 like an absent database.
+REFUSED_WRITES = (asyncpg.ReadOnlySQLTransactionError,)
+READ_ONLY = "the database refuses writes (it is read-only)"
 
 
 def redacted(url: str) -> str:
@@ -225,12 +229,15 @@ class PostgresStore(Store):
 
     async def _query(self, method: str, sql: str, *args):
         """``conn.<method>(sql, *args)`` on a pooled connection, within :attr:`timeout` (waiting
-        for the connection included); raises :class:`StoreUnavailable` when the database is away."""
+        for the connection included); raises :class:`StoreUnavailable` when the database is away
+        or refuses writes."""
         try:
             async with asyncio.timeout(self.timeout), self.pool.acquire() as conn:
                 return await getattr(conn, method)(sql, *args)
         except CONNECTION_ERRORS as exc:
             raise self._unavailable(exc) from None
+        except REFUSED_WRITES as exc:
+            raise StoreUnavailable(READ_ONLY, f"the database {self.location}: {exc}") from None
 
     async def get_setting(self, key: str) -> str | None:
         return await self._query("fetchval", "SELECT value FROM settings WHERE key = $1", key)
@@ -241,16 +248,22 @@ class PostgresStore(Store):
         return await self.get_setting(key)
 
     async def health(self) -> str | None:
-        """None when a pooled connection answers within the timeout and the database can assign a
-        transaction id (a writable primary, not one in recovery); else why not, for anyone to read."""
+        """None when a pooled connection answers within the timeout and the database takes writes
+        (a primary out of recovery, its transactions not read-only by default); else why not, for
+        anyone to read."""
         try:
-            await self._query("fetchval", "SELECT txid_current()")
+            read_only = await self._query(
+                "fetchval", "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'"
+            )
         except StoreUnavailable as exc:
             log.warning("health check: %s", exc.detail)
             return str(exc)
         except asyncpg.PostgresError as exc:
-            log.warning("health check: the database %s refused a write: %s", self.location, exc)
+            log.warning("health check: the database %s refused the check: %s", self.location, exc)
             return "the database cannot take writes"
+        if read_only:
+            log.warning("health check: the database %s is read-only", self.location)
+            return READ_ONLY
         return None
 
     async def _insert_collection(self, collection_id, uid, spec_json, min_reports, created_at, enrollment) -> int | None:
@@ -375,6 +388,8 @@ class PostgresStore(Store):
                     raise
         except CONNECTION_ERRORS as exc:
             raise self._unavailable(exc, maybe_stored=sent) from None
+        except REFUSED_WRITES as exc:  # refused before anything was written: nothing stored
+            raise StoreUnavailable(READ_ONLY, f"the database {self.location}: {exc}") from None
 
     async def _hold(self) -> None:
         """Make :attr:`_conn` an open connection of this lane's: the one it holds, unless the
