@@ -401,10 +401,44 @@ async def _post_batch(request: web.Request, collection: Collection, obj: dict) -
     }
     if len(results) <= CHECK_SLICE:
         return respond(request, summary)
-    # Ten thousand results encode in tens of milliseconds: on a worker thread, in slices.
-    if wants_msgpack(request):
-        return web.Response(body=await off_loop(encode_msgpack, summary), content_type=MSGPACK)
-    return web.Response(body=await off_loop(encode_json, summary), content_type="application/json", charset="utf-8")
+    as_msgpack = wants_msgpack(request)
+    body = await _encoded_in_slices(summary, as_msgpack)
+    if as_msgpack:
+        return web.Response(body=body, content_type=MSGPACK)
+    return web.Response(body=body, content_type="application/json", charset="utf-8")
+
+
+async def _encoded_in_slices(summary: dict, as_msgpack: bool) -> bytes:
+    """A batch's summary encoded on the event loop a slice of results at a time (ten thousand
+    results are tens of milliseconds; on a worker thread the loop would wait its turn for the GIL
+    at every read and write), each distinct result object encoded once."""
+    results = summary["results"]
+    encoded: dict[int, bytes] = {}  # id(result): its encoding; outcomes share result objects
+    if as_msgpack:
+        packer = msgpack.Packer()
+        parts = [packer.pack_map_header(len(summary))]
+        for key, value in summary.items():
+            parts.append(packer.pack(key))
+            if key != "results":
+                parts.append(packer.pack(value))
+        parts.append(packer.pack_array_header(len(results)))
+        encode, separator = packer.pack, b""
+    else:
+        head = {key: value for key, value in summary.items() if key != "results"}
+        parts = [json.dumps(head)[:-1].encode() + b', "results": [']
+        encode, separator = (lambda result: json.dumps(result).encode()), b", "
+    items = []
+    for start in range(0, len(results), CHECK_SLICE):
+        for result in results[start : start + CHECK_SLICE]:
+            done = encoded.get(id(result))
+            if done is None:
+                done = encoded[id(result)] = encode(result)
+            items.append(done)
+        await asyncio.sleep(0)
+    parts.append(separator.join(items))
+    if not as_msgpack:
+        parts.append(b"]}")
+    return b"".join(parts)
 
 
 def _checked(key: bytes, collection: Collection, obj) -> tuple[bytes, int, object, bytes | None]:
@@ -491,8 +525,10 @@ async def _ingest(request: web.Request, collection: Collection, reports: list) -
     metrics, key = request.app[METRICS], request.app[ENROLLMENT_HMAC]
     results: list[dict] = [{"status": "accepted"}] * len(reports)
     rejections, batches, batch_positions = await _sorted_reports(key, collection, reports)
-    for position, reason, message in rejections:
+    for n, (position, reason, message) in enumerate(rejections):
         results[position] = _rejected(metrics, collection.id, reason, message)
+        if n % CHECK_SLICE == CHECK_SLICE - 1:
+            await asyncio.sleep(0)
     if not batches:
         return results
     outcomes = [o for part in await asyncio.gather(*map(request.app[WRITER].submit, _parts(batches))) for o in part]

@@ -7,7 +7,9 @@ import sys
 import numpy as np
 
 from aggregator.app import open_store
+from aggregator.store import IncomingBatch
 from participant import Participant
+from participant.wire import report_to_wire
 
 from .conftest import TABLE_1, fresh_postgres_url, table_1_spec
 from .servers import ADMIN
@@ -15,35 +17,36 @@ from .servers import ADMIN
 RECORDS = [dict(zip(["age", "income", "gender", "missed_payment"], row)) for row in TABLE_1]
 
 
+def batches_of(collection, reports) -> list[IncomingBatch]:
+    """``reports`` as the store takes them, one batch per input (with a token each if the
+    collection has enrollment)."""
+    batches = []
+    for i in range(collection.spec.n_inputs):
+        mine = [r for r in reports if r.input == i]
+        wires = [report_to_wire(r, collection.spec) for r in mine]
+        tokens = [bytes([i, j]) * 8 for j in range(len(mine))] if collection.enrollment else None
+        batches.append(
+            IncomingBatch(
+                collection.id,
+                i,
+                [w["id"] for w in wires],
+                [w["value"] for w in wires],
+                np.array([r.payload for r in mine]),
+                tokens,
+            )
+        )
+    return batches
+
+
 async def fill(path):
     """A SQLite database with two collections (one with enrollment) and their reports."""
     store, _ = await open_store(path, ADMIN)
     try:
-        from aggregator.store import IncomingBatch
-
         for cid, protocol, enrollment in (("plain", "OUE", False), ("enrolled", "DE", True)):
             spec = table_1_spec(protocol=protocol)
             collection = await store.create_collection(cid, spec, 5, enrollment)
             participant = Participant(spec, rng=np.random.default_rng(1))
-            reports = [participant.report(r) for r in RECORDS * 20]
-            from participant.wire import report_to_wire
-
-            batches = []
-            for i in range(spec.n_inputs):
-                mine = [r for r in reports if r.input == i]
-                wires = [report_to_wire(r, spec) for r in mine]
-                tokens = [bytes([i, j]) * 8 for j in range(len(mine))] if enrollment else None
-                batches.append(
-                    IncomingBatch(
-                        collection.id,
-                        i,
-                        [w["id"] for w in wires],
-                        [w["value"] for w in wires],
-                        np.array([r.payload for r in mine]),
-                        tokens,
-                    )
-                )
-            await store.ingest(batches)
+            await store.ingest(batches_of(collection, [participant.report(r) for r in RECORDS * 20]))
         return {c.id: await store.statistics(c) for c in await store.list_collections()}
     finally:
         await store.close()
@@ -70,6 +73,14 @@ async def test_copy_moves_everything_and_statistics_equal_a_recomputation(tmp_pa
             for a, b, c in zip(stats.states, recomputed.states, before[collection.id].states):
                 np.testing.assert_array_equal(a.support, b.support)
                 np.testing.assert_array_equal(a.support, c.support)
+        # Reports after the copy are counted per cell, on top of the copied rows.
+        plain = await store.collection("plain")
+        participant = Participant(plain.spec, rng=np.random.default_rng(2))
+        await store.ingest(batches_of(plain, [participant.report(r) for r in RECORDS * 5]))
+        stats, recomputed = await store.statistics(plain), await store.recompute_statistics(plain)
+        assert stats.n_reports == recomputed.n_reports == 250
+        for a, b in zip(stats.states, recomputed.states):
+            np.testing.assert_array_equal(a.support, b.support)
         source_store, _ = await open_store(source)
         try:
             for old in await source_store.list_collections():

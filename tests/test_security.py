@@ -220,9 +220,10 @@ async def test_a_full_disk_answers_503_until_a_write_succeeds(sqlite_service):  
     service = sqlite_service  # noqa: F811 (this test wants the SQLite one)
     spec = table_1_spec(protocol="OUE")
     await service.create(spec)
-    conn = service.store.db.conn
+    # The file may not grow: SQLite's "disk full", set on the connection reports are written through.
+    conn = service.store._writes
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
-    conn.execute(f"PRAGMA max_page_count = {pages}")  # the file may not grow: SQLite's "disk full"
+    conn.execute(f"PRAGMA max_page_count = {pages}")
     from participant.wire import pack_batch
 
     reports = [Participant(spec).report(RECORD) for _ in range(400)]

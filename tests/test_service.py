@@ -418,6 +418,33 @@ def pack_report_map(report, spec):
     return msgpack.unpackb(pack_report(report, spec))
 
 
+@pytest.mark.parametrize("accept", ["application/json", "application/msgpack"])
+async def test_a_large_batch_is_answered_report_by_report_in_order(service, accept):
+    """A batch past one slice of results (encoded a slice at a time): every report's own outcome,
+    in its place, and the totals, in JSON and in msgpack alike."""
+    spec = table_1_spec(protocol="DE")
+    await service.create(spec)
+    reports = simulated_reports(spec, reps=40)[:300]
+    await service.post("/collections/c1/reports", pack_batch(reports[:50], spec))  # these come back as duplicates
+    maps = [pack_report_map(r, spec) for r in reports]
+    expected = ["duplicate"] * 50 + ["accepted"] * 250
+    for position in range(60, 300, 37):  # out of range, each with its own message
+        maps[position] = {**maps[position], "value": 1000 + position}
+        expected[position] = "rejected"
+    headers = {**MSGPACK, "Accept": accept}
+    async with service.session.post(
+        f"{service.url}/collections/c1/reports", data=msgpack.packb({"reports": maps}), headers=headers
+    ) as r:
+        assert r.status == 200 and r.content_type == accept
+        body = await r.read()
+    data = json.loads(body) if accept == "application/json" else msgpack.unpackb(body)
+    assert [result["status"] for result in data["results"]] == expected
+    assert (data["accepted"], data["duplicate"], data["rejected"]) == (250 - 7, 50, 7)
+    for position in range(60, 300, 37):
+        assert f"got {1000 + position}" in data["results"][position]["error"]
+    assert await service.count("c1") == 50 + 250 - 7
+
+
 async def test_histogram_reports_must_be_finite_and_on_the_grid(service):
     spec = table_1_spec(protocol="SHE")
     await service.create(spec)

@@ -208,9 +208,12 @@ class Store(ABC):
         """Insert a collection row; returns its integer key, or None if the id exists."""
 
     @abstractmethod
-    async def _collection_rows(self, collection_id: str | None = None, after: str = "", limit: int = 0) -> list[dict]:
-        """Collection rows (``key, id, uid, spec, min_reports, created_at, enrollment``): the one with
-        ``collection_id``, or up to ``limit`` (0: all) with ids after ``after``, in id order."""
+    async def _collection_row(self, collection_id: str) -> dict | None:
+        """The collection's row (``key, id, uid, spec, min_reports, created_at, enrollment``), or None."""
+
+    @abstractmethod
+    async def _collection_ids(self, after: str = "", limit: int = 0) -> list[str]:
+        """Up to ``limit`` (0: all) collection ids after ``after``, in id order (no specs read)."""
 
     async def create_collection(
         self, collection_id: str, spec: CollectionSpec, min_reports: int, enrollment: bool = False
@@ -232,20 +235,22 @@ class Store(ABC):
         cached = self._collections.get(collection_id)
         if cached is not None:
             return cached
-        rows = await self._collection_rows(collection_id)
-        if not rows:
+        row = await self._collection_row(collection_id)
+        if row is None:
             return None
-        collection = self._collection_from_row(rows[0])
+        collection = self._collection_from_row(row)
         self._collections[collection_id] = collection
         return collection
 
     async def list_collections(self, after: str = "", limit: int = 0) -> list[Collection]:
         """Collections in id order, those with ids after ``after``, at most ``limit`` (0: all)."""
+        # Ids first: a spec is megabytes of JSON for the largest collections, read and parsed only
+        # for a collection this instance has not seen (/metrics lists every collection each scrape).
         collections = []
-        for row in await self._collection_rows(None, after, limit):
-            collection = self._collections.get(row["id"]) or self._collection_from_row(row)
-            self._collections[collection.id] = collection
-            collections.append(collection)
+        for collection_id in await self._collection_ids(after, limit):
+            collection = await self.collection(collection_id)
+            if collection is not None:  # not deleted since listed
+                collections.append(collection)
         return collections
 
     @staticmethod
@@ -270,10 +275,12 @@ class Store(ABC):
     @abstractmethod
     async def _partial_rows(
         self, key: int
-    ) -> tuple[list[tuple[int, int]], list[tuple[int, int, float]], list[tuple[int, int, bytes]]]:
+    ) -> tuple[list[tuple[int, int]], list[tuple[int, np.ndarray, np.ndarray]], list[tuple[int, int, bytes]]]:
         """Every instance's partial statistics of a collection, summed over the instances in one
-        snapshot: ``(input, n)`` of the counts, ``(input, cell, sum)`` of the cells, and the dense
-        rows ``(input, n, support bytes)`` (earlier stores' and copies')."""
+        snapshot: ``(input, n)`` of the counts; ``(input, cells, sums)`` of the cells, per input
+        (each cell once, int64, and its float64 sum), as arrays so that a collection of a million
+        cells costs no Python object per cell; and the dense rows ``(input, n, support bytes)``
+        (earlier stores' and copies')."""
 
     async def statistics(self, collection: Collection) -> CollectionStatistics:
         """The collection's statistics: the sum of every instance's committed partials."""
@@ -281,11 +288,8 @@ class Store(ABC):
         counts, cells, dense = await self._partial_rows(collection.key)
         for i, n in counts:
             stats.states[i].n += int(n)
-        if cells:
-            inputs, index, value = (np.array(c) for c in zip(*cells))
-            for i in np.unique(inputs):
-                chosen = inputs == i
-                np.add.at(stats.states[int(i)].support, index[chosen].astype(np.int64), value[chosen])
+        for i, index, value in cells:
+            stats.states[i].support[index] += value  # each cell once per input: no repeated index
         for i, n, support in dense:
             stats.states[i] += OracleState(n, np.frombuffer(support, dtype=np.float64))
         return stats

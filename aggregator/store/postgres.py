@@ -279,13 +279,14 @@ class PostgresStore(Store):
             enrollment,
         )
 
-    async def _collection_rows(self, collection_id=None, after="", limit=0) -> list[dict]:
-        sql = "SELECT key, id, uid, spec, min_reports, created_at, enrollment FROM collections"
-        if collection_id is not None:
-            rows = await self._query("fetch", sql + " WHERE id = $1", collection_id)
-        else:
-            rows = await self._query("fetch", sql + " WHERE id > $1 ORDER BY id LIMIT $2", after, limit or None)
-        return [dict(r) for r in rows]
+    async def _collection_row(self, collection_id) -> dict | None:
+        sql = "SELECT key, id, uid, spec, min_reports, created_at, enrollment FROM collections WHERE id = $1"
+        row = await self._query("fetchrow", sql, collection_id)
+        return None if row is None else dict(row)
+
+    async def _collection_ids(self, after="", limit=0) -> list[str]:
+        rows = await self._query("fetch", "SELECT id FROM collections WHERE id > $1 ORDER BY id LIMIT $2", after, limit or None)
+        return [r["id"] for r in rows]
 
     async def _partial_rows(self, key: int):
         try:
@@ -295,13 +296,21 @@ class PostgresStore(Store):
                 counts = await conn.fetch(
                     "SELECT input, sum(n) FROM partial_counts WHERE collection = $1 GROUP BY input", key
                 )
+                # Per input, its cells and sums as two byte strings: no row object per cell.
                 cells = await conn.fetch(
-                    "SELECT input, cell, sum(value) FROM partial_cells WHERE collection = $1 GROUP BY input, cell", key
+                    "SELECT input, string_agg(int4send(cell), ''::bytea ORDER BY cell), "
+                    "string_agg(float8send(total), ''::bytea ORDER BY cell) FROM (SELECT input, cell, sum(value) "
+                    "AS total FROM partial_cells WHERE collection = $1 GROUP BY input, cell) AS s GROUP BY input",
+                    key,
                 )
                 dense = await conn.fetch("SELECT input, n, support FROM partials WHERE collection = $1", key)
         except CONNECTION_ERRORS as exc:
             raise self._unavailable(exc) from None
-        return [tuple(r) for r in counts], [tuple(r) for r in cells], [tuple(r) for r in dense]
+        cells = [
+            (i, np.frombuffer(index, ">i4").astype(np.int64), np.frombuffer(value, ">f8").astype(np.float64))
+            for i, index, value in cells
+        ]
+        return [tuple(r) for r in counts], cells, [tuple(r) for r in dense]
 
     async def counted(self, collection) -> int:
         return int(

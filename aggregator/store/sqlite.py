@@ -21,6 +21,7 @@ import logging
 import os
 import secrets
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -99,6 +100,9 @@ class SQLiteStore(Store):
             self._writes = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._writes.execute("PRAGMA synchronous=FULL")
             self._writes.execute("PRAGMA wal_autocheckpoint=10000")
+            # Statistics are read through another, on a worker thread, one read at a time.
+            self._reads = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._reading = threading.Lock()
         except BaseException:
             os.close(self._lock_fd)
             raise
@@ -109,6 +113,8 @@ class SQLiteStore(Store):
         return cls(path)
 
     async def close(self) -> None:
+        with self._reading:
+            self._reads.close()
         self._writes.close()
         self.db.conn.close()
         os.close(self._lock_fd)
@@ -233,23 +239,45 @@ class SQLiteStore(Store):
             return None
         return cursor.lastrowid
 
-    async def _collection_rows(self, collection_id=None, after="", limit=0) -> list[dict]:
-        sql = "SELECT rowid AS key, id, uid, spec, min_reports, created_at, enrollment FROM collections"
-        if collection_id is not None:
-            return list(self.db.query(sql + " WHERE id = ?", [collection_id]))
-        return list(self.db.query(sql + " WHERE id > ? ORDER BY id LIMIT ?", [after, limit or -1]))
+    async def _collection_row(self, collection_id) -> dict | None:
+        sql = "SELECT rowid AS key, id, uid, spec, min_reports, created_at, enrollment FROM collections WHERE id = ?"
+        return next(self.db.query(sql, [collection_id]), None)
+
+    async def _collection_ids(self, after="", limit=0) -> list[str]:
+        rows = self.db.execute("SELECT id FROM collections WHERE id > ? ORDER BY id LIMIT ?", [after, limit or -1])
+        return [row[0] for row in rows]
 
     # statistics
 
     async def _partial_rows(self, key: int):
-        db = self.db
-        counts = db.execute(
-            "SELECT input, sum(n) FROM partial_counts WHERE collection = ? GROUP BY input", [key]
-        ).fetchall()
-        cells = db.execute(
-            "SELECT input, cell, sum(value) FROM partial_cells WHERE collection = ? GROUP BY input, cell", [key]
-        ).fetchall()
-        dense = db.execute("SELECT input, n, support FROM partials WHERE collection = ?", [key]).fetchall()
+        # A million cells are a second of row objects: read on a worker thread (SQLite lets go of
+        # the GIL while it steps), on a connection of its own, in one read transaction so that
+        # counts and cells are of the same commits.
+        return await asyncio.to_thread(self._read_partials, key)
+
+    def _read_partials(self, key: int):
+        with self._reading:
+            conn = self._reads
+            conn.execute("BEGIN")
+            try:
+                counts = conn.execute(
+                    "SELECT input, sum(n) FROM partial_counts WHERE collection = ? GROUP BY input", [key]
+                ).fetchall()
+                rows = conn.execute(
+                    "SELECT input, cell, sum(value) FROM partial_cells WHERE collection = ? "
+                    "GROUP BY input, cell ORDER BY input, cell",
+                    [key],
+                ).fetchall()
+                dense = conn.execute("SELECT input, n, support FROM partials WHERE collection = ?", [key]).fetchall()
+            finally:
+                conn.execute("COMMIT")
+        cells = []
+        if rows:
+            table = np.array(rows, dtype=np.float64)
+            inputs = table[:, 0].astype(np.int64)
+            starts = np.flatnonzero(np.r_[True, inputs[1:] != inputs[:-1]])
+            for start, end in zip(starts, [*starts[1:], len(rows)]):
+                cells.append((int(inputs[start]), table[start:end, 1].astype(np.int64), table[start:end, 2]))
         return counts, cells, dense
 
     async def counted(self, collection) -> int:
