@@ -58,21 +58,34 @@ class ReportWriter:
         whatever held it (the queue behind a stuck transaction, the pool, a lock, a frozen link):
         taken back from the queue if no transaction took it yet (nothing stored), else with
         ``maybe_stored`` (its transaction may still commit; a re-send is then a duplicate)."""
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         item = (batches, future)
         self.pending.append(item)
         self.wakeup.set()
+        # One timer per request (asyncio.wait_for and a shield cost a report 10 µs more).
+        timer = loop.call_at(loop.time() + self.timeout, self._expire, item)
         try:
-            return await asyncio.wait_for(asyncio.shield(future), self.timeout)
-        except TimeoutError:
-            queued = item in self.pending
-            if queued:
-                self.pending.remove(item)
-            else:  # its transaction answers later, to nobody: its outcome is read here, not logged as lost
-                future.add_done_callback(lambda done: done.cancelled() or done.exception())
-            held = f"the database did not take the write within {self.timeout:g} s"
-            self.last_failure = (time.monotonic(), held)
-            raise StoreUnavailable(held, held, maybe_stored=not queued) from None
+            return await future
+        finally:
+            timer.cancel()
+
+    def _expire(self, item: tuple[list[IncomingBatch], asyncio.Future]) -> None:
+        """A request's :attr:`timeout` has passed without its transaction committing: fail it, taken
+        back from the queue if no transaction took it yet (nothing stored), else with
+        ``maybe_stored`` (the transaction answers later, to nobody: :meth:`_commit` skips a future
+        already done)."""
+        future = item[1]
+        if future.done():
+            return
+        queued = item in self.pending
+        if queued:
+            self.pending.remove(item)
+            if not self.pending:
+                self.wakeup.clear()
+        held = f"the database did not take the write within {self.timeout:g} s"
+        self.last_failure = (time.monotonic(), held)
+        future.set_exception(StoreUnavailable(held, held, maybe_stored=not queued))
 
     def problem(self) -> str | None:
         """Why writes are not going through now, or None: a transaction in flight longer than the

@@ -97,3 +97,45 @@ async def test_while_one_lane_waits_for_its_commit_the_next_lane_takes_the_next_
     await asyncio.gather(*requests)
     await writer.stop()
     assert [batches for _, batches in store.groups] == [[[1]], [[2]], [[3]]]
+
+
+class Held:
+    """A store whose every transaction waits until :attr:`release` is set (a lock or a frozen link)."""
+
+    def __init__(self):
+        self.release = asyncio.Event()
+        self.seen: list = []
+
+    def lanes(self):
+        return [self]
+
+    async def ingest(self, batches):
+        self.seen += batches
+        await self.release.wait()
+        return [np.full(len(b), NEW, dtype=np.int8) for b in batches]
+
+
+async def test_a_held_write_fails_within_the_timeout_and_a_queued_one_is_taken_back():
+    """A request whose transaction the database holds past the timeout fails then, saying its
+    reports may have been stored; one queued behind it fails at its own timeout, taken back from
+    the queue, so that nothing of it is ever written; /healthz's problem names the held write."""
+    from aggregator.store import StoreUnavailable
+
+    store = Held()
+    writer = ReportWriter(store, timeout=0.2)
+    writer.start()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    held = loop.create_task(writer.submit([["a"]]))
+    await asyncio.sleep(0.05)  # "a" is in its transaction
+    queued = loop.create_task(writer.submit([["b"]]))
+    outcomes = await asyncio.gather(held, queued, return_exceptions=True)
+    took = loop.time() - started
+    assert all(isinstance(o, StoreUnavailable) for o in outcomes), outcomes
+    assert outcomes[0].maybe_stored and not outcomes[1].maybe_stored
+    assert 0.2 <= took < 0.4
+    assert writer.problem() == "a write has waited for the database more than 0.2 s"
+    store.release.set()
+    await asyncio.sleep(0.05)
+    await writer.stop()
+    assert store.seen == [["a"]]  # "b" never reached a transaction
