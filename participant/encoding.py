@@ -67,7 +67,8 @@ def feature_rows(X, spec: CollectionSpec) -> np.ndarray:
     """The raw feature table ``(m, n)`` (object dtype, columns in spec order) of what a
     scikit-learn user passes: a pandas DataFrame (its columns picked by the spec's feature names,
     extra columns such as the label ignored), a list of records as dicts, or rows already in spec
-    order. Raises :class:`RecordError` naming a missing column or field."""
+    order. A record's label, if it holds one, is ignored, as a DataFrame's label column is. Raises
+    :class:`RecordError` naming a missing column or field."""
     names = list(raw_field_names(spec)[:-1])
     if hasattr(X, "columns"):  # a DataFrame, without importing pandas
         missing = [n for n in names if n not in X.columns]
@@ -75,7 +76,7 @@ def feature_rows(X, spec: CollectionSpec) -> np.ndarray:
             raise RecordError(missing[0], f"the table has no column {missing[0]!r} (the spec's features: {names})")
         return X[names].to_numpy(dtype=object)
     if isinstance(X, (list, tuple)) and X and isinstance(X[0], Mapping):
-        return np.array([_raw_values(record, spec) for record in X], dtype=object)
+        return np.array([_raw_values(record, spec, with_label=False) for record in X], dtype=object)
     return np.asarray(X, dtype=object)
 
 
@@ -85,13 +86,14 @@ def raw_field_names(spec: CollectionSpec) -> tuple[str, ...]:
     return (*(f.name for f in raw), spec.label)
 
 
-def _raw_values(record: Mapping[str, object], spec: CollectionSpec) -> list:
+def _raw_values(record: Mapping[str, object], spec: CollectionSpec, with_label: bool = True) -> list:
     """The record's raw feature values in spec order; raises :class:`RecordError` for a missing
-    field or, for continuous features, a value that is not a number."""
+    field (the label too, unless ``with_label`` is false: a record to classify need not hold it)
+    or, for continuous features, a value that is not a number."""
     if not isinstance(record, Mapping):
         raise RecordError("record", "must be a mapping of field name to value")
     names = raw_field_names(spec)
-    for name in names:
+    for name in names if with_label else names[:-1]:
         if name not in record or record[name] is None:
             raise RecordError(name, "missing")
     values = [record[name] for name in names[:-1]]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.preprocessing import OrdinalEncoder
@@ -36,6 +38,11 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
     spec`` on a public sample): its features' categories, its classes, protocol, ε, θ and budget
     are used, and a record outside its declared values is refused, as a device would refuse it.
 
+    ``X`` is what scikit-learn users hold: an array, a DataFrame, or a list of records as dicts.
+    Records and DataFrames are matched by field name: with ``spec``, its features are picked and
+    anything else (the label) is ignored; without, ``fit`` takes every field (less the label
+    when ``y`` is a named pandas Series), and prediction picks the fields ``fit`` saw.
+
     Parameters mirror the simulator's options; ``random_state`` seeds the simulated randomness.
     """
 
@@ -68,9 +75,30 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         tags.classifier_tags.poor_score = True
         return tags
 
+    def _table(self, X, y=None, fitting: bool = False):
+        """``X`` as ``validate_data`` takes it: a list of records becomes a DataFrame; a DataFrame's
+        columns are the spec's features, or those ``fit`` saw (a label column is dropped)."""
+        if isinstance(X, (list, tuple)) and X and isinstance(X[0], Mapping):
+            import pandas as pd
+
+            X = pd.DataFrame.from_records(X)
+        if not hasattr(X, "columns"):
+            return X
+        if self.spec is not None:
+            names = [f.name for f in self.spec.features]
+        elif not fitting and hasattr(self, "feature_names_in_"):
+            names = list(self.feature_names_in_)
+        else:
+            label = getattr(y, "name", None)
+            names = [c for c in X.columns if c != label]
+        missing = [n for n in names if n not in X.columns]
+        if missing:
+            raise ValueError(f"X has no column {missing[0]!r} (the model's features: {names})")
+        return X[names]
+
     def fit(self, X, y):
         """Simulate the collection of ``X, y`` (one participant per row) and assemble the model."""
-        X, y = validate_data(self, X, y, dtype=None)
+        X, y = validate_data(self, self._table(X, y, fitting=True), y, dtype=None)
         check_classification_targets(y)
         if self.spec is not None:
             return self._fit_declared(X, y)
@@ -120,7 +148,7 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
 
     def _joint_log_likelihood(self, X) -> np.ndarray:
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=None, reset=False)
+        X = validate_data(self, self._table(X), dtype=None, reset=False)
         if self.spec is not None:  # declared categories are compared as written, as a device does
             X = np.asarray(X, dtype=object).astype(str)
         codes = self.encoder_.transform(X)

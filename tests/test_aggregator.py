@@ -160,6 +160,14 @@ def test_model_probabilities_and_sklearn_exports_agree(estimator):
     pipeline = model.to_sklearn_pipeline()
     np.testing.assert_array_equal(pipeline.predict(X1), model.predict(X1))
     assert pipeline.score(X1, Y1) == pytest.approx(model.score(X1, Y1))
+    # The records users hold: dicts with the label or without it, a DataFrame with or without it.
+    import pandas as pd
+
+    names = [f.name for f in spec.features]
+    with_label = [{**dict(zip(names, row)), spec.label: y} for row, y in zip(X1, Y1)]
+    without = [dict(zip(names, row)) for row in X1]
+    for X in (with_label, without, pd.DataFrame(with_label), pd.DataFrame(without)):
+        np.testing.assert_array_equal(pipeline.predict(X), model.predict(X1))
 
 
 def test_model_refuses_unknown_categories(spec):

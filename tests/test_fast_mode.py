@@ -274,6 +274,29 @@ def test_the_sklearn_estimator_passes_check_estimator():
     check_estimator(LDPNaiveBayes(random_state=0))
 
 
+def test_the_sklearn_estimator_takes_arrays_dataframes_and_records():
+    """The same fit and the same predictions from an array, a DataFrame and a list of dicts; a
+    label among the records' fields is ignored (named by the Series ``y``, or by the spec)."""
+    import pandas as pd
+
+    data = load_dataset("car", download=False)
+    names = [f"f{i}" for i in range(data.X.shape[1])]
+    frame = pd.DataFrame(data.X, columns=names)
+    y = pd.Series(data.y, name="label")
+    records = frame.assign(label=data.y).to_dict("records")
+    on_array = LDPNaiveBayes(epsilon=2.0, random_state=0).fit(data.X, data.y)
+    for X in (frame, frame.assign(label=data.y), records):
+        fitted = LDPNaiveBayes(epsilon=2.0, random_state=0).fit(X, y)
+        assert list(fitted.feature_names_in_) == names
+        np.testing.assert_array_equal(fitted.predict(X), on_array.predict(data.X))
+        np.testing.assert_array_equal(fitted.predict(records), on_array.predict(data.X))
+    spec = spec_for(data, "OUE", 2.0)
+    declared = LDPNaiveBayes(spec=spec, random_state=0)
+    spec_records = [{**dict(zip([f.name for f in spec.features], row)), spec.label: c} for row, c in zip(data.X, data.y)]
+    fitted = declared.fit(spec_records, data.y)
+    assert fitted.score(spec_records, data.y) == fitted.score(data.X, data.y) > 0.7
+
+
 def test_the_sklearn_estimator_works_with_cross_validation_and_grid_search():
     data = load_dataset("car", download=False)
     scores = cross_val_score(LDPNaiveBayes(epsilon=4.0, random_state=0), data.X, data.y, cv=3)
