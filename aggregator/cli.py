@@ -11,11 +11,14 @@ import socket
 import sys
 from pathlib import Path
 
+from participant.spec import EPSILON_RANGE
+
 from .dbdefaults import DEFAULT_POOL, DEFAULT_TIMEOUT, POSTGRES_WRITE_LANES
 from .operator import COMMANDS as OPERATOR_COMMANDS
 from .operator import OperatorError
 from .operator import add_parsers as add_operator_parsers
 from .operator import run as run_operator
+from .usage import Parser, non_negative_int, number, positive_int, positive_number, share
 
 # The service's machinery (aiohttp's server, the stores and their drivers) is imported in
 # main(), after the options are parsed: `--help` and the operator's commands do without it.
@@ -37,19 +40,6 @@ class UsageError(Exception):
     """Bad use of the command line: printed as one line, exit code 2."""
 
 
-def _positive(kind):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-        return value
-
-    return parse
-
-
 def _port(text: str) -> int:
     """A TCP port, 0 to 65535 (0: the system picks a free one). The resolver would otherwise take a
     larger number modulo 65536 and listen somewhere the operator never asked for."""
@@ -63,7 +53,7 @@ def _port(text: str) -> int:
 
 
 def _pool_size(text: str) -> int:
-    size = _positive(int)(text)
+    size = positive_int(text)
     if size <= POSTGRES_WRITE_LANES:
         raise argparse.ArgumentTypeError(
             f"must be at least {POSTGRES_WRITE_LANES + 1} (one connection per write lane and one for reads), got {text}"
@@ -71,18 +61,8 @@ def _pool_size(text: str) -> int:
     return size
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m aggregator",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -111,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=_port, default=8080, help="port to listen on; 0 picks a free one (default 8080)")
     serve.add_argument(
         "--workers",
-        type=_positive(int),
+        type=positive_int,
         default=1,
         help="processes serving one port (PostgreSQL only; default 1)",
     )
@@ -125,18 +105,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace the admin token stored in the database by the one given (without it a different one is refused)",
     )
     serve.add_argument(
-        "--max-body", type=_positive(int), default=8 * 1024 * 1024, help="largest request body in bytes (default 8 MiB)"
+        "--max-body", type=positive_int, default=8 * 1024 * 1024, help="largest request body in bytes (default 8 MiB)"
     )
-    serve.add_argument("--max-batch", type=_positive(int), default=10_000, help="most reports in one batch (default 10000)")
+    serve.add_argument("--max-batch", type=positive_int, default=10_000, help="most reports in one batch (default 10000)")
     serve.add_argument(
         "--max-state",
-        type=_positive(int),
+        type=positive_int,
         default=1_000_000,
         help="most statistics entries per collection (sum of its inputs' domain sizes; default 1000000)",
     )
     serve.add_argument(
         "--rate-limit",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=0,
         help="reports one address may send to one collection per minute; beyond it 429 (default 0: no limit)",
     )
@@ -147,23 +127,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--keepalive-timeout",
-        type=_positive(float),
+        type=positive_number,
         default=15.0,
         help="seconds a connection may stay open without a complete request: idle, or sending headers slowly "
         "(default 15)",
     )
     serve.add_argument(
         "--max-connections",
-        type=_positive(int),
+        type=positive_int,
         default=1024,
         help="connections open at once; a further one is answered 503 and closed (default 1024)",
     )
     serve.add_argument(
-        "--body-timeout", type=_positive(float), default=30.0, help="seconds to receive a request body (default 30)"
+        "--body-timeout", type=positive_number, default=30.0, help="seconds to receive a request body (default 30)"
     )
     serve.add_argument(
         "--max-connections-per-address",
-        type=_positive(int),
+        type=positive_int,
         default=256,
         help="connections open at once from one address (trusted proxies excepted); a further one is answered "
         "503 and closed, so one address cannot starve the others (default 256)",
@@ -178,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--db-timeout",
-        type=_positive(float),
+        type=positive_number,
         default=DEFAULT_TIMEOUT,
         help="seconds a request may wait for the database, end to end (its turn to be written, a pooled "
         "connection, a lock, a frozen link), before it is answered 503 and /healthz says so; PostgreSQL's "
@@ -227,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     draft.add_argument("--categorical", default="", metavar="COL,...", help="columns never taken as numeric")
     draft.add_argument("--range", action="append", default=[], metavar="COL=LO:HI", help="declared range (repeat)")
     draft.add_argument("--protocol", default="auto", help="DE, SUE, OUE, SHE, THE or auto (default)")
-    draft.add_argument("--eps", type=float, default=1.0, help="epsilon per person (default 1)")
+    draft.add_argument("--eps", type=number(*EPSILON_RANGE), default=1.0, help="epsilon per person (default 1)")
     draft.add_argument(
         "--model",
         choices=["discrete", "gaussian"],
@@ -235,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="discrete (default): numeric columns binned, a categorical Naive Bayes; gaussian: numeric columns "
         "as they are, a Gaussian Naive Bayes over the declared ranges",
     )
-    draft.add_argument("--bins", type=int, default=4, help="bins per numeric column, discrete model (default 4)")
+    draft.add_argument("--bins", type=number(2, whole=True), default=4, help="bins per numeric column, discrete model (default 4)")
     draft.add_argument(
         "--approach",
         type=int,
@@ -247,14 +227,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     draft.add_argument(
         "--class-share",
-        type=float,
+        type=share,
         metavar="SHARE",
         help="share of people who report the class input (default: as every other input); more of them "
         "estimate uneven classes better, at the features' expense",
     )
     draft.add_argument(
         "--people",
-        type=int,
+        type=positive_int,
         metavar="N",
         help="how many people you expect to report: the notes then say how surely their reports will name the "
         "most common class, and which --class-share would make it surer",
@@ -296,8 +276,6 @@ def run_spec_draft(args) -> str:
     if args.out:
         refuse_unwritable(args.out)
     table, notes = read_csv(args.csv, options)
-    if args.people is not None and args.people < 1:
-        raise UsageError(f"--people must be a positive number, got {args.people}")
     spec, more = draft_spec(
         table, args.protocol, args.eps, args.model, args.bins, args.approach,
         class_share=args.class_share, people=args.people,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .estimators import ESTIMATORS, model_from_dict
 from .plausibility import Z_THRESHOLD
+from .usage import non_negative_int, positive_int, positive_number
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 ENROLL_CHUNK = 10_000
@@ -40,14 +41,14 @@ def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
     create = common(sub.add_parser("create", help="create a collection from a spec file", allow_abbrev=False))
     create.add_argument("--spec", required=True, help="the collection spec, a JSON file")
     create.add_argument("--id", help="the collection's id (default: generated)")
-    create.add_argument("--min-reports", type=int, default=100, help="reports before estimates are released (default 100)")
+    create.add_argument("--min-reports", type=non_negative_int, default=100, help="reports before estimates are released (default 100)")
     create.add_argument("--enrollment", action="store_true", help="accept only reports carrying an enrollment token")
 
     common(sub.add_parser("list", help="every collection with its progress", allow_abbrev=False))
 
     status = common(sub.add_parser("status", help="a collection's progress, ingest rate and flags", allow_abbrev=False))
     status.add_argument("id", help="the collection's id (as `list` shows it)")
-    status.add_argument("--interval", type=float, default=2.0, help="seconds between the two counts the rate is from")
+    status.add_argument("--interval", type=positive_number, default=2.0, help="seconds between the two counts the rate is from")
     status.add_argument("--wait", action="store_true", help="wait (with a progress bar) until the collection is released")
 
     model = common(sub.add_parser("model", help="save the trained model for scikit-learn (joblib)", allow_abbrev=False))
@@ -82,7 +83,7 @@ def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
 
     enroll = common(sub.add_parser("enroll", help="issue single-use enrollment tokens", allow_abbrev=False))
     enroll.add_argument("id", help="the collection's id, created with --enrollment")
-    enroll.add_argument("--count", type=int, required=True, help="how many tokens: one per person who may report")
+    enroll.add_argument("--count", type=positive_int, required=True, help="how many tokens: one per person who may report")
     enroll.add_argument("--out", required=True, help="file to write, one token per line")
 
 

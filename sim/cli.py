@@ -11,6 +11,7 @@ import sys
 import numpy as np
 
 from aggregator.estimators import ESTIMATORS
+from aggregator.usage import Parser, non_negative_int, number, positive_int, share
 from participant.errors import ClientError, RecordError, SpecError
 from participant.spec import EPSILON_RANGE, CollectionSpec
 from protocols import DEFAULT_THETA, PROTOCOL_NAMES
@@ -43,7 +44,7 @@ data: files are read from --data-dir, ${ENV_VAR}, ../shared/datasets, or downloa
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m sim",
         allow_abbrev=False,  # "--admin-token" must not pass for "--admin-token-file"
         description=DESCRIPTION,
@@ -70,11 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="frequency oracle; auto (default): per input DE or OUE, whichever has the smaller variance",
     )
     parser.add_argument(
-        "--eps", type=float, default=1.0, help="epsilon each person spends on their one report (default 1)"
+        "--eps", type=number(*EPSILON_RANGE), default=1.0, help="epsilon each person spends on their one report (default 1)"
     )
     parser.add_argument(
         "--theta",
-        type=float,
+        type=share,
         default=DEFAULT_THETA,
         help="THE threshold (default: the variance-optimal one for the epsilon; the paper's experiments use 0.25)",
     )
@@ -86,10 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
         "(normsub with EM histograms for DE inputs)",
     )
     parser.add_argument(
-        "--reps", type=int, default=10, help="repetitions, each a fresh random 80/20 split (default 10)"
+        "--reps", type=positive_int, default=10, help="repetitions, each a fresh random 80/20 split (default 10)"
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="seed of the first repetition; repetition r uses seed+r (default 0)"
+        "--seed", type=non_negative_int, default=0, help="seed of the first repetition; repetition r uses seed+r (default 0)"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.add_argument(
@@ -108,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--class-share",
-        type=float,
+        type=share,
         metavar="SHARE",
         help="share of people who report the class input (default: uniform over the inputs, 1/(n+1)); "
         "more reports on the class estimate an uneven class prior better, at the features' expense "
@@ -128,11 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="discrete",
         help="discrete: equal-width bins, then the categorical pipeline (default); gaussian: LDP Gaussian NB",
     )
-    cont.add_argument("--bins", type=int, help="bins per coordinate (default: the paper's, 2 australian, 4 diabetes)")
+    cont.add_argument("--bins", type=number(2, whole=True), help="bins per coordinate (default: the paper's, 2 australian, 4 diabetes)")
     cont.add_argument(
         "--reduce", choices=["pca", "dca"], help="project before perturbing (fitted on the training split)"
     )
-    cont.add_argument("--components", type=int, default=1, help="coordinates kept by --reduce (default 1)")
+    cont.add_argument("--components", type=positive_int, default=1, help="coordinates kept by --reduce (default 1)")
     cont.add_argument(
         "--approach",
         type=int,
@@ -158,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     http.add_argument(
         "--clients",
-        type=int,
+        type=positive_int,
         default=256,
         help="participants in flight at once, each on its own connection from this machine: an --aggregator "
         "of your own must allow that many per address (serve --max-connections-per-address; default 256)",
@@ -207,13 +208,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_common(parser, args)
-    low, high = EPSILON_RANGE
-    if not low <= args.eps <= high:
-        parser.error(f"--eps must lie in [{low:g}, {high:g}], the range a collection spec accepts")
-    if args.theta is not None and not 0 < args.theta < 1:
-        parser.error("--theta must lie in (0, 1)")
-    if args.reps < 1:
-        parser.error("--reps must be at least 1")
     args.admin_token = os.environ.get("LDPNB_ADMIN_TOKEN")
     if args.admin_token_file:
         try:
@@ -239,8 +233,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--tokens goes with --collection (a fresh collection takes no enrollment tokens)")
     if args.aggregator and not args.admin_token and not args.collection:
         parser.error("--aggregator needs the admin token in $LDPNB_ADMIN_TOKEN or --admin-token-file")
-    if args.clients < 1:
-        parser.error("--clients must be at least 1")
     if args.via == "http" and (args.budget != "one-report" or args.mode != "replay"):
         parser.error("--via http replays one report per person: it takes neither --budget nor --mode fast")
     if args.class_share is not None and (args.via == "http" or args.budget != "one-report" or args.collection):
@@ -248,8 +240,6 @@ def main(argv: list[str] | None = None) -> int:
             "--class-share goes with one report per person simulated in process "
             "(not with --via http, --collection or --budget; a --spec states its own class_share)"
         )
-    if args.class_share is not None and not 0 < args.class_share < 1:
-        parser.error(f"--class-share must lie in (0, 1), got {args.class_share:g}")
     if args.spec:
         return run_spec(parser, args)
     if args.collection:
@@ -274,8 +264,6 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.reduce and not 1 <= args.components <= data.X.shape[1]:
         parser.error(f"--components must lie in [1, {data.X.shape[1]}]")
-    if args.bins is not None and args.bins < 2:
-        parser.error("--bins must be at least 2")
     if args.reduce:
         print(
             f"note: the {args.reduce.upper()} projection is fitted on the training split, i.e. on the surveyed "

@@ -36,17 +36,6 @@ def epsilons(text: str) -> list[float]:
     return values
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def _columns(text: str) -> tuple[str, ...]:
     return tuple(c.strip() for c in text.split(",") if c.strip())
 
@@ -73,7 +62,7 @@ def csv_source(text: str) -> CSVSource:
     path, _, rest = text.partition(":")
     label, _, drop = rest.partition(":")
     if not Path(path).is_file():
-        raise argparse.ArgumentTypeError(f"CSV file {path} does not exist")
+        raise argparse.ArgumentTypeError(f"CSV file {path} does not exist: give the path of a readable file")
     return CSVSource(path, label.strip() or None, _columns(drop))
 
 

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli_options import add_csv_options, check_common, csv_source, load_data, output_folder, positive_int
+from aggregator.usage import Parser, non_negative_int, positive_int
+
+from .cli_options import add_csv_options, check_common, csv_source, load_data, output_folder
 from .cli_options import epsilons as epsilon_list
 from .datasets import ENV_VAR, dataset_names
 
@@ -158,7 +160,7 @@ def plot(result: dict, epsilons: list[float], title: str, path: Path) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``python -m sim compare``."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m sim compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     source = parser.add_mutually_exclusive_group(required=True)
@@ -169,11 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_csv_options(parser)
     parser.add_argument("--eps", type=epsilon_list, default="0.1,0.5,1,2,5", help="comma-separated ε values")
     parser.add_argument("--reps", type=positive_int, default=20, help="splits per ε (default 20)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the first split; split r uses seed+r (default 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the first split; split r uses seed+r (default 0)")
     parser.add_argument("--data-dir", metavar="DIR", help=f"folder holding the UCI files (or set ${ENV_VAR})")
     parser.add_argument("--out", default="results", help="folder for the plot (default results)")
     parser.add_argument(
-        "--knn", type=int, default=0, metavar="K", help="also run private K-NN (categorical data; slow)"
+        "--knn", type=non_negative_int, default=0, metavar="K", help="also run private K-NN (categorical data; slow)"
     )
     return parser
 
@@ -184,8 +186,6 @@ def main(argv: list[str]) -> int:
     check_common(parser, args)
     data = load_data(parser, args)
     eps_values = args.eps
-    if args.knn < 0:
-        parser.error("--knn takes K >= 1 (or 0, the default: no k-NN)")
     if args.knn and data.continuous:
         parser.error("--knn applies to the categorical data sets")
     out = output_folder(parser, args.out)

@@ -23,9 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from aggregator.usage import Parser, non_negative_int, number, positive_int
+from participant.spec import EPSILON_RANGE
 from protocols import PROTOCOL_NAMES
 
-from .cli_options import add_csv_options, check_common, csv_source, load_data, positive_int
+from .cli_options import add_csv_options, check_common, csv_source, load_data
 from .datasets import Dataset, dataset_names
 
 SHARES = (0.25, 0.4, 0.55, 0.7)
@@ -166,7 +168,7 @@ def shares_list(text: str) -> list[float]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m sim plan",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -184,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--protocol", choices=list(PROTOCOL_NAMES), default="auto", help="frequency oracle (default auto)"
     )
-    parser.add_argument("--eps", type=float, default=1.0, help="epsilon each person spends on their one report")
+    parser.add_argument("--eps", type=number(*EPSILON_RANGE), default=1.0, help="epsilon each person spends on their one report")
     parser.add_argument(
         "--people",
         type=positive_int,
@@ -195,27 +197,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--shares", type=shares_list, default=list(SHARES), help="class shares to try (default 0.25,0.4,0.55,0.7)"
     )
     parser.add_argument("--reps", type=positive_int, default=100, help="simulated collections per share (default 100)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the first repetition (default 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the first repetition (default 0)")
     parser.add_argument(
-        "--bins", type=int, help="bins per coordinate of a continuous sample (default: the paper's, else 4)"
+        "--bins", type=number(2, whole=True), help="bins per coordinate of a continuous sample (default: the paper's, else 4)"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     return parser
 
 
 def main(argv: list[str]) -> int:
-    from participant.spec import EPSILON_RANGE
-
     parser = build_parser()
     args = parser.parse_args(argv)
     check_common(parser, args)
-    low, high = EPSILON_RANGE
-    if not low <= args.eps <= high:
-        parser.error(f"--eps must lie in [{low:g}, {high:g}], the range a collection spec accepts")
     if args.reps < 2:
         parser.error("--reps must be at least 2: the plan weighs paired differences by their standard error")
-    if args.bins is not None and args.bins < 2:
-        parser.error("--bins must be at least 2")
     from .experiment import Setup  # scikit-learn: not for --help or a refused option
 
     sample = load_data(parser, args)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from aggregator import ESTIMATORS
 from aggregator.csvdata import DataError, read_csv
+from aggregator.usage import Parser, listed, non_negative_int, positive_int
 from protocols import DEFAULT_THETA, FREQUENCY_ORACLES, PROTOCOL_NAMES
 
 from .cli_options import (
@@ -31,7 +32,6 @@ from .cli_options import (
     csv_sources,
     load_source,
     output_folder,
-    positive_int,
 )
 from .cli_options import epsilons as epsilon_list
 from .datasets import ENV_VAR, DatasetNotFound, dataset_names, load_dataset
@@ -265,18 +265,6 @@ def _is_continuous(name: str, data_dir, sources) -> bool:
     return load_source(name, data_dir, sources.get(name)).continuous
 
 
-def _list(kind):
-    """An argparse type: comma-separated values of ``kind``."""
-
-    def parse(text: str) -> list:
-        try:
-            return [kind(x) for x in text.split(",") if x]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__} values, got {text!r}") from None
-
-    return parse
-
-
 def _reductions(text: str) -> list[str]:
     """``original,pca,dca`` (an empty item also means the original features)."""
     out = ["" if x.strip() in ("", "original", "none") else x.strip() for x in text.split(",")]
@@ -287,7 +275,7 @@ def _reductions(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m sim sweep",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -296,16 +284,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--out results/car",
     )
     parser.add_argument(
-        "--datasets", type=_list(str), default=[], help=f"comma-separated: {', '.join(dataset_names())}"
+        "--datasets", type=listed(dataset_names(), otherwise=", or pass --csv FILE"), default=[], help=f"comma-separated: {', '.join(dataset_names())}"
     )
     parser.add_argument(
-        "--protocols", type=_list(str), default=list(FREQUENCY_ORACLES), help="comma-separated (default all)"
+        "--protocols", type=listed(PROTOCOL_NAMES), default=list(FREQUENCY_ORACLES), help="comma-separated (default all)"
     )
     parser.add_argument("--eps", type=epsilon_list, default=[0.5, 1, 2, 3, 4, 5], help="comma-separated ε values")
     parser.add_argument("--reps", type=positive_int, default=100, help="repetitions per cell (default 100)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of repetition 0 (default 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of repetition 0 (default 0)")
     parser.add_argument(
-        "--estimators", type=_list(str), default=["normsub"], help=f"comma-separated: {', '.join(ESTIMATORS)}"
+        "--estimators", type=listed(ESTIMATORS), default=["normsub"], help=f"comma-separated: {', '.join(ESTIMATORS)}"
     )
     parser.add_argument(
         "--budget",
@@ -325,8 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--reduce", type=_reductions, default=[""], help="continuous data: comma-separated original, pca, dca"
     )
     parser.add_argument("--components", type=positive_int, default=1, help="coordinates kept by pca or dca (default 1)")
-    parser.add_argument("--bins", type=int, default=0, help="0: the paper's bins per data set")
-    parser.add_argument("--approaches", type=_list(int), default=[1, 2, 3], help="gaussian model: comma-separated")
+    parser.add_argument("--bins", type=non_negative_int, default=0, help="0: the paper's bins per data set")
+    parser.add_argument("--approaches", type=listed((1, 2, 3), int), default=[1, 2, 3], help="gaussian model: comma-separated")
     parser.add_argument(
         "--jobs", type=positive_int, default=os.cpu_count() or 1, help="worker processes (default: all cores)"
     )
@@ -358,9 +346,6 @@ def main(argv: list[str]) -> int:
     check_common(parser, args)
     if not args.datasets and not args.csv:
         parser.error("name --datasets, or --csv FILE (repeatable) for your own data")
-    unknown = [d for d in args.datasets if d not in dataset_names()]
-    if unknown:
-        parser.error(f"unknown data sets {unknown}; choose from {', '.join(dataset_names())}, or pass --csv FILE")
     sources = csv_sources(args)
     clash = set(sources) & set(args.datasets)
     if clash:
@@ -374,16 +359,8 @@ def main(argv: list[str]) -> int:
     except (DataError, DatasetNotFound, ValueError) as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     args.datasets = [*args.datasets, *sources]
-    for name in args.estimators:
-        if name not in ESTIMATORS:
-            parser.error(f"unknown estimator {name!r}")
-    for name in args.protocols:
-        if name not in PROTOCOL_NAMES:
-            parser.error(f"unknown protocol {name!r}")
     if args.bins == 1 or args.bins < 0:
         parser.error("--bins must be 0 (the paper's bins per data set) or at least 2")
-    if not set(args.approaches) <= {1, 2, 3}:
-        parser.error(f"--approaches takes 1, 2 and 3, got {args.approaches}")
     continuous = [name for name in args.datasets if _is_continuous(name, args.data_dir, sources)]
     if not continuous and (args.model == "gaussian" or any(args.reduce) or args.bins):
         parser.error(

@@ -199,7 +199,8 @@ def test_enrollment_tokens_are_written_privately(server, tmp_path):
 def test_bad_use_is_one_line_and_exit_2(server, tmp_path):
     one_line_error(cli(server, "list", token=None), "admin token is needed")
     one_line_error(cli(server, "list", token="wrong-token-wrong-token-0"), "403")
-    one_line_error(cli(server, "status", "nowhere", "--interval", "0"), "404", "nowhere")
+    one_line_error(cli(server, "status", "nowhere", "--interval", "0.1"), "404", "nowhere")
+    one_line_error(cli(server, "status", "survey", "--interval", "0"), "--interval: must be greater than 0")
     one_line_error(cli(server, "list", url=f"http://127.0.0.1:{free_port()}"), "cannot reach the service")
     one_line_error(cli(server, "create", "--spec", str(tmp_path / "missing.json")), "cannot read the spec")
     port = cli(server, "serve", "--port", "99999", "--db", str(tmp_path / "p.sqlite3"))  # not 99999 − 65536

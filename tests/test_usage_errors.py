@@ -1,0 +1,82 @@
+"""Every command-line mistake is one line naming the option and what it takes, plus a pointer to
+``--help``, and exit code 2 (no usage block, no traceback)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+
+from aggregator.cli import build_parser as aggregator_parser
+from sim import compare, plan, sweep
+from sim.cli import build_parser as sim_parser
+from sim.cli_options import _columns
+
+# Options whose value is free text (a name, a path to write, a URL, a column list): no value is bad.
+FREE = (None, str, _columns)
+BAD = "abc-not-valid"
+
+
+def parsers() -> list[tuple[list[str], argparse.ArgumentParser]]:
+    """``(the words before the option, its parser)`` of every command."""
+    found = [([], sim_parser()), (["sweep"], sweep.build_parser()), (["compare"], compare.build_parser()),
+             (["plan"], plan.build_parser())]  # fmt: skip
+    root = aggregator_parser()
+    (commands,) = [a for a in root._actions if isinstance(a, argparse._SubParsersAction)]
+    found += [([name], parser) for name, parser in commands.choices.items()]
+    return found
+
+
+def valued_options() -> list[tuple[str, list[str], str]]:
+    """``(command, words before, option)`` for every option that takes a value with a form."""
+    cases = []
+    for words, parser in parsers():
+        for action in parser._actions:
+            if not action.option_strings or action.nargs == 0:
+                continue
+            if action.choices is None and action.type in FREE:
+                continue
+            cases.append((parser.prog, words, action.option_strings[-1]))
+    return cases
+
+
+CASES = valued_options()
+
+
+def test_every_command_and_its_valued_options_are_walked():
+    commands = {prog for prog, _, _ in CASES}
+    assert {"python -m sim", "python -m sim sweep", "python -m sim compare", "python -m sim plan"} <= commands
+    assert {"python -m aggregator serve", "python -m aggregator spec", "python -m aggregator create"} <= commands
+    assert len(CASES) >= 40
+
+
+@pytest.mark.parametrize(("prog", "words", "option"), CASES, ids=[f"{p} {o}" for p, _, o in CASES])
+def test_a_bad_value_is_one_line_naming_the_option(prog, words, option, capsys):
+    parser = dict((p.prog, p) for _, p in parsers())[prog]
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args([option, BAD])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"{prog}: error: argument {option}") and f"(see {prog} --help)" in err, err
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--dataset", "car", "--eps", "abc"], "argument --eps: expected a number, got 'abc'"),
+        (["--dataset", "car", "--eps", "0"], "argument --eps: must lie in [0.001, 50], got 0"),
+        (["--dataset", "car", "--eps", "-1"], "argument --eps: must lie in [0.001, 50], got -1"),
+        (["--dataset", "car", "--reps", "0"], "argument --reps: must be at least 1, got 0"),
+        (["--dataset", "car", "--theta", "2"], "argument --theta: must lie in (0, 1), got 2"),
+        (["--csv", "missing.csv", "--label", "y"], "argument --csv: CSV file missing.csv does not exist"),
+        (["sweep", "--datasets", "car", "--protocols", "XYZ", "--out", "x"], "argument --protocols: unknown value 'XYZ'"),
+        (["--dataset", "car", "--class-share", "1"], "argument --class-share: must lie in (0, 1), got 1"),
+    ],
+)
+def test_the_mistakes_reviewers_made_are_one_line(args, says):
+    result = subprocess.run([sys.executable, "-m", "sim", *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and says in result.stderr and "--help)" in result.stderr, result.stderr
