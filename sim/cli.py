@@ -171,6 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
         "epsilon and model; one repetition; no admin token needed) instead of a fresh one",
     )
     http.add_argument(
+        "--all-rows",
+        action="store_true",
+        help="with --collection: send every row, not the 80 %% training split (the model is then scored on the "
+        "rows it learned from, which flatters it)",
+    )
+    http.add_argument(
         "--tokens",
         metavar="FILE",
         help="enrollment tokens for a --collection that requires them, one per line "
@@ -231,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         args.reps = 1
     elif args.tokens:
         parser.error("--tokens goes with --collection (a fresh collection takes no enrollment tokens)")
+    elif args.all_rows:
+        parser.error("--all-rows goes with --collection (a simulation keeps a test split to score on)")
     if args.aggregator and not args.admin_token and not args.collection:
         parser.error("--aggregator needs the admin token in $LDPNB_ADMIN_TOKEN or --admin-token-file")
     if args.via == "http" and (args.budget != "one-report" or args.mode != "replay"):
@@ -330,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     summary["via"] = args.via
     if args.via == "http":
         summary["reports_per_second"] = float(np.mean([r.reports_per_second for r in results]))
+    summary.update(learned(results, args.estimator, data, args, setup))
     if args.json:
         print(json.dumps(summary))
     else:
@@ -343,7 +352,37 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"  ingest over HTTP          {summary['reports_per_second']:,.0f} reports/s ({args.clients} clients in flight)"
             )
+        if line := verdict_line(summary):
+            print(line)
     return 0
+
+
+def learned(results: list, estimator: str, data, args, setup=None, search: bool = True) -> dict:
+    """Whether the model beat the constant classifier (``beats_constant``, with the mean gain and
+    its standard error), and, when it did not and ``search``, the people a collection would need
+    for it to (``people_needed``; None: more people would not help), from simulated collections."""
+    from .experiment import test_rows
+    from .verdict import people_needed, verdict
+
+    majority = [r.majority_accuracy for r in results]
+    if not np.isfinite(majority).all():
+        return {}
+    found = verdict([r.accuracy[estimator] for r in results], majority, test_rows(results[0].n_train))
+    out = {"beats_constant": found.learned, "gain_over_constant": found.gain, "gain_over_constant_se": found.se}
+    if not found.learned and search:
+        print("the model does not beat the constant classifier: estimating the people it would need…", file=sys.stderr)
+        out["people_needed"] = people_needed(data, args.protocol, args.eps, estimator, setup, args.seed)
+    return out
+
+
+def verdict_line(summary: dict) -> str | None:
+    """The one line of :func:`sim.verdict.describe` for a summary :func:`learned` filled."""
+    from .verdict import Verdict, describe
+
+    if "beats_constant" not in summary:
+        return None
+    found = Verdict(summary["gain_over_constant"], summary["gain_over_constant_se"])
+    return describe(found, summary.get("people_needed"), searched="people_needed" in summary)
 
 
 def accuracy_summary(results: list, estimator: str) -> dict:
@@ -425,6 +464,7 @@ def run_spec(parser: argparse.ArgumentParser, args) -> int:
         "eps_per_person": spec.epsilon_per_person,
         "reps": args.reps,
         **accuracy_summary(results, args.estimator),
+        **learned(results, args.estimator, data, args, search=False),
     }
     if args.json:
         print(json.dumps(summary))
@@ -433,6 +473,8 @@ def run_spec(parser: argparse.ArgumentParser, args) -> int:
             f"{data.name} with the collection of {args.spec}: {describe_budget(spec)}, {summary['n_train']} "
             f"participants, {args.reps} reps\n" + accuracy_lines(summary)
         )
+        if line := verdict_line(summary):
+            print(line)
     return 0
 
 
@@ -461,9 +503,11 @@ def run_collection(parser: argparse.ArgumentParser, args) -> int:
             parser.error(f"cannot read --tokens: {exc}")
     data = load_data(parser, args)
     try:
+        sending = "every row" if args.all_rows else f"the training split of seed {args.seed} (80 %; --all-rows sends every row)"
+        print(f"sending {sending} into {args.collection}, one participant per row", file=sys.stderr)
         run, note = replay_into(
             data, url, args.collection, spec, enrollment, args.seed, args.estimator, args.clients, tokens,
-            args.log_loss,
+            args.log_loss, args.all_rows,
         )  # fmt: skip
     except ReplayError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
@@ -476,9 +520,13 @@ def run_collection(parser: argparse.ArgumentParser, args) -> int:
         "estimator": args.estimator,
         "sent": run.n_train,
         "reports_per_second": run.reports_per_second,
+        "all_rows": args.all_rows,
         "accuracy": None if np.isnan(run.accuracy[args.estimator]) else run.accuracy[args.estimator],
         "nonprivate": run.nonprivate_accuracy,
+        "majority": run.majority_accuracy,
     }
+    if not note:
+        summary.update(learned([run], args.estimator, data, args, search=False))
     if run.log_loss:
         summary.update(log_loss=run.log_loss[args.estimator], prior_log_loss=run.prior_log_loss)
     if note:
@@ -486,13 +534,17 @@ def run_collection(parser: argparse.ArgumentParser, args) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
+        scored_on = "every row it learned from" if args.all_rows else "the test split"
         print(f"{data.name}: {run.n_train} reports sent into {args.collection} at {url} "
-              f"({run.reports_per_second:,.0f} reports/s)")  # fmt: skip
+              f"({run.reports_per_second:,.0f} reports/s), scored on {scored_on}")  # fmt: skip
         if note:
             print(f"  no model yet: {note}")
         else:
             print(f"  LDP Naive Bayes accuracy  {run.accuracy[args.estimator]:.4f} (estimator {args.estimator})")
         print(f"  non-private Naive Bayes   {run.nonprivate_accuracy:.4f}")
+        print(f"  majority class (constant) {run.majority_accuracy:.4f}")
+        if line := verdict_line(summary):
+            print(line)
         if run.log_loss:
             print(f"  LDP Naive Bayes log-loss  {run.log_loss[args.estimator]:.4f} nats per record")
             print(f"  class shares (constant)   {run.prior_log_loss:.4f}")

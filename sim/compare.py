@@ -9,6 +9,7 @@ each beside its non-private counterpart. Prints a table and writes a plot.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -158,6 +159,34 @@ def plot(result: dict, epsilons: list[float], title: str, path: Path) -> None:
     plt.close(fig)
 
 
+def write_tables(result: dict, epsilons: list[float], seed: int, dataset: str, out: Path) -> list[dict]:
+    """``runs.csv`` (one row per model, ε and split) and ``summary.csv`` (per model and ε: the mean
+    and standard deviation of the accuracy, beside the non-private and constant classifiers', and
+    the paired gain over the constant with its standard error) in ``out``; returns the summary."""
+    import pandas as pd
+
+    from .verdict import verdict
+
+    runs, summary = [], []
+    for name, privacy in result["models"]:
+        for e, eps in enumerate(epsilons):
+            accuracy = result["accuracy"][name][e]
+            for r, value in enumerate(accuracy):
+                runs.append({"dataset": dataset, "model": name, "privacy": privacy, "eps": eps, "rep": r,
+                             "seed": seed + r, "accuracy": value,
+                             "nonprivate_accuracy": result["nonprivate"][name][r],
+                             "majority_accuracy": result["majority"][r]})  # fmt: skip
+            found = verdict(accuracy, result["majority"], 0)
+            summary.append({"dataset": dataset, "model": name, "privacy": privacy, "eps": eps, "reps": len(accuracy),
+                            "accuracy_mean": float(accuracy.mean()), "accuracy_std": float(accuracy.std()),
+                            "nonprivate_mean": float(result["nonprivate"][name].mean()),
+                            "majority_mean": float(result["majority"].mean()), "gain_over_constant": found.gain,
+                            "gain_over_constant_se": found.se, "beats_constant": found.learned})  # fmt: skip
+    pd.DataFrame(runs).to_csv(out / "runs.csv", index=False)
+    pd.DataFrame(summary).to_csv(out / "summary.csv", index=False)
+    return summary
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``python -m sim compare``."""
     parser = Parser(
@@ -173,7 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reps", type=positive_int, default=20, help="splits per ε (default 20)")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the first split; split r uses seed+r (default 0)")
     parser.add_argument("--data-dir", metavar="DIR", help=f"folder holding the UCI files (or set ${ENV_VAR})")
-    parser.add_argument("--out", default="results", help="folder for the plot (default results)")
+    parser.add_argument(
+        "--out", default="results", help="folder for runs.csv, summary.csv and the plot (default results)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON instead of the table")
     parser.add_argument(
         "--knn", type=non_negative_int, default=0, metavar="K", help="also run private K-NN (categorical data; slow)"
     )
@@ -190,20 +222,30 @@ def main(argv: list[str]) -> int:
         parser.error("--knn applies to the categorical data sets")
     out = output_folder(parser, args.out)
     result = compare(data, eps_values, args.reps, args.seed, args.knn)
-    header = "| model | privacy | " + " | ".join(f"ε={e:g}" for e in eps_values) + " | non-private |"
-    print(f"{data.name}: mean accuracy over {args.reps} splits")
-    print(header)
-    print("|---|---|" + "---|" * len(eps_values) + "---|")
-    for name, model in result["models"]:
-        acc = result["accuracy"][name].mean(axis=1)
-        print(
-            f"| {name} | {model} | "
-            + " | ".join(f"{a:.3f}" for a in acc)
-            + f" | {result['nonprivate'][name].mean():.3f} |"
-        )
-    constant = f"{result['majority'].mean():.3f}"
-    print(f"| majority class (constant) | none | {' | '.join([constant] * len(eps_values))} | {constant} |")
+    summary = write_tables(result, eps_values, args.seed, data.name, out)
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        header = "| model | privacy | " + " | ".join(f"ε={e:g}" for e in eps_values) + " | non-private |"
+        print(f"{data.name}: mean accuracy over {args.reps} splits")
+        print(header)
+        print("|---|---|" + "---|" * len(eps_values) + "---|")
+        for name, model in result["models"]:
+            acc = result["accuracy"][name].mean(axis=1)
+            print(
+                f"| {name} | {model} | "
+                + " | ".join(f"{a:.3f}" for a in acc)
+                + f" | {result['nonprivate'][name].mean():.3f} |"
+            )
+        constant = f"{result['majority'].mean():.3f}"
+        print(f"| majority class (constant) | none | {' | '.join([constant] * len(eps_values))} | {constant} |")
+    nothing = [row for row in summary if not row["beats_constant"]]
+    if nothing:
+        named = "; ".join(f"{row['model']} at ε={row['eps']:g}" for row in nothing[:4])
+        more = f" and {len(nothing) - 4} more" if len(nothing) > 4 else ""
+        print(f"{len(nothing)} of {len(summary)} cells do not beat the constant classifier by one standard error "
+              f"(beats_constant in summary.csv): {named}{more}", file=sys.stderr)  # fmt: skip
     path = out / f"compare-{data.name}.png"
     plot(result, eps_values, f"{data.name}: local vs central DP", path)
-    print(f"plot: {path}", file=sys.stderr)
+    print(f"runs and summary: {out / 'runs.csv'}, {out / 'summary.csv'}; plot: {path}", file=sys.stderr)
     return 0

@@ -104,6 +104,11 @@ class RunResult:
     prior_log_loss: float = float("nan")
 
 
+def test_rows(n_train: int) -> int:
+    """About how many test rows a split with ``n_train`` training rows holds."""
+    return round(n_train * TEST_SIZE / (1 - TEST_SIZE))
+
+
 def prior_log_loss(y_train, y_test) -> float:
     """The test log-loss (nats per record) of knowing nothing but the training split's class
     shares, each class's count plus one (so that a class the split left out of training costs a
@@ -189,11 +194,15 @@ def scored(
     models = {name: build_model(stats, name, None if log_loss else 1.0) for name in estimators}
     accuracy = {name: model.score(X_test, y_test) for name, model in models.items()}
     losses = {name: held_out_log_loss(model, X_test, y_test) for name, model in models.items()} if log_loss else {}
-    values, counts = np.unique(np.asarray(y_train), return_counts=True)
-    majority = float(np.mean(np.asarray(y_test) == values[np.argmax(counts)]))
     nonprivate = nonprivate_accuracy(spec, X_train, y_train, X_test, y_test)
     constant = prior_log_loss(y_train, y_test) if log_loss else float("nan")
-    return RunResult(seed, accuracy, nonprivate, len(y_train), majority, losses, constant)
+    return RunResult(seed, accuracy, nonprivate, len(y_train), majority_accuracy(y_train, y_test), losses, constant)
+
+
+def majority_accuracy(y_train, y_test) -> float:
+    """The test accuracy of always answering the training split's most common class."""
+    values, counts = np.unique(np.asarray(y_train), return_counts=True)
+    return float(np.mean(np.asarray(y_test) == values[np.argmax(counts)]))
 
 
 def held_out_log_loss(model, X_test, y_test) -> float:

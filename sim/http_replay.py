@@ -33,6 +33,7 @@ from .experiment import (
     RunResult,
     Setup,
     held_out_log_loss,
+    majority_accuracy,
     nonprivate_accuracy,
     prior_log_loss,
     simulate_reports,
@@ -197,13 +198,19 @@ def replay_into(
     clients: int,
     tokens: list[str] | None,
     log_loss: bool = False,
+    all_rows: bool = False,
 ) -> tuple[HttpRun, str]:
-    """The training split of ``seed`` replayed into the existing collection ``collection_id``
-    whose published spec is ``spec`` (see :func:`published`): one participant per row (with an
-    enrollment token each when the collection requires one), then its model scored on the test
-    split. Returns the run (accuracy NaN while the collection is not released) and the service's
-    note when it is not."""
-    X_train, X_test, y_train, y_test = split(dataset, seed)
+    """The training split of ``seed`` (with ``all_rows``, every row) replayed into the existing
+    collection ``collection_id`` whose published spec is ``spec`` (see :func:`published`): one
+    participant per row (with an enrollment token each when the collection requires one), then
+    its model scored on the test split (with ``all_rows``, on the rows it learned from). Returns
+    the run (accuracy NaN while the collection is not released) and the service's note when it
+    is not."""
+    if all_rows:
+        X_train = X_test = np.asarray(dataset.X, dtype=object)
+        y_train = y_test = np.asarray(dataset.y)
+    else:
+        X_train, X_test, y_train, y_test = split(dataset, seed)
     if enrollment and tokens is None:
         raise ReplayError(
             f"collection {collection_id!r} takes only enrolled reports: pass --tokens FILE "
@@ -229,6 +236,7 @@ def replay_into(
     accuracy = model.score(X_test, y_test) if model is not None else float("nan")
     run = HttpRun(
         seed, {estimator: accuracy}, nonprivate_accuracy(spec, X_train, y_train, X_test, y_test), len(y_train),
+        majority_accuracy(y_train, y_test),
         **losses(model, estimator, X_test, y_train, y_test, log_loss and model is not None), seconds=seconds,
     )  # fmt: skip
     return run, note
@@ -271,6 +279,7 @@ def run_over_http(
         {estimator: model.score(X_test, y_test)},
         nonprivate_accuracy(spec, X_train, y_train, X_test, y_test),
         len(y_train),
+        majority_accuracy(y_train, y_test),
         **losses(model, estimator, X_test, y_train, y_test, log_loss),
         seconds=seconds,
     )

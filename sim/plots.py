@@ -16,8 +16,12 @@ def summarise(runs_csv: Path) -> list[dict]:
     without privacy and of the constant classifier that predicts the training split's majority
     class (``majority_mean``, NaN for runs files written before it was recorded), and the mean
     test log-loss in nats (``log_loss_mean``, NaN unless every run of the cell scored it) beside
-    that of the training split's class shares (``prior_log_loss_mean``); also written next to the
-    runs as ``summary.csv``."""
+    that of the training split's class shares (``prior_log_loss_mean``); the mean paired gain over
+    the constant classifier, its standard error and whether it exceeds one
+    (:func:`sim.verdict.verdict`: ``gain_over_constant``, ``gain_over_constant_se``,
+    ``beats_constant``); also written next to the runs as ``summary.csv``."""
+    from .verdict import verdict
+
     groups: dict[tuple, list[dict]] = defaultdict(list)
     with open(runs_csv, newline="") as f:
         for row in csv.DictReader(f):
@@ -32,6 +36,9 @@ def summarise(runs_csv: Path) -> list[dict]:
         loss = np.mean([float(x) for x in losses]) if all(losses) else float("nan")
         constant = [r.get("prior_log_loss") or "" for r in rows]
         prior_loss = np.mean([float(x) for x in constant]) if all(losses) and all(constant) else float("nan")
+        majority = np.array([float(m) for m in majority])
+        # One repetition gives no paired standard error (runs.csv holds no test-split size).
+        found = verdict(acc, majority, 0) if np.isfinite(majority).all() and len(acc) > 1 else None
         summary.append(
             {
                 **dict(zip([*CELL_FIELDS, "estimator"], key)),
@@ -40,7 +47,10 @@ def summarise(runs_csv: Path) -> list[dict]:
                 "accuracy_mean": acc.mean(),
                 "accuracy_std": acc.std(),
                 "nonprivate_mean": nonprivate.mean(),
-                "majority_mean": np.mean([float(m) for m in majority]),
+                "majority_mean": majority.mean(),
+                "gain_over_constant": found.gain if found else float("nan"),
+                "gain_over_constant_se": found.se if found else float("nan"),
+                "beats_constant": found.learned if found else "",
                 "log_loss_mean": loss,
                 "prior_log_loss_mean": prior_loss,
             }

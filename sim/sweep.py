@@ -408,6 +408,13 @@ def main(argv: list[str]) -> int:
 
     summary = summarise(path)
     print(f"{len(summary)} cells summarised in {out / 'summary.csv'}", file=sys.stderr)
+    nothing = [row for row in summary if row["beats_constant"] is False]
+    if nothing:
+        named = "; ".join(f"{r['dataset']} {r['protocol']} eps={r['eps']} {r['estimator']}" for r in nothing[:4])
+        more = f" and {len(nothing) - 4} more" if len(nothing) > 4 else ""
+        print(f"{len(nothing)} of {len(summary)} cells do not beat the constant classifier by one standard error "
+              f"(beats_constant in summary.csv): {named}{more}; python -m sim on one estimates the people it "
+              "would need", file=sys.stderr)  # fmt: skip
     if not args.no_plot:
         for written in plot_sweep(summary, out):
             print(f"plot: {written}", file=sys.stderr)

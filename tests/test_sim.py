@@ -297,14 +297,29 @@ def test_replay_into_the_operators_enrolled_collection(tmp_path, capsys):
         tokens = json.loads(urllib.request.urlopen(request).read())["tokens"]
         (tmp_path / "tokens.txt").write_text("\n".join(tokens) + "\n")
         assert main([*base, "--tokens", str(tmp_path / "tokens.txt"), "--seed", "3", "--json", "--log-loss"]) == 0
-        replayed = json.loads(capsys.readouterr().out)
+        out, err = capsys.readouterr()
+        replayed = json.loads(out)
         assert replayed["sent"] == 1382 and replayed["collection"] == collection
+        assert "sending the training split of seed 3 (80 %" in err
         in_process = ["--dataset", "car", "--spec", "sim/specs/car.json", "--seed", "3", "--reps", "1", "--json"]
         assert main([*in_process, "--log-loss"]) == 0
         in_process = json.loads(capsys.readouterr().out)
         assert replayed["accuracy"] == in_process["accuracy_mean"]
+        assert replayed["majority"] == in_process["majority_mean"] and replayed["all_rows"] is False
+        assert replayed["beats_constant"] == in_process["beats_constant"]
         assert replayed["log_loss"] == pytest.approx(in_process["log_loss_mean"], rel=1e-9)
         assert replayed["prior_log_loss"] == pytest.approx(in_process["prior_log_loss_mean"])
+        # Every row, into a collection without enrollment: said so, and scored on what it learned from.
+        request = urllib.request.Request(
+            f"{server.url}/collections", data=json.dumps({"spec": spec, "min_reports": 10}).encode(),
+            headers={**AUTH, "Content-Type": "application/json"},
+        )  # fmt: skip
+        open_one = json.loads(urllib.request.urlopen(request).read())["id"]
+        everything = ["--dataset", "car", "--via", "http", "--aggregator", server.url, "--collection", open_one]
+        assert main([*everything, "--all-rows"]) == 0
+        out, err = capsys.readouterr()
+        assert "sending every row" in err and "1728 reports sent" in out and "scored on every row it learned from" in out
+        assert "majority class (constant) 0.7002" in out
         for extra, words in [
             (["--eps", "2"], "the collection's published spec fixes eps"),
             (["--reps", "3"], "one repetition"),
@@ -317,6 +332,9 @@ def test_replay_into_the_operators_enrolled_collection(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--dataset", "car", "--spec", "sim/specs/car.json", "--eps", "2"])
     assert "--spec fixes eps: leave out --eps" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--dataset", "car", "--all-rows"])
+    assert "--all-rows goes with --collection" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", [
@@ -359,3 +377,46 @@ def test_sweep_and_compare_refuse_bad_options_in_one_line(args, words, tmp_path,
     assert exit.value.code == 2 and "Traceback" not in err and err.count("\n") == 1
     assert words in err
     assert list(tmp_path.iterdir()) == []  # refused before anything was written
+
+
+def test_a_model_that_learned_nothing_is_told_with_the_people_it_would_need(capsys):
+    """Car at ε = 0.1 (fast mode): the model does not beat always answering the most common
+    class, and the run says so in one line, with how many people it would take (simulated as
+    ``sim plan`` simulates populations); mushroom at ε = 4 beats it, and no such line is printed."""
+    assert main(["--dataset", "car", "--eps", "0.1", "--mode", "fast", "--reps", "5"]) == 0
+    out, err = capsys.readouterr()
+    lines = [line for line in out.splitlines() if "does not beat the constant classifier" in line]
+    assert len(lines) == 1 and ("people it would" in lines[0] or "more people would not help" in lines[0]), out
+    assert "majority class (constant)" in out and "estimating the people" in err
+    assert main(["--dataset", "car", "--eps", "0.1", "--mode", "fast", "--reps", "5", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["beats_constant"] is False and summary["gain_over_constant"] <= summary["gain_over_constant_se"]
+    assert summary["people_needed"] is None or summary["people_needed"] > summary["n_train"]
+    assert main(["--dataset", "mushroom", "--protocol", "DE", "--eps", "4", "--mode", "fast", "--reps", "3", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["beats_constant"] is True and "people_needed" not in summary
+
+
+def test_the_verdict_is_the_paired_gain_against_its_standard_error():
+    from sim.verdict import verdict
+
+    found = verdict([0.8, 0.82, 0.78], [0.7, 0.7, 0.7], 100)
+    assert found.gain == pytest.approx(0.1) and found.se == pytest.approx(0.02 / np.sqrt(3)) and found.learned
+    assert not verdict([0.71, 0.69, 0.72, 0.70], [0.7, 0.7, 0.7, 0.7], 100).learned
+    one = verdict([0.75], [0.7], 100)  # one split: the accuracy's binomial error, sqrt(0.75·0.25/100)
+    assert one.se == pytest.approx(np.sqrt(0.75 * 0.25 / 100)) and one.learned
+
+
+def test_compare_writes_runs_and_summary_and_prints_json(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    assert main(["compare", "--dataset", "car", "--eps", "0.5,4", "--reps", "3", "--out", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    import pandas as pd
+
+    runs = pd.read_csv(out / "runs.csv").to_dict("records")
+    assert len(runs) == 5 * 2 * 3 and {r["model"] for r in runs} == {s["model"] for s in summary}
+    table = pd.read_csv(out / "summary.csv")
+    assert len(table) == len(summary) == 10
+    ours = [row for row in summary if row["privacy"] == "local"]
+    assert [row["eps"] for row in ours] == [0.5, 4.0] and all(0 < row["majority_mean"] < 1 for row in ours)
+    assert all(isinstance(row["beats_constant"], bool) for row in summary)
