@@ -39,6 +39,7 @@ def draft_spec(
     counts = Counter(table.y.tolist())
     classes = sorted(counts)
     notes = [f"classes from the sample: {classes}; a label outside them will be refused"]
+    notes += unseen_notes("the class", counts, len(table.y))
     common, most = counts.most_common(1)[0]
     if most / len(table.y) >= UNEVEN and class_share is None and people is None:
         notes.append(
@@ -53,6 +54,7 @@ def draft_spec(
         for j, name in enumerate(table.feature_names):
             categories = sorted(set(table.X[:, j].tolist()))
             features.append(Feature(name, categories))
+            notes += unseen_notes(f"column {name!r}", Counter(table.X[:, j].tolist()), len(table.y))
             if len(categories) == 1:
                 notes.append(f"column {name!r} has one value in the sample: add the others it may take, or drop it")
         notes.append("categories come from the sample: values it does not hold will be refused by devices; add them")
@@ -68,6 +70,28 @@ def draft_spec(
     )  # fmt: skip
     notes.append("no projection: a PCA or DCA must be fitted on a separate reference sample, never on the surveyed people")
     return spec, notes + majority_note(spec, counts, people)
+
+
+def unseen_share(counts: Counter, m: int) -> float:
+    """Good–Turing's estimate of the share of records holding a value a sample of ``m`` rows never
+    showed: the share of the sample's rows whose value it holds exactly once."""
+    return sum(1 for c in counts.values() if c == 1) / m
+
+
+def unseen_notes(what: str, counts: Counter, m: int) -> list[str]:
+    """A note when a column (or the class) shows values once in the sample: by
+    :func:`unseen_share` about that share of other records hold a value the sample never showed,
+    which a spec drafted from it refuses."""
+    share = unseen_share(counts, m)
+    if not share:
+        return []
+    once = sorted(str(v) for v, c in counts.items() if c == 1)
+    shown = ", ".join(repr(v) for v in once[:3]) + (f" and {len(once) - 3} more" if len(once) > 3 else "")
+    return [
+        f"{what}: {len(once)} value(s) appear once in the sample ({shown}): by Good-Turing about {share:.1%} of "
+        "other records hold a value it never showed, which the spec refuses; add the values you know, or "
+        "replay with --skip-unknown"
+    ]
 
 
 def majority_note(spec: CollectionSpec, counts: Counter, people: int | None) -> list[str]:

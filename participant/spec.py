@@ -249,6 +249,12 @@ class CollectionSpec:
         return tuple(o.state_size for o in self.oracles)
 
     @property
+    def protocols(self) -> dict[str, str]:
+        """Each input's mechanism by input name, as the spec resolves it (``auto``: DE or OUE per
+        input, whichever has the smaller variance)."""
+        return {name: oracle.name for name, oracle in zip(self.input_names, self.oracles)}
+
+    @property
     def reports_per_person(self) -> int:
         return 1 if self.budget == "one-report" else self.n_inputs
 

@@ -170,6 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="replay into this existing collection of --aggregator (its published spec decides protocol, "
         "epsilon and model; one repetition; no admin token needed) instead of a fresh one",
     )
+    parser.add_argument(
+        "--skip-unknown",
+        action="store_true",
+        help="with --spec or --collection: skip (and count) the rows holding a class or value the spec does not "
+        "declare, instead of refusing the file",
+    )
     http.add_argument(
         "--all-rows",
         action="store_true",
@@ -239,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--tokens goes with --collection (a fresh collection takes no enrollment tokens)")
     elif args.all_rows:
         parser.error("--all-rows goes with --collection (a simulation keeps a test split to score on)")
+    if args.skip_unknown and not (args.spec or args.collection):
+        parser.error("--skip-unknown goes with --spec or --collection (without one, the data declare the domain)")
     if args.aggregator and not args.admin_token and not args.collection:
         parser.error("--aggregator needs the admin token in $LDPNB_ADMIN_TOKEN or --admin-token-file")
     if args.via == "http" and (args.budget != "one-report" or args.mode != "replay"):
@@ -327,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.class_share is not None:
         summary["class_share"] = args.class_share
+    summary["protocols"] = spec.protocols
     if args.protocol == "THE":
         summary["theta"] = spec.theta  # as resolved: the variance-optimal one unless given
     if data.continuous:
@@ -346,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{data.name}: {args.protocol}, {describe_budget(spec)}, {summary['n_train']} participants, "
             f"estimator {args.estimator}, {args.reps} reps ({args.mode})\n"
             + (f"  {setup.describe()}\n" if data.continuous else "")
+            + (f"  protocols: {protocol_line(spec)}\n" if args.protocol == "auto" else "")
             + accuracy_lines(summary)
         )
         if args.via == "http":
@@ -426,16 +436,49 @@ def accuracy_lines(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def read_as_declared(args, spec: CollectionSpec) -> None:
-    """Read a --csv as ``spec`` declares it: its class column (unless --label names one), and its
-    numeric columns with their declared ranges, or, for a categorical spec, every feature
-    categorical (however many distinct numbers a column holds)."""
-    args.label = args.label or spec.label
+def read_as_declared(parser, args, spec: CollectionSpec, source: str) -> None:
+    """Read a --csv as ``spec`` declares it (``source``: where the spec came from, for messages):
+    its class column, and its numeric columns with their declared ranges, or, for a categorical
+    spec, every feature categorical (however many distinct numbers a column holds). An option
+    that would read the file otherwise is refused, naming both."""
+    if args.label and args.label != spec.label:
+        parser.error(f"--label {args.label} conflicts with {source}, whose class column is {spec.label!r}: leave out --label")
+    for option, value in (("--numeric", args.numeric), ("--categorical", args.categorical), ("--range", args.range)):
+        if value:
+            parser.error(f"{option} conflicts with {source}, which declares every column's kind and range: leave out {option}")
+    args.label = spec.label
     if spec.continuous is not None:
         args.numeric = tuple(f.name for f in spec.continuous.inputs)
         args.range = [f"{f.name}={f.low}:{f.high}" for f in spec.continuous.inputs]
     else:
         args.categorical = tuple(f.name for f in spec.features)
+
+
+def declared_rows(parser, args, data, spec: CollectionSpec):
+    """``data`` less the rows holding a class or category ``spec`` does not declare, with a note
+    of how many went, if --skip-unknown; else ``data`` as it is (an unknown value is then refused
+    when the collection meets it)."""
+    if not args.skip_unknown:
+        return data
+    known = np.isin(data.y.astype(str), spec.classes)
+    first = None if known.all() else ("the class", str(data.y[np.flatnonzero(~known)[0]]))
+    if spec.continuous is None:
+        columns = {name: j for j, name in enumerate(data.feature_names)}
+        for feature in spec.features:
+            if feature.name in columns:
+                values = data.X[:, columns[feature.name]].astype(str)
+                ok = np.isin(values, feature.categories)
+                if first is None and not ok.all():
+                    first = (f"column {feature.name!r}", str(values[np.flatnonzero(~ok)[0]]))
+                known &= ok
+    skipped = int((~known).sum())
+    if skipped:
+        where, value = first
+        print(f"skipped {skipped:,} of {len(known):,} rows holding a value the spec does not declare (first: {where}, "
+              f"{value!r})", file=sys.stderr)  # fmt: skip
+    if skipped == len(known):
+        parser.exit(2, f"{parser.prog}: error: no row of {data.name} holds only values the spec declares\n")
+    return data.rows(np.flatnonzero(known)) if skipped else data
 
 
 def run_spec(parser: argparse.ArgumentParser, args) -> int:
@@ -447,8 +490,8 @@ def run_spec(parser: argparse.ArgumentParser, args) -> int:
             spec = CollectionSpec.from_json(f.read())
     except (OSError, SpecError) as exc:
         parser.exit(2, f"{parser.prog}: error: --spec {args.spec}: {exc}\n")
-    read_as_declared(args, spec)
-    data = load_data(parser, args)
+    read_as_declared(parser, args, spec, f"--spec {args.spec}")
+    data = declared_rows(parser, args, load_data(parser, args), spec)
     print(spec.privacy_statement(), file=sys.stderr)
     try:
         results = [
@@ -456,11 +499,12 @@ def run_spec(parser: argparse.ArgumentParser, args) -> int:
             for r in range(args.reps)
         ]
     except (RecordError, ValueError) as exc:
-        parser.exit(2, f"{parser.prog}: error: the data do not fit the spec: {exc}\n")
+        parser.exit(2, f"{parser.prog}: error: the data do not fit the spec: {exc} (--skip-unknown skips such rows)\n")
     summary = {
         "dataset": data.name,
         "spec": args.spec,
         "protocol": spec.protocol,
+        "protocols": spec.protocols,
         "eps_per_person": spec.epsilon_per_person,
         "reps": args.reps,
         **accuracy_summary(results, args.estimator),
@@ -493,7 +537,7 @@ def run_collection(parser: argparse.ArgumentParser, args) -> int:
     except (OSError, aiohttp.ClientError, ClientError) as exc:
         parser.exit(2, f"{parser.prog}: error: cannot use the aggregator: {type(exc).__name__}: {exc}\n")
     print(spec.privacy_statement(), file=sys.stderr)
-    read_as_declared(args, spec)
+    read_as_declared(parser, args, spec, f"collection {args.collection}'s published spec")
     tokens = None
     if args.tokens:
         try:
@@ -501,7 +545,7 @@ def run_collection(parser: argparse.ArgumentParser, args) -> int:
                 tokens = [line.strip() for line in f if line.strip()]
         except OSError as exc:
             parser.error(f"cannot read --tokens: {exc}")
-    data = load_data(parser, args)
+    data = declared_rows(parser, args, load_data(parser, args), spec)
     try:
         sending = "every row" if args.all_rows else f"the training split of seed {args.seed} (80 %; --all-rows sends every row)"
         print(f"sending {sending} into {args.collection}, one participant per row", file=sys.stderr)
@@ -549,6 +593,14 @@ def run_collection(parser: argparse.ArgumentParser, args) -> int:
             print(f"  LDP Naive Bayes log-loss  {run.log_loss[args.estimator]:.4f} nats per record")
             print(f"  class shares (constant)   {run.prior_log_loss:.4f}")
     return 0
+
+
+def protocol_line(spec) -> str:
+    """Each input's mechanism, grouped: ``DE for class; OUE for buying, maint, …``."""
+    groups: dict[str, list[str]] = {}
+    for name, protocol in spec.protocols.items():
+        groups.setdefault(protocol, []).append(name)
+    return "; ".join(f"{protocol} for {', '.join(names)}" for protocol, names in groups.items())
 
 
 def describe_budget(spec) -> str:

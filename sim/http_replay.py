@@ -221,7 +221,7 @@ def replay_into(
     try:
         perturbed = simulate_reports(spec, X_train, y_train, np.random.default_rng(seed))
     except ValueError as exc:  # RecordError included: a row the spec does not declare
-        raise ReplayError(f"the data do not fit the collection's spec: {exc}") from None
+        raise ReplayError(f"the data do not fit the collection's spec: {exc} (--skip-unknown skips such rows)") from None
     bodies = participant_bodies(spec, perturbed, tokens if enrollment else None)
 
     async def send() -> tuple:

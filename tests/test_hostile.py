@@ -26,9 +26,9 @@ from aiohttp import ClientSession, web
 
 from aggregator.app import start_site
 from participant import AsyncClient, Budget, BudgetExceeded, CollectionChanged, CollectionSpec, ReportRejected
+from participant.client import AlreadyReported, SubmissionFailed, pace_from, paced_wait
 from participant.errors import LimitExceeded
 from participant.ledger import Ledger
-from participant.client import AlreadyReported, SubmissionFailed, pace_from, paced_wait
 from participant.randomness import SecureGenerator
 from participant.reporting import Participant
 from protocols import exact

@@ -228,7 +228,23 @@ def test_one_spec_format_drafted_from_a_sample_and_run_by_the_simulator(tmp_path
     assert out["eps_per_person"] == 4.0 and out["accuracy_mean"] > 0.7
     # A value the spec does not declare: one line.
     write(tmp_path / "odd.csv", ["colour", "size", "outcome"], [["purple", "small", "yes"]] + list(zip(colour, size, y)))
-    refused(capsys, "--spec", spec_path, "--csv", tmp_path / "odd.csv", words=["do not fit the spec", "purple"])
+    refused(capsys, "--spec", spec_path, "--csv", tmp_path / "odd.csv", words=["do not fit the spec", "purple", "--skip-unknown"])
+    # ... or, asked, counted and skipped.
+    assert run("--spec", spec_path, "--csv", tmp_path / "odd.csv", "--reps", 2, "--skip-unknown", "--json") == 0
+    out, err = capsys.readouterr()
+    assert "skipped 1 of 601 rows holding a value the spec does not declare (first: column 'colour', 'purple')" in err
+    assert json.loads(out)["n_train"] == 480
+    refused(capsys, "--dataset", "car", "--skip-unknown", words=["--skip-unknown goes with --spec"])
+    # An option that would read the file otherwise than the spec declares: refused, naming both.
+    refused(capsys, "--spec", spec_path, "--csv", data, "--label", "size",
+            words=[f"--label size conflicts with --spec {spec_path}, whose class column is 'outcome'"])  # fmt: skip
+    refused(capsys, "--spec", spec_path, "--csv", data, "--categorical", "colour", words=["--categorical conflicts"])
+    # A value the sample shows once: the draft says what share of records such values suggest it missed.
+    once = write(tmp_path / "once.csv", ["colour", "size", "outcome"], [["purple", "small", "yes"]] + list(zip(colour[:99], size[:99], y[:99])))
+    assert aggregator(["spec", "--csv", str(once), "--label", "outcome", "--out", str(tmp_path / "once.json")]) == 0
+    err = capsys.readouterr().err
+    assert "column 'colour': 1 value(s) appear once in the sample ('purple'): by Good-Turing about 1.0% of other" in err
+    assert "the class:" not in err  # both classes appear many times
     # Continuous: the spec's declared ranges read the CSV's numeric columns.
     rng = np.random.default_rng(2)
     z = rng.integers(0, 2, 800)

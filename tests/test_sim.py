@@ -122,6 +122,10 @@ def test_cli_text_output_and_errors(capsys, tmp_path):
     assert main(["--dataset", "car", "--eps", "2", "--reps", "1"]) == 0
     text = capsys.readouterr().out
     assert "eps=2 per person" in text and "non-private" in text
+    assert "  protocols: DE for class, buying, maint, doors, persons, lug_boot, safety\n" in text  # auto at ε = 2
+    assert main(["--dataset", "car", "--eps", "1", "--reps", "1", "--mode", "fast", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["protocols"] == {"class": "DE", **dict.fromkeys(
+        ["buying", "maint", "doors", "persons", "lug_boot", "safety"], "OUE")}  # fmt: skip
     assert main(["--dataset", "car", "--data-dir", str(tmp_path), "--reps", "1"]) == 0  # falls back to shared
     (tmp_path / "x.csv").write_text("a,y\n1,2\n")
     with pytest.raises(SystemExit):

@@ -9,8 +9,8 @@ import pytest
 
 from participant.wire import (
     ReportError,
-    check_report,
     check_payload,
+    check_report,
     decode_payload,
     decode_values,
     encode_payload,
