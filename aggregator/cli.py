@@ -205,7 +205,14 @@ def build_parser() -> argparse.ArgumentParser:
     draft.add_argument("--drop", default="", metavar="COL,...", help="columns to leave out")
     draft.add_argument("--numeric", metavar="COL,...", help="continuous columns, besides those detected")
     draft.add_argument("--categorical", default="", metavar="COL,...", help="columns never taken as numeric")
-    draft.add_argument("--range", action="append", default=[], metavar="COL=LO:HI", help="declared range (repeat)")
+    draft.add_argument(
+        "--range", action="append", default=[], metavar="COL=LO:HI",
+        help="declared range (repeat, or several separated by commas; COL may be a pattern, 'x*=0:1')",
+    )
+    draft.add_argument(
+        "--ranges", action="append", default=[], metavar="FILE",
+        help="a file of declared ranges, one COL=LO:HI (or pattern) per line, # for comments",
+    )
     draft.add_argument("--protocol", default="auto", help="DE, SUE, OUE, SHE, THE or auto (default)")
     draft.add_argument("--eps", type=number(*EPSILON_RANGE), default=1.0, help="epsilon per person (default 1)")
     draft.add_argument(
@@ -271,7 +278,7 @@ def run_spec_draft(args) -> str:
         drop=split(args.drop),
         numeric=split(args.numeric) if args.numeric else None,
         categorical=split(args.categorical),
-        ranges=parse_ranges(args.range),
+        ranges=parse_ranges(args.range, args.ranges),
     )
     if args.out:
         refuse_unwritable(args.out)

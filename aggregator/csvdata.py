@@ -11,7 +11,9 @@ ranges computed from the surveyed people leak information about them outside the
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass, field
+import fnmatch
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -54,8 +56,19 @@ class CSVOptions:
     ranges_from_data: bool = False
 
 
-def parse_ranges(items: list[str]) -> dict[str, tuple[float, float]]:
-    """``COL=LO:HI`` items as ``{COL: (LO, HI)}``; raises :class:`DataError`."""
+def parse_ranges(items: list[str], files: list[str] = ()) -> dict[str, tuple[float, float]]:
+    """``COL=LO:HI`` items as ``{COL: (LO, HI)}``, in the order given; ``COL`` may be a shell-style
+    pattern (``a*``, ``x?``, ``[ab]``: :func:`declared_ranges` expands it), an item may hold several
+    separated by commas, and each of ``files`` holds one per line (``#`` starts a comment).
+    Raises :class:`DataError`."""
+    # A comma separates items only where another COL= follows (a column's name may hold a comma).
+    items = [part.strip() for item in items for part in re.split(r",(?=[^,=]+=)", item) if part.strip()]
+    for path in files:
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise DataError(f"--ranges {path}: cannot read it ({exc.strerror or exc})") from None
+        items += [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
     ranges = {}
     for item in items:
         name, eq, bounds = item.rpartition("=")
@@ -70,6 +83,22 @@ def parse_ranges(items: list[str]) -> dict[str, tuple[float, float]]:
             raise DataError(f"--range {item!r}: LO and HI must be finite with LO < HI")
         ranges[name] = (lo, hi)
     return ranges
+
+
+def declared_ranges(ranges: dict[str, tuple[float, float]], features: list[str]) -> dict[str, tuple[float, float]]:
+    """``ranges`` (names or patterns, :func:`parse_ranges`) as a range per feature column: a
+    column's own name wins, else the first pattern that matches it. Raises :class:`DataError`
+    for a name or pattern that matches no feature column."""
+    out = {key: bounds for key, bounds in ranges.items() if key in features}
+    for key, bounds in ranges.items():
+        if key in features:
+            continue
+        matched = fnmatch.filter(features, key)
+        if not matched:
+            raise DataError(f"--range {key}=...: no such feature column (features: {', '.join(features)})")
+        for column in matched:
+            out.setdefault(column, bounds)
+    return out
 
 
 def _sniff(path: Path) -> str:
@@ -136,6 +165,7 @@ def read_csv(path: str | Path, options: CSVOptions) -> tuple[Table, list[str]]:
     y = frame[label].to_numpy(dtype=object)
     if len(set(y)) < 2:
         raise DataError(f"{path}: the label {label!r} takes a single value; a classifier needs two classes or more")
+    options = replace(options, ranges=declared_ranges(options.ranges, features))
     numeric = _numeric_columns(frame, features, options, notes)
     if numeric and len(numeric) != len(features):
         others = [c for c in features if c not in numeric]

@@ -443,13 +443,15 @@ def read_as_declared(parser, args, spec: CollectionSpec, source: str) -> None:
     that would read the file otherwise is refused, naming both."""
     if args.label and args.label != spec.label:
         parser.error(f"--label {args.label} conflicts with {source}, whose class column is {spec.label!r}: leave out --label")
-    for option, value in (("--numeric", args.numeric), ("--categorical", args.categorical), ("--range", args.range)):
+    for option, value in (("--numeric", args.numeric), ("--categorical", args.categorical), ("--range", args.range),
+                          ("--ranges", args.ranges)):  # fmt: skip
         if value:
             parser.error(f"{option} conflicts with {source}, which declares every column's kind and range: leave out {option}")
     args.label = spec.label
     if spec.continuous is not None:
         args.numeric = tuple(f.name for f in spec.continuous.inputs)
         args.range = [f"{f.name}={f.low}:{f.high}" for f in spec.continuous.inputs]
+        args.ranges = []
     else:
         args.categorical = tuple(f.name for f in spec.features)
 

@@ -91,8 +91,12 @@ def add_csv_options(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--categorical", type=_columns, default=(), metavar="COL,...", help="columns never taken as numeric")
     data.add_argument(
         "--range", action="append", default=[], metavar="COL=LO:HI",
-        help="declared range of a numeric column (repeat; makes the column numeric; values outside are clipped, "
-        "and the share clipped is printed)"
+        help="declared range of a numeric column (repeat, or several separated by commas; COL may be a pattern, "
+        "'x*=0:1'; makes the column numeric; values outside are clipped, and the share clipped is printed)"
+    )
+    data.add_argument(
+        "--ranges", action="append", default=[], metavar="FILE",
+        help="a file of declared ranges, one COL=LO:HI (or pattern) per line, # for comments",
     )
     data.add_argument(
         "--ranges-from-data",
@@ -114,7 +118,7 @@ def csv_options(args, source: CSVSource | None = None) -> CSVOptions:
         missing=args.missing,
         numeric=args.numeric,
         categorical=args.categorical,
-        ranges=parse_ranges(args.range),
+        ranges=parse_ranges(args.range, args.ranges),
         ranges_from_data=args.ranges_from_data,
     )
 

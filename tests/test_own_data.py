@@ -350,3 +350,35 @@ def test_a_categorical_spec_reads_a_column_of_many_numbers_as_categories(tmp_pat
     (tmp_path / "ages.json").write_text(spec.to_json())
     assert run("--spec", tmp_path / "ages.json", "--csv", path, "--label", "class", "--reps", 1, "--json") == 0
     assert json.loads(capsys.readouterr().out)["accuracy_mean"] > 0.8
+
+
+def test_ranges_by_pattern_list_or_file(tmp_path, capsys):
+    """Ten numeric columns declared by one pattern, by a comma list, or by a file: the same
+    ranges; a column's own name wins over a pattern; a pattern matching nothing is one line."""
+    from aggregator.cli import main as aggregator
+
+    rng = np.random.default_rng(3)
+    z = rng.integers(0, 2, 400)
+    header = [f"x{i}" for i in range(10)] + ["class"]
+    rows = [[f"{v:.3f}" for v in rng.uniform(0, 1, 10) * (1 + c)] + [f"c{c}"] for c in z]
+    data = write(tmp_path / "wide.csv", header, rows)
+    ranges_file = tmp_path / "ranges.txt"
+    ranges_file.write_text("# every x but x0\nx*=0:2\nx0=0:3  # its own\n")
+    drafts = {
+        "pattern": ["--range", "x*=0:2", "--range", "x0=0:3"],
+        "list": ["--range", ",".join(f"x{i}=0:{3 if i == 0 else 2}" for i in range(10))],
+        "file": ["--ranges", str(ranges_file)],
+    }
+    specs = {}
+    for name, extra in drafts.items():
+        out = tmp_path / f"{name}.json"
+        args = ["spec", "--csv", str(data), "--label", "class", "--model", "gaussian", *extra, "--out", str(out)]
+        assert aggregator(args) == 0, capsys.readouterr().err
+        specs[name] = json.loads(out.read_text())["continuous"]
+    assert specs["pattern"] == specs["list"] == specs["file"]
+    inputs = specs["pattern"]["inputs"]
+    assert [(f["low"], f["high"]) for f in inputs] == [(0.0, 3.0)] + [(0.0, 2.0)] * 9
+    capsys.readouterr()
+    refused(capsys, "--csv", data, "--label", "class", "--range", "y*=0:1", words=["--range y*=...: no such feature column"])
+    assert run("--csv", data, "--label", "class", "--range", "x*=0:2", "--reps", 1, "--mode", "fast", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["nonprivate_mean"] > 0.6
