@@ -19,6 +19,8 @@ from pathlib import Path
 RESULTS = Path(__file__).with_name("results") / "startup.md"
 COMMANDS = [
     ["-c", "import numpy"],
+    ["-c", "import participant"],
+    ["-c", "from participant import Client, Participant, CollectionSpec"],
     ["-m", "sim", "--help"],
     ["-m", "sim", "sweep", "--help"],
     ["-m", "sim", "compare", "--help"],

@@ -49,11 +49,26 @@ __getattr__, __dir__ = lazy_exports(__name__, _HOMES)
 if TYPE_CHECKING:
     from .client import AsyncClient, Client, Published
     from .encoding import (
-        encode_features, encode_labels, encode_record, input_values, joint_decode, joint_encode, population_inputs,
+        encode_features,
+        encode_labels,
+        encode_record,
+        input_values,
+        joint_decode,
+        joint_encode,
+        population_inputs,
     )
     from .errors import (
-        AlreadyReported, BudgetExceeded, ClientError, CollectionChanged, LedgerError, LimitExceeded, ParticipantError,
-        RecordError, ReportRejected, SpecError, SubmissionFailed,
+        AlreadyReported,
+        BudgetExceeded,
+        ClientError,
+        CollectionChanged,
+        LedgerError,
+        LimitExceeded,
+        ParticipantError,
+        RecordError,
+        ReportRejected,
+        SpecError,
+        SubmissionFailed,
     )
     from .ledger import Ledger
     from .limits import Budget, Limits

@@ -27,8 +27,8 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-import aiohttp
 import msgpack
 
 from .errors import (
@@ -48,6 +48,17 @@ from .origin import normalise_origin
 from .reporting import Participant
 from .spec import CollectionSpec
 from .wire import pack_report, rewrap
+
+if TYPE_CHECKING:
+    import aiohttp
+
+
+def _aiohttp():
+    """aiohttp, imported when a client first needs it: an app that imports the library, or only
+    builds reports, does not pay its 0.1 s."""
+    import aiohttp
+
+    return aiohttp
 
 MSGPACK = "application/msgpack"
 #: Seconds from the spec's arrival to the report's departure (a whole multiple of it when drawing took longer).
@@ -186,7 +197,7 @@ class AsyncClient:
         self.rng = rng
         self.retries = retries
         self.backoff = backoff
-        self.timeout = aiohttp.ClientTimeout(total=timeout)
+        self.timeout = _aiohttp().ClientTimeout(total=timeout)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -202,7 +213,7 @@ class AsyncClient:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self.timeout)
+            self._session = _aiohttp().ClientSession(timeout=self.timeout)
         return self._session
 
     def collection_url(self, collection_id: str) -> str:
@@ -225,7 +236,7 @@ class AsyncClient:
                         last = f"{response.status} {body[:200]!r}"
                         continue
                     return response.status, body, response.content_type
-            except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
+            except (TimeoutError, _aiohttp().ClientError, OSError, ValueError) as exc:
                 last = f"{type(exc).__name__}: {exc}"
         raise SubmissionFailed(f"{method} {url} failed after {self.retries + 1} attempts; last: {last}")
 

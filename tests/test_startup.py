@@ -40,3 +40,17 @@ def test_help_and_refusals_load_nothing_heavy(command):
     loaded = imported(command)
     assert "numpy" in loaded  # the parse itself did run (the check is not vacuous)
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+
+
+def test_an_app_importing_the_participant_library_loads_no_network_stack():
+    """``import participant`` loads nothing beyond the standard library; the client's names load
+    numpy and msgpack, and aiohttp only once a client is made (bench/startup.py times both)."""
+    def loaded(statement: str) -> set[str]:
+        result = subprocess.run([sys.executable, "-X", "importtime", "-c", statement], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return {line.rsplit("|", 1)[1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
+
+    assert not loaded("import participant") & {"numpy", "msgpack", "aiohttp"}
+    names = loaded("from participant import Client, Participant, CollectionSpec")
+    assert "numpy" in names and "aiohttp" not in names
+    assert "aiohttp" in loaded("from participant import Client; Client('http://127.0.0.1:1', ledger=None)")
