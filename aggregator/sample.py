@@ -64,11 +64,13 @@ def pooled_with_sample(
 
 def pool(reports: np.ndarray, variances: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """The shares ``reports`` (with their ``variances``) and those of the sample's ``counts`` plus
-    one, each weighted by the inverse of its variance; positive, summing to 1."""
+    one, each weighted by the inverse of its variance; positive, summing to 1. A feature of one
+    value has the share 1 on both sides and no variance: both variances are floored so that the
+    weights stay finite (Mushroom's veil-type made every prediction NaN, hence the first class)."""
     total = counts.sum() + len(counts)
     sample = (counts + 1.0) / total
     sample_variance = sample * (1 - sample) / total
-    weights = 1.0 / np.maximum(variances, 1e-12), 1.0 / sample_variance
+    weights = 1.0 / np.maximum(variances, 1e-12), 1.0 / np.maximum(sample_variance, 1e-12)
     pooled = (weights[0] * reports + weights[1] * sample) / (weights[0] + weights[1])
     pooled = np.maximum(pooled, 1e-9)
     return pooled / pooled.sum()

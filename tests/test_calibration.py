@@ -221,3 +221,19 @@ def test_a_sample_pooled_with_the_reports_weighs_each_share_by_its_variance():
     np.testing.assert_allclose(pool(reports, np.full(3, 0.01), counts), expected / expected.sum())
 
 
+
+
+def test_a_feature_of_one_value_pools_to_the_share_one():
+    """A feature every record holds the same value of (Mushroom's veil-type) has the share 1 with no
+    variance on either side; the pooled model keeps it at 1 and still ranks the classes by the
+    other feature, as the sample's Naive Bayes does."""
+    from aggregator.sample import pooled_with_sample
+
+    spec = CollectionSpec([Feature("f", ["x", "y"]), Feature("one", ["v"])], ["a", "b"], "OUE", 1.0)
+    model = NaiveBayesModel(spec, [500, 500], [[[400, 100], [100, 400]], [[500], [500]]], 1.0, 1.0)
+    codes = np.array([[0, 0]] * 40 + [[1, 0]] * 10 + [[1, 0]] * 40 + [[0, 0]] * 10)
+    labels = np.array([0] * 50 + [1] * 50)
+    pooled = pooled_with_sample(model, np.full(2, 0.05), [np.full(2, 0.01), np.zeros(2)], codes, labels)
+    np.testing.assert_allclose(np.exp(pooled.feature_log_prob[1]), 1.0)
+    scores = pooled.joint_log_likelihood_codes(np.array([[0, 0], [1, 0]]))
+    assert np.isfinite(scores).all() and list(scores.argmax(axis=1)) == [0, 1]
