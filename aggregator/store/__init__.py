@@ -1,5 +1,10 @@
 """Persistence: one interface (:class:`Store`), two implementations: SQLite for one process on one
-machine, PostgreSQL for any number of instances."""
+machine, PostgreSQL for any number of instances. :mod:`.base` holds the interface and the
+argument for why nothing acknowledged is lost or counted twice; :mod:`.defaults` the database
+settings the service and the command line share.
+
+Imports: ``participant`` and :mod:`aggregator.estimation` (the statistics it keeps).
+"""
 
 from __future__ import annotations
 
