@@ -35,29 +35,7 @@ from .cli_options import (
 )
 from .cli_options import epsilons as epsilon_list
 from .datasets import ENV_VAR, DatasetNotFound, dataset_names, load_dataset
-
-FIELDS = [
-    "dataset",
-    "protocol",
-    "eps",
-    "estimator",
-    "budget",
-    "eps_per_person",
-    "model",
-    "reduce",
-    "components",
-    "bins",
-    "approach",
-    "mode",
-    "rep",
-    "seed",
-    "accuracy",
-    "nonprivate_accuracy",
-    "majority_accuracy",
-    "log_loss",
-    "prior_log_loss",
-]
-CELL_FIELDS = ["dataset", "protocol", "eps", "budget", "model", "reduce", "components", "bins", "approach", "mode"]
+from .summary import CELL_FIELDS, FIELDS
 
 
 @dataclass(frozen=True)
@@ -404,7 +382,8 @@ def main(argv: list[str]) -> int:
                     writer.writerows(future.result())
                     f.flush()
                     progress.update(futures[future])
-    from .plots import plot_sweep, summarise
+    from .plots import plot_sweep
+    from .summary import summarise
 
     summary = summarise(path)
     print(f"{len(summary)} cells summarised in {out / 'summary.csv'}", file=sys.stderr)
