@@ -7,8 +7,8 @@ test log-loss it buys, and what the margin and the bootstrap's world would have 
 Each run (protocol ``auto``, fast mode, the splits of ``bench/estimators.py``; a numerical data
 set such as ``diabetes:0.5`` binned into the paper's four bins per coordinate) builds ``normsub``
 at temperature 1 and scores it on the test rows at every temperature of
-:data:`aggregator.calibration.TEMPERATURES`. The temperature is chosen as
-:func:`~aggregator.calibration.choose_temperature` does, with the shipped margin and with margins
+:data:`aggregator.estimation.calibration.TEMPERATURES`. The temperature is chosen as
+:func:`~aggregator.estimation.calibration.choose_temperature` does, with the shipped margin and with margins
 0, 0.002, 0.01 and 0.02, with the plug-in world (the posterior mean's class signal) in place of
 the spread-matched one, softening only where both worlds gain, and with temperatures up to 4
 offered as well (sharpening). Columns: the class prior alone (``prior only``), temperature 1, the
@@ -58,10 +58,10 @@ def cell(dataset: str, epsilon: float, reps: int, first_seed: int, plot: bool = 
     the shipped one, and whether the prediction was right, shape ``(3, reps·m)`` (else None)."""
     from scipy.special import logsumexp
 
-    from aggregator.calibration import MARGIN, TEMPERATURES, bootstrap_log_losses, expected_log_loss, pick
-    from aggregator.dependence import dependence_p_value, null_probability
-    from aggregator.estimators import normsub_unsmoothed
-    from aggregator.strength import choose_strength
+    from aggregator.estimation.calibration import MARGIN, TEMPERATURES, bootstrap_log_losses, expected_log_loss, pick
+    from aggregator.estimation.dependence import dependence_p_value, null_probability
+    from aggregator.estimation.estimators import normsub_unsmoothed
+    from aggregator.estimation.strength import choose_strength
     from sim.datasets import load_dataset
 
     data = load_dataset(dataset)
@@ -127,7 +127,7 @@ def reliability(ax, records: np.ndarray, title: str) -> None:
 
 
 def main() -> None:
-    from aggregator.calibration import MARGIN
+    from aggregator.estimation.calibration import MARGIN
 
     parser = cell_parser(__doc__)
     parser.add_argument("--first-seed", type=int, default=0, help="the first run's seed")

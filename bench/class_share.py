@@ -16,7 +16,7 @@ conditionals) beside the majority class, how often the reports' class prior name
 majority, and ``normsub``'s paired difference with the uniform choice (the same splits; the
 reports differ, since other people report other inputs) and with the majority class; beside the
 measured wrong majorities and ``prior only``'s loss, what the planner (``python -m aggregator
-spec --people``, :mod:`aggregator.planning`) predicts for them. Diabetes is binned into the paper's four bins per coordinate. Writes
+spec --people``, :mod:`aggregator.estimation.planning`) predicts for them. Diabetes is binned into the paper's four bins per coordinate. Writes
 bench/results/class_share.md (or ``--out``).
 """
 
@@ -36,14 +36,14 @@ CELLS = ",".join([*ALL_CELLS.split(",")[:11], "connect-4:0.5", "connect-4:1", "d
 
 def cell(dataset: str, epsilon: float, reps: int, shares: list[float | None]) -> tuple[str, float, dict]:
     """Per share (None: uniform), an array ``(reps, 3)``: the majority class's, ``normsub``'s and
-    ``prior only``'s accuracy in each run; and the planner's :class:`~aggregator.planning.MajorityOutlook`
+    ``prior only``'s accuracy in each run; and the planner's :class:`~aggregator.estimation.planning.MajorityOutlook`
     for the training split's number of people, the whole data set's class shares taken as the
     population's (what ``python -m aggregator spec --people`` says from a sample)."""
     from dataclasses import replace
 
     from estimators import register
 
-    from aggregator.planning import majority_outlook
+    from aggregator.estimation.planning import majority_outlook
     from participant import encode_labels
     from sim.experiment import DEFAULT_THETA, spec_for, split
 

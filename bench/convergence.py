@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aggregator.estimators import marginal_estimator, normsub_estimator, paper_estimator
+from aggregator.estimation.estimators import marginal_estimator, normsub_estimator, paper_estimator
 from participant import CollectionSpec, Feature
 from sim.synthetic import known_model_statistics
 

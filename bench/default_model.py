@@ -9,7 +9,7 @@ one person with one report, protocol ``auto``, exact fast mode). On each run's r
 - the test accuracy of the majority class, of ``prior only`` (the class the reports say is most
   common: the constant classifier the reports can give), of ``paper``, of ``strength 1`` (the
   previous release's default: strength 1, the variances of empty cells, :func:`previous_default`),
-  of every strength of ``aggregator.strength.STRENGTHS``, and of the default
+  of every strength of ``aggregator.estimation.strength.STRENGTHS``, and of the default
   (``build_model(stats)``, as the service builds it);
 - the test log-loss of the default at its own temperature, and of the training split's class shares;
 - for each smoothing target (the feature's pooled marginal, or uniform), the test accuracy of
@@ -61,10 +61,10 @@ def previous_default(stats):
     """The previous release's default model: ``normsub`` at strength 1, with every weight at the
     variances of empty cells (each input's class shares pooled at the variances of even shares,
     each feature smoothed with one cell's variance for every class)."""
-    from aggregator.class_prior import class_share_variance
-    from aggregator.estimators import normsub_unsmoothed
-    from aggregator.simplex import project_to_simplex
-    from aggregator.smoothing import Unsmoothed
+    from aggregator.estimation.class_prior import class_share_variance
+    from aggregator.estimation.estimators import normsub_unsmoothed
+    from aggregator.estimation.simplex import project_to_simplex
+    from aggregator.estimation.smoothing import Unsmoothed
 
     spec, k = stats.spec, stats.spec.n_classes
     base = normsub_unsmoothed(stats)
@@ -82,9 +82,9 @@ def previous_default(stats):
 def cell(problem: str, epsilon: float, reps: int) -> pd.DataFrame:
     """Every run of one (problem, ε) cell, one row each."""
     warnings.simplefilter("ignore")
-    from aggregator.estimators import build_model, normsub_unsmoothed, paper_estimator
-    from aggregator.model import NaiveBayesModel
-    from aggregator.strength import REFERENCE, STRENGTHS, bootstrap_accuracies
+    from aggregator.estimation.estimators import build_model, normsub_unsmoothed, paper_estimator
+    from aggregator.estimation.model import NaiveBayesModel
+    from aggregator.estimation.strength import REFERENCE, STRENGTHS, bootstrap_accuracies
     from sim.experiment import prior_log_loss, runner_for
 
     runner = runner_for(load_problem(problem))
@@ -142,7 +142,7 @@ def rule(runs: pd.DataFrame, target: str, world: str, lead: float) -> np.ndarray
     """Each run's test accuracy under the default's rule smoothing toward ``target``, its bootstrap
     in ``world``, with ``lead``: strength 1 unless another's bootstrap gain exceeds ``lead``
     standard errors; then the one that gains most."""
-    from aggregator.strength import STRENGTHS
+    from aggregator.estimation.strength import STRENGTHS
 
     names = [strength_name(s, target) for s in STRENGTHS]
     gain = runs[[f"{world} gain {n}" for n in names]].to_numpy()
@@ -202,7 +202,7 @@ def summary(cells: pd.DataFrame) -> str:
 
 
 def table(runs: pd.DataFrame) -> list[str]:
-    from aggregator.strength import LEAD, WORLD
+    from aggregator.estimation.strength import LEAD, WORLD
 
     default = cells_of(runs, runs["default"].to_numpy())
     previous = cells_of(runs, runs["strength 1"].to_numpy())
@@ -211,7 +211,7 @@ def table(runs: pd.DataFrame) -> list[str]:
         "default − strength 1 | best strength − reference | log-loss (class shares) | goal |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    from aggregator.strength import STRENGTHS
+    from aggregator.estimation.strength import STRENGTHS
 
     names = [strength_name(s, t) for t in TARGETS for s in STRENGTHS]
     groups = runs.groupby(["problem", "eps"], sort=False)

@@ -40,7 +40,7 @@ NAMES = ("paper", "normsub", "strength 1", "marginal", "prior only")
 def register() -> None:
     """Adds ``strength 1`` to the estimators (in this process and in every worker)."""
     # Imported here: a worker unpickles this module's globals by value, not the shared registry.
-    import aggregator.estimators as estimators
+    import aggregator.estimation.estimators as estimators
 
     estimators.ESTIMATORS["strength 1"] = partial(estimators.normsub_estimator, strength=1.0)
     estimators.ESTIMATORS["prior only"] = prior_only
@@ -48,8 +48,8 @@ def register() -> None:
 
 def prior_only(stats):
     """normsub's class prior with uniform conditionals: the constant classifier of the private reports."""
-    from aggregator.estimators import normsub_unsmoothed
-    from aggregator.model import NaiveBayesModel
+    from aggregator.estimation.estimators import normsub_unsmoothed
+    from aggregator.estimation.model import NaiveBayesModel
 
     base = normsub_unsmoothed(stats)
     return NaiveBayesModel(stats.spec, base.class_count, [np.ones_like(t) for t in base.tables])

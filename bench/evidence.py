@@ -4,7 +4,7 @@
     python bench/evidence.py --model gaussian [--approach 3] [--out bench/results/evidence-gaussian.md]
 
 On the runs of ``bench/estimators.py`` (protocol ``auto``, fast mode, the same seeds), each
-collection's :func:`aggregator.evidence.evidence` beside what its models score on the test rows:
+collection's :func:`aggregator.estimation.evidence.evidence` beside what its models score on the test rows:
 
 - the runs whose most common class leads the next by at least two standard errors (a safe
   margin) and the others, and in each how often the reports' most common class is not the
@@ -40,7 +40,7 @@ def cell(
     data set is collected."""
     from estimators import register
 
-    from aggregator.evidence import evidence
+    from aggregator.estimation.evidence import evidence
     from sim.datasets import load_dataset
     from sim.experiment import DEFAULT_THETA, Setup, collect, run_once, runner_for, spec_for, split
 

@@ -35,7 +35,7 @@ CELLS = ALL_CELLS
 def install() -> None:
     """A negative strength ``−s`` smooths at ``s`` with every class of a feature moved by the
     largest class weight; positive strengths are unchanged."""
-    from aggregator import smoothing
+    from aggregator.estimation import smoothing
 
     if hasattr(smoothing, "per_class_weights"):
         return
@@ -53,8 +53,8 @@ def cell(dataset: str, epsilon: float, reps: int) -> tuple[str, float, np.ndarra
     """Per run: majority, normsub, feature weight, both (accuracies), their log-losses, and
     whether ``both`` chose the feature weight; shape ``(reps, 8)``."""
     install()
-    from aggregator.estimators import ESTIMATORS, normsub_unsmoothed
-    from aggregator.strength import STRENGTHS, choose_strength
+    from aggregator.estimation.estimators import ESTIMATORS, normsub_unsmoothed
+    from aggregator.estimation.strength import STRENGTHS, choose_strength
 
     negative = tuple(-s for s in STRENGTHS)
     took: list[bool] = []

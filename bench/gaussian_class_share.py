@@ -33,7 +33,7 @@ SETTINGS = [
 
 def offered(name: str, approach: int, reduce, epsilon: float) -> float | None:
     """The class share ``spec --people`` offers for seed 0's training split (None: none)."""
-    from aggregator.planning import class_share_for
+    from aggregator.estimation.planning import class_share_for
     from sim.datasets import load_dataset
     from sim.experiment import DEFAULT_THETA, Setup, spec_for, split
 
@@ -49,7 +49,7 @@ def offered(name: str, approach: int, reduce, epsilon: float) -> float | None:
 def run(name: str, approach: int, reduce, epsilon: float, share: float, seed: int) -> list[float]:
     """One split: the majority class's test accuracy, and the default model's with inputs chosen
     uniformly and with the class share ``share``."""
-    from aggregator.estimators import build_model
+    from aggregator.estimation.estimators import build_model
     from sim.datasets import load_dataset
     from sim.experiment import DEFAULT_THETA, Setup, collect, spec_for, split
 

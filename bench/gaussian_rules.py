@@ -63,7 +63,7 @@ post-processes the default (``normsub``) model from the aggregates alone; none i
   unsure prior must not decide alone);
 - ``Wald gate if the prior leads``: the constant classifier (pooled means and variances) where
   the prior leads by two standard errors and the evidence's calibrated test of equal class means
-  (:func:`aggregator.dependence.gaussian_feature_p_values`, Fisher-combined) gives p > 0.05.
+  (:func:`aggregator.estimation.dependence.gaussian_feature_p_values`, Fisher-combined) gives p > 0.05.
 
 Per (data set, approach, features, ε): the majority class's, ``prior only``'s (the class input's
 majority) and ``normsub``'s test accuracy, ``normsub``'s paired difference with ``prior only``
@@ -118,7 +118,7 @@ WEAK_P, WEAK_LEAD = 0.62, 1.5
 def pooled_model(model, prior, columns=None):
     """``model`` with the class means and variances of ``columns`` (a boolean mask of shape
     ``(r,)``; every coordinate when None) replaced by their prior-weighted pools."""
-    from aggregator.gaussian import GaussianModel
+    from aggregator.estimation.gaussian import GaussianModel
 
     theta, var = model.theta.copy(), model.var.copy()
     columns = np.ones(theta.shape[1], bool) if columns is None else columns
@@ -131,7 +131,7 @@ def shrunk_prior(stats, prior: np.ndarray, spread_matched: bool = False) -> np.n
     """The class prior (shape ``(k,)``) moved toward even by the share ``w`` of its deviation from
     even that the class input's noise explains, floored at 1e-3: the deviation kept at ``1 − w``
     (the posterior mean) or, ``spread_matched``, at ``√(1 − w)``."""
-    from aggregator.class_prior import input_covariance
+    from aggregator.estimation.class_prior import input_covariance
 
     k = len(prior)
     deviation = prior - 1 / k
@@ -171,8 +171,8 @@ def apply_rule(rule: str, stats, model):
     """The model ``rule`` makes of the default ``model`` built from ``stats``."""
     from scipy.stats import chi2
 
-    from aggregator.class_prior import input_covariance, majority_lead
-    from aggregator.gaussian import GaussianModel, class_means_and_noise
+    from aggregator.estimation.class_prior import input_covariance, majority_lead
+    from aggregator.estimation.gaussian import GaussianModel, class_means_and_noise
 
     prior, theta, var_theta = class_means_and_noise(stats)  # the default model's prior: normsub's
     k = len(prior)
@@ -212,7 +212,7 @@ def apply_rule(rule: str, stats, model):
         return GaussianModel(model.spec, shrunk_prior(stats, prior, spread_matched=True), means, var)
     lead = majority_lead(prior, input_covariance(stats.spec.oracles[0], max(stats.states[0].n, 1), prior))
     if rule == "Wald gate if the prior leads":
-        from aggregator.dependence import combined_p_value, gaussian_feature_p_values
+        from aggregator.estimation.dependence import combined_p_value, gaussian_feature_p_values
 
         if lead >= 2 and combined_p_value(gaussian_feature_p_values(stats)) > 0.05:
             return pooled_model(model, prior)
@@ -254,7 +254,7 @@ def apply_rule(rule: str, stats, model):
 def run(name: str, approach: int, reduce, epsilon: float, seed: int) -> list[float]:
     """One collection: the test accuracy of the majority class, ``prior only``, ``normsub`` and
     each rule (in the order of :data:`RULES`)."""
-    from aggregator.estimators import build_model
+    from aggregator.estimation.estimators import build_model
     from sim.datasets import load_dataset
     from sim.experiment import DEFAULT_THETA, Setup, collect, spec_for, split
 

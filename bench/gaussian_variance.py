@@ -26,8 +26,14 @@ import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
 
-import aggregator.estimators as estimators
-from aggregator.gaussian import GaussianModel, VARIANCE_FLOOR, class_moments, class_prior, corrected_variances
+import aggregator.estimation.estimators as estimators
+from aggregator.estimation.gaussian import (
+    VARIANCE_FLOOR,
+    GaussianModel,
+    class_moments,
+    class_prior,
+    corrected_variances,
+)
 from participant import CollectionSpec
 from participant.continuous import ContinuousFeature, Preparation
 from participant.encoding import population_inputs

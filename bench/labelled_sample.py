@@ -7,7 +7,7 @@ the sample is set aside, per seed: the random 80/20 split, then ``--rows`` rows 
 split drawn as the operator's labelled sample; those rows never report. Every other training row
 sends one report (protocol ``auto``, exact fast mode). On the test rows: Naive Bayes on the sample
 alone (scikit-learn's CategoricalNB, Laplace smoothing), the default model from the reports alone,
-and the two pooled (:func:`aggregator.sample.pooled_with_sample`), with the majority class; paired
+and the two pooled (:func:`aggregator.estimation.sample.pooled_with_sample`), with the majority class; paired
 differences of the pooled model with each alone. Writes ``bench/results/labelled_sample.md``.
 """
 
@@ -30,8 +30,8 @@ def cell(problem: str, epsilon: float, reps: int, rows: int) -> dict | None:
     from sklearn.naive_bayes import CategoricalNB
 
     from aggregator import CollectionStatistics, build_model
-    from aggregator.class_prior import pooled_class_shares, pooled_covariance
-    from aggregator.sample import pooled_with_sample, report_share_variances
+    from aggregator.estimation.class_prior import pooled_class_shares, pooled_covariance
+    from aggregator.estimation.sample import pooled_with_sample, report_share_variances
     from participant import choose_inputs
     from protocols import simulate_states
     from sim.experiment import runner_for

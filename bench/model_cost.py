@@ -7,7 +7,7 @@ For each data set, seed 0's collection (protocol ``auto``, fast mode): the media
 temperature's), of ``normsub`` at temperature 1 (the strength's bootstrap alone), at a fixed
 strength and temperature (no bootstrap) and of the plug-in world's bootstrap alone, and of the
 model's ``evidence``
-(:func:`aggregator.evidence.evidence`, which the service computes beside every model). Australian
+(:func:`aggregator.estimation.evidence.evidence`, which the service computes beside every model). Australian
 and Diabetes are collected for the Gaussian model (approach 3, original features; its model has
 no bootstrap). Writes bench/results/model_cost.md.
 """
@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from aggregator.estimators import normsub_estimator, normsub_unsmoothed
-from aggregator.evidence import evidence
-from aggregator.gaussian import gaussian_estimator
-from aggregator.strength import bootstrap_accuracies
+from aggregator.estimation.estimators import normsub_estimator, normsub_unsmoothed
+from aggregator.estimation.evidence import evidence
+from aggregator.estimation.gaussian import gaussian_estimator
+from aggregator.estimation.strength import bootstrap_accuracies
 from sim.datasets import load_dataset
 from sim.experiment import DEFAULT_THETA, Setup, collect, runner_for, spec_for, split
 

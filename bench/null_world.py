@@ -6,7 +6,7 @@ Two measurements:
 
 - **Calibration.** Four features independent of the class (skewed marginals of 2 to 5 values),
   2,000 reports per input at ε = 1, ``--collections`` collections per case: how often the shipped
-  p-value (:func:`aggregator.dependence.dependence_p_value`, cells independent at an empty cell's
+  p-value (:func:`aggregator.estimation.dependence.dependence_p_value`, cells independent at an empty cell's
   variance) and an exact one (:func:`exact_p_value`: the deviations' full covariance, DE's
   multinomial covariance included) fall below 0.05 and 0.2, where a calibrated test gives 5 % and
   20 %.
@@ -32,9 +32,9 @@ CASES = [("OUE", (0.7, 0.3)), ("DE", (0.5, 0.5)), ("OUE", (0.70, 0.22, 0.04, 0.0
 
 
 def exact_p_value(stats, class_count: np.ndarray) -> float:
-    """:func:`~aggregator.dependence.dependence_p_value` with each feature's exact
-    :func:`~aggregator.dependence.deviation_statistic`."""
-    from aggregator.dependence import combined_p_value, exact_feature_p_values
+    """:func:`~aggregator.estimation.dependence.dependence_p_value` with each feature's exact
+    :func:`~aggregator.estimation.dependence.deviation_statistic`."""
+    from aggregator.estimation.dependence import combined_p_value, exact_feature_p_values
 
     return combined_p_value(exact_feature_p_values(stats, class_count))
 
@@ -42,10 +42,10 @@ def exact_p_value(stats, class_count: np.ndarray) -> float:
 def calibration(collections: int) -> list[str]:
     """Table rows: per case, the share of p-values below 0.05 and 0.2, shipped and exact."""
     from aggregator import CollectionStatistics
-    from aggregator.dependence import dependence_p_value
-    from aggregator.estimators import normsub_unsmoothed
-    from aggregator.model import NaiveBayesModel
-    from aggregator.strength import draw_statistics
+    from aggregator.estimation.dependence import dependence_p_value
+    from aggregator.estimation.estimators import normsub_unsmoothed
+    from aggregator.estimation.model import NaiveBayesModel
+    from aggregator.estimation.strength import draw_statistics
     from participant import CollectionSpec, Feature
 
     rows = []
@@ -77,8 +77,8 @@ def calibration(collections: int) -> list[str]:
 def cell(dataset: str, epsilon: float, reps: int, first_seed: int = 0) -> tuple[str, float, np.ndarray]:
     """Per run (seeds ``first_seed`` on): majority, normsub, without the null world, with the
     exact p-value (accuracies)."""
-    from aggregator import strength
-    from aggregator.estimators import ESTIMATORS, normsub_estimator
+    from aggregator.estimation import strength
+    from aggregator.estimation.estimators import ESTIMATORS, normsub_estimator
 
     def variant(**patch):
         def estimate(stats):

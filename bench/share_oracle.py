@@ -8,7 +8,7 @@ reports put highest. Where it falls short, is that the estimator's fault or the 
 
 The *share oracle* is told the training split's true class shares, but not which class holds
 which. For each of the k! assignments of the true shares to the classes it takes the likelihood
-of the pooled shares (Gaussian, with :func:`aggregator.class_prior.pooled_covariance` at that
+of the pooled shares (Gaussian, with :func:`aggregator.estimation.class_prior.pooled_covariance` at that
 assignment; the shares sum to one, so the last is dropped), and predicts the class most likely
 to hold the largest share (the likelihoods summed over the assignments that give it the
 largest). Knowing the shares, it can only beat ``prior only`` by where it puts them; if it names
@@ -38,9 +38,9 @@ CELLS = "car:0.5,car:1,chess:0.5,mushroom:0.5,diabetes:0.5,diabetes:1,australian
 
 def oracle_class(stats, pooled, truth: np.ndarray) -> int:
     """The class most likely to hold the largest of the true shares ``truth`` (shape ``(k,)``),
-    given ``stats``'s :func:`~aggregator.class_prior.pooled_class_shares` ``pooled``, every
+    given ``stats``'s :func:`~aggregator.estimation.class_prior.pooled_class_shares` ``pooled``, every
     assignment of ``truth`` to the classes equally likely a priori."""
-    from aggregator.class_prior import pooled_covariance
+    from aggregator.estimation.class_prior import pooled_covariance
 
     k = len(truth)
     logs, largest = [], []
@@ -57,8 +57,8 @@ def oracle_class(stats, pooled, truth: np.ndarray) -> int:
 def cell(dataset: str, epsilon: float, reps: int) -> tuple[str, float, np.ndarray]:
     """Per run: the test accuracy of the majority class, of ``prior only``, of the share oracle
     and of ``projected``; shape ``(reps, 4)``."""
-    from aggregator.class_prior import pooled_class_shares
-    from aggregator.simplex import project_to_simplex
+    from aggregator.estimation.class_prior import pooled_class_shares
+    from aggregator.estimation.simplex import project_to_simplex
     from participant import encode_labels
     from sim.datasets import load_dataset
     from sim.experiment import DEFAULT_THETA, Setup, collect, runner_for, spec_for, split

@@ -17,10 +17,10 @@ import argparse
 
 import numpy as np
 
-import aggregator.estimators as estimators
+import aggregator.estimation.estimators as estimators
 from aggregator import CollectionStatistics, build_model
-from aggregator.model import NaiveBayesModel
-from aggregator.simplex import project_to_simplex
+from aggregator.estimation.model import NaiveBayesModel
+from aggregator.estimation.simplex import project_to_simplex
 from participant import CollectionSpec, Feature
 from sim.datasets import load_dataset
 from sim.experiment import run_once

@@ -118,7 +118,7 @@ def report_batches(other_spec: bool = False, out_of_range: bool = False):
 
 def model_variants() -> list[str]:
     """Every /model a stranger may ask of one collection: each estimator, each strength it takes, each format."""
-    from aggregator.strength import STRENGTHS
+    from aggregator.estimation.strength import STRENGTHS
 
     paths = [f"/collections/big/model?estimator={e}" for e in ("paper", "normsub", "ibu")]
     paths += [f"/collections/big/model?estimator={e}&strength={s:g}" for e in ("normsub", "ibu") for s in STRENGTHS]

@@ -45,7 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=7)
     args = parser.parse_args()
-    subprocess.run([sys.executable, "-c", "import sim.cli, aggregator.cli"], check=True)  # warm the byte-code cache
+    subprocess.run([sys.executable, "-c", "import sim.cli, aggregator.operator.cli"], check=True)  # warm the byte-code cache
     floor = median_seconds(COMMANDS[0], args.reps)
     lines = [
         f"# Command-line start-up (`python bench/startup.py --reps {args.reps}`)",

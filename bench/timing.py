@@ -27,8 +27,8 @@ from scipy.stats import kruskal, spearmanr
 from participant import Participant
 from participant.client import pace_from
 from participant.encoding import record_inputs
-from participant.spec import CollectionSpec, Feature
 from participant.randomness import SecureGenerator
+from participant.spec import CollectionSpec, Feature
 from protocols.mean import OneBitMean
 from protocols.noise import GRID
 

@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from aggregator.csvdata import DEFAULT_NA, CSVOptions, DataError, parse_ranges, read_csv
+from aggregator.operator.csvdata import DEFAULT_NA, CSVOptions, DataError, parse_ranges, read_csv
 
 from .datasets import Dataset, DatasetNotFound, load_dataset
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aggregator.usage import Parser, non_negative_int, positive_int
+from aggregator.operator.usage import Parser, non_negative_int, positive_int
 
 from .cli_options import add_csv_options, check_common, csv_source, load_data, output_folder
 from .cli_options import epsilons as epsilon_list

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aggregator.csvdata import Table
+from aggregator.operator.csvdata import Table
 
 ENV_VAR = "LDPNB_DATA"
 CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ldpnb"
@@ -45,7 +45,7 @@ class DatasetInfo:
 @dataclass
 class Dataset(Table):
     """A data set: raw values ``X`` (m, n) and labels ``y`` (m,) as strings (the fields of a
-    :class:`~aggregator.csvdata.Table`).
+    :class:`~aggregator.operator.csvdata.Table`).
 
     Categorical data sets hold strings in ``X``; ``categories[i]`` lists feature ``i``'s values
     and ``classes`` the labels, sorted: the public domain a collection spec declares. Continuous

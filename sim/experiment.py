@@ -9,8 +9,8 @@ from sklearn.model_selection import train_test_split
 from sklearn.naive_bayes import CategoricalNB, GaussianNB
 
 from aggregator import CollectionStatistics, build_model
-from aggregator.model import one_hot
-from aggregator.reduction import fit_projection
+from aggregator.estimation.model import one_hot
+from aggregator.estimation.reduction import fit_projection
 from participant import CollectionSpec, Feature, choose_inputs, encode_features, encode_labels, population_inputs
 from participant.continuous import ContinuousFeature, Preparation
 from participant.reporting import PerturbedInputs, perturb_population

@@ -21,7 +21,7 @@ import numpy as np
 from tqdm import tqdm
 
 from aggregator import model_from_dict
-from aggregator.keys import Config
+from aggregator.service.keys import Config
 from participant.client import AsyncClient, Published
 from participant.errors import ClientError
 from participant.reporting import PerturbedInputs, Report

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from aggregator.usage import Parser, non_negative_int, number, positive_int
+from aggregator.operator.usage import Parser, non_negative_int, number, positive_int
 from participant.spec import EPSILON_RANGE
 from protocols import PROTOCOL_NAMES
 

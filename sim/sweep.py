@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from aggregator import ESTIMATORS
-from aggregator.csvdata import DataError, read_csv
-from aggregator.usage import Parser, listed, non_negative_int, positive_int
+from aggregator.operator.csvdata import DataError, read_csv
+from aggregator.operator.usage import Parser, listed, non_negative_int, positive_int
 from protocols import DEFAULT_THETA, FREQUENCY_ORACLES, PROTOCOL_NAMES
 
 from .cli_options import (
@@ -35,29 +35,7 @@ from .cli_options import (
 )
 from .cli_options import epsilons as epsilon_list
 from .datasets import ENV_VAR, DatasetNotFound, dataset_names, load_dataset
-
-FIELDS = [
-    "dataset",
-    "protocol",
-    "eps",
-    "estimator",
-    "budget",
-    "eps_per_person",
-    "model",
-    "reduce",
-    "components",
-    "bins",
-    "approach",
-    "mode",
-    "rep",
-    "seed",
-    "accuracy",
-    "nonprivate_accuracy",
-    "majority_accuracy",
-    "log_loss",
-    "prior_log_loss",
-]
-CELL_FIELDS = ["dataset", "protocol", "eps", "budget", "model", "reduce", "components", "bins", "approach", "mode"]
+from .summary import CELL_FIELDS, FIELDS
 
 
 @dataclass(frozen=True)
@@ -404,7 +382,8 @@ def main(argv: list[str]) -> int:
                     writer.writerows(future.result())
                     f.flush()
                     progress.update(futures[future])
-    from .plots import plot_sweep, summarise
+    from .plots import plot_sweep
+    from .summary import summarise
 
     summary = summarise(path)
     print(f"{len(summary)} cells summarised in {out / 'summary.csv'}", file=sys.stderr)

@@ -12,9 +12,9 @@ import aiohttp
 import msgpack
 import pytest
 
-from aggregator.addresses import parse_networks
-from aggregator.app import create_app, open_store, start_site
-from aggregator.keys import Config
+from aggregator.service.addresses import parse_networks
+from aggregator.service.app import create_app, open_store, start_site
+from aggregator.service.keys import Config
 from aggregator.store.postgres import redacted
 from participant import Participant
 from participant.wire import ReportError, pack_report, unpack
@@ -179,7 +179,7 @@ def test_passwords_are_redacted_from_database_urls_wherever_they_stand():
 
 
 async def test_cached_answers_are_built_once_and_bounded_in_bytes():
-    from aggregator.answers import AnswerCache
+    from aggregator.service.answers import AnswerCache
 
     builds = []
 

@@ -1,4 +1,4 @@
-"""The temperature of the model's class probabilities (aggregator.calibration): it softens a model
+"""The temperature of the model's class probabilities (aggregator.estimation.calibration): it softens a model
 whose many noisy features make it sure of nothing it knows, leaves a well-measured one alone,
 never changes a prediction, and travels with the model to scikit-learn and back."""
 
@@ -11,7 +11,7 @@ import pytest
 from scipy.special import logsumexp, softmax
 
 from aggregator import build_model
-from aggregator.calibration import (
+from aggregator.estimation.calibration import (
     MARGIN,
     TEMPERATURES,
     bootstrap_log_losses,
@@ -20,10 +20,10 @@ from aggregator.calibration import (
     expected_log_loss,
     pick,
 )
-from aggregator.dependence import dependence_p_value, null_probability
-from aggregator.estimators import normsub_unsmoothed
-from aggregator.model import NaiveBayesModel
-from aggregator.strength import choose_strength, sample_records
+from aggregator.estimation.dependence import dependence_p_value, null_probability
+from aggregator.estimation.estimators import normsub_unsmoothed
+from aggregator.estimation.model import NaiveBayesModel
+from aggregator.estimation.strength import choose_strength, sample_records
 from participant import CollectionSpec, Feature
 from sim.datasets import load_dataset
 from sim.experiment import DEFAULT_THETA, runner_for
@@ -145,7 +145,7 @@ def test_connect4_at_low_epsilon_is_no_longer_sure_of_the_wrong_class():
 def test_an_estimator_that_takes_the_statistics_alone_still_builds_at_a_given_temperature(monkeypatch):
     """A simulation that scores accuracy alone asks for temperature 1; an estimator registered
     beside the shipped ones (a bench's variant) that takes no temperature is built as it is."""
-    from aggregator import estimators
+    from aggregator.estimation import estimators
 
     spec, conditionals, _ = population(3, 3, [0.6, 0.4], None, "OUE", 1.0)
     stats = known_model_statistics(spec, [0.6, 0.4], conditionals, 500, np.random.default_rng(0))
@@ -182,7 +182,7 @@ def test_the_temperature_changes_no_prediction_and_travels_with_the_model():
 def test_a_labelled_sample_recovers_the_temperature_its_labels_were_drawn_at():
     """Labels drawn from softmax(τ·jll) give back τ: on 20,000 records, the grid's 2^-1 of 0.5
     (its neighbours 2^-3/4 and 2^-5/4 lose), and 1 where the labels follow the scores as they are."""
-    from aggregator.calibration import TEMPERATURES, fitted_temperature
+    from aggregator.estimation.calibration import TEMPERATURES, fitted_temperature
 
     rng = np.random.default_rng(7)
     jll = rng.normal(0, 3, size=(20_000, 3))
@@ -200,7 +200,7 @@ def test_a_sample_pooled_with_the_reports_weighs_each_share_by_its_variance():
     nothing (their variances huge) give the sample's Naive Bayes (counts plus one), reports far
     surer than 100 rows keep their own shares, and in between each share is the inverse-variance
     mean of the two (the sample's variance s(1 − s)/N at its total N)."""
-    from aggregator.sample import pool, pooled_with_sample
+    from aggregator.estimation.sample import pool, pooled_with_sample
 
     spec = CollectionSpec([Feature("f", ["x", "y", "z"])], ["a", "b"], "OUE", 1.0)
     model = NaiveBayesModel(spec, [500, 500], [[[100, 300, 100], [400, 50, 50]]], 0.5, 4.0)

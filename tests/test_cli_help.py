@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from aggregator.cli import build_parser as aggregator_parser
+from aggregator.operator.cli import build_parser as aggregator_parser
 from sim.cli import build_parser as sim_parser
 from sim.compare import build_parser as compare_parser
 from sim.plan import build_parser as plan_parser

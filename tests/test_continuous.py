@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from aggregator import build_model, model_from_dict
-from aggregator.gaussian import VARIANCE_FLOOR, GaussianModel
-from aggregator.reduction import dca_directions, fit_projection
+from aggregator.estimation.gaussian import VARIANCE_FLOOR, GaussianModel
+from aggregator.estimation.reduction import dca_directions, fit_projection
 from participant import CollectionSpec, Participant, RecordError, SpecError
 from participant.continuous import ContinuousFeature, Preparation, clip_and_normalise
 from sim.cli import main
@@ -257,7 +257,7 @@ def test_a_continuous_run_scores_log_loss_only_when_asked(model, monkeypatch):
     the model's own probabilities."""
     from sklearn.metrics import log_loss
 
-    import aggregator.estimators as estimators
+    import aggregator.estimation.estimators as estimators
 
     bootstraps = []
     real = estimators.choose_temperature

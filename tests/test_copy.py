@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from aggregator.app import open_store
+from aggregator.service.app import open_store
 from aggregator.store import IncomingBatch
 from participant import Participant
 from participant.wire import report_to_wire

@@ -14,7 +14,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from aggregator.app import open_store
+from aggregator.service.app import open_store
 from participant import CollectionSpec, Feature
 
 from .conftest import fresh_postgres_url
@@ -173,7 +173,7 @@ async def test_instances_share_collections_settings_and_statistics(postgres):
     other, the same id is 409 on both, and counts read on either include the other's reports."""
     import aiohttp
 
-    from aggregator.app import create_app, start_site
+    from aggregator.service.app import create_app, start_site
 
     from .conftest import table_1_spec
     from .servers import ADMIN

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aggregator.class_prior import class_share_variance
-from aggregator.estimators import direct_encoding_mle, iterative_bayesian_update
-from aggregator.gaussian import corrected_variances, gaussian_estimator
+from aggregator.estimation.class_prior import class_share_variance
+from aggregator.estimation.estimators import direct_encoding_mle, iterative_bayesian_update
+from aggregator.estimation.gaussian import corrected_variances, gaussian_estimator
 from participant import CollectionSpec, Feature
 from participant.continuous import ContinuousFeature, Preparation
 from participant.encoding import population_inputs
@@ -38,8 +38,8 @@ def test_a_class_independent_skewed_feature_keeps_no_false_class_signal_toward_i
     classes are pulled by different weights), toward the marginal at 0.08 ± 0.01 (what is left is
     Norm-Sub's clipping of the rarer class's noisier cells). A marginal target that is uniform
     again lands in the first band."""
-    from aggregator.estimators import normsub_estimator
-    from aggregator.strength import draw_statistics
+    from aggregator.estimation.estimators import normsub_estimator
+    from aggregator.estimation.strength import draw_statistics
 
     truth, like = skewed_class_independent(500_000)
     rng = np.random.default_rng(1)
@@ -55,10 +55,10 @@ def false_class_signal(d: int, people: int, seeds: int = 8) -> tuple[float, floa
     """The mean over ``seeds`` collections of ``Σ_a P(a)·|log P(a|c0) − log P(a|c1)|`` (nats) for one
     geometric feature of ``d`` values that tells two classes (0.8 / 0.2) nothing, OUE at ε = 1,
     ``people`` reports per input: the default model's and ``paper``'s. The truth is 0."""
-    from aggregator.estimators import build_model, paper_estimator
-    from aggregator.model import NaiveBayesModel
-    from aggregator.statistics import CollectionStatistics
-    from aggregator.strength import draw_statistics
+    from aggregator.estimation.estimators import build_model, paper_estimator
+    from aggregator.estimation.model import NaiveBayesModel
+    from aggregator.estimation.statistics import CollectionStatistics
+    from aggregator.estimation.strength import draw_statistics
 
     spec = CollectionSpec([Feature("f", [f"v{j}" for j in range(d)])], ["a", "b"], "OUE", 1.0)
     marginal = np.exp(-np.arange(d) / (d / 8))
@@ -111,7 +111,7 @@ def test_the_variance_correction_is_unbiased_and_keeps_its_sign():
     The corrected variance of the rarer class (0.19, within twice its standard error of about 0.1)
     averages to the truth over 2,000 seeds within four standard errors (0.009); a correction with
     its sign flipped is 0.024 low. (The shipped estimate then pools such a variance: shrinkage,
-    biased by design; see :func:`aggregator.gaussian.gaussian_estimator`.)"""
+    biased by design; see :func:`aggregator.estimation.gaussian.gaussian_estimator`.)"""
     spec = CollectionSpec([], ["a", "b"], "DE", 1.0, continuous=Preparation([ContinuousFeature("x", -1.0, 1.0)]),
                           model="gaussian", approach=3)  # fmt: skip
     rng = np.random.default_rng(3)
@@ -247,7 +247,7 @@ def test_the_plug_in_cell_variances_are_what_a_simulation_gives_at_d_4(oracle):
     """Four cells holding 7,000, 2,000, 800 and 200 of 10,000 people, 4,000 collections: each cell's
     plug-in variance (at the counts each collection estimates) is within 7 % of the simulated one,
     where the empty-cell approximation understates the held cell's by a third (DE) or a tenth (OUE)."""
-    from aggregator.count_noise import cell_variances
+    from aggregator.estimation.count_noise import cell_variances
 
     truth = np.array([7000, 2000, 800, 200])
     rng = np.random.default_rng(11)
@@ -264,10 +264,10 @@ def test_without_dependence_the_p_value_holds_its_level_where_the_cells_are_held
     even classes, OUE at ε = 2, 5,000 reports per input, 3,000 collections: with the plug-in
     variances (and the people's own sampling) the p-value falls below 0.05 in 6.8 % of them; with
     the empty cells' variances alone the held cells' noise passes for dependence in 18 %."""
-    from aggregator import count_noise, dependence
-    from aggregator.model import NaiveBayesModel
-    from aggregator.statistics import CollectionStatistics
-    from aggregator.strength import draw_statistics
+    from aggregator.estimation import count_noise, dependence
+    from aggregator.estimation.model import NaiveBayesModel
+    from aggregator.estimation.statistics import CollectionStatistics
+    from aggregator.estimation.strength import draw_statistics
 
     spec = CollectionSpec([Feature("f", ["x", "y"])], ["a", "b"], "OUE", 2.0)
     prior = np.array([0.5, 0.5])

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from aggregator import CollectionStatistics
-from aggregator.class_prior import pooled_class_shares, pooled_covariance
-from aggregator.dependence import combined_p_value, deviation_statistic, exact_feature_p_values
-from aggregator.evidence import evidence, summary
-from aggregator.model import NaiveBayesModel
-from aggregator.strength import draw_statistics
+from aggregator.estimation.class_prior import pooled_class_shares, pooled_covariance
+from aggregator.estimation.dependence import combined_p_value, deviation_statistic, exact_feature_p_values
+from aggregator.estimation.evidence import evidence, summary
+from aggregator.estimation.model import NaiveBayesModel
+from aggregator.estimation.strength import draw_statistics
 from participant import CollectionSpec, Feature
 
 
@@ -166,7 +166,7 @@ def test_a_gaussian_collections_evidence_is_its_class_inputs():
     5 %). A 0.7 : 0.3 prior leads safely; 0.52 : 0.48 does not. Both coordinates' class means
     differ by 0.4 in prepared units: at ε = 1 each is about one standard error of the difference
     (no verdict), at ε = 4 the tests find it."""
-    from aggregator.gaussian import class_prior
+    from aggregator.estimation.gaussian import class_prior
 
     rng = np.random.default_rng(2)
     stats = gaussian_collection(0.7, 1.0, 6000, rng)
@@ -197,7 +197,7 @@ def test_a_gaussian_collections_class_mean_errors_are_their_spread(epsilon):
     of the first coordinate spreads as the reported standard error says, within 6 %; the rarer
     class's error is the larger. At ε = 8 the Laplace noise no longer hides the spread of the
     class-hiding entries: errors without it are 15–25 % short."""
-    from aggregator.gaussian import class_moments, class_prior
+    from aggregator.estimation.gaussian import class_moments, class_prior
 
     rng = np.random.default_rng(9)
     means, errors = [], []
@@ -223,7 +223,7 @@ def test_a_gaussian_coordinates_test_holds_its_level(approach, k, epsilon, m):
     the class prior's noise, by which every mean is divided, counts: left out, approach 3 at
     ε = 4 rejects in 9 % of collections. At ε = 0.5 and 300 people the means are tested
     unclipped: clipped to the range, their deviations are too small and the test too timid."""
-    from aggregator.dependence import gaussian_feature_p_values
+    from aggregator.estimation.dependence import gaussian_feature_p_values
     from participant.continuous import ContinuousFeature, Preparation
     from participant.encoding import population_inputs
     from sim.experiment import simulate_collection

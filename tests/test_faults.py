@@ -23,7 +23,7 @@ import asyncpg
 import msgpack
 import numpy as np
 
-from aggregator.app import open_store
+from aggregator.service.app import open_store
 from participant import CollectionSpec, Feature
 
 from .postgres import PostgreSQL, server_directory

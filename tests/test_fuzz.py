@@ -13,14 +13,14 @@ import schemathesis
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from aggregator.app import create_app, open_store, start_site
-from aggregator.keys import Config
+from aggregator.service.app import create_app, open_store, start_site
+from aggregator.service.keys import Config
 from participant.wire import ReportError, decode_report, unpack
 
 from .conftest import table_1_spec
 
 ADMIN = "fuzz-admin-token-0123456789abc"
-OPENAPI = Path(__file__).resolve().parents[1] / "aggregator" / "openapi.json"
+OPENAPI = Path(__file__).resolve().parents[1] / "aggregator" / "service" / "openapi.json"
 
 # Anything msgpack can carry.
 values = st.recursive(

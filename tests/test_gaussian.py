@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aggregator.gaussian import gaussian_estimator, shrunk_toward_pooled
+from aggregator.estimation.gaussian import gaussian_estimator, shrunk_toward_pooled
 from participant import CollectionSpec
 from participant.continuous import ContinuousFeature, Preparation
 from participant.encoding import population_inputs

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from aiohttp import ClientSession, web
 
-from aggregator.app import start_site
+from aggregator.service.app import start_site
 from participant import AsyncClient, Budget, BudgetExceeded, CollectionChanged, CollectionSpec, ReportRejected
 from participant.client import AlreadyReported, SubmissionFailed, pace_from, paced_wait
 from participant.errors import LimitExceeded

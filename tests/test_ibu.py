@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from aggregator.estimators import iterative_bayesian_update
+from aggregator.estimation.estimators import iterative_bayesian_update
 from protocols import make_oracle
 
 

@@ -13,7 +13,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from aggregator.app import create_app, open_store, start_site
+from aggregator.service.app import create_app, open_store, start_site
 from participant import CollectionSpec, Feature
 
 ADMIN = "model-check-admin-token-0123456789"

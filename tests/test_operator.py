@@ -95,7 +95,7 @@ def test_an_operator_runs_a_collection_from_the_command_line(server, tmp_path):
         assert card["epsilon_per_person"] == 4.0 and card["estimator"] == "normsub"
         assert set(card["estimated_people_per_class"]) == {"Yes", "No"}
         assert 0 < card["temperature"] <= 1 and "times the temperature" in card["temperature_note"]
-        from aggregator.strength import STRENGTHS
+        from aggregator.estimation.strength import STRENGTHS
 
         assert card["strength"] in STRENGTHS
         # What the reports can tell the model, in the card and printed.
@@ -104,7 +104,7 @@ def test_an_operator_runs_a_collection_from_the_command_line(server, tmp_path):
     # A labelled public sample fits the temperature: the least log-loss on it of every temperature.
     from scipy.special import log_softmax
 
-    from aggregator.calibration import TEMPERATURES
+    from aggregator.estimation.calibration import TEMPERATURES
 
     # A sample of another population (its labels reversed), so that a softer temperature fits it.
     rows = [(a, i, g, {"Yes": "No", "No": "Yes"}[y]) for a, i, g, y in TABLE_1 * 10]
@@ -215,7 +215,7 @@ def test_bad_use_is_one_line_and_exit_2(server, tmp_path):
 
 def test_a_binned_numerical_model_calibrates_on_raw_values_and_a_gaussian_one_is_refused(tmp_path):
     from aggregator import build_model
-    from aggregator.operator import OperatorError, calibrate
+    from aggregator.operator.commands import OperatorError, calibrate
     from sim.datasets import load_dataset
     from sim.experiment import Setup, collect, spec_for, split
 

@@ -99,7 +99,7 @@ def test_declared_ranges_are_kept_as_declared_and_explain_themselves(tmp_path, c
     """A range narrower than the data stays as declared (widening it to the data's min and max
     would leak the surveyed people's extremes) and the share it clips is said; a range makes its
     column numeric, and a range or --numeric on a column of words is refused in one line."""
-    from aggregator.csvdata import CSVOptions, read_csv
+    from aggregator.operator.csvdata import CSVOptions, read_csv
 
     rng = np.random.default_rng(4)
     m = 800
@@ -121,7 +121,7 @@ def test_declared_ranges_are_kept_as_declared_and_explain_themselves(tmp_path, c
     words = write(tmp_path / "words.csv", ["colour", "class"], [[c, k] for c, k in zip(["red", "blue"] * 50, "ab" * 50)])
     refused(capsys, "--csv", words, "--label", "class", "--range", "colour=0:1", words=["'red' is not a number"])
     refused(capsys, "--csv", words, "--label", "class", "--range", "size=0:1", words=["no such feature column"])
-    from aggregator.cli import main as aggregator
+    from aggregator.operator.cli import main as aggregator
 
     assert aggregator(["spec", "--csv", str(path), "--label", "class", "--categorical", "age,income"]) == 0
     capsys.readouterr()
@@ -210,7 +210,7 @@ def test_sweep_and_compare_take_csv_files(tmp_path, capsys, monkeypatch):
 
 
 def test_one_spec_format_drafted_from_a_sample_and_run_by_the_simulator(tmp_path, capsys):
-    from aggregator.cli import main as aggregator
+    from aggregator.operator.cli import main as aggregator
 
     colour, size, y = categorical_rows()
     sample = write(tmp_path / "sample.csv", ["colour", "size", "outcome"], zip(colour[:100], size[:100], y[:100]))
@@ -261,7 +261,7 @@ def test_one_spec_format_drafted_from_a_sample_and_run_by_the_simulator(tmp_path
 
 
 def test_a_drafted_spec_states_a_class_share_and_uneven_samples_are_told_of_it(tmp_path, capsys):
-    from aggregator.cli import main as aggregator
+    from aggregator.operator.cli import main as aggregator
 
     colour, size, _ = categorical_rows(200)
     y = ["no"] * 150 + ["yes"] * 50  # 75 % one class
@@ -284,11 +284,11 @@ def test_a_drafted_spec_states_a_class_share_and_uneven_samples_are_told_of_it(t
 
 def test_a_drafted_spec_says_how_surely_the_expected_people_will_name_the_most_common_class(tmp_path, capsys):
     """With --people the draft's notes give the planner's odds and cost for the sample's class
-    shares (``aggregator.planning``, checked against exact collections in tests/test_planning.py),
+    shares (``aggregator.estimation.planning``, checked against exact collections in tests/test_planning.py),
     and the class share that would keep the cost within 0.005, where there is one."""
-    from aggregator.cli import main as aggregator
-    from aggregator.planning import majority_outlook
-    from aggregator.specdraft import share_text
+    from aggregator.estimation.planning import majority_outlook
+    from aggregator.operator.cli import main as aggregator
+    from aggregator.operator.specdraft import share_text
     from participant import CollectionSpec
 
     colour, size, _ = categorical_rows(200)
@@ -355,7 +355,7 @@ def test_a_categorical_spec_reads_a_column_of_many_numbers_as_categories(tmp_pat
 def test_ranges_by_pattern_list_or_file(tmp_path, capsys):
     """Ten numeric columns declared by one pattern, by a comma list, or by a file: the same
     ranges; a column's own name wins over a pattern; a pattern matching nothing is one line."""
-    from aggregator.cli import main as aggregator
+    from aggregator.operator.cli import main as aggregator
 
     rng = np.random.default_rng(3)
     z = rng.integers(0, 2, 400)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from playwright.async_api import async_playwright, expect
 
-from aggregator.app import create_app, open_store, start_site
+from aggregator.service.app import create_app, open_store, start_site
 from participant import Participant
 from participant.wire import pack_batch
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from aggregator import CollectionStatistics
-from aggregator.plausibility import Z_THRESHOLD, plausibility
+from aggregator.estimation.plausibility import Z_THRESHOLD, plausibility
 from participant import CollectionSpec
 from participant.continuous import ContinuousFeature, Preparation
 from protocols.noise import GRID

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from aggregator.app import create_app, open_store, start_site
-from aggregator.auth import TokenError
-from aggregator.keys import Config
+from aggregator.service.app import create_app, open_store, start_site
+from aggregator.service.auth import TokenError
+from aggregator.service.keys import Config
 from participant import Participant
 
 from .conftest import TABLE_1, table_1_spec

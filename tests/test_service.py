@@ -15,9 +15,9 @@ import pytest
 from aiohttp import web
 
 from aggregator import CollectionStatistics, NaiveBayesModel, build_model
-from aggregator.app import create_app, open_store, start_site
-from aggregator.evidence import evidence
-from aggregator.keys import Config
+from aggregator.estimation.evidence import evidence
+from aggregator.service.app import create_app, open_store, start_site
+from aggregator.service.keys import Config
 from aggregator.store import Store
 from participant import (
     CollectionSpec,
@@ -220,7 +220,7 @@ async def test_the_model_at_an_asked_strength_and_the_strength_it_chose(service)
     it the answer names the strength the service chose; a strength that is not one of those the
     service chooses from (every other would be one more model for anyone to make it build), or one
     asked of an estimator that does not smooth, is a 400 naming it."""
-    from aggregator.strength import STRENGTHS
+    from aggregator.estimation.strength import STRENGTHS
 
     spec = table_1_spec(protocol="OUE", epsilon=1.0)
     await service.create(spec)
@@ -646,7 +646,7 @@ async def test_a_flood_from_one_address_gets_429_and_the_service_stays_up(tmp_pa
 
 
 def test_the_rate_limiter_refills_over_time():
-    from aggregator.ratelimit import RateLimiter
+    from aggregator.service.ratelimit import RateLimiter
 
     now = [0.0]
     limiter = RateLimiter(60, clock=lambda: now[0])  # one per second
@@ -943,7 +943,7 @@ def test_a_generated_collection_id_never_begins_with_a_dash(monkeypatch):
     '-' (a replay test failed on one). The draw is repeated until it does not."""
     import secrets
 
-    from aggregator.handlers import new_collection_id
+    from aggregator.service.handlers import new_collection_id
 
     drawn = iter(["-dashfirst12", "-dashagain12", "okid_fine-12"])
     monkeypatch.setattr(secrets, "token_urlsafe", lambda n: next(drawn))

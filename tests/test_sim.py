@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aggregator.csvdata import CSVOptions, DataError, read_csv
+from aggregator.operator.csvdata import CSVOptions, DataError, read_csv
 from sim.cli import main
 from sim.datasets import DatasetInfo, DatasetNotFound, find_data_file, load_dataset
 from sim.experiment import run_once

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from aggregator.cli import build_parser as aggregator_parser
+from aggregator.operator.cli import build_parser as aggregator_parser
 from sim import compare, plan, sweep
 from sim.cli import build_parser as sim_parser
 from sim.cli_options import _columns

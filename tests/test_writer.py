@@ -7,8 +7,8 @@ import asyncio
 
 import numpy as np
 
+from aggregator.service.writer import ReportWriter
 from aggregator.store import NEW
-from aggregator.writer import ReportWriter
 
 
 class Recording:

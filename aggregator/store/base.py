@@ -54,7 +54,7 @@ from participant.spec import CollectionSpec
 from participant.wire import decode_values
 from protocols import OracleState
 
-from ..statistics import CollectionStatistics
+from ..estimation.statistics import CollectionStatistics
 
 NEW, DUPLICATE, TOKEN_USED, CONFLICT = 1, 0, -1, -2
 SCHEMA_VERSION = 3

@@ -17,20 +17,20 @@ from participant.errors import SpecError
 from participant.spec import CollectionSpec
 from participant.wire import ReportError, check_payload, check_report, decode_values, unpack
 
+from ..estimation.count_noise import cell_variances
+from ..estimation.estimators import ESTIMATORS, build_model, strength_refused
+from ..estimation.evidence import evidence
+from ..estimation.plausibility import plausibility
+from ..estimation.statistics import CollectionStatistics
+from ..estimation.strength import STRENGTHS
+from ..store import CONFLICT, NEW, TOKEN_USED, Collection, CollectionExists, IncomingBatch
+from ..store.base import COLLECTION_ID
 from .addresses import client_address
 from .answers import Busy, encode_json, encode_msgpack
 from .auth import SETTING_KEY, enrollment_nonce, issue_enrollment_tokens, require_admin
-from .count_noise import cell_variances
 from .errors import RETRY_AFTER, APIError
-from .estimators import ESTIMATORS, build_model, strength_refused
-from .evidence import evidence
 from .keys import ADMIN_FAILURES, ANSWERS, CONFIG, ENROLLMENT_HMAC, FLAGS, LIMITER, METRICS, STORE, WRITER
 from .metrics import UNKNOWN_COLLECTION
-from .plausibility import plausibility
-from .statistics import CollectionStatistics
-from .store import CONFLICT, NEW, TOKEN_USED, Collection, CollectionExists, IncomingBatch
-from .store.base import COLLECTION_ID
-from .strength import STRENGTHS
 
 routes = web.RouteTableDef()
 
@@ -635,7 +635,7 @@ def _estimator(request: web.Request) -> str:
 
 def _strength(request: web.Request, collection: Collection, estimator: str) -> float | None:
     """The ``strength`` the client asked the model to be smoothed at (None: the estimator's choice).
-    Only the strengths the service's own choice ranges over (:data:`~aggregator.strength.STRENGTHS`):
+    Only the strengths the service's own choice ranges over (:data:`~aggregator.estimation.strength.STRENGTHS`):
     every other number would be one more model to build and cache per release state, which anyone
     could ask for."""
     raw = request.query.get("strength")
@@ -687,7 +687,7 @@ def _model(collection: Collection, stats: CollectionStatistics, estimator: str, 
 
 async def cached_answer(request: web.Request, collection: Collection, build, *extra) -> web.Response:
     """``build(collection, statistics, *extra)`` encoded as the client asked (JSON or msgpack),
-    from the app's :class:`~aggregator.answers.AnswerCache`: one build per release state (the
+    from the app's :class:`~aggregator.service.answers.AnswerCache`: one build per release state (the
     count of reports says which), encoded in slices on a worker thread."""
     counted = await require_released(request, collection)
     as_msgpack = any(t in request.headers.get("Accept", "") for t in MSGPACK_TYPES)

@@ -29,7 +29,7 @@ class Unsmoothed:
 
     def model(self, spec: CollectionSpec, strength: float, temperature: float = 1.0) -> NaiveBayesModel:
         """The Naive Bayes model with every feature smoothed at ``strength``, its class
-        probabilities at ``temperature`` (:mod:`aggregator.calibration`)."""
+        probabilities at ``temperature`` (:mod:`aggregator.estimation.calibration`)."""
         tables = [smooth_conditionals(t, v, strength, self.target) for t, v in zip(self.tables, self.cell_variances)]
         return NaiveBayesModel(spec, self.class_count, tables, temperature, strength)
 
@@ -56,7 +56,7 @@ def smooth_conditionals(table: np.ndarray, cell_variance, strength=1.0, target: 
     """Smoothing of one feature's counts ``table`` (shape ``(k, n_i)``) that vanishes as the noise
     does: each class's distribution over the feature's values moves toward ``target`` by a
     weight ``w``, the smaller of two. ``strength`` multiplies the noise both weights see (1: the
-    empirical-Bayes weight itself; :mod:`aggregator.strength` picks it per collection). Returns
+    empirical-Bayes weight itself; :mod:`aggregator.estimation.strength` picks it per collection). Returns
     positive counts with the rows' totals, shape ``(k, n_i)``. Leading axes broadcast: tables
     ``(F, k, n)`` with variances ``(F, k, 1)`` and strengths ``(S, 1, 1, 1)`` give ``(S, F, k, n)``.
 

@@ -8,13 +8,13 @@ prior's 0.85, though it predicts the majority class as often as the prior does. 
 "temperature scaling" of Guo et al. (2017, "On calibration of modern neural networks"); it keeps
 every prediction (the order of the classes' scores is the same), so accuracy does not change.
 
-``τ`` is chosen as the smoothing strength is (:mod:`aggregator.strength`): collections of the same
+``τ`` is chosen as the smoothing strength is (:mod:`aggregator.estimation.strength`): collections of the same
 size are drawn through the same oracles from populations the reports could come from, the model
 is rebuilt from each, and each ``τ`` of :data:`TEMPERATURES` is scored by its expected log-loss
 on records drawn from the population, against the population's own class probabilities. The
 populations are the spread-matched one (class signal of the size the reports estimate) and the
 null one (no feature tells the classes apart), mixed by the probability of the null given the
-reports (:mod:`aggregator.dependence`). The plug-in world, whose class signal is the posterior
+reports (:mod:`aggregator.estimation.dependence`). The plug-in world, whose class signal is the posterior
 mean's smaller one, lost 0.044 ± 0.011 nats on mushroom at ε = 0.5 (seeds 0–99), where the
 spread-matched one is within its error of τ = 1 (``python bench/calibration.py``).
 
@@ -71,7 +71,7 @@ def choose_temperature(
     ``derive(drawn)`` smoothed at ``strength``, mixed over the spread-matched and the null world
     by the null's probability, if it beats the first by :data:`MARGIN`; else the first: what
     :func:`pick` takes from every temperature's score. Returns 1.0 without reports or where the
-    bootstrap would be too large (:func:`~aggregator.strength.bootstrap_too_large`).
+    bootstrap would be too large (:func:`~aggregator.estimation.strength.bootstrap_too_large`).
 
     The mixed expected log-loss is convex in ``τ`` (per record ``log Σ_c exp(τ·jll_c)`` is convex
     and ``τ·Σ_c p_c·jll_c`` linear), so along the decreasing temperatures it falls to its least
@@ -142,7 +142,7 @@ def bootstrap_joint_log_likelihoods(
     records: int = RECORDS,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The joint log-likelihoods of ``records`` records drawn from the ``world`` of
-    :data:`~aggregator.strength.WORLDS` built from ``base``, under ``derive(drawn)`` smoothed at
+    :data:`~aggregator.estimation.strength.WORLDS` built from ``base``, under ``derive(drawn)`` smoothed at
     ``strength`` for each of ``draws`` drawn collections, stacked ``(draws·records, k)``, and the
     world's class probabilities of those records, repeated alike ``(draws·records, k)``. Seeded by
     the statistics, as the strength's bootstrap is (the same reports give the same temperature)."""

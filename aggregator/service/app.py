@@ -6,6 +6,7 @@ import secrets
 
 from aiohttp import web
 
+from ..store import Store, open_database
 from .addresses import within
 from .answers import AnswerCache
 from .auth import ENROLLMENT_KEY, SETTING_KEY, TokenError, check_admin_token, hash_token, new_token
@@ -15,7 +16,6 @@ from .handlers import REPORTS_PATH, routes
 from .keys import ADMIN_FAILURES, ANSWERS, CONFIG, ENROLLMENT_HMAC, FLAGS, LIMITER, METRICS, STORE, WRITER, Config
 from .metrics import Metrics
 from .ratelimit import RateLimiter
-from .store import Store, open_database
 from .writer import ReportWriter
 
 ADMIN_FAILURES_PER_MINUTE = 10
@@ -24,10 +24,10 @@ ADMIN_FAILURES_PER_MINUTE = 10
 async def settle_admin_token(store: Store, admin_token: str | None, rotate: bool = False) -> str | None:
     """Make sure ``store`` holds an admin token's hash; returns a generated token to show once, or None.
 
-    A given ``admin_token`` must pass :func:`~aggregator.auth.check_admin_token`. On a database
+    A given ``admin_token`` must pass :func:`~aggregator.service.auth.check_admin_token`. On a database
     that already has a hash, a different token is refused unless ``rotate`` (its hash then
     replaces the stored one); without a token the stored hash is kept, or, on first start, a token
-    is generated and only its hash is stored. Raises :class:`~aggregator.auth.TokenError`.
+    is generated and only its hash is stored. Raises :class:`~aggregator.service.auth.TokenError`.
     """
     stored = await store.get_setting(SETTING_KEY)
     if admin_token is not None:
@@ -70,7 +70,7 @@ async def open_store(
 
 async def create_app(store: Store, config: Config | None = None) -> web.Application:
     """The service over ``store`` (whose settings hold the admin token's hash and the enrollment
-    key); ``config`` sets its limits (:class:`~aggregator.keys.Config`)."""
+    key); ``config`` sets its limits (:class:`~aggregator.service.keys.Config`)."""
     config = config or Config()
     if await store.get_setting(SETTING_KEY) is None:
         raise ValueError("the store has no admin token; open it with open_store()")

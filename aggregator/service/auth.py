@@ -57,7 +57,7 @@ def new_token() -> str:
 def require_admin(request: web.Request, token_hash: str, failures=None, source: str | None = None) -> None:
     """Raise 401 without a bearer token, 403 with a wrong one, and 429 for a wrong one once its
     address (``source``, else the peer's) has failed too often (``failures``, a
-    :class:`~aggregator.ratelimit.RateLimiter`, spends one token per failed attempt). The right
+    :class:`~aggregator.service.ratelimit.RateLimiter`, spends one token per failed attempt). The right
     token always passes: others' failures from a shared address never lock the operator out, and
     guessing a token of 22 or more random characters is hopeless at any rate."""
     source = (request.remote or "") if source is None else source

@@ -2,9 +2,9 @@
 
 On car at ε ≤ 1 they mostly do not (a median p-value near 0.5), and a model that uses the
 features there is no surer of anything than the class prior. How much the temperature's bootstrap
-(:mod:`aggregator.calibration`) should fear that case is the probability of "no dependence" given
+(:mod:`aggregator.estimation.calibration`) should fear that case is the probability of "no dependence" given
 the reports, which :func:`null_probability` bounds from the p-value of :func:`dependence_p_value`
-(approximate, used only as a weight). What the service reports (:mod:`aggregator.evidence`) is the calibrated test
+(approximate, used only as a weight). What the service reports (:mod:`aggregator.estimation.evidence`) is the calibrated test
 of :func:`exact_feature_p_values`. Post-processing of the aggregated statistics: no privacy is
 spent.
 """
@@ -26,13 +26,13 @@ def dependence_p_value(stats: CollectionStatistics, class_count: np.ndarray) -> 
     ``σ_ca² = (1 − π_c)²·v_ca + Σ_{c' ≠ c} π_c'²·v_c'a`` with ``v_ca`` the variance of class
     ``c``'s share of value ``a`` (the oracle's cell variance at the counts the reports estimate,
     plus the multinomial variance of the cell's true count among the reporters:
-    :func:`~aggregator.count_noise.sampled_cell_variances`, over the squared expected count). The squared deviations over
+    :func:`~aggregator.estimation.count_noise.sampled_cell_variances`, over the squared expected count). The squared deviations over
     their variances, times ``(k − 1)/k``, form a χ² statistic of ``(k − 1)·d`` degrees of
     freedom; the features' p-values are combined by Fisher's method.
 
     The cells are taken as independent; DE's covary (a report lands in one), which
     :func:`exact_feature_p_values` accounts for. This one is used only as a weight
-    (:func:`null_probability`, in the temperature's choice, :mod:`aggregator.calibration`)."""
+    (:func:`null_probability`, in the temperature's choice, :mod:`aggregator.estimation.calibration`)."""
     return combined_p_value(feature_p_values(stats, class_count))
 
 
@@ -68,7 +68,7 @@ def gaussian_feature_p_values(stats: CollectionStatistics) -> list[float | None]
     The Wald statistic of the estimated class means' differences from the last class's, against
     their covariance, is χ² with ``k − 1`` degrees of freedom under equal means. The covariance
     (prepared units) holds each mean's noise and its entries' spread
-    (:func:`~aggregator.gaussian.moment_variances`); between classes, the entries' covariance
+    (:func:`~aggregator.estimation.gaussian.moment_variances`); between classes, the entries' covariance
     (one person's value sits in one class's entry; the one-bit reports of approach 2 are bounded
     without it) and the class prior's noise, by which every mean is divided, so that it counts
     where the means lie far from 0. The unclipped means are tested: clipped to the range their

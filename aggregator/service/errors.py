@@ -8,10 +8,10 @@ import time
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from ..store import StoreUnavailable
+from ..store.base import COLLECTION_ID
 from .keys import METRICS, STORE
 from .metrics import UNKNOWN_COLLECTION
-from .store import StoreUnavailable
-from .store.base import COLLECTION_ID
 
 # The application's body limit (bytes), which the middleware reads: set by create_app.
 MAX_BODY = web.AppKey("max_body_bytes", int)

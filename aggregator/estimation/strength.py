@@ -10,7 +10,7 @@ same oracles, and see which strength classifies records drawn from it best.
 The rule has one reference and one constant, and draws from one world:
 
 - **Strength 1 unless the reports show better.** Strength 1 is the empirical-Bayes weight itself
-  (:func:`~aggregator.smoothing.smooth_conditionals`), the posterior mean of each conditional
+  (:func:`~aggregator.estimation.smoothing.smooth_conditionals`), the posterior mean of each conditional
   under a normal prior on its deviations from the feature's marginal; it is kept unless another
   strength's expected accuracy in the bootstrap leads it by more than :data:`LEAD` standard
   errors of their paired difference over the draws. The bootstrap's world is a Naive-Bayes
@@ -21,7 +21,7 @@ The rule has one reference and one constant, and draws from one world:
 - **The population has the class signal the reports estimate** (:func:`spread_matched_truth`):
   each class's conditional keeps its estimated deviation from the target at the size the
   reports estimate (the spread less the noise, by the plug-in variances of
-  :mod:`aggregator.count_noise`), not the posterior mean's smaller one.
+  :mod:`aggregator.estimation.count_noise`), not the posterior mean's smaller one.
 
 :data:`LEAD` and the world were chosen leave one data set out over the fourteen problems of
 ``bench/default_model.py`` (the paper's four and the corpus's ten, ε 0.5 to 4, 100 paired runs
@@ -29,7 +29,7 @@ each): for every held-out set, the lead of 0, 0.5, 1, 1.5, 2 or 3 and the world 
 mean or the spread-matched one) that scored best on the other thirteen, scored on it; 1.5 and the
 spread-matched world were chosen on 12 of the 14. The target (the feature's marginal) is not
 chosen so: toward uniform a feature that tells the classes nothing gains a false class signal
-(:mod:`aggregator.smoothing`), which the default must not. The rules this one replaced (a flat
+(:mod:`aggregator.estimation.smoothing`), which the default must not. The rules this one replaced (a flat
 floor on two-valued features' spread, a world and a bootstrap-free strength by how even the class
 prior is, a null world mixed in by the dependence test's p-value, a tie margin), each picked on
 the paper's four sets, did not earn their place there (README, *Estimators*). Everything reads

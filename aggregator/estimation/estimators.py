@@ -15,9 +15,9 @@ Every estimator reads only the aggregated statistics (post-processing), so none 
   smaller of an empirical-Bayes weight (the share of the counts' spread that the noise explains)
   and a pseudo-count of one standard deviation per cell, both scaled by a strength: 1, the
   empirical-Bayes weight itself, unless a parametric bootstrap of the collection's own reports
-  shows another better by three standard errors (:mod:`aggregator.strength`). The class
+  shows another better by three standard errors (:mod:`aggregator.estimation.strength`). The class
   probabilities are then softened by a temperature chosen by a bootstrap too
-  (:mod:`aggregator.calibration`), which changes no prediction and keeps the noise of many
+  (:mod:`aggregator.estimation.calibration`), which changes no prediction and keeps the noise of many
   features from making the model sure of anything.
 - ``ibu``: ``normsub`` with each DE input's histogram the maximum-likelihood one.
 """
@@ -64,9 +64,9 @@ def normsub_estimator(
 ) -> NaiveBayesModel:
     """Norm-Sub consistent histograms, inverse-variance pooled class priors, and conditionals
     smoothed toward ``target`` (the feature's pooled marginal, or uniform) by
-    :func:`~aggregator.smoothing.smooth_conditionals` with ``strength`` (left out: the one
-    :func:`~aggregator.strength.choose_strength` picks from the statistics); class probabilities
-    at ``temperature`` (left out: the one :func:`~aggregator.calibration.choose_temperature`
+    :func:`~aggregator.estimation.smoothing.smooth_conditionals` with ``strength`` (left out: the one
+    :func:`~aggregator.estimation.strength.choose_strength` picks from the statistics); class probabilities
+    at ``temperature`` (left out: the one :func:`~aggregator.estimation.calibration.choose_temperature`
     picks, which changes no prediction)."""
     derive = partial(normsub_unsmoothed, target=target)
     base = derive(stats)
@@ -99,7 +99,7 @@ def normsub_unsmoothed(stats: CollectionStatistics, target: str = "marginal") ->
         totals = [stats.states[i + 1].n for i in inputs]
         for i, projected in zip(inputs, project_to_simplex(np.stack([counts[i + 1] for i in inputs]), totals)):
             tables[i] = projected.reshape(-1, k).T  # (k, n_i) counts
-    # Each class's cells' mean variance at the counts the reports estimate (aggregator.count_noise).
+    # Each class's cells' mean variance at the counts the reports estimate (aggregator.estimation.count_noise).
     variances = [
         class_cell_variances(oracle, state.n, raw, k)[:, None]
         for oracle, state, raw in zip(spec.oracles[1:], stats.states[1:], counts[1:])
@@ -203,7 +203,7 @@ def build_model(
     strength: float | None = None,
 ):
     """The Naive Bayes model the named estimator assembles from ``stats``: a
-    :class:`NaiveBayesModel` for a discrete spec, a :class:`~aggregator.gaussian.GaussianModel`
+    :class:`NaiveBayesModel` for a discrete spec, a :class:`~aggregator.estimation.gaussian.GaussianModel`
     for a Gaussian one. ``temperature``: the discrete model's (left out: the estimator's own
     choice). It changes no prediction, so a caller that scores only predictions passes 1 and
     skips ``normsub``'s bootstrap of it. ``strength``: the smoothing strength (left out: the

@@ -38,7 +38,7 @@ def evidence(stats: CollectionStatistics) -> dict:
 
     A Gaussian collection's class counts come from its class input alone; ``feature_p_values``
     holds, per prepared coordinate, the p-value of equal class means
-    (:func:`~aggregator.dependence.gaussian_feature_p_values`), and
+    (:func:`~aggregator.estimation.dependence.gaussian_feature_p_values`), and
     ``class_mean_standard_error`` (per class name, one per prepared coordinate) says how noisy
     its class means are. Its lead matters more than a discrete model's: where it is small the
     model has to rely on its features, and where it is large but the coordinates are many and
@@ -78,7 +78,7 @@ def class_mean_errors(stats: CollectionStatistics) -> np.ndarray:
     """The standard error of each class's estimated mean of each prepared coordinate, shape
     ``(k, r)``, in prepared units: the mechanism's noise and the class-hiding entries' spread
     over the reports, divided by the class prior the model uses
-    (:func:`~aggregator.gaussian.moment_variances`; the prior's own noise is left out). Where it is
+    (:func:`~aggregator.estimation.gaussian.moment_variances`; the prior's own noise is left out). Where it is
     as large as the spread of the means, the coordinate's class means are mostly noise."""
     from .gaussian import class_means_and_noise
 

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from .store import IncomingBatch, Store, StoreUnavailable
+from ..store import IncomingBatch, Store, StoreUnavailable
 
 MAX_REPORTS_PER_TRANSACTION = 500
 MAX_EXTRA_TURNS = 3

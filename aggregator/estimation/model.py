@@ -33,9 +33,9 @@ class NaiveBayesModel:
     holds ``log P(F_i = category | class)`` in spec order, as scikit-learn's ``CategoricalNB`` does.
     ``class_count`` and ``category_count`` are the (post-processed) estimated counts behind them.
     ``temperature`` (in (0, 1]) scales the joint log-likelihoods before they are normalised into
-    class probabilities (:mod:`aggregator.calibration`); predictions do not depend on it.
+    class probabilities (:mod:`aggregator.estimation.calibration`); predictions do not depend on it.
     ``strength`` is the smoothing strength the conditionals were smoothed at
-    (:mod:`aggregator.smoothing`), None for a model that was not smoothed (``paper``).
+    (:mod:`aggregator.estimation.smoothing`), None for a model that was not smoothed (``paper``).
     """
 
     def __init__(

@@ -13,8 +13,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .estimators import ESTIMATORS, model_from_dict
-from .plausibility import Z_THRESHOLD
+from ..estimation.estimators import ESTIMATORS, model_from_dict
+from ..estimation.plausibility import Z_THRESHOLD
 from .usage import non_negative_int, positive_int, positive_number
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -274,7 +274,7 @@ def calibrate(model, path: str, noise: tuple[dict, dict] | None = None) -> dict:
     served model and the fitted one. With ``noise`` (the model's evidence and the service's
     estimates, whose standard errors and variances say how noisy the reports are) the class prior
     and every conditional are first pooled with the sample's counts
-    (:func:`~aggregator.sample.pooled_with_sample`), and the card records the pooled prior and the
+    (:func:`~aggregator.estimation.sample.pooled_with_sample`), and the card records the pooled prior and the
     sample rows each model classifies right (they are the rows it was pooled with)."""
     import csv
 
@@ -283,9 +283,9 @@ def calibrate(model, path: str, noise: tuple[dict, dict] | None = None) -> dict:
     from participant import RecordError
     from participant.encoding import encode_features
 
-    from .calibration import expected_log_loss, fitted_temperature
-    from .model import NaiveBayesModel
-    from .sample import pooled_with_sample, report_share_variances
+    from ..estimation.calibration import expected_log_loss, fitted_temperature
+    from ..estimation.model import NaiveBayesModel
+    from ..estimation.sample import pooled_with_sample, report_share_variances
 
     if not isinstance(model, NaiveBayesModel):
         raise OperatorError("--calibrate applies to a discrete model: a Gaussian one has no temperature")

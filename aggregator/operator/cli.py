@@ -13,11 +13,11 @@ from pathlib import Path
 
 from participant.spec import EPSILON_RANGE
 
-from .dbdefaults import DEFAULT_POOL, DEFAULT_TIMEOUT, POSTGRES_WRITE_LANES
-from .operator import COMMANDS as OPERATOR_COMMANDS
-from .operator import OperatorError
-from .operator import add_parsers as add_operator_parsers
-from .operator import run as run_operator
+from ..store.defaults import DEFAULT_POOL, DEFAULT_TIMEOUT, POSTGRES_WRITE_LANES
+from .commands import COMMANDS as OPERATOR_COMMANDS
+from .commands import OperatorError
+from .commands import add_parsers as add_operator_parsers
+from .commands import run as run_operator
 from .usage import Parser, non_negative_int, number, positive_int, positive_number, share
 
 # The service's machinery (aiohttp's server, the stores and their drivers) is imported in
@@ -319,9 +319,9 @@ def read_admin_token(args) -> str | None:
 
 
 def config_from(args):
-    """The service's :class:`~aggregator.keys.Config` from the serve options."""
-    from .addresses import parse_networks
-    from .keys import Config
+    """The service's :class:`~aggregator.service.keys.Config` from the serve options."""
+    from ..service.addresses import parse_networks
+    from ..service.keys import Config
 
     return Config(
         max_body_bytes=args.max_body,
@@ -339,14 +339,14 @@ def config_from(args):
 
 
 def store_options(args) -> dict:
-    from .store import is_postgres_url
+    from ..store import is_postgres_url
 
     return {"pool_size": args.db_pool, "timeout": args.db_timeout} if is_postgres_url(args.db) else {}
 
 
 async def prepare(args) -> None:
     """Open the database once (schema, admin token, keys) before any worker starts."""
-    from .app import open_store
+    from ..service.app import open_store
 
     store, shown = await open_store(args.db, read_admin_token(args), args.rotate_admin_token, **store_options(args))
     await store.close()
@@ -355,8 +355,8 @@ async def prepare(args) -> None:
 
 
 async def serve_worker(args, sock: socket.socket | None, announce: bool, ready_fd: int | None = None) -> None:
-    from .app import create_app, open_store, start_site
-    from .garbage import tune_for_serving
+    from ..service.app import create_app, open_store, start_site
+    from ..service.garbage import tune_for_serving
 
     store, _ = await open_store(args.db, None, **store_options(args))
     runner, url = await start_site(await create_app(store, config_from(args)), args.host, args.port, sock)
@@ -499,10 +499,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     import asyncpg
 
-    from .auth import TokenError
+    from ..service.auth import TokenError
+    from ..store import StoreLocked, is_postgres_url
+    from ..store.postgres import redacted
     from .copy import CopyError, copy_database
-    from .store import StoreLocked, is_postgres_url
-    from .store.postgres import redacted
 
     try:
         if args.command == "spec":

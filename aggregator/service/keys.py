@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from ..store import Store
 from .answers import AnswerCache
 from .metrics import Metrics
 from .ratelimit import RateLimiter
-from .store import Store
 from .writer import ReportWriter
 
 

@@ -98,12 +98,12 @@ def majority_note(spec: CollectionSpec, counts: Counter, people: int | None) -> 
     """For a ``spec`` and an expected number of ``people``, one note: how often their
     reports would name another class than the sample's most common one (the sample's class
     ``counts`` taken as the population's shares), what that costs the class prior alone, and the
-    class share that would keep the cost within :data:`~aggregator.planning.TOLERATED_COST`
-    (:mod:`aggregator.planning`). No note without ``people``. A gaussian model's class counts come
+    class share that would keep the cost within :data:`~aggregator.estimation.planning.TOLERATED_COST`
+    (:mod:`aggregator.estimation.planning`). No note without ``people``. A gaussian model's class counts come
     from the class input alone, so its forecast is that input's."""
     from dataclasses import replace
 
-    from .planning import TOLERATED_COST, class_share_for, majority_outlook
+    from ..estimation.planning import TOLERATED_COST, class_share_for, majority_outlook
 
     if people is None:
         return []

@@ -50,7 +50,7 @@ def majority_outlook(
 ) -> MajorityOutlook:
     """The :class:`MajorityOutlook` of a collection under ``spec`` from ``people`` people whose
     classes are spread as ``prior`` (shape ``(k,)``, summing to 1): the pooled shares taken as
-    Gaussian, with the covariance of :func:`~aggregator.class_prior.shares_covariance` at
+    Gaussian, with the covariance of :func:`~aggregator.estimation.class_prior.shares_covariance` at
     :func:`expected_reports` of the inputs that carry the class counts (every input of a discrete
     collection, the class input of a Gaussian one), and ``draws`` of them drawn (seeded)."""
     prior = np.asarray(prior, dtype=float)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import msgpack
 
-from .store.postgres import PostgresStore
-from .store.sqlite import SQLiteStore
+from ..store.postgres import PostgresStore
+from ..store.sqlite import SQLiteStore
 
 CHUNK = 50_000
 
