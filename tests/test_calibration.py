@@ -227,7 +227,7 @@ def test_a_feature_of_one_value_pools_to_the_share_one():
     """A feature every record holds the same value of (Mushroom's veil-type) has the share 1 with no
     variance on either side; the pooled model keeps it at 1 and still ranks the classes by the
     other feature, as the sample's Naive Bayes does."""
-    from aggregator.sample import pooled_with_sample
+    from aggregator.estimation.sample import pooled_with_sample
 
     spec = CollectionSpec([Feature("f", ["x", "y"]), Feature("one", ["v"])], ["a", "b"], "OUE", 1.0)
     model = NaiveBayesModel(spec, [500, 500], [[[400, 100], [100, 400]], [[500], [500]]], 1.0, 1.0)
