@@ -1,7 +1,7 @@
 """The temperature ``normsub`` gives its class probabilities, per row of the README's table: the
 test log-loss it buys, and what the margin and the bootstrap's world would have given instead.
 
-    python bench/calibration.py [--reps 100] [--first-seed 0] [--cells car:0.5,...] [--jobs 2]
+    python research/calibration.py [--reps 100] [--first-seed 0] [--cells car:0.5,...] [--jobs 2]
                                 [--plot FILE.png]
 
 Each run (protocol ``auto``, fast mode, the splits of ``bench/estimators.py``; a numerical data
@@ -14,7 +14,7 @@ the spread-matched one, softening only where both worlds gain, and with temperat
 offered as well (sharpening). Columns: the class prior alone (``prior only``), temperature 1, the
 shipped choice, each alternative's paired difference from temperature 1, and the best single
 temperature per run in hindsight (which no collection can know). Writes
-bench/results/calibration.md (or ``--out``); with ``--plot``, each cell's reliability diagram (the
+research/results/calibration.md (or ``--out``); with ``--plot``, each cell's reliability diagram (the
 share of right predictions against the confidence, at temperature 1 and at the chosen one).
 """
 
@@ -139,7 +139,7 @@ def main() -> None:
     lines = [
         "# The temperature of normsub's class probabilities",
         "",
-        f"`python bench/calibration.py --reps {args.reps} --first-seed {args.first_seed} --cells {args.cells}`: "
+        f"`python research/calibration.py --reps {args.reps} --first-seed {args.first_seed} --cells {args.cells}`: "
         f"protocol `auto`, fast mode, seeds {args.first_seed}–{last}. Test log-loss, nats per record; "
         f"differences paired with temperature 1 (± standard error). Shipped: margin {MARGIN:g}, spread-matched "
         "and null worlds. Accuracy is the same at every temperature.",

@@ -1,6 +1,6 @@
 """What reporting the class input more often buys and costs (README, *Estimators*).
 
-    python bench/class_share.py [--reps 100] [--cells car:0.5,...] [--shares 0.1,0.25,0.4] [--jobs 2] [--out FILE]
+    python research/class_share.py [--reps 100] [--cells car:0.5,...] [--shares 0.1,0.25,0.4] [--jobs 2] [--out FILE]
 
 Each person reports one input. By default it is chosen uniformly, so with n features a share
 ``1/(n + 1)`` of the people report the class, and the class prior is estimated from them and from
@@ -17,7 +17,7 @@ majority, and ``normsub``'s paired difference with the uniform choice (the same 
 reports differ, since other people report other inputs) and with the majority class; beside the
 measured wrong majorities and ``prior only``'s loss, what the planner (``python -m aggregator
 spec --people``, :mod:`aggregator.estimation.planning`) predicts for them. Diabetes is binned into the paper's four bins per coordinate. Writes
-bench/results/class_share.md (or ``--out``).
+research/results/class_share.md (or ``--out``).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def main() -> None:
         "# Reporting the class input more often",
         "",
         (
-            f"`python bench/class_share.py --reps {args.reps} --cells {args.cells} --shares {args.shares}`: "
+            f"`python research/class_share.py --reps {args.reps} --cells {args.cells} --shares {args.shares}`: "
             f"protocol `auto`, fast mode, seeds 0–{args.reps - 1}."
         ),
         "`wrong majority`: runs where `prior only` scores below the majority class (the reports name another class).",

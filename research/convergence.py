@@ -1,13 +1,13 @@
 """How the conditional probabilities' error falls with the number of people, per estimator.
 
-    python bench/convergence.py [--seeds 10] [--protocol OUE] [--eps 1]
+    python research/convergence.py [--seeds 10] [--protocol OUE] [--eps 1]
 
 A known model: two classes (0.3 / 0.7) and three features, one of 8 values whose conditionals
 differ by class, one of 64 values that differ by class, and one of 64 values with one skewed
 (Zipf) distribution for both classes (no class signal at all). For n = 10^3 ... 10^6 people (fast
 mode, one report each), the mean over seeds of each feature's largest absolute conditional error,
 and the factor by which it falls per decade of n (1/sqrt(n) falls 3.16 times). Writes
-bench/results/convergence.md.
+research/results/convergence.md.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aggregator.estimation.estimators import marginal_estimator, normsub_estimator, paper_estimator
+from aggregator.estimation.estimators import normsub_estimator, paper_estimator
 from participant import CollectionSpec, Feature
 from sim.synthetic import known_model_statistics
 
@@ -48,9 +48,9 @@ def main() -> None:
     )  # fmt: skip
     estimators = {
         "paper": paper_estimator,
-        "normsub": normsub_estimator,
+        "normsub (the default: toward the marginal)": normsub_estimator,
         "strength 1": partial(normsub_estimator, strength=1.0),
-        "marginal": marginal_estimator,
+        "toward uniform": partial(normsub_estimator, target="uniform"),
     }
     error = {}  # (estimator, feature, n) -> mean largest error
     for n in SIZES:
@@ -64,7 +64,7 @@ def main() -> None:
             for i, value in enumerate(np.mean(values, axis=0)):
                 error[name, i, n] = value
     lines = [
-        f"# Conditional error against n (`python bench/convergence.py --seeds {args.seeds} --protocol {args.protocol} "
+        f"# Conditional error against n (`python research/convergence.py --seeds {args.seeds} --protocol {args.protocol} "
         f"--eps {args.eps:g}`)",
         "",
         "Mean over seeds of the largest |P̂(a|c) − P(a|c)| of each feature; last column: the fall per decade "

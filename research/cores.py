@@ -1,7 +1,7 @@
 """Where this machine's cores go while single reports arrive: the load generator, the service's
 processes and PostgreSQL's, for one worker and for two.
 
-    python bench/cores.py [--requests 20000] [--concurrency 64 256]
+    python research/cores.py [--requests 20000] [--concurrency 64 256]
 
 Drives ``python -m aggregator serve --workers N`` on a PostgreSQL started for the run (as
 bench/ingest.py does) and reads each process's CPU time from /proc before and after (Linux).
@@ -20,8 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the benchmarks' helpers: problems, ingest, estimators
 from ingest import create, drive_raw, postgres_server, single_bodies, spec, start
 
 TICK = os.sysconf("SC_CLK_TCK")

@@ -1,7 +1,7 @@
 """Does the model answer's ``evidence`` tell an operator what it says (README, *Estimators*)?
 
-    python bench/evidence.py [--reps 100] [--cells car:0.5,...] [--jobs 2]
-    python bench/evidence.py --model gaussian [--approach 3] [--out bench/results/evidence-gaussian.md]
+    python research/evidence.py [--reps 100] [--cells car:0.5,...] [--jobs 2]
+    python research/evidence.py --model gaussian [--approach 3] [--out research/results/evidence-gaussian.md]
 
 On the runs of ``bench/estimators.py`` (protocol ``auto``, fast mode, the same seeds), each
 collection's :func:`aggregator.estimation.evidence.evidence` beside what its models score on the test rows:
@@ -17,7 +17,7 @@ and 4) for the Gaussian model of ``--approach`` on their original features: its 
 come from the class input alone, ``prior only`` predicts that input's most common class, and the
 p-value combines each prepared coordinate's test of equal class means.
 
-Writes bench/results/evidence.md (``--out``).
+Writes research/results/evidence.md (``--out``).
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def main() -> None:
     parser.add_argument("--approach", type=int, choices=(1, 2, 3), default=3, help="the Gaussian model's approach")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the Markdown table goes")
     args = parser.parse_args()
-    command = f"python bench/evidence.py --reps {args.reps}"
+    command = f"python research/evidence.py --reps {args.reps}"
     if args.model == "gaussian":
         args.cells = GAUSSIAN_CELLS if args.cells == CELLS else args.cells
         command += f" --model gaussian --approach {args.approach}"

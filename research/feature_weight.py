@@ -1,7 +1,7 @@
 """One smoothing weight per feature instead of one per class: tried, not shipped (README,
 *Estimators*).
 
-    python bench/feature_weight.py [--reps 100] [--cells car:0.5,car:1,...] [--jobs 2]
+    python research/feature_weight.py [--reps 100] [--cells car:0.5,car:1,...] [--jobs 2]
 
 Toward uniform, each class's conditional moves by its own weight, the rarer (noisier) class
 further; on a skewed feature that tells the classes nothing that difference is a false class
@@ -14,7 +14,7 @@ weights the classes stay alike there. Two estimators, on the runs of ``bench/est
 - ``both``: the bootstrap choosing among the usual strengths with per-class weights and the same
   strengths with one weight per feature (per-class first, so that a tie keeps it).
 
-Writes bench/results/feature_weight.md: accuracy and log-loss against ``normsub`` (paired
+Writes research/results/feature_weight.md: accuracy and log-loss against ``normsub`` (paired
 differences with standard errors) and how often ``both`` took the feature weight.
 """
 
@@ -87,7 +87,7 @@ def main() -> None:
     args = parser.parse_args()
     done = run_cells(cell, args)
     lines = [
-        f"# One smoothing weight per feature (`python bench/feature_weight.py --reps {args.reps}`)",
+        f"# One smoothing weight per feature (`python research/feature_weight.py --reps {args.reps}`)",
         "",
         (
             "| data set | ε | majority | normsub | feature weight | both | feature weight − normsub "

@@ -1,6 +1,6 @@
 """Time the paper's full figure-2 grid: 4 data sets x 5 protocols x 10 ε x 100 repetitions.
 
-    python bench/figure2_grid.py [--reps 100] [--jobs 2] [--modes fast,replay] [--estimators paper]
+    python research/figure2_grid.py [--reps 100] [--jobs 2] [--modes fast,replay] [--estimators paper]
 
 Runs ``python -m sim sweep`` in each mode into a fresh temporary folder (no resume) and prints
 the wall-clock time of each. ``--estimators`` is passed to the sweep (default ``paper``, the

@@ -1,6 +1,6 @@
 """Does the class share the planner offers a Gaussian spec help its model?
 
-    python bench/gaussian_class_share.py [--reps 300] [--jobs 2]
+    python research/gaussian_class_share.py [--reps 300] [--jobs 2]
 
 ``spec --people`` forecasts how often a collection's class input will name another class the
 most common, and offers the smallest class share that keeps that cost to the class prior within
@@ -9,7 +9,7 @@ counts the classes. Per setting (data set, approach, projection, ε) where the p
 share for the training split's size and class shares: the majority class's test accuracy, the
 default model's with inputs chosen uniformly and with the offered share, and their paired
 difference (± standard error) over seeds 0, 1, … (the splits of ``bench/continuous.py``; replay
-mode). Writes bench/results/gaussian_class_share.md.
+mode). Writes research/results/gaussian_class_share.md.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def main() -> None:
     runs = Parallel(n_jobs=args.jobs, return_as="generator")(delayed(run)(*j) for j in jobs)
     results = np.array(list(tqdm(runs, total=len(jobs), desc="collections"))).reshape(len(cases), args.reps, -1)
     lines = [
-        f"# The offered class share and the Gaussian model (`python bench/gaussian_class_share.py --reps {args.reps}`)",
+        f"# The offered class share and the Gaussian model (`python research/gaussian_class_share.py --reps {args.reps}`)",
         "",
         f"DE class input, replay mode, seeds 0–{args.reps - 1}; settings where `spec --people` offers a share.",
         "",

@@ -1,6 +1,6 @@
 """Rules that move the Gaussian model toward the constant classifier, and what each costs.
 
-    python bench/gaussian_rules.py [--reps 100] [--first-seed 0] [--eps 0.5,1,2,4] [--jobs 2]
+    python research/gaussian_rules.py [--reps 100] [--first-seed 0] [--eps 0.5,1,2,4] [--jobs 2]
 
 On the original features the LDP Gaussian model often scores below the training split's majority
 class (README, *Continuous features*): each coordinate's class means are mostly noise, and summed
@@ -70,7 +70,7 @@ majority) and ``normsub``'s test accuracy, ``normsub``'s paired difference with 
 (the constant classifier the reports give), and each rule's paired difference with ``normsub``
 (± standard error) over seeds first, first + 1, … (the splits
 and collections of ``bench/continuous.py``; projections fitted on the training split, as there).
-Writes bench/results/gaussian_rules.md (``--out``).
+Writes research/results/gaussian_rules.md (``--out``).
 """
 
 from __future__ import annotations
@@ -289,7 +289,7 @@ def main() -> None:
     runs = Parallel(n_jobs=args.jobs, return_as="generator")(delayed(run)(*j) for j in jobs)
     results = np.array(list(tqdm(runs, total=len(jobs), desc="collections"))).reshape(len(cells), args.reps, -1)
     lines = [
-        f"# Rules toward the constant classifier for the Gaussian model (`python bench/gaussian_rules.py --reps {args.reps} --first-seed {args.first_seed}`)",
+        f"# Rules toward the constant classifier for the Gaussian model (`python research/gaussian_rules.py --reps {args.reps} --first-seed {args.first_seed}`)",
         "",
         (
             f"DE class input, replay mode, seeds {seeds[0]}–{seeds[-1]}; rule columns: the rule − `normsub`, "

@@ -1,6 +1,6 @@
 """The Gaussian model's class variances: bias against known truth, and accuracy on continuous data.
 
-    python bench/gaussian_variance.py [--reps 200] [--runs 50] [--jobs 2]
+    python research/gaussian_variance.py [--reps 200] [--runs 50] [--jobs 2]
 
 1. Known truth: one coordinate in [-1, 1], two classes (80 % and 20 %), the minority's variance
    1/7, 1 or 7 times the majority's (0.04), n = 10^3, 10^4 and 10^5 people, ε 1 and 4 (approach
@@ -13,12 +13,13 @@
    rule, beside the majority class. The corpus's continuous sets (glass, wheat-seeds, sonar,
    winequality-white) declare their data's range; Australian and Diabetes their published ones.
 
-Writes ``bench/results/gaussian_variance.md``.
+Writes ``research/results/gaussian_variance.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
 from pathlib import Path
 
@@ -27,6 +28,8 @@ import pandas as pd
 from joblib import Parallel, delayed
 
 import aggregator.estimation.estimators as estimators
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the benchmarks' helpers: problems, ingest, estimators
 from aggregator.estimation.gaussian import (
     VARIANCE_FLOOR,
     GaussianModel,
@@ -133,7 +136,7 @@ def main() -> None:
         delayed(accuracy_cell)(p, e, a, args.runs) for p in problems for a in (3, 1) for e in (0.5, 1, 2, 4)
     )
     lines = [
-        f"# Gaussian class variances (`python bench/gaussian_variance.py --reps {args.reps} --runs {args.runs}`)",
+        f"# Gaussian class variances (`python research/gaussian_variance.py --reps {args.reps} --runs {args.runs}`)",
         "",
         "## The minority class's variance against known truth",
         "",

@@ -1,6 +1,6 @@
 """The poster's setting: mean Hellinger distance between released and true posterior.
 
-    python bench/hellinger.py [--sizes 100,200,300,400,500,600] [--eps 1] [--delta 1e-8]
+    python research/hellinger.py [--sizes 100,200,300,400,500,600] [--eps 1] [--delta 1e-8]
 
 Beta(1, 1) prior, balanced data (n/2 ones), exact expectations over the mechanisms' output
 distributions (no sampling error); then three categories (Dirichlet), the mechanism exactly and

@@ -1,6 +1,6 @@
 """Iterative Bayesian Update against normsub's Norm-Sub histograms, for DE.
 
-    python bench/ibu.py REPS
+    python research/ibu.py REPS
 
 Convergence on a known model (DE, ε = 1, 10 seeds per size: mean largest conditional error), then
 accuracy on car, chess and mushroom with DE (fast mode, REPS paired seeds): normsub / ibu and the

@@ -1,6 +1,6 @@
 """A labelled sample pooled with the reports, against each alone.
 
-    python bench/labelled_sample.py [--reps 100] [--rows 300] [--eps 0.5,1,2,4] [--jobs 2]
+    python research/labelled_sample.py [--reps 100] [--rows 300] [--eps 0.5,1,2,4] [--jobs 2]
 
 For every problem of ``bench/problems.py`` whose training split keeps 1,000 reporting people once
 the sample is set aside, per seed: the random 80/20 split, then ``--rows`` rows of the training
@@ -8,17 +8,20 @@ split drawn as the operator's labelled sample; those rows never report. Every ot
 sends one report (protocol ``auto``, exact fast mode). On the test rows: Naive Bayes on the sample
 alone (scikit-learn's CategoricalNB, Laplace smoothing), the default model from the reports alone,
 and the two pooled (:func:`aggregator.estimation.sample.pooled_with_sample`), with the majority class; paired
-differences of the pooled model with each alone. Writes ``bench/results/labelled_sample.md``.
+differences of the pooled model with each alone. Writes ``research/results/labelled_sample.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
 from pathlib import Path
 
 import numpy as np
 from joblib import Parallel, delayed
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the benchmarks' helpers: problems, ingest, estimators
 from problems import PROBLEMS, load_problem
 from tqdm import tqdm
 
@@ -82,7 +85,7 @@ def main() -> None:
     done = Parallel(n_jobs=args.jobs, return_as="generator")(delayed(cell)(p, e, args.reps, args.rows) for p, e in cells)
     results = [r for r in tqdm(done, total=len(cells), desc="cells") if r is not None]
     lines = [
-        f"# A labelled sample of {args.rows} rows pooled with the reports (`python bench/labelled_sample.py "
+        f"# A labelled sample of {args.rows} rows pooled with the reports (`python research/labelled_sample.py "
         f"--reps {args.reps} --rows {args.rows}`)",
         "",
         "The sample's rows do not report. Accuracy on the held-out 20 %, paired over the same splits.",

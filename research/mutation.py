@@ -2,7 +2,7 @@
 and aggregator/statistics.py with mutmut (not run in CI: about half an hour on two cores).
 
     pip install mutmut
-    python bench/mutation.py [--max-children 2] [--summary-only]
+    python research/mutation.py [--max-children 2] [--summary-only]
 
 mutmut copies the project to ``mutants/``, mutates each covered line of the modules named in
 ``[tool.mutmut]`` of pyproject.toml (operators, constants, comparisons, arguments), and runs the

@@ -1,6 +1,6 @@
 """The bootstrap's null world and the test that weighs it (README, *Estimators*).
 
-    python bench/null_world.py [--reps 100] [--cells car:0.5,...] [--jobs 2] [--collections 600]
+    python research/null_world.py [--reps 100] [--cells car:0.5,...] [--jobs 2] [--collections 600]
 
 Two measurements:
 
@@ -14,7 +14,7 @@ Two measurements:
   seeds): ``normsub`` as shipped, without the null world (its weight 0: the bootstrap before it),
   and weighted by the exact p-value; the paired differences with standard errors.
 
-Writes bench/results/null_world.md.
+Writes research/results/null_world.md.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def main() -> None:
     args = parser.parse_args()
     lines = [
         (
-            f"# The null world (`python bench/null_world.py --reps {args.reps} --collections {args.collections} "
+            f"# The null world (`python research/null_world.py --reps {args.reps} --collections {args.collections} "
             f"--first-seed {args.first_seed}`)"
         ),
         "",

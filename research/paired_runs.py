@@ -1,4 +1,4 @@
-"""What the estimator experiments in bench/ share: their command line (``--reps``, ``--cells``,
+"""What the estimator experiments in research/ share: their command line (``--reps``, ``--cells``,
 ``--jobs``), running one function per (data set, ε) cell in parallel processes, and the paired
 difference as the tables print it. Each cell repeats the seeds of ``bench/estimators.py`` (the
 same splits and reports), so every table pairs with its runs."""
@@ -6,12 +6,15 @@ same splits and reports), so every table pairs with its runs."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 from joblib import Parallel, delayed
 from tqdm import tqdm
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the benchmarks' helpers: problems, ingest, estimators
 ALL_CELLS = ",".join(f"{d}:{e:g}" for d in ("car", "chess", "mushroom", "connect-4") for e in (0.5, 1, 2, 4))
 
 

@@ -1,6 +1,6 @@
 """The class share ``python -m sim plan`` picks, per row of the README's table, and what it buys.
 
-    python bench/planned_share.py [--reps 300] [--plan-reps 100] [--plan-seed 1000] [--sample-rows N]
+    python research/planned_share.py [--reps 300] [--plan-reps 100] [--plan-seed 1000] [--sample-rows N]
                                   [--cells car:0.5,...] [--jobs 2]
 
 For every cell (protocol ``auto``, fast mode), :func:`sim.plan.plan_class_share` plans from the
@@ -10,7 +10,7 @@ people), on seeds ``--plan-seed`` onward (not the seeds it is measured on). Then
 the planned share is measured against the uniform choice and against the majority class on seeds
 0 to ``--reps`` − 1, the splits of ``bench/estimators.py``.
 Where the plan keeps the uniform choice the collection is the table's, run for run. Diabetes is
-binned into the paper's four bins per coordinate. Writes bench/results/planned_share.md (or
+binned into the paper's four bins per coordinate. Writes research/results/planned_share.md (or
 ``--out``).
 """
 
@@ -67,7 +67,7 @@ def main() -> None:
         "# The class share the plan picks",
         "",
         (
-            f"`python bench/planned_share.py --reps {args.reps} --plan-reps {args.plan_reps} "
+            f"`python research/planned_share.py --reps {args.reps} --plan-reps {args.plan_reps} "
             f"--plan-seed {args.plan_seed}{f' --sample-rows {args.sample_rows}' if args.sample_rows else ''} "
             f"--cells {args.cells}`: protocol `auto`, fast mode. Each plan: `python -m sim plan` on "
             + (

@@ -1,7 +1,7 @@
 """The connect-4 replay over HTTP against two aggregator workers on PostgreSQL, beside the
 in-process run with the same seed.
 
-    python bench/replay_postgres.py [--dataset connect-4] [--workers 2] [--clients 1000]
+    python research/replay_postgres.py [--dataset connect-4] [--workers 2] [--clients 1000]
 
 Starts PostgreSQL (the ``pgserver`` wheel's binaries, in a temporary directory) and
 ``python -m aggregator serve --workers N`` on it, then runs ``python -m sim ... --via http
@@ -18,7 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the benchmarks' helpers: problems, ingest, estimators
 from ingest import postgres_server, start
 
 from sim.http_replay import connection_caps

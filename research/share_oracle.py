@@ -1,6 +1,6 @@
 """Could any constant classifier built from the reports reach the majority class (README, *Estimators*)?
 
-    python bench/share_oracle.py [--reps 300] [--cells car:0.5,...] [--jobs 2]
+    python research/share_oracle.py [--reps 300] [--cells car:0.5,...] [--jobs 2]
 
 The majority class of the README's tables always predicts the training split's true majority:
 no private model knows it for certain. ``prior only`` predicts the class whose pooled share the
@@ -21,7 +21,7 @@ joint cells (many of car's hold no one) as information about the class shares.
 Per cell (protocol ``auto``, fast mode, the seeds and splits of ``bench/estimators.py``; the
 continuous data sets binned as in ``python -m sim``): the majority class's, ``prior only``'s and
 the oracle's test accuracy, how often each names another class than the training split's
-majority, and the paired differences. Writes bench/results/share_oracle.md.
+majority, and the paired differences. Writes research/results/share_oracle.md.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def cell(dataset: str, epsilon: float, reps: int) -> tuple[str, float, np.ndarra
     setup = Setup() if data.continuous else None
     rows = []
     for seed in range(reps):
-        # The collection run_once draws for this seed (bench/evidence.py does the same).
+        # The collection run_once draws for this seed (research/evidence.py does the same).
         X_train, _, y_train, y_test = split(data, seed)
         spec = spec_for(data, "auto", epsilon, DEFAULT_THETA, setup, X_train, y_train)
         if data.continuous:
@@ -100,7 +100,7 @@ def main() -> None:
     parser.set_defaults(reps=300)
     args = parser.parse_args()
     lines = [
-        f"# The share oracle (`python bench/share_oracle.py --reps {args.reps} --cells {args.cells}`)",
+        f"# The share oracle (`python research/share_oracle.py --reps {args.reps} --cells {args.cells}`)",
         "",
         (
             f"Protocol `auto`, fast mode, seeds 0–{args.reps - 1}. Wrong: runs naming another class than the "

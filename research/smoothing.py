@@ -2,7 +2,7 @@
 per cell) against the earlier pseudo-count of one standard deviation per cell, and against the
 paper's estimator.
 
-    python bench/smoothing.py [--reps 20]
+    python research/smoothing.py [--reps 20]
 
 Part 1, convergence: a known Naive Bayes model (2 classes, features of 4, 4 and 6 values), OUE at
 ε = 1, fast mode, 10 seeds per size: the mean largest conditional-probability error.

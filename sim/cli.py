@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SHARE",
         help="share of people who report the class input (default: uniform over the inputs, 1/(n+1)); "
         "more reports on the class estimate an uneven class prior better, at the features' expense "
-        "(what an operator does with an assigned collection; bench/class_share.py measures it)",
+        "(what an operator does with an assigned collection; research/class_share.py measures it)",
     )
     parser.add_argument(
         "--mode",

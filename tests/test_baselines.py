@@ -156,7 +156,7 @@ def test_posterior_mechanisms_meet_their_guarantees_exactly(n):
 
 
 def test_the_exponential_mechanism_overtakes_dimension_scaled_laplace_on_large_data():
-    # Measured (bench/hellinger.py): 0.3481 vs 0.1355 at n = 100, 0.0560 vs 0.0568 at n = 600.
+    # Measured (research/hellinger.py): 0.3481 vs 0.1355 at n = 100, 0.0560 vs 0.0568 at n = 600.
     small = (exponential_mechanism_probabilities(50, 100, 1.0, 1e-8), laplace_probabilities(50, 100, 1.0, 2.0))
     large = (exponential_mechanism_probabilities(300, 600, 1.0, 1e-8), laplace_probabilities(300, 600, 1.0, 2.0))
     assert expected_distance(small[0], 50, 100) > expected_distance(small[1], 50, 100)

@@ -1,6 +1,6 @@
 """The test for class dependence behind the bootstrap's null world: its p-values are near uniform
 where no feature depends on the class (OUE; DE's are too small, as its docstring and
-bench/null_world.py say) and small where one does, and the calibration to a probability of
+research/null_world.py say) and small where one does, and the calibration to a probability of
 "no dependence" is Sellke, Bayarri and Berger's."""
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def test_the_minority_variance_bias_falls_with_the_reports_and_stays_within_two_
     estimate's standard errors (its spread over the collections), and smaller than at 10^3. The
     pooled variance substituted wherever a variance was below twice its standard error, as before,
     biased the minority seven times below the pooled variance by 4.8 standard errors at 10^5
-    (+476 %; bench/gaussian_variance.py)."""
+    (+476 %; research/gaussian_variance.py)."""
     truth, small = minority_variances(ratio, 1_000, 80, 1)
     truth_large, large = minority_variances(ratio, 100_000, 80, 2)
     bias_small, bias_large = small.mean() - truth, large.mean() - truth_large

@@ -42,7 +42,7 @@ def test_car_at_half_an_epsilon_is_sent_to_the_class_and_chess_at_two_is_not():
     assert car.chosen == 0.7
     assert car.people == 1382 and car.uniform_share == pytest.approx(1 / 7)
     gain, se = car.forecasts[1].gain(car.forecasts[0])
-    assert gain > 2 * se and gain > 0.01  # bench/planned_share.py: +0.020 ± 0.007
+    assert gain > 2 * se and gain > 0.01  # research/planned_share.py: +0.020 ± 0.007
     chess = plan_class_share(load_dataset("chess"), "auto", 2.0, shares=(0.4,), reps=30, seed=1000)
     assert chess.chosen is None
     assert chess.forecasts[1].gain(chess.forecasts[0])[0] < -0.02  # the features lose their reports

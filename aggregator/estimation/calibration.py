@@ -16,13 +16,13 @@ populations are the spread-matched one (class signal of the size the reports est
 null one (no feature tells the classes apart), mixed by the probability of the null given the
 reports (:mod:`aggregator.estimation.dependence`). The plug-in world, whose class signal is the posterior
 mean's smaller one, lost 0.044 ± 0.011 nats on mushroom at ε = 0.5 (seeds 0–99), where the
-spread-matched one is within its error of τ = 1 (``python bench/calibration.py``).
+spread-matched one is within its error of τ = 1 (``python research/calibration.py``).
 
 Only softening is considered: the draws are Naive Bayes populations, whose features are
 independent given the class, so they cannot see the overconfidence that dependent features add on
 real data; offered ``τ`` up to 4 as well, the choice gained on no row of the README's table and
 lost more on car at ε = 1 (0.019 ± 0.004 nats against 0.014 ± 0.004; ``python
-bench/calibration.py``, seeds 0–99). A softer ``τ`` must also beat ``τ = 1`` by :data:`MARGIN` nats of
+research/calibration.py``, seeds 0–99). A softer ``τ`` must also beat ``τ = 1`` by :data:`MARGIN` nats of
 expected log-loss, so that where the model is already about right (car at ε ≥ 2) it is left
 alone. It costs car at ε = 1 0.014 ± 0.004 nats, where the model is mostly its class prior and a
 temperature softens the prior with the features. Reads only the aggregated statistics
@@ -53,7 +53,7 @@ from .strength import (
 # 1 down to 1/64 in quarter powers of two: connect-4 at ε = 0.5 is best near 0.09 on its test rows.
 TEMPERATURES = 2.0 ** -np.arange(0, 6.01, 0.25)
 # Expected log-loss (nats per record) a softer temperature must save to be chosen. Picked from 0,
-# 0.002, 0.005, 0.01 and 0.02 on seeds 0–9; on seeds 0–99 (python bench/calibration.py) 0 and 0.002
+# 0.002, 0.005, 0.01 and 0.02 on seeds 0–9; on seeds 0–99 (python research/calibration.py) 0 and 0.002
 # cost car at ε = 2 and 4 up to 0.004 nats, 0.01 and 0.02 gave up 0.007–0.030 of chess's gain at 1 and 2.
 MARGIN = 0.005
 

@@ -124,7 +124,7 @@ def exact_feature_p_values(stats: CollectionStatistics, class_count: np.ndarray)
     depend on the class" from :func:`deviation_statistic`: the deviations of each class's shares
     from the pooled marginal against their full covariance.
     Under no dependence it falls below 0.05 in 2–7 % of collections, from OUE with two classes to
-    DE with car's four (``python bench/null_world.py``): unlike :func:`feature_p_values`, it may be
+    DE with car's four (``python research/null_world.py``): unlike :func:`feature_p_values`, it may be
     read as a test."""
     from scipy import stats as st
 

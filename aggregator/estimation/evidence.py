@@ -6,9 +6,9 @@ class prior is: its standard errors, and how far the most common class leads the
 lead of two standard errors or more the reports named the wrong class in 3 runs of 1,135 across
 the README's data sets and diabetes; below it, in up to 41 % of runs. A Gaussian collection's
 class input alone, on Australian's even classes, named it wrongly in up to 40 % of the few runs
-with such a lead: ``python bench/evidence.py --model gaussian``). They also say whether the
+with such a lead: ``python research/evidence.py --model gaussian``). They also say whether the
 features' dependence on the class is significant: a calibrated test per feature, of little power
-at small ε, so no verdict on the model (``python bench/evidence.py``). A Gaussian collection's
+at small ε, so no verdict on the model (``python research/evidence.py``). A Gaussian collection's
 class counts come from its class input alone, and each prepared coordinate's class means are
 tested for equality. Post-processing of the aggregated statistics: no privacy is spent.
 """
@@ -89,7 +89,7 @@ def summary(top: str, second: str, lead: float, p_value: float, tested: bool) ->
     """Two sentences: how sure the most common class is, and whether the features' dependence on
     the class is significant. Not significant is no verdict on the model: at small ε many weak
     dependences, none significant, still lift it well above the constant classifier where the
-    classes are about even (chess and mushroom; ``python bench/evidence.py``)."""
+    classes are about even (chess and mushroom; ``python research/evidence.py``)."""
     sure = f"The reports make {top!r} the most common class, {lead:.1f} standard errors ahead of {second!r}"
     if lead >= SAFE_LEAD:
         sure += "."
