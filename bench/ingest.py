@@ -12,18 +12,22 @@ the applications, not the loops. PostgreSQL is a server started for the run from
 ``pgserver`` wheel, with its default settings. Targets (issue 25): single-report ingest at least
 60 % of the bare handler's requests/s on SQLite and 70 % on PostgreSQL; batches at least 100,000
 reports/s; two PostgreSQL workers at least 1.3 times one worker's single-report rate.
+Prints the tables and writes them to ``bench/results/ingest.md``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import io
 import os
 import secrets
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import aiohttp
 import numpy as np
@@ -31,6 +35,8 @@ import numpy as np
 from participant import CollectionSpec, Feature
 from participant.reporting import Report
 from participant.wire import pack_batch, pack_report
+
+RESULTS = Path(__file__).with_name("results") / "ingest.md"
 
 BARE_SERVER = """
 import asyncio
@@ -328,7 +334,29 @@ def main() -> None:
     )
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--batches", type=int, default=100)
-    asyncio.run(main_async(parser.parse_args()))
+    args = parser.parse_args()
+    # The tables are printed as they are measured and kept, whole, in the results file.
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(Tee(sys.stdout, printed)):
+        asyncio.run(main_async(args))
+    command = f"python bench/ingest.py --requests {args.requests} --concurrency {args.concurrency} --rounds {args.rounds}"
+    RESULTS.write_text(f"# Ingest over loopback HTTP (`{command}`)\n\n" + printed.getvalue())
+
+
+class Tee(io.TextIOBase):
+    """Writes to every stream it is given."""
+
+    def __init__(self, *streams):
+        self.streams = streams
+
+    def write(self, text: str) -> int:
+        for stream in self.streams:
+            stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for stream in self.streams:
+            stream.flush()
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@
 Starts ``python -m aggregator serve`` on a free loopback port with a fresh database, creates a
 collection, and runs ``--clients`` participants at once for ``--seconds`` (bounded also by
 ``--max-reports``): each sends one report, waits for the acknowledgement, and is replaced by a new
-participant (a new report id). Prints errors, latency percentiles and throughput; every
-acknowledged report is then checked to be counted.
+participant (a new report id). Prints errors, latency percentiles and throughput, and writes them
+to ``bench/results/load.md``; every acknowledged report is then checked to be counted.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import aiohttp
 import numpy as np
@@ -26,6 +27,8 @@ import numpy as np
 from participant import CollectionSpec, Feature
 from participant.reporting import Report
 from participant.wire import pack_report
+
+RESULTS = Path(__file__).with_name("results") / "load.md"
 
 
 async def participant_loop(session, url, bodies, deadline, latencies, errors, budget):
@@ -100,11 +103,18 @@ async def main_async(args) -> None:
             server.terminate()
             server.wait()
     lat = np.array(latencies) * 1000
-    print(f"{args.clients} concurrent participants for {elapsed:.1f} s")
-    print(f"  acknowledged {len(latencies):,} reports, {len(latencies) / elapsed:,.0f}/s; counted {counted:,}")
-    print(f"  errors {len(errors)}" + (f" (e.g. {errors[:5]})" if errors else ""))
-    print(f"  latency ms: p50 {np.percentile(lat, 50):.1f}, p90 {np.percentile(lat, 90):.1f}, "
-          f"p99 {np.percentile(lat, 99):.1f}, max {lat.max():.1f}")  # fmt: skip
+    lines = [
+        f"# Load (`python bench/load.py --clients {args.clients} --seconds {args.seconds:g}`)",
+        "",
+        f"{args.clients} concurrent participants for {elapsed:.1f} s: acknowledged {len(latencies):,} reports, "
+        f"{len(latencies) / elapsed:,.0f}/s; counted {counted:,}; errors {len(errors)}"
+        + (f" (e.g. {errors[:5]})" if errors else "") + ".",
+        "",
+        f"Latency, ms: p50 {np.percentile(lat, 50):.1f}, p90 {np.percentile(lat, 90):.1f}, "
+        f"p99 {np.percentile(lat, 99):.1f}, max {lat.max():.1f}.",
+    ]  # fmt: skip
+    print("\n".join(lines))
+    RESULTS.write_text("\n".join(lines) + "\n")
     assert counted == len(latencies), "an acknowledged report is missing from the statistics"
 
 

@@ -3,17 +3,21 @@
     python bench/protocol_throughput.py [--users 1000000] [--domain 64] [--chunk 65536]
 
 Users are processed in chunks (as a simulator or a batch ingest would) so memory stays bounded.
-Prints users/second per protocol; targets: DE >= 1,000,000/s, SUE/OUE >= 500,000/s.
+Prints users/second per protocol and writes ``bench/results/protocol_throughput.md``; targets:
+DE >= 1,000,000/s, SUE/OUE >= 500,000/s.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 
 from protocols import FREQUENCY_ORACLES, OracleState, make_oracle
+
+RESULTS = Path(__file__).with_name("results") / "protocol_throughput.md"
 
 
 def throughput(protocol: str, users: int, domain: int, chunk: int, seed: int = 0) -> float:
@@ -37,10 +41,19 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=65_536)
     parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
     args = parser.parse_args()
-    print(f"perturb + aggregate, d={args.domain}, {args.users:,} users, best of {args.repeat}")
+    lines = [
+        f"# Perturb + aggregate on one core (`python bench/protocol_throughput.py --users {args.users} "
+        f"--domain {args.domain}`, best of {args.repeat})",
+        "",
+        "| protocol | users/s |",
+        "|---|---|",
+    ]
+    print(lines[0])
     for protocol in FREQUENCY_ORACLES:
         best = max(throughput(protocol, args.users, args.domain, args.chunk, seed) for seed in range(args.repeat))
-        print(f"  {protocol:4s} {best:>12,.0f} users/s")
+        lines.append(f"| {protocol} | {best:,.0f} |")
+        print(lines[-1], flush=True)
+    RESULTS.write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
