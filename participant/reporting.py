@@ -26,7 +26,7 @@ def choose_inputs(spec: CollectionSpec, m: int, rng, class_share: float | None =
 
     A collection that expects uneven classes states a ``class_share`` above ``1/(n + 1)`` in its
     spec (or an operator draws an ``"assigned"`` collection's groups with it): the class prior is
-    then estimated from more reports, at the features' expense (README, *Estimators*, measured by
+    then estimated from more reports, at the features' expense (documentation, *Estimators*, measured by
     ``bench/class_share.py``). No draw looks at anyone's data, so no share changes what a report
     reveals."""
     class_share = spec.class_share if class_share is None else class_share

@@ -98,7 +98,7 @@ class CollectionSpec:
     ``class_share`` (one report per person, inputs chosen at random): the probability that a
     person reports the class input, the features sharing the rest evenly; left out, every input
     is equally likely. More reports on the class estimate an uneven class prior better, at the
-    features' expense (README, *Who reports the class*). The choice never looks at the person's
+    features' expense (documentation, *Who reports the class*). The choice never looks at the person's
     data, so the share changes neither what a report reveals nor what it spends.
 
     Continuous records: ``continuous`` (a :class:`~participant.continuous.Preparation`) declares

@@ -1,4 +1,4 @@
-"""The temperature ``normsub`` gives its class probabilities, per row of the README's table: the
+"""The temperature ``normsub`` gives its class probabilities, per row of the estimators table: the
 test log-loss it buys, and what the margin and the bootstrap's world would have given instead.
 
     python research/calibration.py [--reps 100] [--first-seed 0] [--cells car:0.5,...] [--jobs 2]

@@ -1,4 +1,4 @@
-"""What reporting the class input more often buys and costs (README, *Estimators*).
+"""What reporting the class input more often buys and costs (the estimators' research notes).
 
     python research/class_share.py [--reps 100] [--cells car:0.5,...] [--shares 0.1,0.25,0.4] [--jobs 2] [--out FILE]
 

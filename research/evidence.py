@@ -1,4 +1,4 @@
-"""Does the model answer's ``evidence`` tell an operator what it says (README, *Estimators*)?
+"""Does the model answer's ``evidence`` tell an operator what it says (the estimators' research notes)?
 
     python research/evidence.py [--reps 100] [--cells car:0.5,...] [--jobs 2]
     python research/evidence.py --model gaussian [--approach 3] [--out research/results/evidence-gaussian.md]

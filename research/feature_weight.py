@@ -1,4 +1,4 @@
-"""One smoothing weight per feature instead of one per class: tried, not shipped (README,
+"""One smoothing weight per feature instead of one per class: tried, not shipped (documentation,
 *Estimators*).
 
     python research/feature_weight.py [--reps 100] [--cells car:0.5,car:1,...] [--jobs 2]

@@ -3,7 +3,7 @@
     python research/gaussian_rules.py [--reps 100] [--first-seed 0] [--eps 0.5,1,2,4] [--jobs 2]
 
 On the original features the LDP Gaussian model often scores below the training split's majority
-class (README, *Continuous features*): each coordinate's class means are mostly noise, and summed
+class (the guide *Continuous features*): each coordinate's class means are mostly noise, and summed
 over 8 (Diabetes) or 14 (Australian) coordinates that noise outvotes the class prior. Each rule
 post-processes the default (``normsub``) model from the aggregates alone; none is shipped:
 

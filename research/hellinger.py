@@ -1,4 +1,4 @@
-"""The poster's setting: mean Hellinger distance between released and true posterior.
+"""The poster's setting, mean Hellinger distance between released and true posterior.
 
     python research/hellinger.py [--sizes 100,200,300,400,500,600] [--eps 1] [--delta 1e-8]
 

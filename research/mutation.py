@@ -1,5 +1,5 @@
-"""Mutation testing of protocols/, participant/ (the device, the wire format and its validation)
-and aggregator/statistics.py with mutmut (not run in CI: about half an hour on two cores).
+"""Mutation testing of protocols/, participant/ and aggregator/estimation/statistics.py: the device, the wire format
+and its validation, and the statistics, with mutmut (not run in CI: about half an hour on two cores).
 
     pip install mutmut
     python research/mutation.py [--max-children 2] [--summary-only]

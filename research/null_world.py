@@ -1,4 +1,4 @@
-"""The bootstrap's null world and the test that weighs it (README, *Estimators*).
+"""The bootstrap's null world and the test that weighs it (the estimators' research notes).
 
     python research/null_world.py [--reps 100] [--cells car:0.5,...] [--jobs 2] [--collections 600]
 

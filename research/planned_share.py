@@ -1,4 +1,4 @@
-"""The class share ``python -m sim plan`` picks, per row of the README's table, and what it buys.
+"""The class share ``python -m sim plan`` picks, per row of the estimators table, and what it buys.
 
     python research/planned_share.py [--reps 300] [--plan-reps 100] [--plan-seed 1000] [--sample-rows N]
                                   [--cells car:0.5,...] [--jobs 2]

@@ -1,8 +1,8 @@
-"""Could any constant classifier built from the reports reach the majority class (README, *Estimators*)?
+"""Could any constant classifier built from the reports reach the majority class (the estimators' research notes)?
 
     python research/share_oracle.py [--reps 300] [--cells car:0.5,...] [--jobs 2]
 
-The majority class of the README's tables always predicts the training split's true majority:
+The majority class of the estimators tables always predicts the training split's true majority:
 no private model knows it for certain. ``prior only`` predicts the class whose pooled share the
 reports put highest. Where it falls short, is that the estimator's fault or the reports'?
 

@@ -2,7 +2,7 @@
 
 Each person reports one input, by default chosen uniformly, so one person in ``n + 1`` reports the
 class. Where the classes are uneven and ε is small, the reports can then name another class the
-most common, and the model falls below the constant classifier (README, *Reporting the class
+most common, and the model falls below the constant classifier (documentation, *Reporting the class
 more often*); where the features decide, a larger class share costs them reports. Which effect
 wins depends on the data, so the plan simulates it: collections of a sample the operator holds
 (public, or a pilot: never the reports), each repetition one random 80/20 split, at the uniform

@@ -20,7 +20,7 @@ spread-matched one is within its error of τ = 1 (``python research/calibration.
 
 Only softening is considered: the draws are Naive Bayes populations, whose features are
 independent given the class, so they cannot see the overconfidence that dependent features add on
-real data; offered ``τ`` up to 4 as well, the choice gained on no row of the README's table and
+real data; offered ``τ`` up to 4 as well, the choice gained on no row of the estimators table and
 lost more on car at ε = 1 (0.019 ± 0.004 nats against 0.014 ± 0.004; ``python
 research/calibration.py``, seeds 0–99). A softer ``τ`` must also beat ``τ = 1`` by :data:`MARGIN` nats of
 expected log-loss, so that where the model is already about right (car at ε ≥ 2) it is left

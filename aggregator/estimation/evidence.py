@@ -1,10 +1,10 @@
 """What a collection's reports can tell a model, for the people who read the model.
 
-A private model can fall short of always predicting the most common class (README,
+A private model can fall short of always predicting the most common class (documentation,
 *Estimators*), and an operator has no labelled rows to find out. The reports say how sure the
 class prior is: its standard errors, and how far the most common class leads the next (with a
 lead of two standard errors or more the reports named the wrong class in 3 runs of 1,135 across
-the README's data sets and diabetes; below it, in up to 41 % of runs. A Gaussian collection's
+the paper's data sets and diabetes; below it, in up to 41 % of runs. A Gaussian collection's
 class input alone, on Australian's even classes, named it wrongly in up to 40 % of the few runs
 with such a lead: ``python research/evidence.py --model gaussian``). They also say whether the
 features' dependence on the class is significant: a calibrated test per feature, of little power
@@ -24,6 +24,8 @@ from .statistics import CollectionStatistics
 
 # A class no more common than the next leads it by two standard errors in about 2 % of collections.
 SAFE_LEAD = 2.0
+# The conventional level of the dependence test; the test's calibration there is measured in
+# research/null_world.py (near 5 % of collections below it where no feature depends on the class).
 DEPENDENCE_LEVEL = 0.05
 
 
@@ -42,7 +44,7 @@ def evidence(stats: CollectionStatistics) -> dict:
     ``class_mean_standard_error`` (per class name, one per prepared coordinate) says how noisy
     its class means are. Its lead matters more than a discrete model's: where it is small the
     model has to rely on its features, and where it is large but the coordinates are many and
-    noisy the model can fall below always predicting that class (README, *The Gaussian model
+    noisy the model can fall below always predicting that class (documentation, *The Gaussian model
     against the constant classifier*)."""
     spec = stats.spec
     pooled = pooled_class_shares(stats)

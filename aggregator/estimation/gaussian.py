@@ -20,6 +20,8 @@ from participant.spec import CollectionSpec
 from .simplex import project_to_simplex
 from .statistics import CollectionStatistics
 
+# The least class variance a model keeps, on the prepared range [-1, 1] (whose largest variance is 1):
+# a bound on a density's height, so that no single coordinate's likelihood is unbounded.
 VARIANCE_FLOOR = 1e-3
 
 

@@ -2,7 +2,7 @@
 
 With uneven classes and a small ε the reports can name another class the most common, and then
 no model built from them, nor the constant classifier they give, reaches the majority class's
-accuracy (README, *Estimators*: car at ε = 0.5 in about one collection in twenty-five). How
+accuracy (documentation, *Estimators*: car at ε = 0.5 in about one collection in twenty-five). How
 often depends on the class shares, the number of people, the spec's oracles and how many people
 report each input, which an operator knows, or can guess from a public sample, before anyone
 reports. Nothing here reads a report.

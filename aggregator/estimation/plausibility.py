@@ -18,7 +18,7 @@ the running statistics alone:
 
 A collection is flagged when some input's |z| exceeds :data:`Z_THRESHOLD` (a false alarm about
 once in 10^9 inputs per check). This detects gross poisoning only: a clever adversary can keep
-every aggregate plausible while still shifting estimates; see the README.
+every aggregate plausible while still shifting estimates; see the documentation.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ from protocols.mean import LaplaceMean
 
 from .statistics import CollectionStatistics
 
+# Standard deviations from what honest reports give at which an input is flagged: honest collections
+# pass at about one in 10^9 per input under the normal approximation, so a flag means something.
 Z_THRESHOLD = 6.0
 
 

@@ -75,7 +75,7 @@ def smooth_conditionals(table: np.ndarray, cell_variance, strength=1.0, target: 
     when it tells nothing), and toward it a feature that tells the classes nothing keeps a fifth of
     the false class signal it gains toward uniform, where the classes are pulled by different
     weights (the rarer further). Over the fourteen problems of ``bench/default_model.py`` the
-    marginal also classifies at least as well on average (README, *Estimators*).
+    marginal also classifies at least as well on average (documentation, *Estimators*).
 
     The spread here is measured on the Norm-Sub projected counts, which carry less noise than
     ``cell_variance`` says, so the empirical-Bayes weight overstates the noise; the pseudo-count

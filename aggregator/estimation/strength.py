@@ -32,7 +32,7 @@ chosen so: toward uniform a feature that tells the classes nothing gains a false
 (:mod:`aggregator.estimation.smoothing`), which the default must not. The rules this one replaced (a flat
 floor on two-valued features' spread, a world and a bootstrap-free strength by how even the class
 prior is, a null world mixed in by the dependence test's p-value, a tie margin), each picked on
-the paper's four sets, did not earn their place there (README, *Estimators*). Everything reads
+the paper's four sets, did not earn their place there (documentation, *Estimators*). Everything reads
 only the aggregated statistics (post-processing): no privacy is spent.
 """
 
@@ -61,11 +61,14 @@ REFERENCE = 1.0
 LEAD = 1.5
 # The bootstrap's population (WORLDS); chosen with LEAD.
 WORLD = "spread-matched"
+# Collections drawn per strength, and records each is scored on: the paired difference's standard
+# error over the draws is what LEAD is measured in, so more draws sharpen the rule without moving it.
 DRAWS = 12
 RECORDS = 2000
 # Collections larger than this (cells summed over inputs) keep the reference without a bootstrap:
 # its cost grows with the cells, and a DE input's exact draw holds a d × d matrix.
 MAX_CELLS = 20_000
+# A DE input's exact draw holds a d × d matrix: 512² floats are 2 MiB.
 MAX_DE_DOMAIN = 512
 
 Derive = Callable[[CollectionStatistics], Unsmoothed]

@@ -230,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=3,
         help="gaussian model: 1 every coordinate, its noise scaled by their number; 2 the one-bit mechanism; "
         "3 one input per person (default). On small collections 1 and 2 can score below the constant "
-        "classifier (README, Continuous features)",
+        "classifier (documentation, Continuous features)",
     )
     draft.add_argument(
         "--class-share",

@@ -45,7 +45,7 @@ def draft_spec(
         notes.append(
             f"{most / len(table.y):.0%} of the sample is {common!r}: with uneven classes and a small epsilon the "
             "reports may name the wrong most common class; a larger --class-share buys a surer class prior at the "
-            "features' expense (README, Who reports the class)"
+            "features' expense (documentation, Who reports the class)"
         )
     if table.ranges is None:
         if model != "discrete":
@@ -122,7 +122,7 @@ def majority_note(spec: CollectionSpec, counts: Counter, people: int | None) -> 
             better = majority_outlook(replace(spec, class_share=share), prior, people)
             note += (
                 f"; --class-share {share:g} would make it {share_text(better.wrong)} ({better.cost:.3f}), at the features' "
-                "expense (README, Who reports the class)"
+                "expense (documentation, Who reports the class)"
             )
         elif prior.max() >= UNEVEN:
             note += f"; to keep it within {TOLERATED_COST:g}, more people or a larger --eps"

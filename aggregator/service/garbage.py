@@ -5,7 +5,7 @@ young passes, 27 middle ones and 3 over the whole heap, every module, the app an
 included: 117 ms, 6 µs of the 80 µs of CPU a report cost, and each whole-heap pass held the event
 loop for 23 ms. Almost nothing a request allocates is cyclic (reference counting frees it when the
 request ends), so the collector finds next to nothing. Frozen and with a higher threshold, the same
-load ran no pass at all (README, *Measured figures*).
+load ran no pass at all (documentation, *Measured figures*).
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ INSERT_MANY = (
 # write the partials that assume all of them new. A plain insert, without ON CONFLICT: a report
 # whose id is stored already (or comes twice) fails the statement with a unique violation, which
 # rolls the whole of it back, and the group goes the slower way. Skipping the speculative
-# insertion ON CONFLICT needs took PostgreSQL 15 % less time on a group of 64 (README, *Several
+# insertion ON CONFLICT needs took PostgreSQL 15 % less time on a group of 64 (documentation, *Several
 # instances*). Like ON CONFLICT, the insert waits for a concurrent transaction inserting the same
 # id to end: it fails if that one commits, and goes ahead if it rolls back.
 ALL_NEW = """
@@ -145,7 +145,7 @@ class PostgresStore(Store):
     # While one transaction waits for its commit, the next can be sent. At 64 single reports in
     # flight this raised the worker's share of a core from 0.89 to 0.93 when each transaction
     # took a pooled connection; with the lanes' connections held, one lane and two measure alike
-    # (README, *Several instances*).
+    # (documentation, *Several instances*).
     write_lanes = POSTGRES_WRITE_LANES
 
     def __init__(self, url: str, pool: asyncpg.Pool, timeout: float = DEFAULT_TIMEOUT):
