@@ -1,0 +1,17 @@
+/** One error family, as the Python participant's `ParticipantError`: anything a service or a record can cause. */
+export class ParticipantError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** A record this collection cannot take: `field` names what is wrong. Nothing was drawn. */
+export class RecordError extends ParticipantError {
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(`${field}: ${message}`);
+  }
+}

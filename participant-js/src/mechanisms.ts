@@ -1,0 +1,135 @@
+/**
+ * The frequency oracles a device randomises with, drawing from an {@link ExactRandomness} in the
+ * same order and with the same thresholds as the Python participant, so that a known-answer test
+ * can hold the two to identical reports from identical words.
+ */
+import {
+  type ExactRandomness,
+  type Rational,
+  coins,
+  expLower,
+  rationalOf,
+  thresholdDown,
+  thresholdUp,
+} from "./exact.js";
+
+export type Protocol = "DE" | "SUE" | "OUE";
+export const PROTOCOLS: readonly string[] = ["DE", "SUE", "OUE", "SHE", "THE", "auto"];
+/** The protocols this library draws; SHE, THE and the mean mechanisms are not here yet. */
+export const SUPPORTED: readonly Protocol[] = ["DE", "SUE", "OUE"];
+
+/** One report row: an index (DE) or a bit vector (SUE, OUE). */
+export type Payload = number | boolean[];
+
+export interface Oracle {
+  readonly name: Protocol;
+  readonly epsilon: number;
+  readonly domainSize: number;
+  /** One person's report of `value` in [0, domainSize). */
+  perturb(value: number, source: ExactRandomness): Payload;
+}
+
+function checkValue(value: number, d: number): void {
+  if (!Number.isInteger(value) || value < 0 || value >= d) throw new RangeError(`value ${value} outside [0, ${d})`);
+}
+
+/** DE: the true value kept with probability exactly T/2^64, T from E/(E + d − 1), E <= e^ε. */
+export class DirectEncoding implements Oracle {
+  readonly name = "DE";
+  readonly keepThreshold: bigint;
+
+  constructor(
+    readonly epsilon: number,
+    readonly domainSize: number,
+  ) {
+    const e = expLower(rationalOf(epsilon));
+    this.keepThreshold = thresholdDown({ n: e.n, d: e.n + BigInt(domainSize - 1) * e.d });
+  }
+
+  get p(): number {
+    const e = Math.exp(this.epsilon);
+    return e / (e + this.domainSize - 1);
+  }
+
+  get q(): number {
+    return 1 / (Math.exp(this.epsilon) + this.domainSize - 1);
+  }
+
+  perturb(value: number, source: ExactRandomness): number {
+    checkValue(value, this.domainSize);
+    // An index among the other d − 1 values, shifted past the true one, then the keep coin.
+    let other = Number(source.randbelow(BigInt(this.domainSize - 1)));
+    if (other >= value) other += 1;
+    const [keep] = coins(source, this.keepThreshold, 1);
+    return keep ? value : other;
+  }
+}
+
+/** SUE and OUE: every bit but the true one set with probability T_q/2^64, the true one T_p/2^64. */
+export class UnaryEncoding implements Oracle {
+  readonly thresholds: [bigint, bigint];
+
+  constructor(
+    readonly name: "SUE" | "OUE",
+    readonly epsilon: number,
+    readonly domainSize: number,
+  ) {
+    let p: Rational;
+    let q: Rational;
+    if (name === "SUE") {
+      // p/(1−p) <= H and (1−q)/q <= H with H <= e^{ε/2}: the ratio is at most H² <= e^ε.
+      const half = rationalOf(epsilon);
+      const h = expLower({ n: half.n, d: half.d * 2n });
+      p = { n: h.n, d: h.n + h.d };
+      q = { n: h.d, d: h.n + h.d };
+    } else {
+      // p = 1/2 exactly; (1−q)/q <= E <= e^ε.
+      const e = expLower(rationalOf(epsilon));
+      p = { n: 1n, d: 2n };
+      q = { n: e.d, d: e.n + e.d };
+    }
+    this.thresholds = [thresholdDown(p), thresholdUp(q)];
+  }
+
+  get p(): number {
+    return this.name === "SUE" ? Math.exp(this.epsilon / 2) / (Math.exp(this.epsilon / 2) + 1) : 0.5;
+  }
+
+  get q(): number {
+    return this.name === "SUE" ? 1 / (Math.exp(this.epsilon / 2) + 1) : 1 / (Math.exp(this.epsilon) + 1);
+  }
+
+  perturb(value: number, source: ExactRandomness): boolean[] {
+    checkValue(value, this.domainSize);
+    const [tp, tq] = this.thresholds;
+    const bits = coins(source, tq, this.domainSize);
+    bits[value] = coins(source, tp, 1)[0];
+    return bits;
+  }
+}
+
+/**
+ * The exact variance of one report's count estimates summed over the domain, its value spread
+ * evenly over it: what `auto` compares (the Python participant's `total_variance`).
+ */
+function totalVariance(p: number, q: number, d: number): number {
+  const t = 1 / d;
+  const each = (t * p * (1 - p) + (1 - t) * q * (1 - q)) / (p - q) ** 2;
+  // numpy sums d equal terms pairwise; the comparison is between two protocols far apart except
+  // at one domain size per ε, where either is as good.
+  let total = 0;
+  for (let i = 0; i < d; i++) total += each;
+  return total;
+}
+
+/** The oracle named `protocol` for a domain of `d` values; `auto` is DE or OUE by their variances. */
+export function makeOracle(protocol: string, epsilon: number, d: number): Oracle {
+  if (protocol === "auto") {
+    const de = new DirectEncoding(epsilon, d);
+    const oue = new UnaryEncoding("OUE", epsilon, d);
+    return totalVariance(oue.p, oue.q, d) < totalVariance(de.p, de.q, d) ? oue : de;
+  }
+  if (protocol === "DE") return new DirectEncoding(epsilon, d);
+  if (protocol === "SUE" || protocol === "OUE") return new UnaryEncoding(protocol, epsilon, d);
+  throw new RangeError(`protocol ${protocol} is not drawn by this library yet (it draws ${SUPPORTED.join(", ")})`);
+}

@@ -1,0 +1,92 @@
+/**
+ * One person's report: the input chosen independently of the data, randomised with that input's
+ * oracle, and packed in the service's msgpack wire format.
+ */
+import { encode } from "@msgpack/msgpack";
+
+import { RecordError } from "./errors.js";
+import type { ExactRandomness } from "./exact.js";
+import type { Payload } from "./mechanisms.js";
+import { SecureRandom } from "./random.js";
+import type { CollectionSpec } from "./spec.js";
+
+export interface Report {
+  /** The input the report carries: 0 the class, i + 1 feature i jointly with the class. */
+  input: number;
+  payload: Payload;
+  /** 16 random bytes that make a re-send idempotent. */
+  reportId: Uint8Array;
+}
+
+export type RawRecord = Record<string, unknown>;
+
+/** Every input's value for `record`: the class code, then each feature's joint input a·k + c. */
+export function recordInputs(record: RawRecord, spec: CollectionSpec): number[] {
+  const code = (field: string, categories: string[]): number => {
+    if (!(field in record)) throw new RecordError(field, "missing");
+    const value = String(record[field]);
+    const index = categories.indexOf(value);
+    if (index < 0) throw new RecordError(field, `unknown value '${value}'; expected one of ${categories.join(", ")}`);
+    return index;
+  };
+  const c = code(spec.label, spec.classes);
+  return [c, ...spec.features.map((f) => code(f.name, f.categories) * spec.nClasses + c)];
+}
+
+/** The input a person reports, from the source only (never the record): the Python participant's draws. */
+export function chooseInput(spec: CollectionSpec, source: ExactRandomness): number {
+  const n = spec.nInputs;
+  if (spec.classShare === null) return Number(source.randbelow(BigInt(n)));
+  const feature = 1 + Number(source.randbelow(BigInt(n - 1)));
+  // A double with 53 random bits, exactly as the Python participant draws it: the share is public
+  // and the comparison does not look at the record.
+  const uniform = Number(source.words(1)[0] >> 11n) * 2 ** -53;
+  return uniform < spec.classShare ? 0 : feature;
+}
+
+export class Participant {
+  constructor(
+    readonly spec: CollectionSpec,
+    readonly source: ExactRandomness = new SecureRandom(),
+  ) {}
+
+  /**
+   * The one report for `record` (every feature name and the label mapped to its value). `group`
+   * is the input the operator assigned, required when the spec assigns inputs and refused
+   * otherwise. Raises {@link RecordError} before anything is drawn.
+   */
+  report(record: RawRecord, group?: number, reportId?: Uint8Array): Report {
+    if (this.spec.budget !== "one-report") throw new RecordError("budget", `this collection's budget is '${this.spec.budget}'`);
+    let chosen: number | null = null;
+    if (this.spec.inputSelection === "assigned") {
+      if (group === undefined || !Number.isInteger(group))
+        throw new RecordError("group", "this collection assigns inputs: pass the group index you were given");
+      if (group < 0 || group >= this.spec.nInputs) throw new RecordError("group", `must lie in [0, ${this.spec.nInputs - 1}]`);
+      chosen = group;
+    } else if (group !== undefined) {
+      throw new RecordError("group", "this collection picks the input at random; do not pass a group");
+    }
+    const inputs = recordInputs(record, this.spec);
+    const input = chosen ?? chooseInput(this.spec, this.source);
+    const payload = this.spec.oracles[input].perturb(inputs[input], this.source);
+    const id = reportId ?? globalThis.crypto.getRandomValues(new Uint8Array(16));
+    return { input, payload, reportId: id };
+  }
+}
+
+/** A bit vector packed most significant bit first, padding bits zero (`numpy.packbits`). */
+export function packBits(bits: boolean[]): Uint8Array {
+  const out = new Uint8Array(Math.ceil(bits.length / 8));
+  bits.forEach((bit, i) => {
+    if (bit) out[i >> 3] |= 0x80 >> (i & 7);
+  });
+  return out;
+}
+
+/** The report in the service's msgpack format: `{id, spec, input, value}` (and `token` if given). */
+export function packReport(report: Report, specDigest: Uint8Array, token?: string): Uint8Array {
+  const value = typeof report.payload === "number" ? report.payload : packBits(report.payload);
+  const wire: Record<string, unknown> = { id: report.reportId, spec: specDigest, input: report.input, value };
+  if (token !== undefined) wire.token = token;
+  return encode(wire);
+}

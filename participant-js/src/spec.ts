@@ -1,0 +1,165 @@
+/**
+ * A collection's published spec, as the Python participant reads it: validated, its oracles
+ * resolved, and its fingerprint (the SHA-256 of its canonical JSON) computed the same way, so
+ * that a report is built only for the spec the service published.
+ */
+import { ParticipantError } from "./errors.js";
+import { type Oracle, PROTOCOLS, makeOracle } from "./mechanisms.js";
+import { PyFloat, type PyValue, canonicalJson } from "./pyjson.js";
+
+export const SPEC_VERSION = 1;
+export const EPSILON_RANGE: [number, number] = [1e-3, 50];
+const PAPER_THETA = 0.25;
+const KNOWN = new Set([
+  "version", "features", "classes", "label", "protocol", "epsilon", "theta", "input_selection",
+  "continuous", "model", "approach", "budget", "class_share",
+]);
+
+/** A spec the service may publish but this library refuses, naming what is wrong. */
+export class SpecError extends ParticipantError {}
+
+export interface Feature {
+  name: string;
+  categories: string[];
+}
+
+function names(values: unknown, what: string): string[] {
+  if (!Array.isArray(values) || values.length === 0) throw new SpecError(`${what} must be a non-empty list of strings`);
+  if (!values.every((v) => typeof v === "string" && v.length > 0))
+    throw new SpecError(`${what} must hold non-empty strings`);
+  if (new Set(values).size !== values.length) throw new SpecError(`${what} must not repeat a value`);
+  return values as string[];
+}
+
+function finite(value: unknown): number | null {
+  return typeof value === "number" && Number.isFinite(value) ? value : null;
+}
+
+export class CollectionSpec {
+  readonly features: Feature[];
+  readonly classes: string[];
+  readonly label: string;
+  readonly protocol: string;
+  readonly epsilon: number;
+  readonly theta: number;
+  readonly inputSelection: "uniform" | "assigned";
+  readonly budget: "one-report" | "per-input" | "split";
+  readonly classShare: number | null;
+  /** One oracle per input: the class, then each feature jointly with the class. */
+  readonly oracles: Oracle[];
+
+  private constructor(data: Record<string, unknown>) {
+    const unknown = Object.keys(data).filter((k) => !KNOWN.has(k));
+    if (unknown.length) throw new SpecError(`unknown spec fields: ${unknown.sort().join(", ")}`);
+    const version = data.version ?? SPEC_VERSION;
+    if (version !== SPEC_VERSION) throw new SpecError(`unsupported spec version ${String(version)}`);
+    if (data.continuous !== undefined || (data.model !== undefined && data.model !== "discrete"))
+      throw new SpecError("continuous features are not read by this library yet: a discrete spec only");
+    const missing = ["classes", "protocol", "epsilon", "features"].filter((k) => !(k in data));
+    if (missing.length) throw new SpecError(`missing spec fields: ${missing.join(", ")}`);
+    if (!Array.isArray(data.features) || data.features.length === 0)
+      throw new SpecError("features must list at least one feature");
+    this.features = data.features.map((f: unknown) => {
+      if (typeof f !== "object" || f === null) throw new SpecError("features must be a list of {name, categories} mappings");
+      const { name, categories } = f as Record<string, unknown>;
+      if (typeof name !== "string" || !name) throw new SpecError("feature name must be a non-empty string");
+      return { name, categories: names(categories, `feature '${name}' categories`) };
+    });
+    const featureNames = this.features.map((f) => f.name);
+    if (new Set(featureNames).size !== featureNames.length) throw new SpecError("feature names must be unique");
+    this.classes = names(data.classes, "classes");
+    if (this.classes.length < 2) throw new SpecError("classes must list at least two class labels");
+    const label = data.label ?? "class";
+    if (typeof label !== "string" || !label || featureNames.includes(label))
+      throw new SpecError("label must be a non-empty name distinct from the features");
+    this.label = label;
+    if (typeof data.protocol !== "string" || !PROTOCOLS.includes(data.protocol))
+      throw new SpecError(`protocol must be one of ${PROTOCOLS.join(", ")}`);
+    this.protocol = data.protocol;
+    const epsilon = finite(data.epsilon);
+    const [low, high] = EPSILON_RANGE;
+    if (epsilon === null || epsilon < low || epsilon > high)
+      throw new SpecError(`epsilon must be a number from ${low} to ${high}`);
+    this.epsilon = epsilon;
+    const theta = data.theta === undefined || data.theta === null ? null : finite(data.theta);
+    if (data.theta !== undefined && data.theta !== null && (theta === null || theta <= 0 || theta >= 1))
+      throw new SpecError("theta must lie in (0, 1)");
+    if (theta === null && this.protocol === "THE") throw new SpecError("THE is not drawn by this library yet");
+    this.theta = theta ?? PAPER_THETA;
+    const budget = data.budget ?? "one-report";
+    if (budget !== "one-report" && budget !== "per-input" && budget !== "split")
+      throw new SpecError("budget must be one of one-report, per-input, split");
+    this.budget = budget;
+    const selection = data.input_selection ?? "uniform";
+    if (selection !== "uniform" && selection !== "assigned") throw new SpecError("input_selection must be uniform or assigned");
+    this.inputSelection = selection;
+    if (data.class_share === undefined || data.class_share === null) {
+      this.classShare = null;
+    } else {
+      const share = finite(data.class_share);
+      if (share === null || share <= 0 || share >= 1) throw new SpecError("class_share must lie in (0, 1)");
+      if (budget !== "one-report" || selection !== "uniform")
+        throw new SpecError("class_share goes with one report per person and inputs chosen at random");
+      this.classShare = share;
+    }
+    const count = this.features.length + 1;
+    const eps = budget === "split" ? epsilon / count : epsilon;
+    if (eps < low) throw new SpecError(`split among ${count} inputs, epsilon leaves ${eps} per input, below ${low}`);
+    const k = this.classes.length;
+    try {
+      this.oracles = [
+        makeOracle(this.protocol, eps, k),
+        ...this.features.map((f) => makeOracle(this.protocol, eps, f.categories.length * k)),
+      ];
+    } catch (error) {
+      throw new SpecError((error as Error).message);
+    }
+  }
+
+  /** Parse and validate a spec as the service publishes it (`GET /collections/{id}`'s `spec`). */
+  static fromDict(data: unknown): CollectionSpec {
+    if (typeof data !== "object" || data === null || Array.isArray(data)) throw new SpecError("a spec must be a mapping");
+    return new CollectionSpec(data as Record<string, unknown>);
+  }
+
+  get nClasses(): number {
+    return this.classes.length;
+  }
+
+  get nInputs(): number {
+    return this.features.length + 1;
+  }
+
+  /** The spec as the Python participant's `to_dict` writes it (floats marked as floats). */
+  toDict(): PyValue {
+    const out: Record<string, PyValue> = {
+      version: SPEC_VERSION,
+      features: this.features.map((f) => ({ name: f.name, categories: [...f.categories] })),
+      classes: [...this.classes],
+      label: this.label,
+      protocol: this.protocol,
+      epsilon: new PyFloat(this.epsilon),
+      theta: new PyFloat(this.theta),
+      input_selection: this.inputSelection,
+    };
+    if (this.budget !== "one-report") out.budget = this.budget;
+    if (this.classShare !== null) out.class_share = new PyFloat(this.classShare);
+    return out;
+  }
+
+  /** The canonical JSON the fingerprint digests. */
+  canonicalJson(): string {
+    return canonicalJson(this.toDict());
+  }
+
+  /** SHA-256 (32 bytes) of the canonical JSON: what every report carries as `spec`. */
+  async fingerprintDigest(): Promise<Uint8Array> {
+    const bytes = new TextEncoder().encode(this.canonicalJson());
+    return new Uint8Array(await globalThis.crypto.subtle.digest("SHA-256", bytes));
+  }
+
+  /** The digest in hex, as the service publishes it. */
+  async fingerprint(): Promise<string> {
+    return Array.from(await this.fingerprintDigest(), (b) => b.toString(16).padStart(2, "0")).join("");
+  }
+}

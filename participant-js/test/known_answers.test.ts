@@ -1,0 +1,102 @@
+/**
+ * Known answers from the Python participant (`tests/js_vectors.py`, written to the file named by
+ * LDPNB_VECTORS): float repr, canonical JSON and fingerprints, coin thresholds, `auto`'s choice,
+ * and whole reports drawn from the same words, packed byte for byte as the Python one packs them.
+ */
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { test } from "node:test";
+
+import { CollectionSpec, Participant, RecordError, SpecError, floatRepr, makeOracle, packReport } from "../src/index.js";
+import { expLower, reduce } from "../src/exact.js";
+import { DirectEncoding, UnaryEncoding } from "../src/mechanisms.js";
+import { HashWords } from "./hashwords.js";
+
+const path = process.env.LDPNB_VECTORS;
+if (!path) throw new Error("LDPNB_VECTORS names the vectors file (python -m pytest tests/test_participant_js.py writes it)");
+const vectors = JSON.parse(readFileSync(path, "utf8"));
+const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString("hex");
+
+test("floats are written as Python's repr writes them", () => {
+  for (const [x, repr] of vectors.floats) assert.equal(floatRepr(x), repr, `repr(${x})`);
+});
+
+test("every spec gives Python's canonical JSON, fingerprint and protocols", async () => {
+  for (const v of vectors.specs) {
+    const spec = CollectionSpec.fromDict(v.dict);
+    assert.equal(spec.canonicalJson(), v.canonical);
+    assert.equal(await spec.fingerprint(), v.fingerprint);
+    assert.deepEqual(
+      spec.oracles.map((o) => o.name),
+      v.protocols,
+    );
+  }
+});
+
+test("a spec changed in any field changes its fingerprint", async () => {
+  const base = vectors.specs[0].dict;
+  const changes = [{ epsilon: 1.0000000000000002 }, { label: "y" }, { classes: ["no", "yes"] }, { theta: 0.3 }];
+  for (const change of changes) {
+    assert.notEqual(await CollectionSpec.fromDict({ ...base, ...change }).fingerprint(), vectors.specs[0].fingerprint);
+  }
+});
+
+test("coin thresholds equal the Python participant's, to the last of 64 bits", () => {
+  for (const v of vectors.thresholds) {
+    const oracle = makeOracle(v.protocol, v.epsilon, v.d);
+    const got = oracle instanceof DirectEncoding ? [oracle.keepThreshold] : (oracle as UnaryEncoding).thresholds;
+    assert.deepEqual(got.map(String), v.t, `${v.protocol} ε=${v.epsilon} d=${v.d}`);
+  }
+});
+
+test("the certified lower bound of e^x is the Python participant's, digit for digit", () => {
+  for (const v of vectors.exp_lower) {
+    const bound = expLower({ n: BigInt(v.x[0]), d: BigInt(v.x[1]) });
+    const reduced = reduce(bound);
+    assert.deepEqual([String(reduced.n), String(reduced.d)], v.bound);
+  }
+});
+
+test("auto chooses DE or OUE as the Python participant does", () => {
+  for (const v of vectors.auto) assert.equal(makeOracle("auto", v.epsilon, v.d).name, v.protocol, `ε=${v.epsilon} d=${v.d}`);
+});
+
+test("the same words give the same reports, packed byte for byte", async () => {
+  for (const v of vectors.specs) {
+    const spec = CollectionSpec.fromDict(v.dict);
+    const digest = await spec.fingerprintDigest();
+    const participant = new Participant(spec, new HashWords(new TextEncoder().encode(v.seed)));
+    if (spec.budget !== "one-report") {
+      assert.throws(() => participant.report(v.record), RecordError);
+      continue;
+    }
+    v.reports.forEach((r: { record: Record<string, string>; group: number | null; input: number; wire: string }, j: number) => {
+      const report = participant.report(r.record, r.group ?? undefined, new Uint8Array(16).fill(j));
+      assert.equal(report.input, r.input, `report ${j} of ${v.seed}`);
+      assert.equal(hex(packReport(report, digest)), r.wire, `report ${j} of ${v.seed}`);
+    });
+  }
+});
+
+test("a record the spec cannot take is refused before anything is drawn", () => {
+  const spec = CollectionSpec.fromDict(vectors.specs[0].dict);
+  let drawn = 0;
+  const source = {
+    words: (n: number) => ((drawn += n), Array(n).fill(0n)),
+    randbelow: () => ((drawn += 1), 0n),
+  };
+  const participant = new Participant(spec, source);
+  assert.throws(() => participant.report({ colour: "red", size: "S" }), /class: missing/);
+  assert.throws(() => participant.report({ colour: "mauve", size: "S", class: "yes" }), /colour: unknown value/);
+  assert.throws(() => participant.report({ colour: "red", size: "S", class: "yes" }, 1), /group/);
+  assert.equal(drawn, 0);
+});
+
+test("specs this library cannot honour are refused, naming why", () => {
+  const base = vectors.specs[0].dict;
+  assert.throws(() => CollectionSpec.fromDict({ ...base, epsilon: 0 }), SpecError);
+  assert.throws(() => CollectionSpec.fromDict({ ...base, epsilon: 51 }), SpecError);
+  assert.throws(() => CollectionSpec.fromDict({ ...base, protocol: "SHE" }), /not drawn by this library yet/);
+  assert.throws(() => CollectionSpec.fromDict({ ...base, surprise: 1 }), /unknown spec fields: surprise/);
+  assert.throws(() => CollectionSpec.fromDict({ ...base, version: 2 }), /version/);
+});

@@ -1,0 +1,58 @@
+/**
+ * The mechanisms' own draws from the platform's CSPRNG against their exact probabilities: 10^5
+ * reports each, a χ² statistic below the critical value at 1 − 10^-6 (from scipy, in the vectors).
+ */
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { test } from "node:test";
+
+import { DirectEncoding, SecureRandom, UnaryEncoding } from "../src/index.js";
+
+const vectors = JSON.parse(readFileSync(process.env.LDPNB_VECTORS!, "utf8"));
+const DRAWS = 100_000;
+const TWO64 = 2 ** 64;
+
+function chi2(counts: number[], probabilities: number[], draws: number): number {
+  return counts.reduce((sum, c, i) => sum + (c - draws * probabilities[i]) ** 2 / (draws * probabilities[i]), 0);
+}
+
+test("DE's reports follow its exact distribution", () => {
+  const source = new SecureRandom();
+  for (const [epsilon, d, value] of [[1, 8, 3], [0.5, 2, 0], [4, 5, 4]]) {
+    const oracle = new DirectEncoding(epsilon, d);
+    const counts = new Array(d).fill(0);
+    for (let i = 0; i < DRAWS; i++) counts[oracle.perturb(value, source)]++;
+    const keep = Number(oracle.keepThreshold) / TWO64;
+    const probabilities = Array.from({ length: d }, (_, v) => (v === value ? keep : (1 - keep) / (d - 1)));
+    const statistic = chi2(counts, probabilities, DRAWS);
+    assert.ok(statistic < vectors.chi2[String(d - 1)], `DE ε=${epsilon} d=${d}: χ² ${statistic}`);
+  }
+});
+
+test("SUE's and OUE's bits follow their exact probabilities", () => {
+  const source = new SecureRandom();
+  for (const name of ["SUE", "OUE"] as const) {
+    const d = 8;
+    const value = 5;
+    const oracle = new UnaryEncoding(name, 1, d);
+    const ones = new Array(d).fill(0);
+    for (let i = 0; i < DRAWS; i++) oracle.perturb(value, source).forEach((bit, j) => (ones[j] += bit ? 1 : 0));
+    const [tp, tq] = oracle.thresholds.map((t) => Number(t) / TWO64);
+    // each bit a Bernoulli: its standardised count squared, summed over the d independent bits
+    const statistic = ones.reduce((sum, c, j) => {
+      const p = j === value ? tp : tq;
+      return sum + (c - DRAWS * p) ** 2 / (DRAWS * p * (1 - p));
+    }, 0);
+    assert.ok(statistic < vectors.chi2[String(d)], `${name}: χ² ${statistic}`);
+  }
+});
+
+test("the secure source's integers are uniform, also across a power of two", () => {
+  const source = new SecureRandom();
+  for (const n of [2n, 5n, 17n]) {
+    const counts = new Array(Number(n)).fill(0);
+    for (let i = 0; i < DRAWS; i++) counts[Number(source.randbelow(n))]++;
+    const statistic = chi2(counts, new Array(Number(n)).fill(1 / Number(n)), DRAWS);
+    assert.ok(statistic < vectors.chi2[String(Number(n) - 1)], `randbelow(${n}): χ² ${statistic}`);
+  }
+});

@@ -1,0 +1,128 @@
+"""Known-answer vectors from the Python participant, which the JavaScript participant must reproduce.
+
+A test-only random source (:class:`HashWords`: word ``i`` is the first 8 bytes, little-endian, of
+SHA-256(seed ‖ i as 8 bytes little-endian); ``randbelow`` masks the fewest words holding ``n``'s
+bits and draws again while the result is ``n`` or more) is implemented the same way in
+``participant-js/test/``, so identical words must give identical reports, byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+from fractions import Fraction
+
+import msgpack
+import numpy as np
+from scipy import stats
+
+from participant import CollectionSpec, Feature, Participant
+from participant.randomness import SecureGenerator
+from participant.reporting import Report
+from participant.wire import pack_report
+from protocols import make_oracle
+from protocols.exact import exp_lower
+
+
+class HashWords(SecureGenerator):
+    """Deterministic words for known answers only; never a device's randomness."""
+
+    def __init__(self, seed: bytes):
+        self.seed, self.counter = seed, 0
+
+    def _words(self, count: int) -> np.ndarray:
+        out = []
+        for _ in range(count):
+            digest = hashlib.sha256(self.seed + self.counter.to_bytes(8, "little")).digest()
+            out.append(int.from_bytes(digest[:8], "little"))
+            self.counter += 1
+        return np.array(out, dtype=np.uint64)
+
+    def words(self, count: int) -> np.ndarray:
+        return self._words(count)
+
+    def randbelow(self, n: int) -> int:
+        k = n.bit_length()
+        count = -(-k // 64)
+        while True:
+            r = sum(int(w) << (64 * j) for j, w in enumerate(self._words(count))) & ((1 << k) - 1)
+            if r < n:
+                return r
+
+
+def specs() -> list[CollectionSpec]:
+    """Specs that exercise every field the fingerprint reads: protocols, ε written many ways,
+    a class share, assigned inputs, a split budget, non-ASCII and escaped names."""
+    colour = Feature("colour", ["red", "blue", "green"])
+    size = Feature("size", ["S", "M", "L", "XL"])
+    return [
+        CollectionSpec([colour, size], ["yes", "no"], "DE", 1.0),
+        CollectionSpec([colour, size], ["yes", "no"], "OUE", 0.5),
+        CollectionSpec([colour, size], ["yes", "no"], "SUE", 2.0, label="outcome"),
+        CollectionSpec([colour, size, Feature("big", [str(i) for i in range(40)])], ["a", "b", "c"], "auto", 1.0),
+        CollectionSpec([colour, size], ["yes", "no"], "auto", 4.0, class_share=0.4),
+        CollectionSpec([colour], ["yes", "no"], "DE", 0.1 + 0.2, input_selection="assigned"),
+        CollectionSpec([colour, size], ["yes", "no"], "OUE", 8.0, budget="split"),
+        CollectionSpec([Feature("città", ["café", "naïve", 'quote"back\\slash', "tab\tnew\nline", "del\x7f", "😀"])], ["sì", "no"], "DE", 1e-3),
+        CollectionSpec([colour, size], ["yes", "no"], "DE", 50.0, theta=0.5),
+    ]
+
+
+def floats() -> list[float]:
+    rng = random.Random(0)
+    edge = [0.0, 1.0, -1.0, 0.1, 0.1 + 0.2, 1e-3, 1e-4, 1e-5, 1.5e-7, 123456789.0, 1e15, 1e16, 1.2345e16,
+            1e21, 1e22, 5e-324, 1.7976931348623157e308, 2.0**-1074, 0.5, 50.0, 1 / 3, 2 / 3, 100.0]
+    rand = [rng.uniform(-1, 1) * 10 ** rng.randint(-12, 20) for _ in range(300)]
+    return edge + rand
+
+
+def vectors() -> dict:
+    out: dict = {"floats": [[x, repr(x)] for x in floats()]}
+    out["specs"] = []
+    for i, spec in enumerate(specs()):
+        source = HashWords(f"spec-{i}".encode())
+        participant = Participant(spec, rng=source)
+        reports = []
+        for j in range(40 if spec.budget == "one-report" else 0):
+            # every class and category in turn, so that a report's value is sometimes the first,
+            # the last and every one between
+            record = {spec.label: spec.classes[j % spec.n_classes]}
+            record |= {f.name: f.categories[(j * 7 + n) % len(f.categories)] for n, f in enumerate(spec.features)}
+            group = j % spec.n_inputs if spec.input_selection == "assigned" else None
+            drawn = participant.report(record, group)
+            report = Report(drawn.input, drawn.payload, report_id=bytes([j]) * 16)
+            reports.append({"record": record, "group": group, "input": report.input, "wire": pack_report(report, spec).hex()})
+        out["specs"].append({
+            "dict": spec.to_dict(),
+            "canonical": json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":")),
+            "fingerprint": spec.fingerprint,
+            "protocols": [o.name for o in spec.oracles],
+            "seed": f"spec-{i}",
+            "record": {spec.label: spec.classes[0], **{f.name: f.categories[0] for f in spec.features}},
+            "reports": reports,
+        })  # fmt: skip
+    out["exp_lower"] = []
+    for x in (Fraction(0), Fraction(1, 1000), Fraction(1, 2), Fraction(1), Fraction(math.log(3)), Fraction(4), Fraction(50)):
+        bound = exp_lower(x)
+        out["exp_lower"].append({"x": [str(x.numerator), str(x.denominator)], "bound": [str(bound.numerator), str(bound.denominator)]})
+    out["thresholds"] = []
+    for protocol in ("DE", "SUE", "OUE"):
+        for epsilon in (1e-3, 0.1, 0.5, 1.0, math.log(3), 2.0, 4.0, 8.0, 50.0):
+            for d in (2, 3, 8, 64, 1000):
+                oracle = make_oracle(protocol, epsilon, d)
+                thresholds = [oracle.exact_keep_threshold] if protocol == "DE" else list(oracle.exact_thresholds)
+                out["thresholds"].append({"protocol": protocol, "epsilon": epsilon, "d": d, "t": [str(t) for t in thresholds]})
+    out["auto"] = [
+        {"epsilon": e, "d": d, "protocol": make_oracle("auto", e, d).name}
+        for e in (0.5, 1.0, 2.0, 4.0) for d in (2, 3, 5, 8, 10, 11, 12, 13, 20, 21, 24, 30, 64, 135, 165, 200)
+    ]  # fmt: skip
+    # χ² critical values at 1 − 10⁻⁶ for the JavaScript mechanisms' own draws (scipy here, none there).
+    out["chi2"] = {str(dof): float(stats.chi2.ppf(1 - 1e-6, dof)) for dof in (1, 4, 7, 8, 16)}
+    return out
+
+
+def wire_map(hex_body: str) -> dict:
+    """A packed report's fields, for messages when two differ."""
+    return msgpack.unpackb(bytes.fromhex(hex_body))
