@@ -157,6 +157,15 @@ def build_parser() -> argparse.ArgumentParser:
         "the device address its X-Forwarded-For names, for rate limits and failed admin attempts",
     )
     serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        type=origin,
+        metavar="ORIGIN",
+        help="a web page's origin (scheme://host[:port]) whose visitors' browsers may report to the service "
+        "(repeat for several); requests from every other page are refused 403 (default: none)",
+    )
+    serve.add_argument(
         "--db-timeout",
         type=positive_number,
         default=DEFAULT_TIMEOUT,
@@ -318,6 +327,16 @@ def read_admin_token(args) -> str | None:
     return os.environ.get("LDPNB_ADMIN_TOKEN")
 
 
+def origin(text: str) -> str:
+    """An ``--allow-origin`` value: ``scheme://host[:port]``, lower-cased."""
+    from ..service.origins import check_origin
+
+    try:
+        return check_origin(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def config_from(args):
     """The service's :class:`~aggregator.service.keys.Config` from the serve options."""
     from ..service.addresses import parse_networks
@@ -335,6 +354,7 @@ def config_from(args):
         max_connections_per_address=args.max_connections_per_address,
         trusted_proxies=parse_networks(args.trusted_proxy),
         db_timeout=args.db_timeout,
+        allowed_origins=tuple(args.allow_origin),
     )
 
 

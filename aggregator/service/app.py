@@ -15,6 +15,7 @@ from .errors import MAX_BODY, error_middleware, server_header
 from .handlers import REPORTS_PATH, routes
 from .keys import ADMIN_FAILURES, ANSWERS, CONFIG, ENROLLMENT_HMAC, FLAGS, LIMITER, METRICS, STORE, WRITER, Config
 from .metrics import Metrics
+from .origins import origin_middleware
 from .ratelimit import RateLimiter
 from .writer import ReportWriter
 
@@ -75,7 +76,7 @@ async def create_app(store: Store, config: Config | None = None) -> web.Applicat
     if await store.get_setting(SETTING_KEY) is None:
         raise ValueError("the store has no admin token; open it with open_store()")
     enrollment_key = bytes.fromhex(await store.get_setting(ENROLLMENT_KEY))
-    app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes)
+    app = web.Application(middlewares=[origin_middleware, error_middleware], client_max_size=config.max_body_bytes)
     app[CONFIG] = config
     app[MAX_BODY] = config.max_body_bytes
     app.on_response_prepare.append(server_header)

@@ -30,6 +30,7 @@ class Config:
     max_connections_per_address: int = 256  # open at once from one peer address (trusted proxies excepted)
     trusted_proxies: tuple = ()  # ipaddress networks whose X-Forwarded-For names the device
     db_timeout: float = 5.0  # seconds a request may wait for the database, end to end (queue, pool, lock, link)
+    allowed_origins: tuple = ()  # web pages (scheme://host[:port]) whose browsers may call the service (CORS)
 
 
 CONFIG = web.AppKey("config", Config)
