@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import urllib.error
 import urllib.request
 
 import pytest
@@ -18,7 +19,7 @@ import pytest
 from participant import CollectionSpec, Feature
 
 from .js_vectors import vectors
-from .servers import AUTH, Server
+from .servers import AUTH, Server, free_port
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "participant-js")
 
@@ -90,3 +91,142 @@ def test_a_report_built_in_javascript_is_stored_by_the_service(built, service, p
         answer = json.loads(result.stdout)
         assert answer["status"] in (200, 201) and answer["answer"]["status"] == "accepted", answer
         assert reports_stored(service, f"js-{protocol.lower()}") == sent
+
+
+def report_with_node(built, url: str, cid: str, ledger, record: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["node", "examples/report.mjs", url, cid, str(ledger), json.dumps(record)],
+        cwd=built, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def test_the_node_example_reports_once_and_keeps_a_ledger_the_python_participant_reads(built, service, tmp_path):
+    from participant.ledger import Ledger
+
+    spec = CollectionSpec([Feature("colour", ["red", "blue"])], ["yes", "no"], "OUE", 1.0)
+    create(service, spec, "once")
+    ledger = tmp_path / "device" / "ledger.json"
+    first = report_with_node(built, service.url, "once", ledger, {"colour": "red", "class": "yes"})
+    assert first.returncode == 0 and first.stdout.startswith("accepted"), first.stdout + first.stderr
+    second = report_with_node(built, service.url, "once", ledger, {"colour": "blue", "class": "no"})
+    assert second.returncode == 1 and "AlreadyReported" in second.stdout and len(second.stdout.splitlines()) == 1
+    assert reports_stored(service, "once") == 1
+    (entry,) = Ledger(ledger).entries().values()
+    assert entry["sent"] and entry["epsilon"] == 1.0 and entry["fingerprint"] == spec.fingerprint
+    assert entry["question"] == spec.question  # the Python participant would memoise on it too
+    assert oct(ledger.stat().st_mode & 0o777) == "0o600"
+
+
+def test_the_node_device_keeps_its_budget_memo_and_limits_against_the_service(built, service, tmp_path):
+    """Clones of one spec under other ids get the first answer again at no cost whatever the record
+    now is; new questions spend until the app's budget (8 over 30 days) is reached; a collection
+    asking more than the cap, a huge domain or an unreadable ledger is refused, nothing sent."""
+    ledger = tmp_path / "ledger.json"
+    base = CollectionSpec([Feature("colour", ["red", "blue", "green"])], ["yes", "no"], "DE", 2.0)
+    create(service, base, "q0")
+    assert report_with_node(built, service.url, "q0", ledger, {"colour": "red", "class": "yes"}).returncode == 0
+    for clone in ("c1", "c2"):
+        create(service, base, clone)
+        result = report_with_node(built, service.url, clone, ledger, {"colour": "green", "class": "no"})
+        assert result.returncode == 0, result.stdout
+    memo = json.loads(ledger.read_text())["entries"]
+    firsts = {json.dumps(answer_of(e["report"])) for e in memo.values()}
+    assert len(firsts) == 1, "a clone must get the first answer, whatever the record now is"
+    assert sum(e["epsilon"] for e in memo.values()) == 2.0
+    spent = 2.0
+    for i in range(1, 5):  # new questions: other ε, each a fresh draw of 2
+        spec = CollectionSpec([Feature("colour", ["red", "blue", "green"])], ["yes", "no"], "DE", 2.0 - i / 1024)
+        create(service, spec, f"n{i}")
+        result = report_with_node(built, service.url, f"n{i}", ledger, {"colour": "red", "class": "yes"})
+        if spent + spec.epsilon <= 8:
+            assert result.returncode == 0, result.stdout
+            spent += spec.epsilon
+        else:
+            assert result.returncode == 1 and "BudgetExceeded" in result.stdout, result.stdout
+            assert reports_stored(service, f"n{i}") == 0
+    greedy = CollectionSpec([Feature("colour", ["red", "blue"])], ["yes", "no"], "DE", 4.0)
+    create(service, greedy, "greedy")
+    result = report_with_node(built, service.url, "greedy", tmp_path / "fresh.json", {"colour": "red", "class": "yes"})
+    assert result.returncode == 1 and "BudgetExceeded" in result.stdout and "at most 2 per collection" in result.stdout
+    huge = CollectionSpec([Feature("f", [str(i) for i in range(70_000)])], ["yes", "no"], "OUE", 1.0)
+    create(service, huge, "huge")  # its description alone is over the 256 KiB a device reads
+    result = report_with_node(built, service.url, "huge", tmp_path / "fresh.json", {"f": "1", "class": "yes"})
+    assert result.returncode == 1 and "LimitExceeded" in result.stdout and "reads at most 262144" in result.stdout
+    wide = CollectionSpec([Feature("f", [str(i) for i in range(22_000)])], ["a", "b", "c"], "OUE", 1.0)
+    create(service, wide, "wide")  # 66,000 entries in one input, over the 65,536 a device draws
+    result = report_with_node(built, service.url, "wide", tmp_path / "fresh.json", {"f": "1", "class": "a"})
+    assert result.returncode == 1 and "an input of 66000 entries" in result.stdout, result.stdout
+    broken = tmp_path / "broken.json"
+    broken.write_text("{}")
+    result = report_with_node(built, service.url, "q0", broken, {"colour": "red", "class": "yes"})
+    assert result.returncode == 1 and "LedgerError" in result.stdout
+
+
+def answer_of(report_b64: str) -> list:
+    import base64
+
+    import msgpack
+
+    wire = msgpack.unpackb(base64.b64decode(report_b64))
+    return [wire["input"], wire["value"]]
+
+
+CHROMIUM = "/usr/bin/chromium"
+BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+
+
+@pytest.fixture
+async def survey_site(built):
+    """participant-js/ served as an app would serve its survey page: its own origin, not the service's."""
+    import mimetypes
+
+    from aiohttp import web
+
+    mimetypes.add_type("text/javascript", ".mjs")
+    mimetypes.add_type("text/javascript", ".js")
+    app = web.Application()
+    app.router.add_static("/", built)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    yield port
+    await runner.cleanup()
+
+
+async def test_a_survey_page_reports_from_the_browser_once_and_only_from_an_allowed_origin(survey_site, tmp_path):
+    from playwright.async_api import async_playwright, expect
+
+    allowed = f"http://127.0.0.1:{survey_site}"
+    server = Server(tmp_path / "browser.sqlite3", None, 1, "--allow-origin", allowed).start()
+    try:
+        spec = CollectionSpec([Feature("colour", ["red", "blue"]), Feature("size", ["S", "L"])], ["yes", "no"], "OUE", 1.0)
+        create(server, spec, "web")
+        page_url = f"/examples/survey.html?service={server.url}&collection=web"
+        async with async_playwright() as p:
+            browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
+            page = await browser.new_page()
+            await page.goto(allowed + page_url)
+            await page.select_option("#q-colour", "blue")
+            await page.select_option("#q-class", "no")
+            await page.click("#send")
+            await expect(page.locator("#status")).to_have_attribute("data-outcome", "accepted", timeout=20_000)
+            assert reports_stored(server, "web") == 1
+            await page.reload()  # the same browser profile: its IndexedDB ledger refuses a second report
+            await page.click("#send")
+            await expect(page.locator("#status")).to_have_attribute("data-outcome", "AlreadyReported", timeout=20_000)
+            # A page at another origin (localhost is not 127.0.0.1 to a browser) is refused by the service.
+            other = await browser.new_page()
+            await other.goto(f"http://localhost:{survey_site}{page_url}&retries=0")
+            await expect(other.locator("#status")).to_have_attribute("data-outcome", "error", timeout=20_000)
+            await browser.close()
+        assert reports_stored(server, "web") == 1
+        forbidden = urllib.request.Request(
+            f"{server.url}/collections/web/reports", method="POST", data=b"\x80",
+            headers={"Origin": "https://elsewhere.example", "Content-Type": "application/msgpack"},
+        )  # fmt: skip
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(forbidden, timeout=10)
+        assert refused.value.code == 403 and "not allowed" in json.load(refused.value)["error"]
+    finally:
+        server.stop()

@@ -55,17 +55,32 @@ export class Participant {
    * is the input the operator assigned, required when the spec assigns inputs and refused
    * otherwise. Raises {@link RecordError} before anything is drawn.
    */
-  report(record: RawRecord, group?: number, reportId?: Uint8Array): Report {
+  /** The input the operator assigned, checked (null when inputs are chosen at random); draws nothing. */
+  private chosen(group?: number): number | null {
     if (this.spec.budget !== "one-report") throw new RecordError("budget", `this collection's budget is '${this.spec.budget}'`);
-    let chosen: number | null = null;
     if (this.spec.inputSelection === "assigned") {
       if (group === undefined || !Number.isInteger(group))
         throw new RecordError("group", "this collection assigns inputs: pass the group index you were given");
       if (group < 0 || group >= this.spec.nInputs) throw new RecordError("group", `must lie in [0, ${this.spec.nInputs - 1}]`);
-      chosen = group;
-    } else if (group !== undefined) {
-      throw new RecordError("group", "this collection picks the input at random; do not pass a group");
+      return group;
     }
+    if (group !== undefined) throw new RecordError("group", "this collection picks the input at random; do not pass a group");
+    return null;
+  }
+
+  /** Throw the RecordError {@link report} would, drawing nothing. */
+  validate(record: RawRecord, group?: number): void {
+    this.chosen(group);
+    recordInputs(record, this.spec);
+  }
+
+  /**
+   * The one report for `record` (every feature name and the label mapped to its value). `group`
+   * is the input the operator assigned, required when the spec assigns inputs and refused
+   * otherwise. Throws {@link RecordError} before anything is drawn.
+   */
+  report(record: RawRecord, group?: number, reportId?: Uint8Array): Report {
+    const chosen = this.chosen(group);
     const inputs = recordInputs(record, this.spec);
     const input = chosen ?? chooseInput(this.spec, this.source);
     const payload = this.spec.oracles[input].perturb(inputs[input], this.source);

@@ -130,6 +130,11 @@ export class CollectionSpec {
     return this.features.length + 1;
   }
 
+  /** What one person spends: ε, or (n + 1)·ε when every input is reported at ε (budget per-input). */
+  get epsilonPerPerson(): number {
+    return this.budget === "per-input" ? this.epsilon * this.nInputs : this.epsilon;
+  }
+
   /** The spec as the Python participant's `to_dict` writes it (floats marked as floats). */
   toDict(): PyValue {
     const out: Record<string, PyValue> = {
@@ -158,8 +163,25 @@ export class CollectionSpec {
     return new Uint8Array(await globalThis.crypto.subtle.digest("SHA-256", bytes));
   }
 
+  /**
+   * The hex SHA-256 of what decides a report's distribution given a record: the canonical spec
+   * without θ (applied by the aggregator, never by the device) and with THE named SHE. Two specs
+   * with one question get one memoised answer from a device (the ledger's memo).
+   */
+  async question(): Promise<string> {
+    const deviceSide = this.toDict() as Record<string, PyValue>;
+    delete deviceSide.theta;
+    if (deviceSide.protocol === "THE") deviceSide.protocol = "SHE";
+    const bytes = new TextEncoder().encode(canonicalJson(deviceSide));
+    return hexOf(new Uint8Array(await globalThis.crypto.subtle.digest("SHA-256", bytes)));
+  }
+
   /** The digest in hex, as the service publishes it. */
   async fingerprint(): Promise<string> {
-    return Array.from(await this.fingerprintDigest(), (b) => b.toString(16).padStart(2, "0")).join("");
+    return hexOf(await this.fingerprintDigest());
   }
+}
+
+function hexOf(bytes: Uint8Array): string {
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }

@@ -1,0 +1,225 @@
+/**
+ * Talking to an aggregator: fetch a collection's spec, send the one report, and never a second,
+ * as the Python participant's `participant/client.py`. The report is written to the ledger before
+ * it is sent, so a retry re-sends the very same report; what the device spends is decided from the
+ * ledger and the app's limits, never from what the service publishes. The report leaves a fixed
+ * `pace` after the spec arrived, so the moment a service sees it does not follow the draw.
+ */
+import { decode, encode } from "@msgpack/msgpack";
+
+import { ParticipantError } from "./errors.js";
+import { type Ledger, type Asked } from "./ledger.js";
+import { LimitExceeded, Limits, type LimitsOptions } from "./limits.js";
+import { normaliseOrigin } from "./origin.js";
+import { type ExactRandomness } from "./exact.js";
+import { Participant, type RawRecord, packReport } from "./report.js";
+import { CollectionSpec } from "./spec.js";
+
+/** This device already reported to the collection: a second report would spend ε again. */
+export class AlreadyReported extends ParticipantError {}
+/** The aggregator refused the request (4xx): retrying would not help. */
+export class ReportRejected extends ParticipantError {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(`aggregator answered ${status}: ${message}`);
+  }
+}
+/** The aggregator could not be reached through every retry; the report stays pending and is re-sent unchanged. */
+export class SubmissionFailed extends ParticipantError {}
+
+/** Seconds from the spec's arrival to the report's departure (a whole multiple of it when drawing took longer). */
+export const DEFAULT_PACE = 0.2;
+
+export interface ClientOptions {
+  ledger: Ledger;
+  limits?: Limits | LimitsOptions;
+  pace?: number;
+  retries?: number;
+  backoff?: number;
+  timeout?: number;
+  source?: ExactRandomness;
+}
+
+export interface Published {
+  collectionId: string;
+  uid: string;
+  spec: CollectionSpec;
+  fingerprint: string;
+  raw: unknown;
+}
+
+/** Seconds to wait after `elapsed` so that the total is the smallest positive whole multiple of `pace`. */
+export function pacedWait(elapsed: number, pace: number): number {
+  if (pace <= 0) return 0;
+  return Math.max(1, Math.ceil(elapsed / pace)) * pace - elapsed;
+}
+
+const sleep = (seconds: number) => new Promise((done) => setTimeout(done, seconds * 1000));
+
+/** The body of `response`, read as a stream and refused as soon as it passes `limit` bytes. */
+async function bounded(response: Response, limit: number, what: string): Promise<Uint8Array> {
+  const declared = Number(response.headers.get("content-length"));
+  if (declared > limit) throw new LimitExceeded(`${what} answered ${declared} bytes; this app reads at most ${limit}`);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  if (response.body) {
+    const reader = response.body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.length;
+      if (size > limit) {
+        await reader.cancel();
+        throw new LimitExceeded(`${what} answered more than ${limit} bytes; this app reads no more`);
+      }
+      chunks.push(value);
+    }
+  }
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.length;
+  }
+  return out;
+}
+
+/** An earlier report's randomised answer (input, value) under a fresh id, this spec's digest and token: a memo's re-send. */
+export function rewrap(body: Uint8Array, digest: Uint8Array, token?: string): Uint8Array {
+  const old = decode(body) as Record<string, unknown>;
+  const wire: Record<string, unknown> = {
+    id: globalThis.crypto.getRandomValues(new Uint8Array(16)),
+    spec: digest,
+    input: old.input,
+    value: old.value,
+  };
+  if (token !== undefined) wire.token = token;
+  return encode(wire);
+}
+
+export class Client {
+  readonly origin: string;
+  readonly limits: Limits;
+  readonly ledger: Ledger;
+  readonly pace: number;
+  private readonly retries: number;
+  private readonly backoff: number;
+  private readonly timeout: number;
+  private readonly source?: ExactRandomness;
+
+  constructor(baseUrl: string, options: ClientOptions) {
+    this.origin = normaliseOrigin(baseUrl);
+    this.ledger = options.ledger;
+    this.limits = options.limits instanceof Limits ? options.limits : new Limits(options.limits);
+    const pace = options.pace ?? DEFAULT_PACE;
+    if (!(pace >= 0) || !Number.isFinite(pace)) throw new RangeError(`pace must be a number of seconds >= 0, got ${pace}`);
+    this.pace = pace;
+    this.retries = options.retries ?? 5;
+    this.backoff = options.backoff ?? 0.2;
+    this.timeout = options.timeout ?? 10;
+    this.source = options.source;
+  }
+
+  private async request(method: string, url: string, limit: number, init: RequestInit = {}): Promise<[number, unknown]> {
+    let last = "no attempt made";
+    for (let attempt = 0; attempt <= this.retries; attempt++) {
+      if (attempt) await sleep(this.backoff * 2 ** (attempt - 1) * (0.5 + Math.random())); // jitter: not a draw
+      try {
+        // Redirects are not followed: the app configured the one origin it reports to.
+        const response = await fetch(url, { ...init, method, redirect: "manual", signal: AbortSignal.timeout(this.timeout * 1000) });
+        const body = await bounded(response, limit, `${method} ${url}`);
+        if (response.status >= 500 || response.status === 429) {
+          last = `${response.status}`;
+          continue;
+        }
+        let data: unknown;
+        try {
+          data = body.length ? JSON.parse(new TextDecoder().decode(body)) : null;
+        } catch {
+          data = { error: `unreadable answer of ${body.length} bytes` };
+        }
+        return [response.status, data];
+      } catch (error) {
+        if (error instanceof ParticipantError) throw error;
+        last = `${(error as Error).name}: ${(error as Error).message}`;
+      }
+    }
+    throw new SubmissionFailed(`${method} ${url} failed after ${this.retries + 1} attempts; last: ${last}`);
+  }
+
+  private refusal(status: number, data: unknown): ReportRejected {
+    const message = typeof data === "object" && data !== null && "error" in data ? String((data as { error: unknown }).error) : String(data);
+    return new ReportRejected(status, message.slice(0, 500));
+  }
+
+  collectionUrl(id: string): string {
+    return `${this.origin}/collections/${encodeURIComponent(id)}`;
+  }
+
+  /** What the service publishes for the collection, checked: sizes against the limits before anything is built, then the spec and its fingerprint. */
+  async fetchCollection(id: string): Promise<Published> {
+    const [status, data] = await this.request("GET", this.collectionUrl(id), this.limits.maxSpecBytes, {
+      headers: { Accept: "application/json" },
+    });
+    if (status !== 200) throw this.refusal(status, data);
+    if (typeof data !== "object" || data === null) throw new ParticipantError("the service's description of the collection is not a mapping");
+    const { spec: raw, uid, fingerprint, id: published } = data as Record<string, unknown>;
+    if (typeof uid !== "string" || uid.length < 16 || uid.length > 256)
+      throw new ParticipantError("the service published no usable collection identity (uid)");
+    if (typeof published !== "string" || typeof fingerprint !== "string")
+      throw new ParticipantError("the service published a collection id or fingerprint that is not text");
+    this.limits.checkSpec(raw, published);
+    const spec = CollectionSpec.fromDict(raw);
+    if ((await spec.fingerprint()) !== fingerprint)
+      throw new ParticipantError("the published spec does not match its fingerprint; refusing to report");
+    return { collectionId: published, uid, spec, fingerprint, raw };
+  }
+
+  /** POST one packed report; `"accepted"` or `"duplicate"` (already stored). */
+  async sendReport(id: string, body: Uint8Array): Promise<string> {
+    const [status, data] = await this.request("POST", `${this.collectionUrl(id)}/reports`, this.limits.maxAnswerBytes, {
+      body: body as unknown as BodyInit,
+      headers: { "Content-Type": "application/msgpack", Accept: "application/json" },
+    });
+    const answer = typeof data === "object" && data !== null ? (data as { status?: unknown }).status : undefined;
+    if ((status !== 200 && status !== 201) || (answer !== "accepted" && answer !== "duplicate")) throw this.refusal(status, data);
+    return answer;
+  }
+
+  /**
+   * This person's one report for `record`, sent; returns the service's status. Throws, sending
+   * nothing, a ParticipantError: AlreadyReported, CollectionChanged, BudgetExceeded,
+   * LimitExceeded, LedgerError, SpecError or RecordError.
+   */
+  async submit(id: string, record: RawRecord, group?: number, token?: string): Promise<string> {
+    const published = await this.fetchCollection(id);
+    const arrived = performance.now() / 1000;
+    const spec = published.spec;
+    const participant = new Participant(spec, this.source);
+    const digest = await spec.fingerprintDigest();
+    participant.validate(record, group); // nothing drawn yet
+    const asked: Asked = {
+      origin: this.origin,
+      collection: id,
+      uid: published.uid,
+      fingerprint: published.fingerprint,
+      epsilon: spec.epsilonPerPerson,
+      question: await spec.question(),
+      group: group ?? null,
+    };
+    const claim = await this.ledger.claim(
+      asked,
+      this.limits,
+      () => packReport(participant.report(record, group), digest, token),
+      (old) => rewrap(old, digest, token),
+    );
+    if (claim.sent)
+      throw new AlreadyReported(`this device already reported to collection '${id}' at ${this.origin}; a second report would spend epsilon twice`);
+    await sleep(pacedWait(performance.now() / 1000 - arrived, this.pace));
+    const status = await this.sendReport(id, claim.body);
+    await this.ledger.markSent(claim.key);
+    return status;
+  }
+}

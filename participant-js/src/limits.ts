@@ -1,0 +1,108 @@
+/**
+ * What the app lets one device spend and do, as the Python participant's `Limits`: no service can
+ * raise any of it, and every limit is checked on what the service published before anything is drawn.
+ */
+import { ParticipantError } from "./errors.js";
+import { SpecError } from "./spec.js";
+
+/** The collection asks more ε than the app accepts, or the device's budget would be passed. Nothing was drawn or sent. */
+export class BudgetExceeded extends ParticipantError {}
+/** What a service published or answered is larger than the app's limits allow. Nothing was drawn or sent. */
+export class LimitExceeded extends ParticipantError {}
+
+/** Seconds a slow device takes per unit of a draw's work (the Python participant's estimates). */
+const SECONDS_PER_INDEX = 1e-4;
+const SECONDS_PER = { noise: 1e-4, coins: 6e-8, index: 0 } as const;
+const WORK_OF_PROTOCOL: Record<string, keyof typeof SECONDS_PER> = {
+  DE: "index", SUE: "coins", OUE: "coins", auto: "coins", SHE: "noise", THE: "noise",
+};
+
+export interface Budget {
+  /** The most ε all fresh draws on this device cost within `perDays` days, at every service together. */
+  total: number;
+  perDays: number;
+}
+
+export interface LimitsOptions {
+  maxEpsilon?: number;
+  budget?: Budget;
+  maxSpecBytes?: number;
+  maxAnswerBytes?: number;
+  maxDomain?: number;
+  maxTotalDomain?: number;
+  maxDrawSeconds?: number;
+}
+
+function positive(value: number, name: string): number {
+  if (typeof value !== "number" || !(value > 0) || !Number.isFinite(value))
+    throw new RangeError(`${name} must be a positive finite number, got ${value}`);
+  return value;
+}
+
+function count(value: unknown, what: string): number {
+  if (!Array.isArray(value)) throw new SpecError(`${what} must be a list`);
+  return value.length;
+}
+
+/** `[work, entries]` of every input a raw spec declares, counted without building anything. */
+export function declaredInputs(data: unknown): [keyof typeof SECONDS_PER, number][] {
+  if (typeof data !== "object" || data === null || Array.isArray(data)) throw new SpecError("a spec must be a mapping");
+  const spec = data as Record<string, unknown>;
+  const k = count(spec.classes, "classes");
+  const work = typeof spec.protocol === "string" ? WORK_OF_PROTOCOL[spec.protocol] ?? "coins" : "coins";
+  if (spec.continuous !== undefined && spec.continuous !== null)
+    throw new SpecError("continuous features are not read by this library yet: a discrete spec only");
+  const features = spec.features ?? [];
+  count(features, "features");
+  return [
+    [work, k],
+    ...(features as unknown[]).map((f): [keyof typeof SECONDS_PER, number] => [
+      work,
+      count(typeof f === "object" && f !== null ? (f as Record<string, unknown>).categories : undefined, "every feature's categories") * k,
+    ]),
+  ];
+}
+
+export class Limits {
+  readonly maxEpsilon: number;
+  readonly budget: Budget;
+  readonly maxSpecBytes: number;
+  readonly maxAnswerBytes: number;
+  readonly maxDomain: number;
+  readonly maxTotalDomain: number;
+  readonly maxDrawSeconds: number;
+
+  /** The defaults protect a person whose app never sets them: 2 per collection, 8 over 30 days. */
+  constructor(options: LimitsOptions = {}) {
+    this.maxEpsilon = positive(options.maxEpsilon ?? 2, "maxEpsilon");
+    const budget = options.budget ?? { total: 8, perDays: 30 };
+    this.budget = { total: positive(budget.total, "budget.total"), perDays: positive(budget.perDays, "budget.perDays") };
+    this.maxSpecBytes = positive(options.maxSpecBytes ?? 256 * 1024, "maxSpecBytes");
+    this.maxAnswerBytes = positive(options.maxAnswerBytes ?? 64 * 1024, "maxAnswerBytes");
+    this.maxDomain = positive(options.maxDomain ?? 65_536, "maxDomain");
+    this.maxTotalDomain = positive(options.maxTotalDomain ?? 1_048_576, "maxTotalDomain");
+    this.maxDrawSeconds = positive(options.maxDrawSeconds ?? 1, "maxDrawSeconds");
+  }
+
+  checkCollection(epsilon: number, collection: string): void {
+    if (epsilon > this.maxEpsilon)
+      throw new BudgetExceeded(
+        `collection '${collection}' asks epsilon=${epsilon}; this app accepts at most ${this.maxEpsilon} per collection; nothing was drawn or sent`,
+      );
+  }
+
+  /** Refuse a raw spec whose declared domains or draw time pass the limits; counts only. */
+  checkSpec(data: unknown, collection: string): void {
+    const inputs = declaredInputs(data);
+    const refusal = `collection '${collection}' asks`;
+    const largest = Math.max(...inputs.map(([, entries]) => entries));
+    if (largest > this.maxDomain)
+      throw new LimitExceeded(`${refusal} an input of ${largest} entries; this app accepts at most ${this.maxDomain}; nothing was drawn or sent`);
+    const total = inputs.reduce((sum, [, entries]) => sum + entries, 0);
+    if (total > this.maxTotalDomain)
+      throw new LimitExceeded(`${refusal} ${total} entries over its ${inputs.length} inputs; this app accepts at most ${this.maxTotalDomain}; nothing was drawn or sent`);
+    const seconds = Math.max(...inputs.map(([work, entries]) => SECONDS_PER_INDEX + SECONDS_PER[work] * entries));
+    if (seconds > this.maxDrawSeconds)
+      throw new LimitExceeded(`${refusal} a draw estimated at ${seconds.toPrecision(3)} s on a slow device; this app accepts at most ${this.maxDrawSeconds} s; nothing was drawn or sent`);
+  }
+}
