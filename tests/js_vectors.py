@@ -19,6 +19,7 @@ import numpy as np
 from scipy import stats
 
 from participant import CollectionSpec, Feature, Participant
+from participant.origin import normalise_origin
 from participant.randomness import SecureGenerator
 from participant.reporting import Report
 from participant.wire import pack_report
@@ -67,7 +68,19 @@ def specs() -> list[CollectionSpec]:
         CollectionSpec([colour, size], ["yes", "no"], "OUE", 8.0, budget="split"),
         CollectionSpec([Feature("città", ["café", "naïve", 'quote"back\\slash', "tab\tnew\nline", "del\x7f", "😀"])], ["sì", "no"], "DE", 1e-3),
         CollectionSpec([colour, size], ["yes", "no"], "DE", 50.0, theta=0.5),
+        CollectionSpec([colour], ["yes", "no"], "SHE", 1.0),
+        CollectionSpec([colour, size], ["yes", "no", "maybe"], "THE", 2.0),
+        CollectionSpec([size], ["yes", "no"], "THE", 4.0, theta=0.3),
     ]
+
+
+ORIGINS = [
+    "http://127.0.0.1:8080", "HTTP://127.0.0.1:8080/", "http://127.1:8080", "http://2130706433:8080",
+    "http://0x7f.0.0.1:8080", "http://0177.0.0.1:8080", "http://[::ffff:127.0.0.1]:8080", "http://localhost:8080",
+    "http://LocalHost.:8080", "https://example.org:443/api/", "https://user:pw@example.org/api//x/../",
+    "http://example.org:80/%7Eme/%2fa/./b", "http://bücher.example/", "http://[2001:DB8::1]:8443/x",
+    "https://example.org/a%20b",
+]
 
 
 def floats() -> list[float]:
@@ -98,6 +111,7 @@ def vectors() -> dict:
             "dict": spec.to_dict(),
             "canonical": json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":")),
             "fingerprint": spec.fingerprint,
+            "question": spec.question,
             "protocols": [o.name for o in spec.oracles],
             "seed": f"spec-{i}",
             "record": {spec.label: spec.classes[0], **{f.name: f.categories[0] for f in spec.features}},
@@ -118,8 +132,9 @@ def vectors() -> dict:
         {"epsilon": e, "d": d, "protocol": make_oracle("auto", e, d).name}
         for e in (0.5, 1.0, 2.0, 4.0) for d in (2, 3, 5, 8, 10, 11, 12, 13, 20, 21, 24, 30, 64, 135, 165, 200)
     ]  # fmt: skip
+    out["origins"] = [[url, normalise_origin(url)] for url in ORIGINS]
     # χ² critical values at 1 − 10⁻⁶ for the JavaScript mechanisms' own draws (scipy here, none there).
-    out["chi2"] = {str(dof): float(stats.chi2.ppf(1 - 1e-6, dof)) for dof in (1, 4, 7, 8, 16)}
+    out["chi2"] = {str(dof): float(stats.chi2.ppf(1 - 1e-6, dof)) for dof in (1, 4, 7, 8, 12, 16)}
     return out
 
 

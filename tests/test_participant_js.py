@@ -8,6 +8,7 @@ spec is stored by a real ``python -m aggregator serve``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -18,8 +19,13 @@ import pytest
 
 from participant import CollectionSpec, Feature
 
+from .conftest import table_1_spec
 from .js_vectors import vectors
 from .servers import AUTH, Server, free_port
+from .test_hostile import RECORD as HOSTILE_RECORD
+from .test_hostile import SPEC as HOSTILE_SPEC
+from .test_hostile import hostile  # noqa: F401 (the fixture)
+from .test_service import sqlite_service  # noqa: F401 (the hostile fixture's service)
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "participant-js")
 
@@ -49,7 +55,7 @@ def test_the_javascript_participant_reproduces_the_python_one(built, tmp_path):
         env={**os.environ, "LDPNB_VECTORS": str(path)},
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-4000:]
-    assert "# fail 0" in result.stdout and "# pass 13" in result.stdout, result.stdout[-2000:]
+    assert "# fail 0" in result.stdout and "# pass 15" in result.stdout, result.stdout[-2000:]
 
 
 @pytest.fixture
@@ -74,7 +80,7 @@ def reports_stored(server, cid: str) -> int:
         return json.load(answer)["reports"]
 
 
-@pytest.mark.parametrize("protocol", ["DE", "OUE", "SUE", "auto"])
+@pytest.mark.parametrize("protocol", ["DE", "OUE", "SUE", "SHE", "THE", "auto"])
 def test_a_report_built_in_javascript_is_stored_by_the_service(built, service, protocol):
     spec = CollectionSpec(
         [Feature("colour", ["red", "blue", "green"]), Feature("size", [str(i) for i in range(30)])],
@@ -230,3 +236,115 @@ async def test_a_survey_page_reports_from_the_browser_once_and_only_from_an_allo
         assert refused.value.code == 403 and "not allowed" in json.load(refused.value)["error"]
     finally:
         server.stop()
+
+
+# The hostile service of tests/test_hostile.py (a lying proxy in front of the real service) against
+# the JavaScript device: what it spends never passes the app's cap and budget.
+
+JS_LIMITS = {"maxEpsilon": 2.0, "budget": {"total": 3.0, "perDays": 30}}
+
+
+@pytest.fixture
+def lying(hostile):  # noqa: F811 (the fixture imported from test_hostile)
+    """(the real service, the lying proxy, the proxy's URL)."""
+    return hostile
+
+
+async def js_device(built, url: str, ledger, steps: list, **options) -> list[str]:
+    """What became of each (collection, record) submitted in turn by one JavaScript device."""
+    process = await asyncio.create_subprocess_exec(
+        "node", "dist/test-support/submit.js", url, str(ledger), json.dumps(JS_LIMITS | options), json.dumps(steps),
+        cwd=built, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), 120)
+    finally:
+        if process.returncode is None:  # timed out or cancelled: no device is left running
+            process.kill()
+            await process.wait()
+    assert process.returncode == 0, (out + err).decode()
+    return [o.split(":")[0] for o in json.loads(out)]
+
+
+def fresh_draws(ledger) -> list[float]:
+    """The ε of every report the device drew and kept (memoised copies spend 0)."""
+    return [e["epsilon"] for e in json.loads(ledger.read_text())["entries"].values() if e["epsilon"]]
+
+
+async def test_js_fresh_uids_open_no_second_report(built, lying, tmp_path):
+    service, liar, url = lying
+    liar.mode = "fresh_uid"
+    await service.create(HOSTILE_SPEC)
+    ledger = tmp_path / "ledger.json"
+    outcomes = await js_device(built, url, ledger, [["c1", HOSTILE_RECORD]] * 5)
+    assert outcomes == ["accepted"] + ["AlreadyReported"] * 4
+    assert fresh_draws(ledger) == [1.0] and len(liar.posts) == 1 and await service.n_reports() == 1
+
+
+async def test_js_a_raised_epsilon_or_a_changed_spec_is_refused(built, lying, tmp_path):
+    service, liar, url = lying
+    await service.create(HOSTILE_SPEC)
+    liar.mode = "raise_epsilon"
+    assert await js_device(built, url, tmp_path / "a.json", [["c1", HOSTILE_RECORD]]) == ["BudgetExceeded"]
+    assert liar.posts == []
+    liar.mode = "change_spec"
+    liar.gets = 0
+    outcomes = await js_device(built, url, tmp_path / "b.json", [["c1", HOSTILE_RECORD]] * 2)
+    assert outcomes == ["accepted", "CollectionChanged"] and len(liar.posts) == 1
+
+
+async def test_js_collections_stop_at_the_budget(built, lying, tmp_path):
+    service, liar, url = lying
+    for i, eps in enumerate([1.0, 1.5, 0.5, 0.25, 2.0]):
+        await service.create(table_1_spec(protocol="OUE", epsilon=eps), f"c{i}")
+    ledger = tmp_path / "ledger.json"
+    outcomes = await js_device(built, url, ledger, [[f"c{i}", HOSTILE_RECORD] for i in range(5)])
+    assert outcomes == ["accepted"] * 3 + ["BudgetExceeded"] * 2
+    assert fresh_draws(ledger) == [1.0, 1.5, 0.5] and len(liar.posts) == 3
+
+
+@pytest.mark.parametrize("mode", ["error_after_store", "drop_after_receive"])
+async def test_js_lost_answers_are_retried_with_the_same_bytes(built, lying, tmp_path, mode):
+    service, liar, url = lying
+    liar.mode = mode
+    await service.create(HOSTILE_SPEC)
+    ledger = tmp_path / "ledger.json"
+    outcomes = await js_device(built, url, ledger, [["c1", HOSTILE_RECORD]] * 3, retries=1)
+    assert outcomes == ["SubmissionFailed", "duplicate", "AlreadyReported"]
+    assert fresh_draws(ledger) == [1.0] and len(liar.posts) == 3 and len(set(liar.posts)) == 1
+    assert await service.n_reports() == 1
+
+
+async def test_js_eight_processes_on_one_ledger_send_one_report(built, lying, tmp_path):
+    service, liar, url = lying
+    await service.create(HOSTILE_SPEC)
+    ledger = tmp_path / "ledger.json"
+    outcomes = await asyncio.gather(*(js_device(built, url, ledger, [["c1", HOSTILE_RECORD]]) for _ in range(8)))
+    # one drew and was accepted; the others re-sent its very bytes (duplicate) or saw it acknowledged
+    assert [o[0] for o in outcomes].count("accepted") == 1
+    assert {o[0] for o in outcomes} <= {"accepted", "duplicate", "AlreadyReported"}, outcomes
+    assert await service.n_reports() == 1 and len(set(liar.posts)) == 1
+    assert fresh_draws(ledger) == [1.0]
+
+
+async def test_js_a_held_ledger_lock_holds_the_device_and_a_dead_holders_lock_does_not(built, lying, tmp_path):
+    """Another process holding the ledger's lock keeps this one from reading it (so two cannot both
+    draw for a collection); a lock left by a process that died is taken over."""
+    service, liar, url = lying
+    await service.create(HOSTILE_SPEC)
+    ledger = tmp_path / "ledger.json"
+    lock = tmp_path / "ledger.json.jslock"
+    holder = await asyncio.create_subprocess_exec("sleep", "60")
+    lock.write_text(str(holder.pid))
+    try:
+        waiting = asyncio.ensure_future(js_device(built, url, ledger, [["c1", HOSTILE_RECORD]]))
+        await asyncio.sleep(1.5)
+        assert not waiting.done() and liar.posts == [] and not ledger.exists()
+        lock.unlink()  # the holder lets go
+        assert await asyncio.wait_for(waiting, 60) == ["accepted"]
+    finally:
+        holder.kill()
+        await holder.wait()
+    lock.write_text(str(holder.pid))  # now a dead process's lock
+    await service.create(table_1_spec(protocol="OUE", epsilon=0.5), "c2")
+    assert await asyncio.wait_for(js_device(built, url, ledger, [["c2", HOSTILE_RECORD]]), 60) == ["accepted"]

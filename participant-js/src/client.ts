@@ -200,6 +200,11 @@ export class Client {
     const participant = new Participant(spec, this.source);
     const digest = await spec.fingerprintDigest();
     participant.validate(record, group); // nothing drawn yet
+    if (this.pace === 0 && spec.oracles.some((o) => o.name === "SHE" || o.name === "THE"))
+      throw new LimitExceeded(
+        `collection '${id}' uses ${spec.protocol}, whose draw time follows its noise: with pace=0 the moment a report ` +
+          "leaves would tell it; set pace > 0; nothing was drawn or sent",
+      );
     const asked: Asked = {
       origin: this.origin,
       collection: id,

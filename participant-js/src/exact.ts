@@ -121,3 +121,43 @@ export function randbelowFromWords(words: (count: number) => bigint[], n: bigint
     if (r < n) return r;
   }
 }
+
+function compare(a: Rational, b: Rational): number {
+  const left = a.n * b.d;
+  const right = b.n * a.d;
+  return left < right ? -1 : left > right ? 1 : 0;
+}
+
+/** True with probability exactly exp(−gamma), rational gamma >= 0 (Canonne, Kamath and Steinke, algorithm 1). */
+export function bernoulliExp(source: ExactRandomness, gamma: Rational): boolean {
+  let g = reduce(gamma);
+  const one: Rational = { n: 1n, d: 1n };
+  while (compare(g, one) > 0) {
+    if (!bernoulliExp(source, one)) return false;
+    g = reduce({ n: g.n - g.d, d: g.d });
+  }
+  let k = 1n;
+  while (bernoulli(source, reduce({ n: g.n, d: g.d * k }))) k += 1n;
+  return k % 2n === 1n;
+}
+
+/**
+ * `size` integers with P(k) ∝ exp(−gamma·|k|) exactly (CKS algorithm 2, rate s/t = gamma), drawn
+ * as the Python participant's `discrete_laplace` draws them, word for word. Its running time
+ * follows the noise: the client paces every report so that the moment one leaves does not.
+ */
+export function discreteLaplace(source: ExactRandomness, gamma: Rational, size: number): bigint[] {
+  const { n: s, d: t } = reduce(gamma);
+  const out: bigint[] = [];
+  while (out.length < size) {
+    const u = source.randbelow(t);
+    if (!bernoulliExp(source, { n: u, d: t })) continue;
+    let v = 0n;
+    while (bernoulliExp(source, { n: 1n, d: 1n })) v += 1n;
+    const y = (u + t * v) / s;
+    const negative = source.randbelow(2n) === 1n;
+    if (negative && y === 0n) continue;
+    out.push(negative ? -y : y);
+  }
+  return out;
+}

@@ -7,19 +7,23 @@ import {
   type ExactRandomness,
   type Rational,
   coins,
+  discreteLaplace,
   expLower,
   rationalOf,
+  reduce,
   thresholdDown,
   thresholdUp,
 } from "./exact.js";
 
-export type Protocol = "DE" | "SUE" | "OUE";
+export type Protocol = "DE" | "SUE" | "OUE" | "SHE" | "THE";
 export const PROTOCOLS: readonly string[] = ["DE", "SUE", "OUE", "SHE", "THE", "auto"];
-/** The protocols this library draws; SHE, THE and the mean mechanisms are not here yet. */
-export const SUPPORTED: readonly Protocol[] = ["DE", "SUE", "OUE"];
+/** The protocols this library draws (the continuous features' mean mechanisms are not here yet). */
+export const SUPPORTED: readonly Protocol[] = ["DE", "SUE", "OUE", "SHE", "THE"];
+/** The grid real-valued reports are released on (the Python participant's `protocols.noise.GRID`). */
+export const GRID = 2 ** -10;
 
-/** One report row: an index (DE) or a bit vector (SUE, OUE). */
-export type Payload = number | boolean[];
+/** One report row: an index (DE), a bit vector (SUE, OUE) or real values on the grid (SHE, THE). */
+export type Payload = number | boolean[] | Float64Array;
 
 export interface Oracle {
   readonly name: Protocol;
@@ -109,6 +113,33 @@ export class UnaryEncoding implements Oracle {
 }
 
 /**
+ * SHE and THE: the one-hot vector plus GRID·K per entry, K exact discrete Laplace of rate
+ * ε·GRID/2 (two values' vectors differ by 2 in L1 norm, so every report's ratio is at most e^ε,
+ * exactly). THE's threshold is applied by the aggregator: the device draws alike.
+ */
+export class HistogramEncoding implements Oracle {
+  readonly rate: Rational;
+
+  constructor(
+    readonly name: "SHE" | "THE",
+    readonly epsilon: number,
+    readonly domainSize: number,
+  ) {
+    const e = rationalOf(epsilon);
+    const grid = rationalOf(GRID);
+    this.rate = reduce({ n: e.n * grid.n, d: e.d * grid.d * 2n });
+  }
+
+  perturb(value: number, source: ExactRandomness): Float64Array {
+    checkValue(value, this.domainSize);
+    const noise = discreteLaplace(source, this.rate, this.domainSize);
+    const report = Float64Array.from(noise, (k) => GRID * Number(k));
+    report[value] += 1;
+    return report;
+  }
+}
+
+/**
  * The exact variance of one report's count estimates summed over the domain, its value spread
  * evenly over it: what `auto` compares (the Python participant's `total_variance`).
  */
@@ -131,5 +162,6 @@ export function makeOracle(protocol: string, epsilon: number, d: number): Oracle
   }
   if (protocol === "DE") return new DirectEncoding(epsilon, d);
   if (protocol === "SUE" || protocol === "OUE") return new UnaryEncoding(protocol, epsilon, d);
+  if (protocol === "SHE" || protocol === "THE") return new HistogramEncoding(protocol, epsilon, d);
   throw new RangeError(`protocol ${protocol} is not drawn by this library yet (it draws ${SUPPORTED.join(", ")})`);
 }

@@ -37,7 +37,8 @@ function host(url: URL): string {
     const low = parseInt(mapped[2], 16);
     return [high >> 8, high & 255, low >> 8, low & 255].join(".");
   }
-  return name;
+  // A trailing dot names the same host (the Python participant drops it; WHATWG URL keeps it).
+  return name.length > 1 && name.endsWith(".") ? name.slice(0, -1) : name;
 }
 
 /** `baseUrl` in the one spelling the ledger keys by (`scheme://host[:port][/path]`); throws RangeError otherwise. */

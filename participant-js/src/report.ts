@@ -98,9 +98,22 @@ export function packBits(bits: boolean[]): Uint8Array {
   return out;
 }
 
+/** Real values as little-endian float64 bytes. */
+export function floatBytes(values: Float64Array): Uint8Array {
+  const out = new DataView(new ArrayBuffer(8 * values.length));
+  values.forEach((v, i) => out.setFloat64(8 * i, v, true));
+  return new Uint8Array(out.buffer);
+}
+
 /** The report in the service's msgpack format: `{id, spec, input, value}` (and `token` if given). */
 export function packReport(report: Report, specDigest: Uint8Array, token?: string): Uint8Array {
-  const value = typeof report.payload === "number" ? report.payload : packBits(report.payload);
+  const payload = report.payload;
+  const value =
+    typeof payload === "number"
+      ? payload
+      : payload instanceof Float64Array
+        ? floatBytes(payload)
+        : packBits(payload);
   const wire: Record<string, unknown> = { id: report.reportId, spec: specDigest, input: report.input, value };
   if (token !== undefined) wire.token = token;
   return encode(wire);

@@ -84,7 +84,8 @@ export class CollectionSpec {
     const theta = data.theta === undefined || data.theta === null ? null : finite(data.theta);
     if (data.theta !== undefined && data.theta !== null && (theta === null || theta <= 0 || theta >= 1))
       throw new SpecError("theta must lie in (0, 1)");
-    if (theta === null && this.protocol === "THE") throw new SpecError("THE is not drawn by this library yet");
+    // THE's threshold, when left out, is the variance-optimal one the service resolves and publishes.
+    if (theta === null && this.protocol === "THE") throw new SpecError("a THE spec must state theta (the service publishes it)");
     this.theta = theta ?? PAPER_THETA;
     const budget = data.budget ?? "one-report";
     if (budget !== "one-report" && budget !== "per-input" && budget !== "split")

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
-import { CollectionSpec, Participant, RecordError, SpecError, floatRepr, makeOracle, packReport } from "../src/index.js";
+import { CollectionSpec, Participant, RecordError, SpecError, floatRepr, makeOracle, normaliseOrigin, packReport } from "../src/index.js";
 import { expLower, reduce } from "../src/exact.js";
 import { DirectEncoding, UnaryEncoding } from "../src/mechanisms.js";
 import { HashWords } from "./hashwords.js";
@@ -26,6 +26,7 @@ test("every spec gives Python's canonical JSON, fingerprint and protocols", asyn
     const spec = CollectionSpec.fromDict(v.dict);
     assert.equal(spec.canonicalJson(), v.canonical);
     assert.equal(await spec.fingerprint(), v.fingerprint);
+    assert.equal(await spec.question(), v.question);
     assert.deepEqual(
       spec.oracles.map((o) => o.name),
       v.protocols,
@@ -78,6 +79,10 @@ test("the same words give the same reports, packed byte for byte", async () => {
   }
 });
 
+test("every spelling of an address is keyed as the Python participant keys it", () => {
+  for (const [url, origin] of vectors.origins) assert.equal(normaliseOrigin(url), origin, url);
+});
+
 test("a record the spec cannot take is refused before anything is drawn", () => {
   const spec = CollectionSpec.fromDict(vectors.specs[0].dict);
   let drawn = 0;
@@ -96,7 +101,8 @@ test("specs this library cannot honour are refused, naming why", () => {
   const base = vectors.specs[0].dict;
   assert.throws(() => CollectionSpec.fromDict({ ...base, epsilon: 0 }), SpecError);
   assert.throws(() => CollectionSpec.fromDict({ ...base, epsilon: 51 }), SpecError);
-  assert.throws(() => CollectionSpec.fromDict({ ...base, protocol: "SHE" }), /not drawn by this library yet/);
+  assert.throws(() => CollectionSpec.fromDict({ ...base, protocol: "THE", theta: null }), /must state theta/);
+  assert.throws(() => CollectionSpec.fromDict({ ...base, continuous: { ranges: {} } }), /continuous features are not read/);
   assert.throws(() => CollectionSpec.fromDict({ ...base, surprise: 1 }), /unknown spec fields: surprise/);
   assert.throws(() => CollectionSpec.fromDict({ ...base, version: 2 }), /version/);
 });

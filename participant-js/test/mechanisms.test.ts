@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
 import { DirectEncoding, SecureRandom, UnaryEncoding } from "../src/index.js";
+import { discreteLaplace } from "../src/exact.js";
 
 const vectors = JSON.parse(readFileSync(process.env.LDPNB_VECTORS!, "utf8"));
 const DRAWS = 100_000;
@@ -54,5 +55,25 @@ test("the secure source's integers are uniform, also across a power of two", () 
     for (let i = 0; i < DRAWS; i++) counts[Number(source.randbelow(n))]++;
     const statistic = chi2(counts, new Array(Number(n)).fill(1 / Number(n)), DRAWS);
     assert.ok(statistic < vectors.chi2[String(Number(n) - 1)], `randbelow(${n}): χ² ${statistic}`);
+  }
+});
+
+test("the exact discrete Laplace follows P(k) ∝ exp(−γ|k|)", () => {
+  const source = new SecureRandom();
+  for (const [n, d] of [[3n, 7n]]) {
+    const gamma = Number(n) / Number(d);
+    const r = Math.exp(-gamma);
+    const pmf = (k: number) => ((1 - r) / (1 + r)) * r ** Math.abs(k);
+    // cells −6 … 6, and the two tails beyond
+    const cells = Array.from({ length: 13 }, (_, i) => i - 6);
+    const probabilities = [...cells.map(pmf)];
+    const tail = (1 - probabilities.reduce((a, b) => a + b, 0)) / 2;
+    probabilities.push(tail, tail);
+    const counts = new Array(15).fill(0);
+    for (const k of discreteLaplace(source, { n, d }, DRAWS).map(Number)) {
+      counts[Math.abs(k) <= 6 ? k + 6 : k < 0 ? 13 : 14]++;
+    }
+    const statistic = chi2(counts, probabilities, DRAWS);
+    assert.ok(statistic < vectors.chi2["16"], `γ=${gamma}: χ² ${statistic}`);
   }
 });
