@@ -19,6 +19,7 @@ import numpy as np
 from scipy import stats
 
 from participant import CollectionSpec, Feature, Participant
+from participant.encoding import record_inputs
 from participant.origin import normalise_origin
 from participant.randomness import SecureGenerator
 from participant.reporting import Report
@@ -53,6 +54,19 @@ class HashWords(SecureGenerator):
                 return r
 
 
+RANGES = {"inputs": [{"name": "height", "low": 140, "high": 210}, {"name": "weight", "low": 40.5, "high": 150},
+                     {"name": "age", "low": 18, "high": 99}]}  # fmt: skip
+PROJECTION = {"method": "pca", "matrix": [[0.6, -0.3, 0.1], [0.2, 0.7, -0.4]], "center": [0.05, -0.1, 0.0],
+              "outputs": [{"name": "pc1", "low": -1.5, "high": 1.5}, {"name": "pc2", "low": -1.2, "high": 1.3}]}  # fmt: skip
+
+
+def continuous_record(spec: CollectionSpec, j: int) -> dict:
+    """A record of raw continuous values: inside the ranges, on their edges and beyond them."""
+    values = [130 + (j * 37) % 90, 30.25 + (j * 13.5) % 130, 10 + (j * 11) % 100]
+    record = dict(zip((f.name for f in spec.continuous.inputs), values))
+    return {**record, spec.label: spec.classes[j % spec.n_classes]}
+
+
 def specs() -> list[CollectionSpec]:
     """Specs that exercise every field the fingerprint reads: protocols, ε written many ways,
     a class share, assigned inputs, a split budget, non-ASCII and escaped names."""
@@ -71,6 +85,11 @@ def specs() -> list[CollectionSpec]:
         CollectionSpec([colour], ["yes", "no"], "SHE", 1.0),
         CollectionSpec([colour, size], ["yes", "no", "maybe"], "THE", 2.0),
         CollectionSpec([size], ["yes", "no"], "THE", 4.0, theta=0.3),
+        CollectionSpec([], ["yes", "no"], "auto", 1.0, continuous={**RANGES, "bins": 4}),
+        CollectionSpec([], ["yes", "no", "maybe"], "OUE", 2.0, continuous={**RANGES, "projection": PROJECTION, "bins": 5}),
+        CollectionSpec([], ["yes", "no"], "DE", 1.0, continuous=RANGES, model="gaussian", approach=3),
+        CollectionSpec([], ["yes", "no"], "DE", 2.0, continuous=RANGES, model="gaussian", approach=1),
+        CollectionSpec([], ["yes", "no", "maybe"], "DE", 4.0, continuous={**RANGES, "projection": PROJECTION}, model="gaussian", approach=2),
     ]
 
 
@@ -101,8 +120,11 @@ def vectors() -> dict:
         for j in range(40 if spec.budget == "one-report" else 0):
             # every class and category in turn, so that a report's value is sometimes the first,
             # the last and every one between
-            record = {spec.label: spec.classes[j % spec.n_classes]}
-            record |= {f.name: f.categories[(j * 7 + n) % len(f.categories)] for n, f in enumerate(spec.features)}
+            if spec.continuous is not None:
+                record = continuous_record(spec, j)
+            else:
+                record = {spec.label: spec.classes[j % spec.n_classes]}
+                record |= {f.name: f.categories[(j * 7 + n) % len(f.categories)] for n, f in enumerate(spec.features)}
             group = j % spec.n_inputs if spec.input_selection == "assigned" else None
             drawn = participant.report(record, group)
             report = Report(drawn.input, drawn.payload, report_id=bytes([j]) * 16)
@@ -113,8 +135,11 @@ def vectors() -> dict:
             "fingerprint": spec.fingerprint,
             "question": spec.question,
             "protocols": [o.name for o in spec.oracles],
+            "inputs": [list(np.ravel(v).tolist()) for v in record_inputs(continuous_record(spec, 1), spec)]
+            if spec.continuous is not None else None,
             "seed": f"spec-{i}",
-            "record": {spec.label: spec.classes[0], **{f.name: f.categories[0] for f in spec.features}},
+            "record": continuous_record(spec, 0) if spec.continuous is not None
+            else {spec.label: spec.classes[0], **{f.name: f.categories[0] for f in spec.features}},
             "reports": reports,
         })  # fmt: skip
     out["exp_lower"] = []

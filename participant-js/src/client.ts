@@ -135,10 +135,11 @@ export class Client {
           continue;
         }
         let data: unknown;
+        const type = (response.headers.get("content-type") ?? "").split(";")[0].trim();
         try {
-          data = body.length ? JSON.parse(new TextDecoder().decode(body)) : null;
+          data = type === "application/msgpack" ? decode(body) : body.length ? JSON.parse(new TextDecoder().decode(body)) : null;
         } catch {
-          data = { error: `unreadable answer of ${body.length} bytes` };
+          data = { error: `unreadable ${type || "untyped"} answer of ${body.length} bytes` };
         }
         return [response.status, data];
       } catch (error) {
@@ -200,9 +201,9 @@ export class Client {
     const participant = new Participant(spec, this.source);
     const digest = await spec.fingerprintDigest();
     participant.validate(record, group); // nothing drawn yet
-    if (this.pace === 0 && spec.oracles.some((o) => o.name === "SHE" || o.name === "THE"))
+    if (this.pace === 0 && spec.oracles.some((o) => o.name === "SHE" || o.name === "THE" || o.name === "laplace"))
       throw new LimitExceeded(
-        `collection '${id}' uses ${spec.protocol}, whose draw time follows its noise: with pace=0 the moment a report ` +
+        `collection '${id}' uses ${spec.protocol} or a Laplace mean, whose draw time follows its noise: with pace=0 the moment a report ` +
           "leaves would tell it; set pace > 0; nothing was drawn or sent",
       );
     const asked: Asked = {

@@ -15,3 +15,6 @@ export class RecordError extends ParticipantError {
     super(`${field}: ${message}`);
   }
 }
+
+/** A spec the service may publish but this library refuses, naming what is wrong. */
+export class SpecError extends ParticipantError {}

@@ -50,17 +50,31 @@ export function declaredInputs(data: unknown): [keyof typeof SECONDS_PER, number
   const spec = data as Record<string, unknown>;
   const k = count(spec.classes, "classes");
   const work = typeof spec.protocol === "string" ? WORK_OF_PROTOCOL[spec.protocol] ?? "coins" : "coins";
-  if (spec.continuous !== undefined && spec.continuous !== null)
-    throw new SpecError("continuous features are not read by this library yet: a discrete spec only");
-  const features = spec.features ?? [];
-  count(features, "features");
-  return [
-    [work, k],
-    ...(features as unknown[]).map((f): [keyof typeof SECONDS_PER, number] => [
-      work,
-      count(typeof f === "object" && f !== null ? (f as Record<string, unknown>).categories : undefined, "every feature's categories") * k,
-    ]),
-  ];
+  const inputs: [keyof typeof SECONDS_PER, number][] = [[work, k]];
+  const continuous = spec.continuous;
+  if (continuous === undefined || continuous === null) {
+    const features = spec.features ?? [];
+    count(features, "features");
+    for (const f of features as unknown[]) {
+      const categories = typeof f === "object" && f !== null ? (f as Record<string, unknown>).categories : undefined;
+      inputs.push([work, count(categories, "every feature's categories") * k]);
+    }
+    return inputs;
+  }
+  if (typeof continuous !== "object" || Array.isArray(continuous)) throw new SpecError("continuous must be a mapping");
+  const prep = continuous as Record<string, unknown>;
+  const projection = prep.projection as Record<string, unknown> | null | undefined;
+  const outputs = typeof projection === "object" && projection !== null ? projection.outputs : prep.inputs;
+  const r = count(outputs, "the continuous outputs");
+  if ((spec.model ?? "discrete") !== "gaussian") {
+    const bins = prep.bins;
+    if (!Number.isInteger(bins) || (bins as number) < 1) throw new SpecError("a discrete model of continuous features needs bins (an integer)");
+    return [...inputs, ...Array.from({ length: r }, (): [keyof typeof SECONDS_PER, number] => [work, (bins as number) * k])];
+  }
+  const approach = spec.approach ?? 3;
+  if (approach === 3) return [...inputs, ...Array.from({ length: 2 * r }, (): [keyof typeof SECONDS_PER, number] => ["noise", k])];
+  const kind: keyof typeof SECONDS_PER = approach === 1 ? "noise" : "index";
+  return [...inputs, [kind, r * k], [kind, r * k]];
 }
 
 export class Limits {

@@ -25,9 +25,15 @@ export const GRID = 2 ** -10;
 /** One report row: an index (DE), a bit vector (SUE, OUE) or real values on the grid (SHE, THE). */
 export type Payload = number | boolean[] | Float64Array;
 
-export interface Oracle {
-  readonly name: Protocol;
+/** What randomises one input: a frequency oracle (a value in [0, d)) or a mean mechanism (a vector in [-1, 1]^dim). */
+export interface Mechanism {
+  readonly name: string;
   readonly epsilon: number;
+  perturb(value: number | number[], source: ExactRandomness): Payload;
+}
+
+export interface Oracle extends Mechanism {
+  readonly name: Protocol;
   readonly domainSize: number;
   /** One person's report of `value` in [0, domainSize). */
   perturb(value: number, source: ExactRandomness): Payload;
@@ -136,6 +142,89 @@ export class HistogramEncoding implements Oracle {
     const report = Float64Array.from(noise, (k) => GRID * Number(k));
     report[value] += 1;
     return report;
+  }
+}
+
+function checkVector(values: number[], dim: number): void {
+  if (values.length !== dim || !values.every((v) => Number.isFinite(v) && Math.abs(v) <= 1))
+    throw new RangeError(`values must be ${dim} finite numbers in [-1, 1]`);
+}
+
+/**
+ * Each value moved to one of its two neighbouring grid points, the upper one with probability
+ * exactly ⌊f·2^64⌋/2^64 (f the distance from the lower point in grid units): one word per value,
+ * compared as integers, whatever the values (the Python participant's `round_to_grid`).
+ */
+export function roundToGrid(source: ExactRandomness, values: number[]): number[] {
+  const words = source.words(values.length);
+  return values.map((v, i) => {
+    const scaled = v / GRID;
+    const lower = Math.floor(scaled);
+    const threshold = BigInt(Math.floor((scaled - lower) * 2 ** 64));
+    return (lower + (words[i] < threshold ? 1 : 0)) * GRID;
+  });
+}
+
+/**
+ * The Laplace mechanism of scale Δ/ε on every coordinate, released on the grid: each coordinate
+ * rounded to the grid at random, plus GRID·K, K exact discrete Laplace of rate ε·GRID/Δ.
+ */
+export class LaplaceMean implements Mechanism {
+  readonly name = "laplace";
+  readonly rate: Rational;
+
+  constructor(
+    readonly epsilon: number,
+    readonly dim: number,
+    readonly sensitivity: number,
+  ) {
+    const e = rationalOf(epsilon);
+    const grid = rationalOf(GRID);
+    const delta = rationalOf(sensitivity);
+    this.rate = reduce({ n: e.n * grid.n * delta.d, d: e.d * grid.d * delta.n });
+  }
+
+  perturb(values: number[], source: ExactRandomness): Float64Array {
+    checkVector(values, this.dim);
+    const noise = discreteLaplace(source, this.rate, this.dim); // drawn first, as the Python participant draws
+    const rounded = roundToGrid(source, values);
+    return Float64Array.from(rounded, (v, i) => v + GRID * Number(noise[i]));
+  }
+}
+
+/**
+ * Nguyen et al.'s one-bit mechanism (the paper's approach 2): a coordinate j chosen uniformly, and
+ * one coin whose threshold is computed in fixed point on integers of one size whatever the value
+ * (so the draw's time does not tell the value), kept within the bounds the privacy needs.
+ */
+export class OneBitMean implements Mechanism {
+  readonly name = "onebit";
+  readonly bounds: [bigint, bigint];
+  readonly slope: bigint;
+
+  constructor(
+    readonly epsilon: number,
+    readonly dim: number,
+  ) {
+    const e = expLower(rationalOf(epsilon));
+    this.bounds = [thresholdUp({ n: e.d, d: e.n + e.d }), thresholdDown({ n: e.n, d: e.n + e.d })];
+    this.slope = thresholdDown({ n: e.n - e.d, d: e.n + e.d });
+  }
+
+  /** The coin's threshold over 2^64 for a value v in [-1, 1]. */
+  threshold(v: number): bigint {
+    const [lo, hi] = this.bounds;
+    const offset = (1n << 63n) - this.slope;
+    const x = BigInt(Math.trunc(v * 2 ** 62)) + (1n << 63n);
+    const t = offset + ((x * this.slope) >> 63n);
+    return t < lo ? lo : t > hi ? hi : t;
+  }
+
+  perturb(values: number[], source: ExactRandomness): number {
+    checkVector(values, this.dim);
+    const j = Number(source.randbelow(BigInt(this.dim)));
+    const [u] = coins(source, this.threshold(values[j]), 1);
+    return 2 * j + (u ? 1 : 0);
   }
 }
 

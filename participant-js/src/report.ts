@@ -20,17 +20,32 @@ export interface Report {
 
 export type RawRecord = Record<string, unknown>;
 
-/** Every input's value for `record`: the class code, then each feature's joint input a·k + c. */
-export function recordInputs(record: RawRecord, spec: CollectionSpec): number[] {
+/**
+ * Every input's value for `record`: the class code, then each feature's joint input a·k + c
+ * (categorical, or the bins of prepared continuous values); for a Gaussian model the class code
+ * and the class-hiding vectors (each prepared coordinate at the person's class, zeros elsewhere,
+ * and its square). Validated whole: a RecordError names the first field that does not fit.
+ */
+export function recordInputs(record: RawRecord, spec: CollectionSpec): (number | number[])[] {
   const code = (field: string, categories: string[]): number => {
-    if (!(field in record)) throw new RecordError(field, "missing");
+    if (!(field in record) || record[field] === null || record[field] === undefined) throw new RecordError(field, "missing");
     const value = String(record[field]);
     const index = categories.indexOf(value);
     if (index < 0) throw new RecordError(field, `unknown value '${value}'; expected one of ${categories.join(", ")}`);
     return index;
   };
+  const prep = spec.continuous;
+  const z = prep === null ? null : prep.transform(record);
   const c = code(spec.label, spec.classes);
-  return [c, ...spec.features.map((f) => code(f.name, f.categories) * spec.nClasses + c)];
+  const k = spec.nClasses;
+  if (spec.model === "discrete") {
+    const codes = z === null ? spec.features.map((f) => code(f.name, f.categories)) : prep!.discretise(z);
+    return [c, ...codes.map((a) => a * k + c)];
+  }
+  const hidden = z!.map((v) => Array.from({ length: k }, (_, j) => (j === c ? v : 0)));
+  const squares = hidden.map((row) => row.map((v) => v * v));
+  if (spec.approach === 3) return [c, ...hidden.flatMap((row, i) => [row, squares[i]])];
+  return [c, hidden.flat(), squares.flat()];
 }
 
 /** The input a person reports, from the source only (never the record): the Python participant's draws. */

@@ -3,8 +3,9 @@
  * resolved, and its fingerprint (the SHA-256 of its canonical JSON) computed the same way, so
  * that a report is built only for the spec the service published.
  */
-import { ParticipantError } from "./errors.js";
-import { type Oracle, PROTOCOLS, makeOracle } from "./mechanisms.js";
+import { Preparation } from "./continuous.js";
+import { SpecError } from "./errors.js";
+import { LaplaceMean, type Mechanism, OneBitMean, PROTOCOLS, makeOracle } from "./mechanisms.js";
 import { PyFloat, type PyValue, canonicalJson } from "./pyjson.js";
 
 export const SPEC_VERSION = 1;
@@ -15,8 +16,7 @@ const KNOWN = new Set([
   "continuous", "model", "approach", "budget", "class_share",
 ]);
 
-/** A spec the service may publish but this library refuses, naming what is wrong. */
-export class SpecError extends ParticipantError {}
+export { SpecError };
 
 export interface Feature {
   name: string;
@@ -45,27 +45,53 @@ export class CollectionSpec {
   readonly inputSelection: "uniform" | "assigned";
   readonly budget: "one-report" | "per-input" | "split";
   readonly classShare: number | null;
-  /** One oracle per input: the class, then each feature jointly with the class. */
-  readonly oracles: Oracle[];
+  /** Continuous features' preparation (ranges, projection, bins), or null for categorical ones. */
+  readonly continuous: Preparation | null;
+  readonly model: "discrete" | "gaussian";
+  readonly approach: 1 | 2 | 3;
+  /**
+   * One mechanism per input: the class, then each feature jointly with the class (discrete), or
+   * the class-hiding vectors of a Gaussian model (approach 3: a value and a square input per
+   * coordinate; 1 and 2: one input of every coordinate's values and one of their squares).
+   */
+  readonly oracles: Mechanism[];
 
   private constructor(data: Record<string, unknown>) {
     const unknown = Object.keys(data).filter((k) => !KNOWN.has(k));
     if (unknown.length) throw new SpecError(`unknown spec fields: ${unknown.sort().join(", ")}`);
     const version = data.version ?? SPEC_VERSION;
     if (version !== SPEC_VERSION) throw new SpecError(`unsupported spec version ${String(version)}`);
-    if (data.continuous !== undefined || (data.model !== undefined && data.model !== "discrete"))
-      throw new SpecError("continuous features are not read by this library yet: a discrete spec only");
-    const missing = ["classes", "protocol", "epsilon", "features"].filter((k) => !(k in data));
+    const model = data.model ?? "discrete";
+    if (model !== "discrete" && model !== "gaussian") throw new SpecError("model must be discrete or gaussian");
+    this.model = model;
+    this.continuous = data.continuous === undefined || data.continuous === null ? null : new Preparation(data.continuous);
+    const required = ["classes", "protocol", "epsilon", ...(this.continuous === null ? ["features"] : [])];
+    const missing = required.filter((k) => !(k in data));
     if (missing.length) throw new SpecError(`missing spec fields: ${missing.join(", ")}`);
-    if (!Array.isArray(data.features) || data.features.length === 0)
-      throw new SpecError("features must list at least one feature");
-    this.features = data.features.map((f: unknown) => {
+    const declared = data.features ?? [];
+    if (!Array.isArray(declared)) throw new SpecError("features must be a list of {name, categories} mappings");
+    const features: Feature[] = declared.map((f: unknown) => {
       if (typeof f !== "object" || f === null) throw new SpecError("features must be a list of {name, categories} mappings");
       const { name, categories } = f as Record<string, unknown>;
       if (typeof name !== "string" || !name) throw new SpecError("feature name must be a non-empty string");
       return { name, categories: names(categories, `feature '${name}' categories`) };
     });
-    const featureNames = this.features.map((f) => f.name);
+    if (this.continuous !== null && model === "discrete") {
+      if (this.continuous.bins === null) throw new SpecError("a discrete model of continuous features needs bins");
+      if (features.length) throw new SpecError("features are derived from the continuous preparation; leave them out");
+      this.features = this.continuous.outputs.map((o) => ({ name: o.name, categories: this.continuous!.binLabels() }));
+    } else if (model === "gaussian") {
+      if (this.continuous === null) throw new SpecError("a gaussian model needs continuous features (the 'continuous' field)");
+      if (features.length) throw new SpecError("a gaussian model takes continuous features only; leave 'features' out");
+      this.features = [];
+    } else {
+      if (!features.length) throw new SpecError("features must list at least one feature");
+      this.features = features;
+    }
+    const approach = data.approach ?? 3;
+    if (approach !== 1 && approach !== 2 && approach !== 3) throw new SpecError("approach must be one of 1, 2, 3");
+    this.approach = approach;
+    const featureNames = this.features.length ? this.features.map((f) => f.name) : this.continuous!.outputs.map((o) => o.name);
     if (new Set(featureNames).size !== featureNames.length) throw new SpecError("feature names must be unique");
     this.classes = names(data.classes, "classes");
     if (this.classes.length < 2) throw new SpecError("classes must list at least two class labels");
@@ -103,15 +129,22 @@ export class CollectionSpec {
         throw new SpecError("class_share goes with one report per person and inputs chosen at random");
       this.classShare = share;
     }
-    const count = this.features.length + 1;
+    const r = this.continuous?.outputs.length ?? 0;
+    const count = model === "discrete" ? this.features.length + 1 : approach === 3 ? 2 * r + 1 : 3;
     const eps = budget === "split" ? epsilon / count : epsilon;
     if (eps < low) throw new SpecError(`split among ${count} inputs, epsilon leaves ${eps} per input, below ${low}`);
     const k = this.classes.length;
     try {
-      this.oracles = [
-        makeOracle(this.protocol, eps, k),
-        ...this.features.map((f) => makeOracle(this.protocol, eps, f.categories.length * k)),
-      ];
+      const classOracle = makeOracle(this.protocol, eps, k);
+      if (model === "discrete") {
+        this.oracles = [classOracle, ...this.features.map((f) => makeOracle(this.protocol, eps, f.categories.length * k))];
+      } else if (approach === 3) {
+        this.oracles = [classOracle, ...Array.from({ length: 2 * r }, () => new LaplaceMean(eps, k, 2))];
+      } else if (approach === 1) {
+        this.oracles = [classOracle, new LaplaceMean(eps, r * k, 2 * r), new LaplaceMean(eps, r * k, 2 * r)];
+      } else {
+        this.oracles = [classOracle, new OneBitMean(eps, r * k), new OneBitMean(eps, r * k)];
+      }
     } catch (error) {
       throw new SpecError((error as Error).message);
     }
@@ -128,7 +161,7 @@ export class CollectionSpec {
   }
 
   get nInputs(): number {
-    return this.features.length + 1;
+    return this.oracles.length;
   }
 
   /** What one person spends: ε, or (n + 1)·ε when every input is reported at ε (budget per-input). */
@@ -150,6 +183,12 @@ export class CollectionSpec {
     };
     if (this.budget !== "one-report") out.budget = this.budget;
     if (this.classShare !== null) out.class_share = new PyFloat(this.classShare);
+    if (this.continuous !== null) {
+      delete out.features; // derived from the preparation
+      out.continuous = this.continuous.toDict();
+      out.model = this.model;
+      if (this.model === "gaussian") out.approach = this.approach;
+    }
     return out;
   }
 

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
-import { CollectionSpec, Participant, RecordError, SpecError, floatRepr, makeOracle, normaliseOrigin, packReport } from "../src/index.js";
+import { CollectionSpec, Participant, RecordError, SpecError, floatRepr, makeOracle, normaliseOrigin, packReport, recordInputs } from "../src/index.js";
 import { expLower, reduce } from "../src/exact.js";
 import { DirectEncoding, UnaryEncoding } from "../src/mechanisms.js";
 import { HashWords } from "./hashwords.js";
@@ -31,6 +31,18 @@ test("every spec gives Python's canonical JSON, fingerprint and protocols", asyn
       spec.oracles.map((o) => o.name),
       v.protocols,
     );
+  }
+});
+
+test("continuous records are prepared as the Python participant prepares them", () => {
+  for (const v of vectors.specs.filter((x: { inputs: unknown }) => x.inputs !== null)) {
+    const spec = CollectionSpec.fromDict(v.dict);
+    const record = v.reports[1].record;
+    const got = recordInputs(record, spec).map((x) => (Array.isArray(x) ? x : [x]));
+    assert.equal(got.length, v.inputs.length);
+    got.forEach((values, i) => {
+      values.forEach((x, j) => assert.ok(Math.abs(x - v.inputs[i][j]) <= 1e-12, `input ${i}[${j}]: ${x} against ${v.inputs[i][j]}`));
+    });
   }
 });
 
@@ -73,7 +85,7 @@ test("the same words give the same reports, packed byte for byte", async () => {
     }
     v.reports.forEach((r: { record: Record<string, string>; group: number | null; input: number; wire: string }, j: number) => {
       const report = participant.report(r.record, r.group ?? undefined, new Uint8Array(16).fill(j));
-      assert.equal(report.input, r.input, `report ${j} of ${v.seed}`);
+      assert.equal(report.input, r.input, `report ${j} of ${v.seed} (${v.dict.protocol}, ${v.dict.model ?? "discrete"})`);
       assert.equal(hex(packReport(report, digest)), r.wire, `report ${j} of ${v.seed}`);
     });
   }
@@ -102,7 +114,7 @@ test("specs this library cannot honour are refused, naming why", () => {
   assert.throws(() => CollectionSpec.fromDict({ ...base, epsilon: 0 }), SpecError);
   assert.throws(() => CollectionSpec.fromDict({ ...base, epsilon: 51 }), SpecError);
   assert.throws(() => CollectionSpec.fromDict({ ...base, protocol: "THE", theta: null }), /must state theta/);
-  assert.throws(() => CollectionSpec.fromDict({ ...base, continuous: { ranges: {} } }), /continuous features are not read/);
+  assert.throws(() => CollectionSpec.fromDict({ ...base, continuous: { ranges: {} } }), /unknown continuous fields: ranges/);
   assert.throws(() => CollectionSpec.fromDict({ ...base, surprise: 1 }), /unknown spec fields: surprise/);
   assert.throws(() => CollectionSpec.fromDict({ ...base, version: 2 }), /version/);
 });
