@@ -408,3 +408,42 @@ async def test_js_no_spec_or_answer_a_service_sends_raises_anything_but_a_partic
     assert sum(result["counts"].values()) == FUZZ_CASES
     # The fuzzer reaches every layer: refused answers, specs, records and sent reports.
     assert {"sent", "SpecError", "ParticipantError", "ReportRejected", "RecordError"} <= set(result["counts"]), result
+
+
+
+@pytest.mark.parametrize("protocol", ["SHE", "DE"])
+async def test_js_a_report_leaves_a_whole_pace_after_the_spec_arrived(built, tmp_path, protocol):
+    """The report reaches the service one pace (0.5 s) after the spec's answer left it, whatever
+    the draw took (SHE's exact Laplace draws follow the noise; DE's take microseconds): never
+    before, and not a second pace later on a machine that is not overloaded."""
+    import secrets
+    import time
+
+    from aiohttp import web
+
+    from aggregator.service.app import start_site
+
+    spec = CollectionSpec([Feature("f", [str(i) for i in range(100)])], ["a", "b", "c"], protocol, 1.0)
+    moments: list[tuple[str, float]] = []
+
+    async def handle(request: web.Request):
+        if request.method == "POST":
+            moments.append(("report", time.monotonic()))
+            return web.json_response({"status": "accepted"}, status=201)
+        answer = {"id": "paced", "uid": secrets.token_hex(16), "spec": spec.to_dict(), "fingerprint": spec.fingerprint}
+        response = web.json_response(answer)
+        await response.prepare(request)
+        await response.write_eof()
+        moments.append(("spec", time.monotonic()))
+        return response
+
+    app = web.Application()
+    app.router.add_route("*", "/collections/{tail:.*}", handle)
+    runner, url = await start_site(app)
+    try:
+        outcomes = await js_device(built, url, tmp_path / "ledger.json", [["paced", {"f": "7", "class": "b"}]], pace=0.5)
+    finally:
+        await runner.cleanup()
+    assert outcomes == ["accepted"]
+    (_, sent), (_, arrived) = moments
+    assert 0.5 - 0.02 <= arrived - sent < 2 * 0.5 - 0.05, arrived - sent
