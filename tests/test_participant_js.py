@@ -27,7 +27,7 @@ from .js_vectors import vectors
 from .servers import AUTH, Server, free_port
 from .test_hostile import RECORD as HOSTILE_RECORD
 from .test_hostile import SPEC as HOSTILE_SPEC
-from .test_hostile import hostile  # noqa: F401 (the fixture)
+from .test_hostile import hostile, publisher  # noqa: F401 (the fixtures)
 from .test_service import sqlite_service  # noqa: F401 (the hostile fixture's service)
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "participant-js")
@@ -234,7 +234,8 @@ async def test_a_survey_page_reports_from_the_browser_once_and_only_from_an_allo
         page_url = f"/examples/survey.html?service={server.url}&collection=web"
         async with async_playwright() as p:
             browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
-            page = await browser.new_page()
+            profile = await browser.new_context()  # one browser profile: one IndexedDB ledger
+            page = await profile.new_page()
             await page.goto(allowed + page_url)
             await page.select_option("#q-colour", "blue")
             await page.select_option("#q-class", "no")
@@ -244,8 +245,19 @@ async def test_a_survey_page_reports_from_the_browser_once_and_only_from_an_allo
             await page.reload()  # the same browser profile: its IndexedDB ledger refuses a second report
             await page.click("#send")
             await expect(page.locator("#status")).to_have_attribute("data-outcome", "AlreadyReported", timeout=20_000)
+            # Two tabs of one profile submitting to a new collection at once: IndexedDB runs their
+            # ledger transactions one at a time, so one draw is sent and the other tab re-sends it.
+            create(server, spec, "tabs")
+            tabs = [await profile.new_page() for _ in range(2)]
+            for tab in tabs:
+                await tab.goto(allowed + f"/examples/survey.html?service={server.url}&collection=tabs")
+                await expect(tab.locator("#send")).to_be_enabled(timeout=20_000)
+            await asyncio.gather(*(tab.click("#send") for tab in tabs))
+            for tab in tabs:
+                await expect(tab.locator("#status")).to_have_attribute("data-outcome", re.compile("accepted|duplicate|AlreadyReported"), timeout=20_000)
+            assert reports_stored(server, "tabs") == 1
             # A page at another origin (localhost is not 127.0.0.1 to a browser) is refused by the service.
-            other = await browser.new_page()
+            other = await profile.new_page()
             await other.goto(f"http://localhost:{survey_site}{page_url}&retries=0")
             await expect(other.locator("#status")).to_have_attribute("data-outcome", "error", timeout=20_000)
             await browser.close()
@@ -447,3 +459,125 @@ async def test_js_a_report_leaves_a_whole_pace_after_the_spec_arrived(built, tmp
     assert outcomes == ["accepted"]
     (_, sent), (_, arrived) = moments
     assert 0.5 - 0.02 <= arrived - sent < 2 * 0.5 - 0.05, arrived - sent
+
+
+async def js_people(built, people: list[dict], **options) -> list[list[str]]:
+    """Each person's outcomes (see participant-js/test-support/people.ts)."""
+    process = await asyncio.create_subprocess_exec(
+        "node", "dist/test-support/people.js", json.dumps(JS_LIMITS | options), json.dumps(people),
+        cwd=built, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), 180)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode == 0, (out + err).decode()[-3000:]
+    return [[o.split(":")[0] for o in outcomes] for outcomes in json.loads(out)]
+
+
+@pytest.fixture
+def publishing(publisher):  # noqa: F811 (the fixture imported from test_hostile)
+    return publisher
+
+
+@pytest.mark.parametrize("protocol", ["DE", "OUE", "SHE"])
+async def test_js_comparing_two_clones_tells_a_service_nothing_about_a_changed_record(built, publishing, tmp_path, protocol):
+    """200 JavaScript devices answer a collection, a clone of it after half of them changed their
+    record, and a third clone with the first record: the service's best test (equal reports mean
+    an unchanged record) is right no more often than chance, and x, x', x gives one answer."""
+    import base64
+
+    import msgpack
+    import numpy as np
+
+    from .conftest import TABLE_1
+    from .test_hostile import PEOPLE
+
+    spec = table_1_spec(protocol=protocol, epsilon=1.0)
+    liar, url = await publishing({"first": spec, "clone": spec, "third": spec})
+    rng = np.random.default_rng(7)
+    changed = rng.random(PEOPLE) < 0.5
+    rows = [dict(zip(["age", "income", "gender", "missed_payment"], TABLE_1[i])) for i in range(len(TABLE_1))]
+    people = []
+    for i in range(PEOPLE):
+        before = rows[i % len(rows)]
+        after = rows[(i + 1 + i % 3) % len(rows)] if changed[i] else before
+        steps = [[url, cid, record] for cid, record in (("first", before), ("clone", after), ("third", before))]
+        people.append({"ledger": str(tmp_path / f"person{i}.json"), "steps": steps})
+    outcomes = await js_people(built, people)
+    assert all(o == ["accepted"] * 3 for o in outcomes), outcomes[:3]
+    answers = []
+    for i in range(PEOPLE):
+        entries = json.loads((tmp_path / f"person{i}.json").read_text())["entries"]
+        wires = [msgpack.unpackb(base64.b64decode(entries[f"{url} {cid}"]["report"])) for cid in ("first", "clone", "third")]
+        answers.append([(w["input"], w["value"]) for w in wires])
+        assert [entries[f"{url} {cid}"]["epsilon"] for cid in ("first", "clone", "third")] == [1.0, 0, 0]
+    same = np.array([a[0] == a[1] for a in answers])
+    right = np.mean(same == ~changed)
+    assert abs(right - 0.5) < 3 * np.sqrt(0.25 / PEOPLE), right
+    assert all(a[0] == a[2] for a in answers)
+
+
+async def test_js_no_spelling_of_an_address_buys_more_than_the_device_budget(built, lying, tmp_path):
+    service, liar, url = lying
+    liar.mode = "fresh_uid"
+    port = url.rsplit(":", 1)[1]
+    spellings = [
+        f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://localhost.:{port}", f"http://127.1:{port}",
+        f"http://2130706433:{port}", f"http://0x7f000001:{port}", f"http://0177.0.0.1:{port}",
+        f"http://[::ffff:127.0.0.1]:{port}", f"http://127.0.0.1:{port}/x/..", f"http://127.0.0.1:{port}/%2e/",
+        f"HTTP://127.0.0.1.:{port}//", f"http://user@127.0.0.1:{port}",
+    ]  # fmt: skip
+    await service.create(HOSTILE_SPEC)
+    ledger = str(tmp_path / "ledger.json")
+    (outcomes,) = await js_people(built, [{"ledger": ledger, "steps": [[a, "c1", HOSTILE_RECORD] for a in spellings]}])
+    # localhost is another origin, as in a browser: it gets the memoised answer, at no cost
+    assert outcomes == ["accepted", "accepted"] + ["AlreadyReported"] * (len(spellings) - 2), outcomes
+    assert fresh_draws(tmp_path / "ledger.json") == [1.0]
+    entries = json.loads((tmp_path / "ledger.json").read_text())["entries"]
+    assert {e["origin"] for e in entries.values()} == {f"http://127.0.0.1:{port}", f"http://localhost:{port}"}
+    for i in range(len(spellings)):
+        await service.create(table_1_spec(protocol="OUE", epsilon=0.75 + i / 100), f"n{i}")
+    steps = [[a, f"n{i}", HOSTILE_RECORD] for i, a in enumerate(spellings)]
+    (outcomes,) = await js_people(built, [{"ledger": ledger, "steps": steps}])
+    # the first collection's 1 and then 0.75 and 0.76 at two spellings: the next would pass the 3 of all of them
+    assert outcomes == ["accepted"] * 2 + ["BudgetExceeded"] * (len(spellings) - 2), outcomes
+    assert fresh_draws(tmp_path / "ledger.json") == [1.0, 0.75, 0.76]
+
+
+async def test_js_a_redirect_is_not_followed_and_nothing_is_drawn(built, publishing, tmp_path):
+    from aiohttp import web
+
+    from aggregator.service.app import start_site
+
+    liar, elsewhere = await publishing({"c1": HOSTILE_SPEC})
+
+    async def redirect(request):
+        raise web.HTTPTemporaryRedirect(elsewhere + request.path)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", redirect)
+    runner, url = await start_site(app)
+    try:
+        (outcomes,) = await js_people(built, [{"ledger": str(tmp_path / "l.json"), "steps": [[url, "c1", HOSTILE_RECORD]]}])
+    finally:
+        await runner.cleanup()
+    assert outcomes == ["ReportRejected"] and liar.posts == {} and not (tmp_path / "l.json").exists()
+
+
+async def test_js_a_symlinked_ledger_shares_its_budget_and_lock(built, lying, tmp_path):
+    service, liar, url = lying
+    real = tmp_path / "real" / "ledger.json"
+    real.parent.mkdir()
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    for i, eps in enumerate([1.5, 1.0, 1.25]):
+        await service.create(table_1_spec(protocol="OUE", epsilon=eps), f"s{i}")
+    people = [{"ledger": str(path), "steps": [[url, f"s{i}", HOSTILE_RECORD]]} for i, path in enumerate([real, link, link])]
+    outcomes = []
+    for person in people:  # one after the other: each sees what the last wrote through the other name
+        outcomes += (await js_people(built, [person]))[0]
+    assert outcomes == ["accepted", "accepted", "BudgetExceeded"] and link.is_symlink()
+    assert fresh_draws(real) == [1.5, 1.0]
