@@ -24,6 +24,7 @@ from participant import CollectionSpec, Feature
 
 from .conftest import table_1_spec
 from .js_vectors import vectors
+from .postgres import die_with_parent
 from .servers import AUTH, Server, free_port
 from .test_hostile import RECORD as HOSTILE_RECORD
 from .test_hostile import SPEC as HOSTILE_SPEC
@@ -34,7 +35,7 @@ ROOT = os.path.join(os.path.dirname(__file__), "..", "participant-js")
 
 
 def npm(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(["npm", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(["npm", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, preexec_fn=die_with_parent)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,9 @@ def built():
     if not os.path.isdir(os.path.join(ROOT, "node_modules")):
         installed = npm("ci", "--no-audit", "--no-fund")
         assert installed.returncode == 0, installed.stderr[-3000:]
-    compiled = subprocess.run(["npx", "tsc", "-p", "."], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    compiled = subprocess.run(
+        ["npx", "tsc", "-p", "."], cwd=ROOT, capture_output=True, text=True, timeout=300, preexec_fn=die_with_parent
+    )
     assert compiled.returncode == 0, compiled.stdout[-3000:]
     return ROOT
 
@@ -54,7 +57,7 @@ def test_the_javascript_participant_reproduces_the_python_one(built, tmp_path):
     path = tmp_path / "vectors.json"
     path.write_text(json.dumps(vectors()))
     result = subprocess.run(
-        ["node", "--test", "dist/test/"], cwd=built, capture_output=True, text=True, timeout=300,
+        ["node", "--test", "dist/test/"], cwd=built, capture_output=True, text=True, timeout=300, preexec_fn=die_with_parent,
         env={**os.environ, "LDPNB_VECTORS": str(path)},
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-4000:]
@@ -96,7 +99,7 @@ def test_a_report_built_in_javascript_is_stored_by_the_service(built, service, p
     for sent in range(1, 4):
         result = subprocess.run(
             ["node", "dist/test-support/post_once.js", service.url, f"js-{protocol.lower()}", record],
-            cwd=built, capture_output=True, text=True, timeout=60,
+            cwd=built, capture_output=True, text=True, timeout=60, preexec_fn=die_with_parent,
         )  # fmt: skip
         assert result.returncode == 0, result.stdout + result.stderr
         answer = json.loads(result.stdout)
@@ -115,7 +118,7 @@ def test_a_continuous_report_built_in_javascript_is_stored_by_the_service(built,
     create(service, spec, cid)
     result = subprocess.run(
         ["node", "dist/test-support/post_once.js", service.url, cid, json.dumps({"height": 181.5, "weight": 77, "class": "yes"})],
-        cwd=built, capture_output=True, text=True, timeout=60,
+        cwd=built, capture_output=True, text=True, timeout=60, preexec_fn=die_with_parent,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads(result.stdout)["answer"]["status"] == "accepted", result.stdout
@@ -125,7 +128,7 @@ def test_a_continuous_report_built_in_javascript_is_stored_by_the_service(built,
 def report_with_node(built, url: str, cid: str, ledger, record: dict) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["node", "examples/report.mjs", url, cid, str(ledger), json.dumps(record)],
-        cwd=built, capture_output=True, text=True, timeout=60,
+        cwd=built, capture_output=True, text=True, timeout=60, preexec_fn=die_with_parent,
     )  # fmt: skip
 
 
@@ -289,7 +292,7 @@ async def js_device(built, url: str, ledger, steps: list, **options) -> list[str
     """What became of each (collection, record) submitted in turn by one JavaScript device."""
     process = await asyncio.create_subprocess_exec(
         "node", "dist/test-support/submit.js", url, str(ledger), json.dumps(JS_LIMITS | options), json.dumps(steps),
-        cwd=built, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        cwd=built, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, preexec_fn=die_with_parent,
     )  # fmt: skip
     try:
         out, err = await asyncio.wait_for(process.communicate(), 120)
@@ -369,7 +372,7 @@ async def test_js_a_held_ledger_lock_holds_the_device_and_a_dead_holders_lock_do
     await service.create(HOSTILE_SPEC)
     ledger = tmp_path / "ledger.json"
     lock = tmp_path / "ledger.json.jslock"
-    holder = await asyncio.create_subprocess_exec("sleep", "60")
+    holder = await asyncio.create_subprocess_exec("sleep", "60", preexec_fn=die_with_parent)
     lock.write_text(str(holder.pid))
     try:
         waiting = asyncio.ensure_future(js_device(built, url, ledger, [["c1", HOSTILE_RECORD]]))
@@ -407,7 +410,7 @@ async def test_js_no_spec_or_answer_a_service_sends_raises_anything_but_a_partic
         steps = json.dumps([[cid, case[2]] for cid, case in cases.items()])
         process = await asyncio.create_subprocess_exec(
             "node", "dist/test-support/fuzz.js", url, str(tmp_path), steps,
-            cwd=built, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            cwd=built, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, preexec_fn=die_with_parent,
         )  # fmt: skip
         out, err = await asyncio.wait_for(process.communicate(), 240)
     finally:
@@ -465,7 +468,7 @@ async def js_people(built, people: list[dict], **options) -> list[list[str]]:
     """Each person's outcomes (see participant-js/test-support/people.ts)."""
     process = await asyncio.create_subprocess_exec(
         "node", "dist/test-support/people.js", json.dumps(JS_LIMITS | options), json.dumps(people),
-        cwd=built, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        cwd=built, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, preexec_fn=die_with_parent,
     )  # fmt: skip
     try:
         out, err = await asyncio.wait_for(process.communicate(), 180)
