@@ -12,7 +12,6 @@ import numpy as np
 from .base import PureOracle
 from .exact import ExactRandomness, coins, exp_lower, threshold_down
 
-
 # Up to this many reports, sparse_support counts in Python (a few µs) rather than with np.unique (15 µs).
 SMALL = 32
 
