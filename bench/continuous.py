@@ -10,7 +10,8 @@ majority class (the same splits in every row of a data set); for the discrete mo
 table of ``normsub``'s paired difference with ``strength 1`` (its smoothing strength fixed at 1,
 as before the strength was chosen per collection), and a third of its paired differences with the
 majority class and with ``prior only`` (the class the private reports say is most common: the
-constant classifier the reports can give; ``bench/estimators.py``). Prints Markdown tables;
+constant classifier the reports can give; ``bench/estimators.py``). Prints Markdown tables and
+writes them to ``bench/results/continuous.md`` (``--out``);
 projections are fitted on the training split, as in the paper (a real collection fits them on a
 separate reference sample).
 """
@@ -18,10 +19,13 @@ separate reference sample).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 from estimators import register
 from tqdm import tqdm
+
+RESULTS = Path(__file__).with_name("results") / "continuous.md"
 
 from sim.datasets import load_dataset
 from sim.experiment import Setup, run_once
@@ -51,7 +55,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--eps", default="0.5,1,2,4")
+    parser.add_argument("--out", default=str(RESULTS), help="the results file (default: bench/results/continuous.md)")
     args = parser.parse_args()
+    lines = [f"# The continuous data sets (`python bench/continuous.py --reps {args.reps} --eps {args.eps}`)", ""]
+
+    def emit(*parts: str) -> None:
+        """Print a line of the tables and keep it for the results file."""
+        line = " ".join(parts)
+        print(line, flush=True)
+        lines.append(line)
+
     register()  # `strength 1` and `prior only`
     epsilons = [float(e) for e in args.eps.split(",")]
     rows = []
@@ -78,30 +91,31 @@ def main() -> None:
     for name, model, protocol, setup, label in tqdm(jobs, desc="settings"):
         values = [cell(data[name], protocol, eps, setup, args.reps) for eps in epsilons]
         rows.append((name, model, label, [v[0] for v in values], values[-1][1], values[-1][2], [v[3] for v in values]))
-    print(
+    emit(
         f"| data set | model | features | {' | '.join(f'ε={e:g}' for e in epsilons)} | non-private | majority class |"
     )
-    print("|---|---|---|" + "---|" * len(epsilons) + "---|---|")
+    emit("|---|---|---|" + "---|" * len(epsilons) + "---|---|")
     for name, model, label, accs, nonprivate, majority, _ in rows:
         accuracies = " | ".join(f"{a:.3f}" for a in accs)
-        print(f"| {name} | {model} | {label} | {accuracies} | {nonprivate:.3f} | {majority:.3f} |")
-    print("\nThe discrete model: `normsub` − `strength 1`, paired (± standard error)\n")
-    print(f"| data set | model | features | {' | '.join(f'ε={e:g}' for e in epsilons)} |")
-    print("|---|---|---|" + "---|" * len(epsilons))
+        emit(f"| {name} | {model} | {label} | {accuracies} | {nonprivate:.3f} | {majority:.3f} |")
+    emit("\nThe discrete model: `normsub` − `strength 1`, paired (± standard error)\n")
+    emit(f"| data set | model | features | {' | '.join(f'ε={e:g}' for e in epsilons)} |")
+    emit("|---|---|---|" + "---|" * len(epsilons))
     for name, model, label, _, _, _, gains in rows:
         if gains[0] is not None:
-            print(
+            emit(
                 f"| {name} | {model} | {label} | " + " | ".join(f"{g[0][0]:+.3f} ± {g[0][1]:.3f}" for g in gains) + " |"
             )
-    print(
+    emit(
         "\nThe discrete model against the constant classifiers: `normsub` − majority class / `normsub` − `prior only`, paired (± standard error)\n"
     )
-    print(f"| data set | model | features | {' | '.join(f'ε={e:g}' for e in epsilons)} |")
-    print("|---|---|---|" + "---|" * len(epsilons))
+    emit(f"| data set | model | features | {' | '.join(f'ε={e:g}' for e in epsilons)} |")
+    emit("|---|---|---|" + "---|" * len(epsilons))
     for name, model, label, _, _, _, gains in rows:
         if gains[0] is not None:
             cells = (f"{g[1][0]:+.3f} ± {g[1][1]:.3f} / {g[2][0]:+.3f} ± {g[2][1]:.3f}" for g in gains)
-            print(f"| {name} | {model} | {label} | " + " | ".join(cells) + " |")
+            emit(f"| {name} | {model} | {label} | " + " | ".join(cells) + " |")
+    Path(args.out).write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
