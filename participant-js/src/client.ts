@@ -58,6 +58,20 @@ export function pacedWait(elapsed: number, pace: number): number {
 
 const sleep = (seconds: number) => new Promise((done) => setTimeout(done, seconds * 1000));
 
+/**
+ * Return at `deadline` (seconds on the `performance.now()` clock). Timers fire on whole
+ * milliseconds counted from when they were set, which would carry the sub-millisecond part of the
+ * draw's time into the sending time: the timer ends 2 ms early and the last of the wait is spun
+ * on the precise clock.
+ */
+export async function sleepUntil(deadline: number): Promise<void> {
+  const early = deadline - performance.now() / 1000 - 0.002;
+  if (early > 0) await sleep(early);
+  while (performance.now() / 1000 < deadline) {
+    /* the last two milliseconds, on the precise clock */
+  }
+}
+
 /** The body of `response`, read as a stream and refused as soon as it passes `limit` bytes. */
 async function bounded(response: Response, limit: number, what: string): Promise<Uint8Array> {
   const declared = Number(response.headers.get("content-length"));
@@ -223,7 +237,8 @@ export class Client {
     );
     if (claim.sent)
       throw new AlreadyReported(`this device already reported to collection '${id}' at ${this.origin}; a second report would spend epsilon twice`);
-    await sleep(pacedWait(performance.now() / 1000 - arrived, this.pace));
+    const now = performance.now() / 1000;
+    await sleepUntil(now + pacedWait(now - arrived, this.pace));
     const status = await this.sendReport(id, claim.body);
     await this.ledger.markSent(claim.key);
     return status;
