@@ -16,7 +16,7 @@ import secrets
 import time
 import tracemalloc
 import zlib
-from contextlib import suppress
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 
 import msgpack
@@ -445,16 +445,21 @@ async def test_comparing_two_clones_tells_a_service_nothing_about_a_changed_reco
                json.loads((tmp_path / f"person{i}.json").read_text())["entries"].items() if not k.endswith("first"))
 
 
-async def test_no_spelling_of_an_address_buys_more_than_the_device_budget(hostile, draws, tmp_path):
-    service, liar, url = hostile
-    liar.mode = "fresh_uid"
-    port = url.rsplit(":", 1)[1]
-    spellings = [
+def address_spellings(port: str) -> list[str]:
+    """Twelve spellings of 127.0.0.1 at ``port`` (and localhost, another origin to a browser)."""
+    return [
         f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://localhost.:{port}", f"http://127.1:{port}",
         f"http://2130706433:{port}", f"http://0x7f000001:{port}", f"http://0177.0.0.1:{port}",
         f"http://[::ffff:127.0.0.1]:{port}", f"http://127.0.0.1:{port}/x/..", f"http://127.0.0.1:{port}/%2e/",
         f"HTTP://127.0.0.1.:{port}//", f"http://user@127.0.0.1:{port}",
     ]  # fmt: skip
+
+
+async def test_no_spelling_of_an_address_buys_more_than_the_device_budget(hostile, draws, tmp_path):
+    service, liar, url = hostile
+    liar.mode = "fresh_uid"
+    port = url.rsplit(":", 1)[1]
+    spellings = address_spellings(port)
     await service.create(SPEC)
     # One collection id under every spelling: one draw, however the service is named.
     outcomes = []
@@ -476,8 +481,9 @@ async def test_no_spelling_of_an_address_buys_more_than_the_device_budget(hostil
     assert sum(draws) <= BUDGET.total and len(draws) == 3 and within_promise(draws)
 
 
-async def test_a_redirect_is_not_followed_and_nothing_is_drawn(publisher, draws, tmp_path):
-    liar, elsewhere = await publisher({"c1": SPEC})
+@asynccontextmanager
+async def redirecting_to(elsewhere: str):
+    """The URL of a service on loopback that redirects every request to ``elsewhere``."""
 
     async def redirect(request):
         raise web.HTTPTemporaryRedirect(elsewhere + request.path)
@@ -486,11 +492,17 @@ async def test_a_redirect_is_not_followed_and_nothing_is_drawn(publisher, draws,
     app.router.add_route("*", "/{tail:.*}", redirect)
     runner, url = await start_site(app)
     try:
+        yield url
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_redirect_is_not_followed_and_nothing_is_drawn(publisher, draws, tmp_path):
+    liar, elsewhere = await publisher({"c1": SPEC})
+    async with redirecting_to(elsewhere) as url:
         async with device(url, tmp_path) as client:
             with pytest.raises(ReportRejected, match="307"):
                 await client.submit("c1", RECORD)
-    finally:
-        await runner.cleanup()
     assert draws == [] and liar.posts == {}
 
 

@@ -28,7 +28,7 @@ from .postgres import die_with_parent
 from .servers import AUTH, Server, free_port
 from .test_hostile import RECORD as HOSTILE_RECORD
 from .test_hostile import SPEC as HOSTILE_SPEC
-from .test_hostile import hostile, publisher  # noqa: F401 (the fixtures)
+from .test_hostile import address_spellings, hostile, publisher, redirecting_to  # noqa: F401 (the fixtures)
 from .test_service import sqlite_service  # noqa: F401 (the hostile fixture's service)
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "participant-js")
@@ -527,12 +527,7 @@ async def test_js_no_spelling_of_an_address_buys_more_than_the_device_budget(bui
     service, liar, url = lying
     liar.mode = "fresh_uid"
     port = url.rsplit(":", 1)[1]
-    spellings = [
-        f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://localhost.:{port}", f"http://127.1:{port}",
-        f"http://2130706433:{port}", f"http://0x7f000001:{port}", f"http://0177.0.0.1:{port}",
-        f"http://[::ffff:127.0.0.1]:{port}", f"http://127.0.0.1:{port}/x/..", f"http://127.0.0.1:{port}/%2e/",
-        f"HTTP://127.0.0.1.:{port}//", f"http://user@127.0.0.1:{port}",
-    ]  # fmt: skip
+    spellings = address_spellings(port)
     await service.create(HOSTILE_SPEC)
     ledger = str(tmp_path / "ledger.json")
     (outcomes,) = await js_people(built, [{"ledger": ledger, "steps": [[a, "c1", HOSTILE_RECORD] for a in spellings]}])
@@ -551,22 +546,9 @@ async def test_js_no_spelling_of_an_address_buys_more_than_the_device_budget(bui
 
 
 async def test_js_a_redirect_is_not_followed_and_nothing_is_drawn(built, publishing, tmp_path):
-    from aiohttp import web
-
-    from aggregator.service.app import start_site
-
     liar, elsewhere = await publishing({"c1": HOSTILE_SPEC})
-
-    async def redirect(request):
-        raise web.HTTPTemporaryRedirect(elsewhere + request.path)
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", redirect)
-    runner, url = await start_site(app)
-    try:
+    async with redirecting_to(elsewhere) as url:
         (outcomes,) = await js_people(built, [{"ledger": str(tmp_path / "l.json"), "steps": [[url, "c1", HOSTILE_RECORD]]}])
-    finally:
-        await runner.cleanup()
     assert outcomes == ["ReportRejected"] and liar.posts == {} and not (tmp_path / "l.json").exists()
 
 
