@@ -25,7 +25,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -40,6 +40,7 @@ from .errors import (
     LimitExceeded,
     ParticipantError,
     ReportRejected,
+    SpecError,
     SubmissionFailed,
 )
 from .ledger import Asked, Claim, Ledger
@@ -289,6 +290,8 @@ class AsyncClient:
         group: int | None = None,
         published: Published | None = None,
         token: str | None = None,
+        expected: Mapping[str, Sequence[str]] | None = None,
+        shown: Published | None = None,
     ) -> str:
         """Build this person's one report for ``record`` and send it; returns the server's status.
 
@@ -299,17 +302,34 @@ class AsyncClient:
         cost, and a fresh draw must fit the app's limits. ``token`` is the enrollment token the
         operator gave this person, for collections that require one.
 
+        Whether a report is sent never depends on ``record``: a value the spec does not declare
+        is reported as a value drawn uniformly from the declared ones
+        (:func:`~participant.encoding.record_input`). An app that would rather not report to a
+        spec lacking values it knows its people hold pins them: ``expected={"age": ["Young",
+        ...]}`` refuses (:class:`~participant.errors.SpecError`) a spec whose field ``age`` leaves
+        one out, before the record is read.
+        ``shown`` is what :meth:`fetch_collection` returned when the person was shown the
+        questions: the collection is fetched again, and one that changed since is refused
+        (:class:`~participant.errors.SpecError`) before the record is read.
+
         Raises, sending nothing, a :class:`~participant.errors.ParticipantError`:
         :class:`AlreadyReported` (acknowledged before), :class:`CollectionChanged` (the service
         changed the spec of a collection reported to), :class:`BudgetExceeded` (over the app's
         limits; nothing drawn either), :class:`LimitExceeded` (a spec or answer larger than the
         app's limits), :class:`LedgerError` (unreadable or unwritable ledger),
-        :class:`~participant.errors.SpecError` (a spec that cannot be read) and
-        :class:`~participant.errors.RecordError` (a record the spec does not take).
+        :class:`~participant.errors.SpecError` (a spec that cannot be read, or lacks an
+        ``expected`` value) and :class:`~participant.errors.RecordError` (a ``group`` the spec does
+        not take, or a record that is not a mapping).
         """
         published = published or await self.fetch_collection(collection_id)
         arrived = _monotonic()
+        if shown is not None and (shown.spec.fingerprint, shown.uid) != (published.spec.fingerprint, published.uid):
+            raise SpecError(
+                f"collection {collection_id!r} changed after its questions were shown; refusing to report (show them again)"
+            )
         spec = published.spec
+        if expected is not None:
+            spec.check_expected(expected)
         participant = Participant(spec, rng=self.rng)
         participant.validate(record, group)  # nothing drawn yet
 
@@ -402,6 +422,13 @@ class Client:
         return self._run("fetch_spec", collection_id)
 
     def submit(
-        self, collection_id: str, record: Mapping[str, object], group: int | None = None, token: str | None = None
+        self,
+        collection_id: str,
+        record: Mapping[str, object],
+        group: int | None = None,
+        token: str | None = None,
+        expected: Mapping[str, Sequence[str]] | None = None,
+        shown: Published | None = None,
     ) -> str:
-        return self._run("submit", collection_id, record, group, None, token)
+        """:meth:`AsyncClient.submit`, synchronously."""
+        return self._run("submit", collection_id, record, group, None, token, expected, shown)

@@ -7,6 +7,7 @@ with ``k`` classes and class ``c`` become the joint input ``a·k + c`` (the pape
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -113,50 +114,61 @@ def encode_record(record: Mapping[str, object], spec: CollectionSpec) -> tuple[n
     return row, encode_labels([record[spec.label]], spec)
 
 
-def _code(value, categories: Sequence[str], field: str) -> int:
-    """The 0-based code of one value, compared as written (``str``), as :func:`encode_column` does."""
+def _declared(value, codes: Mapping[str, int]) -> int | None:
+    """The 0-based code of ``value`` (compared as written, ``str``, as :func:`encode_column` does)
+    among a field's declared ``codes``, or None for a missing or undeclared value. A dict lookup,
+    so its time does not follow where the value sits in the list."""
+    return None if value is None else codes.get(str(value))
+
+
+def _finite(value) -> bool:
+    """Whether ``value`` is a finite real number (bools are not numbers here)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return False
     try:
-        return categories.index(str(value))
-    except ValueError:
-        raise RecordError(field, f"unknown value {str(value)!r}; expected one of {list(categories)}") from None
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
 
 
-class RecordInputs:
-    """One person's value for every input, validated whole before anything is randomised: the
-    class code and the categories' codes of a discrete record (turned into an input's value only
-    for the input reported), or every input's array for a continuous one."""
+def record_input(record: Mapping[str, object], spec: CollectionSpec, i: int, rng) -> np.ndarray:
+    """Input ``i``'s value for one person's ``record``, as a population of one (shape ``(1,)`` or
+    ``(1, dim)``), ready for that input's mechanism.
 
-    def __init__(self, record: Mapping[str, object], spec: CollectionSpec):
-        values = _raw_values(record, spec)
-        self.spec = spec
-        if spec.model == "gaussian":
-            self.arrays = population_inputs(spec, np.array([values], dtype=float), [record[spec.label]])
-            return
-        self.arrays = None
-        self.label = _code(record[spec.label], spec.classes, spec.label)
-        if spec.continuous is not None:  # binned: the bins of the prepared coordinates
-            self.codes = spec.continuous.discretise(spec.continuous.transform([values]))[0].tolist()
-        else:
-            self.codes = [_code(v, f.categories, f.name) for v, f in zip(values, spec.features)]
-
-    def __getitem__(self, i: int) -> np.ndarray:
-        """Input ``i``'s value as a population of one (shape ``(1,)`` or ``(1, dim)``)."""
-        if self.arrays is not None:
-            return self.arrays[i]
-        value = self.label if i == 0 else self.codes[i - 1] * self.spec.n_classes + self.label
-        return np.array([value], dtype=np.int64)
-
-    def __len__(self) -> int:
-        return self.spec.n_inputs
-
-    def __iter__(self):
-        return (self[i] for i in range(len(self)))
-
-
-def record_inputs(record: Mapping[str, object], spec: CollectionSpec) -> RecordInputs:
-    """One person's value for every input (indexable like :func:`population_inputs`'s list for a
-    population of one), validated whole first; raises :class:`RecordError`."""
-    return RecordInputs(record, spec)
+    A field the spec does not declare a value for (a missing field, a category or class the spec
+    leaves out, a continuous value that is not a finite number) takes a value drawn uniformly from
+    the declared ones: a category, a class, or a number in the declared range. The report is then
+    drawn from a mixture of what the declared values would give, so it is still ε-LDP for the
+    person, and nothing the device does (whether it sends, what, when) tells the service that the
+    record held something else. The substitutes are drawn whatever the record holds, in a fixed
+    order (the class, then the reported feature's category, or every continuous input's value), so
+    the draws made never depend on the record either. Raises :class:`RecordError` only when
+    ``record`` is not a mapping (the app's mistake, not the person's data)."""
+    if not isinstance(record, Mapping):
+        raise RecordError("record", "must be a mapping of field name to value")
+    k = spec.n_classes
+    class_draw = int(rng.integers(0, k))
+    label = _declared(record.get(spec.label), spec.class_codes)
+    c = class_draw if label is None else label
+    prep = spec.continuous
+    if prep is None:
+        if i == 0:
+            return np.array([c], dtype=np.int64)
+        feature = spec.features[i - 1]
+        category_draw = int(rng.integers(0, len(feature.categories)))
+        a = _declared(record.get(feature.name), spec.category_codes[i - 1])
+        return np.array([(category_draw if a is None else a) * k + c], dtype=np.int64)
+    raw = []
+    for f in prep.inputs:
+        drawn = f.low + float(rng.random()) * (f.high - f.low)
+        value = record.get(f.name)
+        raw.append(float(value) if _finite(value) else drawn)
+    if spec.model == "gaussian":
+        return population_inputs(spec, np.array([raw]), [spec.classes[c]])[i]
+    if i == 0:
+        return np.array([c], dtype=np.int64)
+    code = int(prep.discretise(prep.transform([raw]))[0, i - 1])
+    return np.array([code * k + c], dtype=np.int64)
 
 
 def population_inputs(spec: CollectionSpec, X, y) -> list[np.ndarray]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .encoding import record_inputs
+from .encoding import record_input
 from .errors import RecordError
 from .randomness import SecureGenerator
 from .spec import CollectionSpec
@@ -116,33 +116,43 @@ class Participant:
 
     def validate(self, record: Mapping[str, object], group: int | None = None) -> None:
         """Raise :class:`~participant.errors.RecordError` when :meth:`report` would refuse
-        ``record`` or ``group``; draws nothing."""
+        ``group`` or a ``record`` that is not a mapping; draws nothing. What the record holds is
+        never refused: see :func:`~participant.encoding.record_input`."""
         self._one_report()
         self._chosen(group)
-        record_inputs(record, self.spec)
+        if not isinstance(record, Mapping):
+            raise RecordError("record", "must be a mapping of field name to value")
 
     def _one_report(self) -> None:
         if self.spec.budget != "one-report":
             raise RecordError("budget", f"this collection's budget is {self.spec.budget!r}: use reports()")
 
     def report(self, record: Mapping[str, object], group: int | None = None) -> Report:
-        """The one report for ``record`` (a mapping of every raw feature name and the label to its value).
+        """The one report for ``record`` (a mapping of the raw feature names and the label to values).
 
         ``group`` is the input index the operator assigned, required when the spec's
-        ``input_selection`` is ``"assigned"`` and refused otherwise. Raises
-        :class:`~participant.errors.RecordError` for bad input; nothing is randomised then. Only
-        the input reported is randomised (one mechanism call).
+        ``input_selection`` is ``"assigned"`` and refused otherwise (:class:`RecordError`, nothing
+        randomised). The input is chosen first, from the randomness alone; a value the spec does
+        not declare is then reported as one drawn uniformly from the declared ones
+        (:func:`~participant.encoding.record_input`), so every record gets a report. Only the input
+        reported is randomised (one mechanism call).
         """
         self._one_report()
         chosen = self._chosen(group)
-        inputs = record_inputs(record, self.spec)
+        if not isinstance(record, Mapping):
+            raise RecordError("record", "must be a mapping of field name to value")
         i = int(choose_inputs(self.spec, 1, self.rng)[0]) if chosen is None else chosen
-        return Report(input=i, payload=self.spec.oracles[i].perturb(inputs[i], self.rng)[0])
+        value = record_input(record, self.spec, i, self.rng)
+        return Report(input=i, payload=self.spec.oracles[i].perturb(value, self.rng)[0])
 
     def reports(self, record: Mapping[str, object]) -> list[Report]:
         """One report per input, for collections whose budget is ``per-input`` or ``split``
-        (the person spends ``spec.epsilon_per_person``)."""
+        (the person spends ``spec.epsilon_per_person``); undeclared values as in :meth:`report`."""
         if self.spec.budget == "one-report":
             raise RecordError("budget", "this collection takes one report per person: use report()")
-        inputs = record_inputs(record, self.spec)
-        return [Report(i, oracle.perturb(inputs[i], self.rng)[0]) for i, oracle in enumerate(self.spec.oracles)]
+        if not isinstance(record, Mapping):
+            raise RecordError("record", "must be a mapping of field name to value")
+        return [
+            Report(i, oracle.perturb(record_input(record, self.spec, i, self.rng), self.rng)[0])
+            for i, oracle in enumerate(self.spec.oracles)
+        ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -232,6 +233,34 @@ class CollectionSpec:
         else:
             pair = (OneBitMean(eps, r * k), OneBitMean(eps, r * k))
         return (class_oracle, *pair), (self.label, "values", "squares")
+
+    @cached_property
+    def class_codes(self) -> dict[str, int]:
+        """Each class label's 0-based code."""
+        return {c: j for j, c in enumerate(self.classes)}
+
+    @cached_property
+    def category_codes(self) -> tuple[dict[str, int], ...]:
+        """Each feature's categories with their 0-based codes, in feature order."""
+        return tuple({v: j for j, v in enumerate(f.categories)} for f in self.features)
+
+    def check_expected(self, expected: Mapping[str, Sequence[str]]) -> None:
+        """Raise :class:`SpecError` unless every field ``expected`` names is a categorical feature
+        or the label of this spec, declaring at least the values listed (the values an app knows
+        its people hold; a spec leaving one out is refused before any record is read)."""
+        if not isinstance(expected, Mapping):
+            raise TypeError("expected must map field names to the values the app knows they take")
+        declared = {f.name: f.categories for f in self.features} | {self.label: self.classes}
+        for name, values in expected.items():
+            if isinstance(values, str) or not isinstance(values, (list, tuple, set, frozenset)):
+                raise TypeError(f"expected[{name!r}] must be a list of values, got {values!r}")
+            if name not in declared or (self.continuous is not None and name != self.label):
+                raise SpecError(f"the spec has no categorical field {name!r}, which this app expects; refusing to report")
+            missing = [str(v) for v in values if str(v) not in declared[name]]
+            if missing:
+                raise SpecError(
+                    f"the spec's {name!r} leaves out {_short(missing)}, which this app expects; refusing to report"
+                )
 
     @property
     def n_classes(self) -> int:

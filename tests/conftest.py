@@ -1,5 +1,7 @@
 import itertools
+import os
 import signal
+import subprocess
 
 import numpy as np
 import pytest
@@ -96,3 +98,24 @@ def database(request, tmp_path):
     if request.param == "sqlite":
         return str(tmp_path / "aggregator.sqlite3")
     return fresh_postgres_url(request.getfixturevalue("postgres"))
+
+
+# The JavaScript participant, installed from its lock file and compiled once per session.
+
+JS_ROOT = os.path.join(os.path.dirname(__file__), "..", "participant-js")
+
+
+@pytest.fixture(scope="session")
+def built():
+    """participant-js installed from its lock file (``npm ci``) and compiled; its directory."""
+    from .postgres import die_with_parent
+
+    def run(*command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(command, cwd=JS_ROOT, capture_output=True, text=True, timeout=300, preexec_fn=die_with_parent)
+
+    if not os.path.isdir(os.path.join(JS_ROOT, "node_modules")):
+        installed = run("npm", "ci", "--no-audit", "--no-fund")
+        assert installed.returncode == 0, installed.stderr[-3000:]
+    compiled = run("npx", "tsc", "-p", ".")
+    assert compiled.returncode == 0, compiled.stdout[-3000:]
+    return JS_ROOT

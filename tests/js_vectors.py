@@ -1,5 +1,9 @@
 """Known-answer vectors from the Python participant, which the JavaScript participant must reproduce.
 
+They are committed as ``participant-js/test/vectors.json`` (so that ``npm test`` runs on its own);
+``tests/test_participant_js.py`` checks the file is current, and ``python -m tests.js_vectors``
+rewrites it.
+
 A test-only random source (:class:`HashWords`: word ``i`` is the first 8 bytes, little-endian, of
 SHA-256(seed ‖ i as 8 bytes little-endian); ``randbelow`` masks the fewest words holding ``n``'s
 bits and draws again while the result is ``n`` or more) is implemented the same way in
@@ -13,13 +17,14 @@ import json
 import math
 import random
 from fractions import Fraction
+from pathlib import Path
 
 import msgpack
 import numpy as np
 from scipy import stats
 
 from participant import CollectionSpec, Feature, Participant
-from participant.encoding import record_inputs
+from participant.encoding import record_input
 from participant.origin import normalise_origin
 from participant.randomness import SecureGenerator
 from participant.reporting import Report
@@ -65,6 +70,16 @@ def continuous_record(spec: CollectionSpec, j: int) -> dict:
     values = [130 + (j * 37) % 90, 30.25 + (j * 13.5) % 130, 10 + (j * 11) % 100]
     record = dict(zip((f.name for f in spec.continuous.inputs), values))
     return {**record, spec.label: spec.classes[j % spec.n_classes]}
+
+
+def undeclared(record: dict, j: int) -> dict:
+    """Every fifth record holds what the spec does not declare (a missing field, a value or class
+    the spec leaves out, a number that is not one): the device reports a substitute drawn from the
+    declared values, as both participants must, word for word."""
+    if j % 5 != 4:
+        return record
+    name = sorted(record)[j % len(record)]
+    return {**record, name: ["not-declared", None, "NaN", True][j % 4]} if j % 3 else {k: v for k, v in record.items() if k != name}
 
 
 def specs() -> list[CollectionSpec]:
@@ -125,6 +140,7 @@ def vectors() -> dict:
             else:
                 record = {spec.label: spec.classes[j % spec.n_classes]}
                 record |= {f.name: f.categories[(j * 7 + n) % len(f.categories)] for n, f in enumerate(spec.features)}
+            record = undeclared(record, j)
             group = j % spec.n_inputs if spec.input_selection == "assigned" else None
             drawn = participant.report(record, group)
             report = Report(drawn.input, drawn.payload, report_id=bytes([j]) * 16)
@@ -135,8 +151,8 @@ def vectors() -> dict:
             "fingerprint": spec.fingerprint,
             "question": spec.question,
             "protocols": [o.name for o in spec.oracles],
-            "inputs": [list(np.ravel(v).tolist()) for v in record_inputs(continuous_record(spec, 1), spec)]
-            if spec.continuous is not None else None,
+            "inputs": [np.ravel(record_input(continuous_record(spec, 1), spec, i, HashWords(b"inputs"))).tolist()
+                       for i in range(spec.n_inputs)] if spec.continuous is not None else None,
             "seed": f"spec-{i}",
             "record": continuous_record(spec, 0) if spec.continuous is not None
             else {spec.label: spec.classes[0], **{f.name: f.categories[0] for f in spec.features}},
@@ -166,3 +182,16 @@ def vectors() -> dict:
 def wire_map(hex_body: str) -> dict:
     """A packed report's fields, for messages when two differ."""
     return msgpack.unpackb(bytes.fromhex(hex_body))
+
+
+VECTORS_PATH = Path(__file__).resolve().parent.parent / "participant-js" / "test" / "vectors.json"
+
+
+def vectors_text() -> str:
+    """The vectors file's content: what ``participant-js/test/vectors.json`` must hold."""
+    return json.dumps(vectors(), ensure_ascii=False) + "\n"
+
+
+if __name__ == "__main__":  # python -m tests.js_vectors: rewrite the committed vectors
+    VECTORS_PATH.write_text(vectors_text(), encoding="utf-8")
+    print(f"wrote {VECTORS_PATH}")

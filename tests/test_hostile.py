@@ -712,4 +712,5 @@ async def test_no_spec_or_answer_a_service_sends_raises_anything_but_a_participa
     finally:
         await runner.cleanup()
     # The fuzzer reaches every layer: refused answers, specs, records, budgets and sent reports.
-    assert {"sent", "SpecError", "ClientError", "ReportRejected", "RecordError"} <= set(outcomes), outcomes
+    # A record never raises: whatever it holds, the device reports (undeclared values drawn from the declared).
+    assert {"sent", "SpecError", "ClientError", "ReportRejected"} <= set(outcomes) and "RecordError" not in outcomes, outcomes

@@ -13,7 +13,7 @@ import { LimitExceeded, Limits, type LimitsOptions } from "./limits.js";
 import { normaliseOrigin } from "./origin.js";
 import { type ExactRandomness } from "./exact.js";
 import { Participant, type RawRecord, packReport } from "./report.js";
-import { CollectionSpec } from "./spec.js";
+import { CollectionSpec, SpecError } from "./spec.js";
 
 /** This device already reported to the collection: a second report would spend ε again. */
 export class AlreadyReported extends ParticipantError {}
@@ -28,6 +28,41 @@ export class ReportRejected extends ParticipantError {
 }
 /** The aggregator could not be reached through every retry; the report stays pending and is re-sent unchanged. */
 export class SubmissionFailed extends ParticipantError {}
+
+/**
+ * This page or runtime has no Web Crypto (`crypto.getRandomValues` and `crypto.subtle`): a
+ * browser offers it only in a secure context, a page served over https or from localhost. Nothing
+ * was drawn or sent.
+ */
+export class InsecureContext extends ParticipantError {}
+
+/** Throw InsecureContext unless the platform's CSPRNG and SHA-256 are here. */
+export function requireWebCrypto(): void {
+  const crypto = (globalThis as { crypto?: Crypto }).crypto;
+  if (typeof crypto?.getRandomValues !== "function" || typeof crypto?.subtle?.digest !== "function")
+    throw new InsecureContext(
+      "this page has no Web Crypto (crypto.getRandomValues and crypto.subtle), which the participant draws and " +
+        "fingerprints with: a browser offers it only to a page served over https or from localhost; nothing was drawn or sent",
+    );
+}
+
+export interface SubmitOptions {
+  /** The input group the operator assigned, for collections that assign inputs. */
+  group?: number;
+  /** The enrollment token the operator gave this person, for collections that require one. */
+  token?: string;
+  /**
+   * Values the app knows its people hold, by field (`{ age: ["Young", ...] }`): a spec that
+   * leaves one out is refused (SpecError) before the record is read.
+   */
+  expected?: Record<string, string[]>;
+  /**
+   * What {@link Client.fetchCollection} returned when the person was shown the questions: the
+   * collection is fetched again at submit, and a spec or collection that changed since is refused
+   * (SpecError) before the record is read.
+   */
+  shown?: Published;
+}
 
 /** Seconds from the spec's arrival to the report's departure (a whole multiple of it when drawing took longer). */
 export const DEFAULT_PACE = 0.2;
@@ -175,6 +210,7 @@ export class Client {
 
   /** What the service publishes for the collection, checked: sizes against the limits before anything is built, then the spec and its fingerprint. */
   async fetchCollection(id: string): Promise<Published> {
+    requireWebCrypto();
     const [status, data] = await this.request("GET", this.collectionUrl(id), this.limits.maxSpecBytes, {
       headers: { Accept: "application/json" },
     });
@@ -204,14 +240,23 @@ export class Client {
   }
 
   /**
-   * This person's one report for `record`, sent; returns the service's status. Throws, sending
-   * nothing, a ParticipantError: AlreadyReported, CollectionChanged, BudgetExceeded,
-   * LimitExceeded, LedgerError, SpecError or RecordError.
+   * This person's one report for `record`, sent; returns the service's status. Whether it is sent
+   * never depends on `record`: a value the spec does not declare is reported as one drawn from the
+   * declared values. Throws, sending nothing, a ParticipantError: AlreadyReported,
+   * CollectionChanged, BudgetExceeded, LimitExceeded, LedgerError, InsecureContext, SpecError (a
+   * spec that cannot be read, lacks an `expected` value, or is no longer the one `shown`) or
+   * RecordError (a group the spec does not take, a record that is not a mapping).
    */
-  async submit(id: string, record: RawRecord, group?: number, token?: string): Promise<string> {
+  async submit(id: string, record: RawRecord, options: SubmitOptions = {}): Promise<string> {
+    requireWebCrypto();
+    const { group, token, expected } = options;
     const published = await this.fetchCollection(id);
     const arrived = performance.now() / 1000;
+    const shown = options.shown;
+    if (shown !== undefined && (shown.fingerprint !== published.fingerprint || shown.uid !== published.uid))
+      throw new SpecError(`collection '${id}' changed after its questions were shown; refusing to report (show them again)`);
     const spec = published.spec;
+    if (expected !== undefined) spec.checkExpected(expected);
     const participant = new Participant(spec, this.source);
     const digest = await spec.fingerprintDigest();
     participant.validate(record, group); // nothing drawn yet

@@ -3,6 +3,7 @@
  * raise any of it, and every limit is checked on what the service published before anything is drawn.
  */
 import { ParticipantError } from "./errors.js";
+import { MAIN_THREAD_SECONDS, type Work, drawSeconds, onBrowserMainThread } from "./calibration.js";
 import { SpecError } from "./spec.js";
 
 /** The collection asks more ε than the app accepts, or the device's budget would be passed. Nothing was drawn or sent. */
@@ -10,10 +11,7 @@ export class BudgetExceeded extends ParticipantError {}
 /** What a service published or answered is larger than the app's limits allow. Nothing was drawn or sent. */
 export class LimitExceeded extends ParticipantError {}
 
-/** Seconds a slow device takes per unit of a draw's work (the Python participant's estimates). */
-const SECONDS_PER_INDEX = 1e-4;
-const SECONDS_PER = { noise: 1e-4, coins: 6e-8, index: 0 } as const;
-const WORK_OF_PROTOCOL: Record<string, keyof typeof SECONDS_PER> = {
+const WORK_OF_PROTOCOL: Record<string, Work> = {
   DE: "index", SUE: "coins", OUE: "coins", auto: "coins", SHE: "noise", THE: "noise",
 };
 
@@ -31,6 +29,8 @@ export interface LimitsOptions {
   maxDomain?: number;
   maxTotalDomain?: number;
   maxDrawSeconds?: number;
+  /** The most collections the device reports to within the budget's window, memoised answers included. */
+  maxCollections?: number;
 }
 
 function positive(value: number, name: string): number {
@@ -45,12 +45,12 @@ function count(value: unknown, what: string): number {
 }
 
 /** `[work, entries]` of every input a raw spec declares, counted without building anything. */
-export function declaredInputs(data: unknown): [keyof typeof SECONDS_PER, number][] {
+export function declaredInputs(data: unknown): [Work, number][] {
   if (typeof data !== "object" || data === null || Array.isArray(data)) throw new SpecError("a spec must be a mapping");
   const spec = data as Record<string, unknown>;
   const k = count(spec.classes, "classes");
   const work = typeof spec.protocol === "string" ? WORK_OF_PROTOCOL[spec.protocol] ?? "coins" : "coins";
-  const inputs: [keyof typeof SECONDS_PER, number][] = [[work, k]];
+  const inputs: [Work, number][] = [[work, k]];
   const continuous = spec.continuous;
   if (continuous === undefined || continuous === null) {
     const features = spec.features ?? [];
@@ -69,11 +69,11 @@ export function declaredInputs(data: unknown): [keyof typeof SECONDS_PER, number
   if ((spec.model ?? "discrete") !== "gaussian") {
     const bins = prep.bins;
     if (!Number.isInteger(bins) || (bins as number) < 1) throw new SpecError("a discrete model of continuous features needs bins (an integer)");
-    return [...inputs, ...Array.from({ length: r }, (): [keyof typeof SECONDS_PER, number] => [work, (bins as number) * k])];
+    return [...inputs, ...Array.from({ length: r }, (): [Work, number] => [work, (bins as number) * k])];
   }
   const approach = spec.approach ?? 3;
-  if (approach === 3) return [...inputs, ...Array.from({ length: 2 * r }, (): [keyof typeof SECONDS_PER, number] => ["noise", k])];
-  const kind: keyof typeof SECONDS_PER = approach === 1 ? "noise" : "index";
+  if (approach === 3) return [...inputs, ...Array.from({ length: 2 * r }, (): [Work, number] => ["noise", k])];
+  const kind: Work = approach === 1 ? "noise" : "index";
   return [...inputs, [kind, r * k], [kind, r * k]];
 }
 
@@ -85,6 +85,7 @@ export class Limits {
   readonly maxDomain: number;
   readonly maxTotalDomain: number;
   readonly maxDrawSeconds: number;
+  readonly maxCollections: number;
 
   /** The defaults protect a person whose app never sets them: 2 per collection, 8 over 30 days. */
   constructor(options: LimitsOptions = {}) {
@@ -96,6 +97,7 @@ export class Limits {
     this.maxDomain = positive(options.maxDomain ?? 65_536, "maxDomain");
     this.maxTotalDomain = positive(options.maxTotalDomain ?? 1_048_576, "maxTotalDomain");
     this.maxDrawSeconds = positive(options.maxDrawSeconds ?? 1, "maxDrawSeconds");
+    this.maxCollections = positive(options.maxCollections ?? 1000, "maxCollections");
   }
 
   checkCollection(epsilon: number, collection: string): void {
@@ -115,8 +117,13 @@ export class Limits {
     const total = inputs.reduce((sum, [, entries]) => sum + entries, 0);
     if (total > this.maxTotalDomain)
       throw new LimitExceeded(`${refusal} ${total} entries over its ${inputs.length} inputs; this app accepts at most ${this.maxTotalDomain}; nothing was drawn or sent`);
-    const seconds = Math.max(...inputs.map(([work, entries]) => SECONDS_PER_INDEX + SECONDS_PER[work] * entries));
+    const seconds = Math.max(...inputs.map(([work, entries]) => drawSeconds(work, entries)));
     if (seconds > this.maxDrawSeconds)
-      throw new LimitExceeded(`${refusal} a draw estimated at ${seconds.toPrecision(3)} s on a slow device; this app accepts at most ${this.maxDrawSeconds} s; nothing was drawn or sent`);
+      throw new LimitExceeded(`${refusal} a draw estimated at ${seconds.toPrecision(3)} s on this device; this app accepts at most ${this.maxDrawSeconds} s; nothing was drawn or sent`);
+    if (onBrowserMainThread() && seconds > MAIN_THREAD_SECONDS)
+      throw new LimitExceeded(
+        `${refusal} a draw estimated at ${seconds.toPrecision(3)} s, longer than a page's main thread may be held ` +
+          `(${MAIN_THREAD_SECONDS} s); nothing was drawn or sent`,
+      );
   }
 }

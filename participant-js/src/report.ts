@@ -20,32 +20,57 @@ export interface Report {
 
 export type RawRecord = Record<string, unknown>;
 
+/** `record`'s own value of `field` (never one inherited from Object's prototype). */
+function own(record: RawRecord, field: string): unknown {
+  return Object.prototype.hasOwnProperty.call(record, field) ? record[field] : undefined;
+}
+
+/** The 0-based code of `value` (compared as written) among a field's declared codes, or null for a missing or undeclared value. */
+function declared(value: unknown, codes: Map<string, number>): number | null {
+  return value === undefined || value === null ? null : codes.get(String(value)) ?? null;
+}
+
+/** A double with 53 random bits in [0, 1), exactly as the Python participant's `random()` draws it. */
+function uniform(source: ExactRandomness): number {
+  return Number(source.words(1)[0] >> 11n) * 2 ** -53;
+}
+
 /**
- * Every input's value for `record`: the class code, then each feature's joint input a·k + c
- * (categorical, or the bins of prepared continuous values); for a Gaussian model the class code
- * and the class-hiding vectors (each prepared coordinate at the person's class, zeros elsewhere,
- * and its square). Validated whole: a RecordError names the first field that does not fit.
+ * Input `i`'s value for `record` (a number, or the class-hiding vector of a Gaussian input), as
+ * the Python participant's `record_input`: a field the spec declares no value for (missing, a
+ * category or class the spec leaves out, a continuous value that is not a finite number) takes a
+ * value drawn uniformly from the declared ones, so the report is still ε-LDP for the person and
+ * whether the device sends never tells what the record held. The substitutes are drawn whatever
+ * the record holds, in a fixed order (the class, then the reported feature's category, or every
+ * continuous input's value). Throws RecordError only for a record that is not a mapping.
  */
-export function recordInputs(record: RawRecord, spec: CollectionSpec): (number | number[])[] {
-  const code = (field: string, categories: string[]): number => {
-    if (!(field in record) || record[field] === null || record[field] === undefined) throw new RecordError(field, "missing");
-    const value = String(record[field]);
-    const index = categories.indexOf(value);
-    if (index < 0) throw new RecordError(field, `unknown value '${value}'; expected one of ${categories.join(", ")}`);
-    return index;
-  };
-  const prep = spec.continuous;
-  const z = prep === null ? null : prep.transform(record);
-  const c = code(spec.label, spec.classes);
+export function recordInput(record: RawRecord, spec: CollectionSpec, i: number, source: ExactRandomness): number | number[] {
+  if (typeof record !== "object" || record === null || Array.isArray(record))
+    throw new RecordError("record", "must be a mapping of field name to value");
   const k = spec.nClasses;
-  if (spec.model === "discrete") {
-    const codes = z === null ? spec.features.map((f) => code(f.name, f.categories)) : prep!.discretise(z);
-    return [c, ...codes.map((a) => a * k + c)];
+  const classDraw = Number(source.randbelow(BigInt(k)));
+  const c = declared(own(record, spec.label), spec.classCodes) ?? classDraw;
+  const prep = spec.continuous;
+  if (prep === null) {
+    if (i === 0) return c;
+    const feature = spec.features[i - 1];
+    const categoryDraw = Number(source.randbelow(BigInt(feature.categories.length)));
+    const a = declared(own(record, feature.name), spec.categoryCodes[i - 1]) ?? categoryDraw;
+    return a * k + c;
   }
-  const hidden = z!.map((v) => Array.from({ length: k }, (_, j) => (j === c ? v : 0)));
+  const raw: Record<string, number> = {};
+  for (const f of prep.inputs) {
+    const drawn = f.low + uniform(source) * (f.high - f.low);
+    const value = own(record, f.name);
+    raw[f.name] = typeof value === "number" && Number.isFinite(value) ? value : drawn;
+  }
+  const z = prep.transform(raw);
+  if (spec.model === "discrete") return i === 0 ? c : prep.discretise(z)[i - 1] * k + c;
+  if (i === 0) return c;
+  const hidden = z.map((v) => Array.from({ length: k }, (_, j) => (j === c ? v : 0)));
   const squares = hidden.map((row) => row.map((v) => v * v));
-  if (spec.approach === 3) return [c, ...hidden.flatMap((row, i) => [row, squares[i]])];
-  return [c, hidden.flat(), squares.flat()];
+  if (spec.approach === 3) return (i % 2 === 1 ? hidden : squares)[(i - 1) >> 1];
+  return (i === 1 ? hidden : squares).flat();
 }
 
 /** The input a person reports, from the source only (never the record): the Python participant's draws. */
@@ -65,11 +90,6 @@ export class Participant {
     readonly source: ExactRandomness = new SecureRandom(),
   ) {}
 
-  /**
-   * The one report for `record` (every feature name and the label mapped to its value). `group`
-   * is the input the operator assigned, required when the spec assigns inputs and refused
-   * otherwise. Raises {@link RecordError} before anything is drawn.
-   */
   /** The input the operator assigned, checked (null when inputs are chosen at random); draws nothing. */
   private chosen(group?: number): number | null {
     if (this.spec.budget !== "one-report") throw new RecordError("budget", `this collection's budget is '${this.spec.budget}'`);
@@ -83,22 +103,23 @@ export class Participant {
     return null;
   }
 
-  /** Throw the RecordError {@link report} would, drawing nothing. */
+  /** Throw the RecordError {@link report} would (a group the spec does not take, a record that is not a mapping), drawing nothing. */
   validate(record: RawRecord, group?: number): void {
     this.chosen(group);
-    recordInputs(record, this.spec);
+    if (typeof record !== "object" || record === null || Array.isArray(record))
+      throw new RecordError("record", "must be a mapping of field name to value");
   }
 
   /**
-   * The one report for `record` (every feature name and the label mapped to its value). `group`
+   * The one report for `record` (the raw feature names and the label mapped to values). `group`
    * is the input the operator assigned, required when the spec assigns inputs and refused
-   * otherwise. Throws {@link RecordError} before anything is drawn.
+   * otherwise (RecordError, nothing drawn). The input is chosen first, from the source alone; a
+   * value the spec does not declare is reported as one drawn from the declared ones ({@link recordInput}).
    */
   report(record: RawRecord, group?: number, reportId?: Uint8Array): Report {
-    const chosen = this.chosen(group);
-    const inputs = recordInputs(record, this.spec);
-    const input = chosen ?? chooseInput(this.spec, this.source);
-    const payload = this.spec.oracles[input].perturb(inputs[input], this.source);
+    this.validate(record, group);
+    const input = this.chosen(group) ?? chooseInput(this.spec, this.source);
+    const payload = this.spec.oracles[input].perturb(recordInput(record, this.spec, input, this.source), this.source);
     const id = reportId ?? globalThis.crypto.getRandomValues(new Uint8Array(16));
     return { input, payload, reportId: id };
   }

@@ -156,6 +156,43 @@ export class CollectionSpec {
     return new CollectionSpec(data as Record<string, unknown>);
   }
 
+  private codes: { classes: Map<string, number>; categories: Map<string, number>[] } | null = null;
+
+  /** Each class label's 0-based code. */
+  get classCodes(): Map<string, number> {
+    return this.indexed().classes;
+  }
+
+  /** Each feature's categories with their 0-based codes, in feature order. */
+  get categoryCodes(): Map<string, number>[] {
+    return this.indexed().categories;
+  }
+
+  private indexed(): { classes: Map<string, number>; categories: Map<string, number>[] } {
+    const codes = (values: string[]) => new Map(values.map((v, j) => [v, j]));
+    this.codes ??= { classes: codes(this.classes), categories: this.features.map((f) => codes(f.categories)) };
+    return this.codes;
+  }
+
+  /**
+   * Throw SpecError unless every field `expected` names is a categorical feature or the label of
+   * this spec, declaring at least the values listed: what an app pins so that a spec leaving out
+   * a value its people hold is refused before any record is read.
+   */
+  checkExpected(expected: Record<string, string[]>): void {
+    const declared = new Map<string, string[]>(this.features.map((f) => [f.name, f.categories]));
+    declared.set(this.label, this.classes);
+    for (const [name, values] of Object.entries(expected)) {
+      if (!Array.isArray(values)) throw new TypeError(`expected['${name}'] must be a list of values`);
+      const known = declared.get(name);
+      if (known === undefined || (this.continuous !== null && name !== this.label))
+        throw new SpecError(`the spec has no categorical field '${name}', which this app expects; refusing to report`);
+      const missing = values.map(String).filter((v) => !known.includes(v));
+      if (missing.length)
+        throw new SpecError(`the spec's '${name}' leaves out ${JSON.stringify(missing)}, which this app expects; refusing to report`);
+    }
+  }
+
   get nClasses(): number {
     return this.classes.length;
   }

@@ -1,15 +1,14 @@
 /**
  * The mechanisms' own draws from the platform's CSPRNG against their exact probabilities: 10^5
- * reports each, a χ² statistic below the critical value at 1 − 10^-6 (from scipy, in the vectors).
+ * reports each, a χ² statistic below the critical value at 1 − 10^-6 (from scipy, in test/vectors.json).
  */
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
 import { DirectEncoding, SecureRandom, UnaryEncoding } from "../src/index.js";
 import { discreteLaplace } from "../src/exact.js";
+import { vectors } from "../test-support/vectors.js";
 
-const vectors = JSON.parse(readFileSync(process.env.LDPNB_VECTORS!, "utf8"));
 const DRAWS = 100_000;
 const TWO64 = 2 ** 64;
 
@@ -76,4 +75,19 @@ test("the exact discrete Laplace follows P(k) ∝ exp(−γ|k|)", () => {
     const statistic = chi2(counts, probabilities, DRAWS);
     assert.ok(statistic < vectors.chi2["16"], `γ=${gamma}: χ² ${statistic}`);
   }
+});
+
+test("a coin is heads exactly when its word is below the threshold: a word equal to it is tails", () => {
+  const fixed = (words: bigint[]) => {
+    let at = 0;
+    return { words: (n: number) => words.slice(at, (at += n)), randbelow: () => 0n };
+  };
+  const oue = new UnaryEncoding("OUE", 1, 3);
+  const [tp, tq] = oue.thresholds;
+  // Bits 0..2 from tq-words, then the true bit (value 1) from a tp-word.
+  assert.deepEqual(oue.perturb(1, fixed([tq - 1n, tq, tq + 1n, tp])), [true, false, false]);
+  assert.deepEqual(oue.perturb(1, fixed([tq, tq - 1n, tq, tp - 1n])), [false, true, false]);
+  const de = new DirectEncoding(1, 4);
+  assert.equal(de.perturb(2, fixed([de.keepThreshold])), 0); // tails: the other value drawn (randbelow 0 → 0)
+  assert.equal(de.perturb(2, fixed([de.keepThreshold - 1n])), 2); // heads: kept
 });

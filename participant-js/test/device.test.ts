@@ -1,0 +1,60 @@
+/**
+ * What the device refuses on its own: a platform without Web Crypto, and a spec whose draw would
+ * take longer than the app allows on this implementation's own sampler, or than a browser page's
+ * main thread may be held.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { Client, CollectionSpec, InsecureContext, LimitExceeded, Limits, Participant } from "../src/index.js";
+import { MAIN_THREAD_SECONDS, secondsPerEntry } from "../src/calibration.js";
+import { Ledger } from "../src/ledger.js";
+
+const memory = () =>
+  new Ledger({
+    async update(change) {
+      return change({ version: 2, entries: {} }).result;
+    },
+  });
+
+test("without Web Crypto (an insecure page) every call is one error of the family, saying what is needed", async () => {
+  const real = Object.getOwnPropertyDescriptor(globalThis, "crypto")!;
+  const client = new Client("http://127.0.0.1:9", { ledger: memory(), retries: 0 });
+  try {
+    Object.defineProperty(globalThis, "crypto", { value: { getRandomValues: real.get?.call(globalThis).getRandomValues }, configurable: true });
+    await assert.rejects(client.fetchCollection("x"), (e: Error) => e instanceof InsecureContext && /https or from localhost/.test(e.message));
+    await assert.rejects(client.submit("x", {}), InsecureContext);
+    Object.defineProperty(globalThis, "crypto", { value: undefined, configurable: true });
+    await assert.rejects(client.submit("x", {}), InsecureContext);
+  } finally {
+    Object.defineProperty(globalThis, "crypto", real);
+  }
+});
+
+const she = (entries: number) => ({ features: [{ name: "f", categories: Array.from({ length: entries / 2 }, (_, i) => `v${i}`) }], classes: ["a", "b"], protocol: "SHE", epsilon: 1 });
+
+test("the draw-time limit follows this sampler: the largest SHE spec admitted draws within the limit, the next is refused", () => {
+  const limits = new Limits({ maxDrawSeconds: 0.25 });
+  const perNoise = secondsPerEntry().noise;
+  const largest = 2 * Math.floor((0.25 - 1e-4) / perNoise / 2);
+  limits.checkSpec(she(largest), "fits");
+  assert.throws(() => limits.checkSpec(she(largest + 2), "over"), (e: Error) => e instanceof LimitExceeded && /on this device/.test(e.message));
+  const spec = CollectionSpec.fromDict({ ...she(largest), theta: 0.25 });
+  const started = performance.now();
+  new Participant(spec).report({ f: "v1", class: "a" }, undefined);
+  assert.ok((performance.now() - started) / 1000 < 0.25, "the admitted draw took longer than the limit");
+});
+
+test("on a browser page's main thread no draw may take longer than a tenth of a second", () => {
+  const limits = new Limits();
+  const perNoise = secondsPerEntry().noise;
+  const largest = 2 * Math.floor((MAIN_THREAD_SECONDS - 1e-4) / perNoise / 2);
+  (globalThis as { document?: unknown }).document = {};
+  try {
+    limits.checkSpec(she(largest), "fits");
+    assert.throws(() => limits.checkSpec(she(largest + 2), "over"), /main thread/);
+  } finally {
+    delete (globalThis as { document?: unknown }).document;
+  }
+  limits.checkSpec(she(largest + 2), "fits in Node");
+});
