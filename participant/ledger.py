@@ -21,21 +21,31 @@ publishes (its ``uid``, its spec) can only make the device refuse more, never sp
 - **One budget per device.** A fresh draw happens only if its ε is within the app's cap per
   collection and every fresh draw on this ledger over the last ``per_days`` days, at every origin
   together, stays within the app's total: no spelling of an address and no number of services
-  buys more.
+  buys more. The ledger is one file: its name is resolved through symlinks, and a file with more
+  than one name (a hard link, which the atomic rename below would split into two files, two
+  budgets) is refused.
+- **A small ledger.** At most ``Limits.max_collections`` collections within the budget's window
+  (memoised answers included: they cost nothing, but each is an entry). An acknowledged entry
+  drawn before the window leaves the ledger at the next write unless it is the newest holding
+  its question's answer, which the memo keeps.
 
 Every change happens under an exclusive file lock on the ledger's real file (symlinks resolved;
 threads and processes alike), is written to a fresh temporary file (mode 0600), fsynced and renamed
 over the ledger, so a reader sees the old or the new ledger, never half of one. A report is drawn
 with no lock held, so a long draw never holds up another submission: the entry is recorded after
-the draw under the lock, and a draw that lost the race to another is dropped unsent.
+the draw under the lock, and a draw that lost the race to another is dropped unsent. A file of
+any other shape than the one a device writes (:func:`ledger_problem`) is refused, never guessed at.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import fcntl
 import json
+import math
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -44,7 +54,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from .errors import BudgetExceeded, CollectionChanged, LedgerError
+from .errors import BudgetExceeded, CollectionChanged, LedgerError, LimitExceeded
 from .limits import Budget, Limits  # noqa: F401 (Budget: an app imports it from here)
 from .origin import normalise_origin
 
@@ -88,6 +98,86 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _finite(value) -> bool:
+    """A finite JSON number (bools are not numbers)."""
+    if not _is_number(value):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer past a float's range
+        return False
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+
+
+def _base64(value) -> bool:
+    """Standard base64 whose padding completes its last quantum (no more: JavaScript's reading)."""
+    return isinstance(value, str) and len(value) % 4 == 0 and _BASE64.fullmatch(value) is not None
+
+
+# The fields of an entry as a device writes them, and what each must hold. ``question``,
+# ``group``, ``memo_of`` and ``sent_at`` are absent from entries of earlier formats, and
+# ``epsilon`` is None for a first-format entry (its spend unknown: counted at the cap); ``record``
+# is an earlier format's field, dropped at the next write. Any other field or type is not a
+# ledger this library wrote, and the device refuses it rather than guess.
+_REQUIRED = {
+    "origin": lambda v: isinstance(v, str),
+    "collection": lambda v: isinstance(v, str),
+    "uid": lambda v: isinstance(v, str),
+    "fingerprint": lambda v: isinstance(v, str),
+    "epsilon": lambda v: v is None or (_finite(v) and v >= 0),
+    "report": _base64,
+    "sent": lambda v: isinstance(v, bool),
+    "reserved_at": lambda v: _finite(v) and v >= 0,
+}
+_OPTIONAL = {
+    "question": lambda v: isinstance(v, str),
+    "group": lambda v: v is None or (_finite(v) and v >= 0 and float(v).is_integer()),
+    "memo_of": lambda v: v is None or isinstance(v, str),
+    "sent_at": _finite,
+    "record": lambda v: isinstance(v, str),
+}
+
+
+def entry_problem(key: str, entry) -> str | None:
+    """What is wrong with the ledger entry ``entry`` under ``key``, or None when it has the shape
+    a device writes (the rules of ``participant-js/src/ledger.ts`` too)."""
+    if not isinstance(entry, dict):
+        return f"entry {key!r} is not a mapping"
+    for name, ok in _REQUIRED.items():
+        if name not in entry:
+            return f"entry {key!r} lacks {name!r}"
+        if not ok(entry[name]):
+            return f"entry {key!r} holds an invalid {name!r}"
+    for name, value in entry.items():
+        if name not in _REQUIRED and (name not in _OPTIONAL or not _OPTIONAL[name](value)):
+            return f"entry {key!r} holds an invalid or unknown {name!r}"
+    if key != entry_key(entry["origin"], entry["collection"]):
+        return f"entry {key!r} is not keyed by its origin and collection"
+    return None
+
+
+def ledger_problem(data) -> str | None:
+    """What is wrong with a parsed ledger file, or None when it is a ledger a device writes."""
+    if not isinstance(data, dict):
+        return "not a mapping"
+    if not _finite(data.get("version")) or data["version"] != VERSION:
+        return f"not version {VERSION}"
+    if not set(data) <= {"version", "entries", "salt"} or not isinstance(data.get("entries"), dict):
+        return "not a mapping of version and entries"
+    return next((p for key, e in data["entries"].items() if (p := entry_problem(key, e)) is not None), None)
+
+
+def _valid_v1(entry) -> bool:
+    """An entry of the first format (keyed by the published uid)."""
+    return isinstance(entry, dict) and isinstance(entry.get("sent"), bool) and _base64(entry.get("report"))
+
+
 class Ledger:
     """A JSON file (mode 0600): ``{"version": 2, "entries": {key: entry}}``.
 
@@ -105,6 +195,9 @@ class Ledger:
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(os.path.realpath(Path(path).expanduser()))
+        # The ledger's bytes as this object last read or wrote them, and what they hold: parsed and
+        # checked again only when the file holds other bytes.
+        self._cache: tuple[bytes, dict] | None = None
 
     @contextmanager
     def _locked(self):
@@ -121,55 +214,36 @@ class Ledger:
 
     def _read(self) -> dict:
         try:
-            raw = self.path.read_bytes()
+            with open(self.path, "rb") as f:
+                status = os.fstat(f.fileno())
+                if status.st_nlink > 1:
+                    raise LedgerError(
+                        f"the ledger {self.path} has {status.st_nlink} names (hard links); one device keeps one "
+                        "ledger file, so that all its reports share one budget: remove the other links"
+                    )
+                raw = f.read()
+                if self._cache is not None and self._cache[0] == raw:
+                    return self._cache[1]
         except FileNotFoundError:
             return {"version": VERSION, "entries": {}}
         except OSError as exc:
             raise LedgerError(f"cannot read the ledger {self.path}: {exc}") from None
         try:
-            data = json.loads(raw.decode("utf-8"))
+            data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
         except UnicodeDecodeError:
             raise LedgerError(f"the ledger {self.path} is not UTF-8 text (overwritten by another program?)") from None
         except (ValueError, RecursionError):
             raise LedgerError(f"the ledger {self.path} is not valid JSON (truncated or overwritten)") from None
-        if isinstance(data, dict) and data and "version" not in data and all(map(self._valid_v1, data.values())):
+        if isinstance(data, dict) and data and "version" not in data and all(map(_valid_v1, data.values())):
             data = self._from_v1(data)
-        if (
-            not isinstance(data, dict)
-            or data.get("version") != VERSION
-            or not isinstance(data.get("entries"), dict)
-            or not all(self._valid(e) for e in data["entries"].values())
-        ):
-            raise LedgerError(f"the ledger {self.path} does not hold ledger entries")
+        problem = ledger_problem(data)
+        if problem is not None:
+            raise LedgerError(f"the ledger {self.path} does not hold ledger entries: {problem}")
         for entry in data["entries"].values():
             entry.pop("record", None)  # earlier ledgers kept a keyed hash of the record; it goes at the next write
         data.pop("salt", None)
+        self._cache = (raw, data)
         return data
-
-    @staticmethod
-    def _report_ok(entry) -> bool:
-        try:
-            base64.b64decode(entry["report"], validate=True)
-        except (KeyError, TypeError, ValueError):
-            return False
-        return True
-
-    @classmethod
-    def _valid_v1(cls, entry) -> bool:
-        return isinstance(entry, dict) and isinstance(entry.get("sent"), bool) and cls._report_ok(entry)
-
-    @classmethod
-    def _valid(cls, entry) -> bool:
-        if not cls._valid_v1(entry):
-            return False
-        spent, group = entry.get("epsilon"), entry.get("group")
-        return (
-            isinstance(entry.get("fingerprint"), str)
-            and isinstance(entry.get("question", ""), str)
-            and (group is None or (isinstance(group, int) and not isinstance(group, bool)))
-            and _is_number(entry.get("reserved_at"))
-            and (spent is None or (_is_number(spent) and spent >= 0))
-        )
 
     @staticmethod
     def _from_v1(entries: dict) -> dict:
@@ -182,14 +256,16 @@ class Ledger:
             origin, _, collection = url.rpartition("/collections/")
             with suppress(ValueError):
                 origin = normalise_origin(origin)
+            fingerprint = entry.get("fingerprint")
             converted[entry_key(origin, collection or uid)] = {
-                "fingerprint": "",
-                "reserved_at": 0.0,
-                **entry,
                 "origin": origin,
                 "collection": collection or uid,
                 "uid": uid,
+                "fingerprint": fingerprint if isinstance(fingerprint, str) else "",
                 "epsilon": None,
+                "report": entry["report"],
+                "sent": entry["sent"],
+                "reserved_at": 0.0,
             }
         return {"version": VERSION, "entries": converted}
 
@@ -197,12 +273,15 @@ class Ledger:
         tmp = None
         try:
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                json.dump(data, f)
+            raw = json.dumps(data).encode()  # the C encoder: json.dump streams through the Python one
+            with os.fdopen(fd, "wb") as f:
+                f.write(raw)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
+            self._cache = (raw, data)
         except OSError as exc:
+            self._cache = None
             raise LedgerError(f"cannot write the ledger {self.path}: {exc}; nothing was sent") from None
         finally:
             if tmp is not None:
@@ -212,7 +291,7 @@ class Ledger:
     def entries(self) -> dict[str, dict]:
         """Every entry, by key (a copy)."""
         with self._locked():
-            return self._read()["entries"]
+            return copy.deepcopy(self._read()["entries"])
 
     def spent(self, limits: Limits, now: float | None = None) -> float:
         """The ε this device spent on fresh draws within the last ``limits.budget.per_days`` days, at every origin."""
@@ -259,12 +338,20 @@ class Ledger:
                 )
             return Claim(key, base64.b64decode(entry["report"]), entry["sent"], 0.0)
         limits.check_collection(asked.epsilon, asked.collection)
+        now = time.time()
+        since = now - limits.budget.per_days * SECONDS_PER_DAY
+        recent = sum(1 for e in entries.values() if e["reserved_at"] > since)
+        if recent >= limits.max_collections:
+            raise LimitExceeded(
+                f"this device reported to {recent} collections in the last {limits.budget.per_days:g} days; this app "
+                f"reports to at most {limits.max_collections} (Limits.max_collections); nothing was drawn or sent"
+            )
         memo = next((k for k, e in entries.items() if asked.question and self._answers(e, asked)), None)
         if memo is not None:
             body = resend(base64.b64decode(entries[memo]["report"]))
-            self._record(data, asked, body, 0.0, memo)
+            self._record(data, asked, body, 0.0, memo, limits)
             return Claim(key, body, False, 0.0)
-        used = self._spent(entries, limits, time.time())
+        used = self._spent(entries, limits, now)
         if used + Fraction(asked.epsilon) > Fraction(limits.budget.total):
             raise BudgetExceeded(
                 f"this device spent epsilon={float(used):g} in the last {limits.budget.per_days:g} days; another "
@@ -272,7 +359,28 @@ class Ledger:
             )
         return None
 
-    def _record(self, data: dict, asked: Asked, body: bytes, spent: float, memo: str | None) -> None:
+    @staticmethod
+    def _expire(entries: dict, limits: Limits, now: float) -> None:
+        """Drop, from ``entries``, what the device no longer needs: entries acknowledged, drawn
+        before the budget's window (so they count toward no spend) and whose randomised answer
+        the memo holds in another entry (for each question, the newest entry answering it stays;
+        see :meth:`_answers`). Entries of unknown spend stay: they count at the cap forever."""
+        since = now - limits.budget.per_days * SECONDS_PER_DAY
+        newest: dict[tuple, tuple[float, str]] = {}
+        for key, e in entries.items():
+            question = (e.get("question") or "fingerprint " + e["fingerprint"], e.get("group"))
+            if newest.get(question, (-1.0, ""))[0] < e["reserved_at"]:
+                newest[question] = (e["reserved_at"], key)
+        memo = {key for _, key in newest.values()}
+        for key in [
+            k for k, e in entries.items()
+            if e["sent"] and e["epsilon"] is not None and e["reserved_at"] <= since and k not in memo
+        ]:  # fmt: skip
+            del entries[key]
+
+    def _record(self, data: dict, asked: Asked, body: bytes, spent: float, memo: str | None, limits: Limits) -> None:
+        now = time.time()
+        self._expire(data["entries"], limits, now)
         data["entries"][entry_key(asked.origin, asked.collection)] = {
             "origin": asked.origin,
             "collection": asked.collection,
@@ -284,7 +392,7 @@ class Ledger:
             "report": base64.b64encode(body).decode(),
             "sent": False,
             "memo_of": memo,
-            "reserved_at": time.time(),
+            "reserved_at": now,
         }
         self._write(data)
 
@@ -323,13 +431,16 @@ class Ledger:
             settled = self._settle(data, asked, limits, resend)
             if settled is not None:
                 return settled
-            self._record(data, asked, body, asked.epsilon, None)
+            self._record(data, asked, body, asked.epsilon, None, limits)
         return Claim(entry_key(asked.origin, asked.collection), body, False, asked.epsilon)
 
     def mark_sent(self, key: str) -> None:
         """Record that the service acknowledged the report under ``key``."""
         with self._locked():
             data = self._read()
-            data["entries"][key]["sent"] = True
-            data["entries"][key]["sent_at"] = time.time()
+            entry = data["entries"].get(key)
+            if entry is None:
+                raise LedgerError(f"the ledger {self.path} lost the entry {key!r} while its report was sent")
+            entry["sent"] = True
+            entry["sent_at"] = time.time()
             self._write(data)

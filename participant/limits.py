@@ -104,7 +104,9 @@ class Limits:
     - ``max_domain`` and ``max_total_domain``: the most entries one input's report may carry, and
       all inputs of a spec together;
     - ``max_draw_seconds``: the longest a draw may be estimated to take on a slow device
-      (:data:`SECONDS_PER_NOISE`, :data:`SECONDS_PER_COIN`).
+      (:data:`SECONDS_PER_NOISE`, :data:`SECONDS_PER_COIN`);
+    - ``max_collections``: the most collections the device reports to within the budget's window,
+      memoised answers included (they cost no ε, but each is an entry its ledger keeps).
     """
 
     max_epsilon: float = 2.0
@@ -114,12 +116,13 @@ class Limits:
     max_domain: int = 65_536
     max_total_domain: int = 1_048_576
     max_draw_seconds: float = 1.0
+    max_collections: int = 1_000
 
     def __post_init__(self):
         _positive(self.max_epsilon, "max_epsilon")
         if not isinstance(self.budget, Budget):
             raise ValueError(f"budget must be a Budget, got {self.budget!r}")
-        for name in ("max_spec_bytes", "max_answer_bytes", "max_domain", "max_total_domain"):
+        for name in ("max_spec_bytes", "max_answer_bytes", "max_domain", "max_total_domain", "max_collections"):
             _positive(getattr(self, name), name, integer=True)
         _positive(self.max_draw_seconds, "max_draw_seconds")
 

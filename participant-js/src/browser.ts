@@ -36,7 +36,9 @@ export class IndexedDbStorage implements LedgerStorage {
       read.onsuccess = () => {
         try {
           // Text, as in the file: a value another script put there is checked like a file's.
-          const raw = read.result === undefined ? undefined : JSON.parse(String(read.result));
+          if (read.result !== undefined && typeof read.result !== "string")
+            throw new LedgerError(`the ledger in IndexedDB '${this.name}' is not ledger text`);
+          const raw = read.result === undefined ? undefined : JSON.parse(read.result);
           const data = checkedLedger(raw, `IndexedDB '${this.name}'`);
           const outcome = change(data);
           result = outcome.result;

@@ -15,7 +15,7 @@
  */
 import { ParticipantError } from "./errors.js";
 import { type Rational, rationalOf } from "./exact.js";
-import { BudgetExceeded, type Limits } from "./limits.js";
+import { BudgetExceeded, LimitExceeded, type Limits } from "./limits.js";
 
 export const VERSION = 2;
 const SECONDS_PER_DAY = 86_400;
@@ -72,27 +72,92 @@ export function entryKey(origin: string, collection: string): string {
 }
 
 const isNumber = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
+const isText = (v: unknown) => typeof v === "string";
 
-function validReport(entry: Record<string, unknown>): boolean {
-  return typeof entry.report === "string" && /^[A-Za-z0-9+/]*={0,2}$/.test(entry.report) && entry.report.length % 4 === 0;
+function isBase64(v: unknown): boolean {
+  return typeof v === "string" && v.length % 4 === 0 && /^[A-Za-z0-9+/]*={0,2}$/.test(v);
+}
+
+/**
+ * The fields of an entry as a device writes them, and what each must hold: the rules of the
+ * Python participant's `participant/ledger.py`, case for case. `question`, `group`, `memo_of` and
+ * `sent_at` are absent from entries of earlier formats, and `epsilon` is null for a first-format
+ * entry (counted at the cap); `record` is an earlier format's field. Any other field or type is
+ * not a ledger this library wrote, and the device refuses it rather than guess.
+ */
+const REQUIRED: Record<string, (v: unknown) => boolean> = {
+  origin: isText,
+  collection: isText,
+  uid: isText,
+  fingerprint: isText,
+  epsilon: (v) => v === null || (isNumber(v) && v >= 0),
+  report: isBase64,
+  sent: (v) => typeof v === "boolean",
+  reserved_at: (v) => isNumber(v) && v >= 0,
+};
+const OPTIONAL: Record<string, (v: unknown) => boolean> = {
+  question: isText,
+  group: (v) => v === null || (isNumber(v) && v >= 0 && Number.isInteger(v)),
+  memo_of: (v) => v === null || isText(v),
+  sent_at: isNumber,
+  record: isText,
+};
+
+const isMapping = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v) && Object.getPrototypeOf(v) === Object.prototype;
+
+/** What is wrong with the entry `entry` under `key`, or null when it has the shape a device writes. */
+export function entryProblem(key: string, entry: unknown): string | null {
+  if (!isMapping(entry)) return `entry '${key}' is not a mapping`;
+  for (const [name, ok] of Object.entries(REQUIRED)) {
+    if (!Object.prototype.hasOwnProperty.call(entry, name)) return `entry '${key}' lacks '${name}'`;
+    if (!ok(entry[name])) return `entry '${key}' holds an invalid '${name}'`;
+  }
+  for (const [name, value] of Object.entries(entry)) {
+    const ok = Object.prototype.hasOwnProperty.call(REQUIRED, name) || (Object.prototype.hasOwnProperty.call(OPTIONAL, name) && OPTIONAL[name](value));
+    if (!ok) return `entry '${key}' holds an invalid or unknown '${name}'`;
+  }
+  if (key !== entryKey(entry.origin as string, entry.collection as string)) return `entry '${key}' is not keyed by its origin and collection`;
+  return null;
+}
+
+/** What is wrong with a parsed ledger, or null when it is a ledger a device writes. */
+export function ledgerProblem(data: unknown): string | null {
+  if (!isMapping(data)) return "not a mapping";
+  if (data.version !== VERSION) return `not version ${VERSION}`;
+  if (!Object.keys(data).every((k) => k === "version" || k === "entries" || k === "salt") || !isMapping(data.entries))
+    return "not a mapping of version and entries";
+  for (const [key, entry] of Object.entries(data.entries)) {
+    const problem = entryProblem(key, entry);
+    if (problem !== null) return problem;
+  }
+  return null;
 }
 
 /** `raw` (parsed JSON, or undefined for no ledger yet) as a ledger, or a LedgerError naming why not. */
 export function checkedLedger(raw: unknown, where: string): LedgerData {
   if (raw === undefined) return { version: VERSION, entries: {} };
-  const data = raw as Record<string, unknown>;
-  const entries = data?.entries as Record<string, Record<string, unknown>> | undefined;
-  const valid =
-    typeof data === "object" && data !== null && data.version === VERSION && typeof entries === "object" && entries !== null &&
-    Object.values(entries).every(
-      (e) =>
-        typeof e === "object" && e !== null && typeof e.sent === "boolean" && validReport(e) &&
-        typeof e.fingerprint === "string" && typeof (e.question ?? "") === "string" &&
-        (e.group === null || e.group === undefined || Number.isInteger(e.group)) &&
-        isNumber(e.reserved_at) && (e.epsilon === null || e.epsilon === undefined || (isNumber(e.epsilon) && e.epsilon >= 0)),
-    );
-  if (!valid) throw new LedgerError(`the ledger ${where} does not hold ledger entries`);
-  return data as unknown as LedgerData;
+  const problem = ledgerProblem(raw);
+  if (problem !== null) throw new LedgerError(`the ledger ${where} does not hold ledger entries: ${problem}`);
+  const data = raw as LedgerData & { salt?: unknown };
+  for (const entry of Object.values(data.entries)) delete (entry as unknown as Record<string, unknown>).record;
+  delete data.salt;
+  return data;
+}
+
+/** The text of a ledger file as JSON, or a LedgerError: strict UTF-8 (no replacement characters, a byte-order mark refused as Python refuses it). */
+export function parseLedger(bytes: Uint8Array, where: string): unknown {
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    throw new LedgerError(`the ledger ${where} is not UTF-8 text (overwritten by another program?)`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new LedgerError(`the ledger ${where} is not valid JSON (truncated or overwritten)`);
+  }
 }
 
 export function toBase64(bytes: Uint8Array): string {
@@ -140,7 +205,7 @@ export class Ledger {
   ): { claim: Claim | null; write: boolean } {
     const entries = data.entries;
     let key = entryKey(asked.origin, asked.collection);
-    let entry: Entry | undefined = entries[key];
+    let entry: Entry | undefined = Object.prototype.hasOwnProperty.call(entries, key) ? entries[key] : undefined;
     if (entry === undefined) {
       const found = Object.entries(entries).find(([, e]) => e.uid === asked.uid);
       if (found) [key, entry] = found;
@@ -153,13 +218,21 @@ export class Ledger {
       return { claim: { key, body: fromBase64(entry.report), sent: entry.sent, spent: 0 }, write: false };
     }
     limits.checkCollection(asked.epsilon, asked.collection);
+    const now = this.now();
+    const since = now - limits.budget.perDays * SECONDS_PER_DAY;
+    const recent = Object.values(entries).filter((e) => e.reserved_at > since).length;
+    if (recent >= limits.maxCollections)
+      throw new LimitExceeded(
+        `this device reported to ${recent} collections in the last ${limits.budget.perDays} days; this app reports to at most ` +
+          `${limits.maxCollections} (maxCollections); nothing was drawn or sent`,
+      );
     const memo = asked.question ? Object.entries(entries).find(([, e]) => answers(e, asked)) : undefined;
     if (memo) {
       const body = resend(fromBase64(memo[1].report));
-      this.record(data, asked, body, 0, memo[0]);
+      this.record(data, asked, body, 0, memo[0], limits);
       return { claim: { key, body, sent: false, spent: 0 }, write: true };
     }
-    const used = spent(entries, limits, this.now());
+    const used = spent(entries, limits, now);
     const asking = rationalOf(asked.epsilon);
     const total = rationalOf(limits.budget.total);
     const after = add(used, asking);
@@ -171,7 +244,26 @@ export class Ledger {
     return { claim: null, write: false };
   }
 
-  private record(data: LedgerData, asked: Asked, body: Uint8Array, spentNow: number, memo: string | null): void {
+  /**
+   * Drop what the device no longer needs: entries acknowledged, drawn before the budget's window
+   * and whose randomised answer the memo holds in another entry (for each question the newest
+   * entry answering it stays). Entries of unknown spend stay: they count at the cap forever.
+   */
+  private expire(entries: Record<string, Entry>, limits: Limits, now: number): void {
+    const since = now - limits.budget.perDays * SECONDS_PER_DAY;
+    const newest = new Map<string, [number, string]>();
+    for (const [key, e] of Object.entries(entries)) {
+      const question = JSON.stringify([e.question || `fingerprint ${e.fingerprint}`, e.group ?? null]);
+      if ((newest.get(question)?.[0] ?? -1) < e.reserved_at) newest.set(question, [e.reserved_at, key]);
+    }
+    const memo = new Set([...newest.values()].map(([, key]) => key));
+    for (const [key, e] of Object.entries(entries))
+      if (e.sent && e.epsilon !== null && e.epsilon !== undefined && e.reserved_at <= since && !memo.has(key)) delete entries[key];
+  }
+
+  private record(data: LedgerData, asked: Asked, body: Uint8Array, spentNow: number, memo: string | null, limits: Limits): void {
+    const now = this.now();
+    this.expire(data.entries, limits, now);
     data.entries[entryKey(asked.origin, asked.collection)] = {
       origin: asked.origin,
       collection: asked.collection,
@@ -183,7 +275,7 @@ export class Ledger {
       report: toBase64(body),
       sent: false,
       memo_of: memo,
-      reserved_at: this.now(),
+      reserved_at: now,
     };
   }
 
@@ -208,7 +300,7 @@ export class Ledger {
     return this.storage.update((data) => {
       const { claim, write } = this.settle(data, asked, limits, resend);
       if (claim !== null) return { result: claim, write };
-      this.record(data, asked, body, asked.epsilon, null);
+      this.record(data, asked, body, asked.epsilon, null, limits);
       return { result: { key: entryKey(asked.origin, asked.collection), body, sent: false, spent: asked.epsilon }, write: true };
     });
   }
@@ -216,8 +308,9 @@ export class Ledger {
   /** Record that the service acknowledged the report under `key`. */
   async markSent(key: string): Promise<void> {
     await this.storage.update((data) => {
-      data.entries[key].sent = true;
-      data.entries[key].sent_at = this.now();
+      const entry = Object.prototype.hasOwnProperty.call(data.entries, key) ? data.entries[key] : undefined;
+      if (entry === undefined) throw new LedgerError(`the ledger lost the entry '${key}' while its report was sent`);
+      data.entries[key] = { ...entry, sent: true, sent_at: this.now() }; // a new object: a changed entry is encoded anew
       return { result: undefined, write: true };
     });
   }

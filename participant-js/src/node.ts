@@ -4,13 +4,14 @@
  * ledger, so a reader sees the old or the new ledger, never half of one. Changes are serialised by
  * a lock file created exclusively next to it (`<ledger>.jslock`) that holds the owner's process
  * id: a lock whose process is gone is taken over. The path is resolved through symlinks, so every
- * name of one ledger shares its lock and its budget.
+ * name of one ledger shares its lock and its budget, and a file with more than one name (a hard
+ * link, which the rename would split into two files, two budgets) is refused.
  */
-import { closeSync, constants, fsyncSync, openSync, readFileSync, realpathSync, renameSync, unlinkSync, writeSync, mkdirSync } from "node:fs";
+import { closeSync, constants, fstatSync, fsyncSync, openSync, readFileSync, realpathSync, renameSync, unlinkSync, writeSync, mkdirSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { randomBytes } from "node:crypto";
 
-import { Ledger, LedgerError, type LedgerData, type LedgerStorage, checkedLedger } from "./ledger.js";
+import { Ledger, LedgerError, type LedgerData, type LedgerStorage, checkedLedger, parseLedger } from "./ledger.js";
 
 function realPath(path: string): string {
   const absolute = resolve(path);
@@ -36,9 +37,27 @@ function alive(pid: number): boolean {
 
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
+// Each entry's JSON as bytes, kept while the entry object lives unchanged (the ledger replaces an
+// entry it changes), so that a write encodes only what changed: a year's ledger is megabytes.
+const encoded = new WeakMap<object, Buffer>();
+
+/** The bytes of `JSON.stringify(data)`, each unchanged entry's reused. */
+function serialised(data: LedgerData): Buffer {
+  const parts: Buffer[] = [Buffer.from(`{"version":${JSON.stringify(data.version)},"entries":{`)];
+  for (const [i, [key, entry]] of Object.entries(data.entries).entries()) {
+    let bytes = encoded.get(entry);
+    if (bytes === undefined) encoded.set(entry, (bytes = Buffer.from(JSON.stringify(entry))));
+    parts.push(Buffer.from(`${i ? "," : ""}${JSON.stringify(key)}:`), bytes);
+  }
+  parts.push(Buffer.from("}}"));
+  return Buffer.concat(parts);
+}
+
 export class FileStorage implements LedgerStorage {
   readonly path: string;
   private readonly lockPath: string;
+  /** The ledger's bytes as this storage last read or wrote them, and what they hold: parsed and checked again only when the file holds other bytes. */
+  private cache: { bytes: Buffer; data: LedgerData } | null = null;
 
   constructor(path: string) {
     this.path = realPath(path);
@@ -80,34 +99,49 @@ export class FileStorage implements LedgerStorage {
   }
 
   private read(): LedgerData {
-    let text: string;
+    let bytes: Buffer;
+    let fd: number;
     try {
-      text = readFileSync(this.path, "utf8");
+      fd = openSync(this.path, "r");
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === "ENOENT") return checkedLedger(undefined, this.path);
       throw new LedgerError(`cannot read the ledger ${this.path}: ${(error as Error).message}`);
     }
-    let raw: unknown;
     try {
-      raw = JSON.parse(text);
-    } catch {
-      throw new LedgerError(`the ledger ${this.path} is not valid JSON (truncated or overwritten)`);
+      const links = fstatSync(fd).nlink;
+      if (links > 1)
+        throw new LedgerError(
+          `the ledger ${this.path} has ${links} names (hard links); one device keeps one ledger file, so that all its ` +
+            "reports share one budget: remove the other links",
+        );
+      bytes = readFileSync(fd);
+      if (this.cache !== null && this.cache.bytes.equals(bytes)) return this.cache.data;
+    } catch (error) {
+      if (error instanceof LedgerError) throw error;
+      throw new LedgerError(`cannot read the ledger ${this.path}: ${(error as Error).message}`);
+    } finally {
+      closeSync(fd);
     }
-    return checkedLedger(raw, this.path);
+    const data = checkedLedger(parseLedger(bytes, this.path), this.path);
+    this.cache = { bytes: Buffer.from(bytes), data };
+    return data;
   }
 
   private write(data: LedgerData): void {
     const tmp = join(dirname(this.path), `.${basename(this.path)}.${randomBytes(6).toString("hex")}.tmp`);
     try {
+      const bytes = serialised(data);
       const fd = openSync(tmp, "wx", 0o600);
       try {
-        writeSync(fd, JSON.stringify(data));
+        writeSync(fd, bytes);
         fsyncSync(fd);
       } finally {
         closeSync(fd);
       }
       renameSync(tmp, this.path);
+      this.cache = { bytes, data };
     } catch (error) {
+      this.cache = null;
       try {
         unlinkSync(tmp);
       } catch {
