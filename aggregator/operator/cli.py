@@ -166,6 +166,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(repeat for several); requests from every other page are refused 403 (default: none)",
     )
     serve.add_argument(
+        "--public-url",
+        type=public_url,
+        metavar="URL",
+        help="the service's own address as browsers reach it (scheme://host[:port]): requests its status page "
+        "makes are its own; without it, every request that names a page's origin must come from an --allow-origin",
+    )
+    serve.add_argument(
         "--db-timeout",
         type=positive_number,
         default=DEFAULT_TIMEOUT,
@@ -327,6 +334,14 @@ def read_admin_token(args) -> str | None:
     return os.environ.get("LDPNB_ADMIN_TOKEN")
 
 
+def public_url(text: str) -> str:
+    """A ``--public-url`` value: the origin (``scheme://host[:port]``, lower-cased) of the URL given."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(text.strip())
+    return origin(f"{parts.scheme}://{parts.netloc}")
+
+
 def origin(text: str) -> str:
     """An ``--allow-origin`` value: ``scheme://host[:port]``, lower-cased."""
     from ..service.origins import check_origin
@@ -355,6 +370,7 @@ def config_from(args):
         trusted_proxies=parse_networks(args.trusted_proxy),
         db_timeout=args.db_timeout,
         allowed_origins=tuple(args.allow_origin),
+        public_origin=args.public_url or "",
     )
 
 

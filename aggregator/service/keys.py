@@ -31,6 +31,7 @@ class Config:
     trusted_proxies: tuple = ()  # ipaddress networks whose X-Forwarded-For names the device
     db_timeout: float = 5.0  # seconds a request may wait for the database, end to end (queue, pool, lock, link)
     allowed_origins: tuple = ()  # web pages (scheme://host[:port]) whose browsers may call the service (CORS)
+    public_origin: str = ""  # the service's own origin as browsers reach it (its status page); "" when not set
 
 
 CONFIG = web.AppKey("config", Config)

@@ -1,14 +1,21 @@
-"""Which web pages may talk to the service from a browser (CORS).
+"""Which web pages may talk to the service from a browser (CORS), and to what.
 
 A survey page served by the app (not by the service) runs the JavaScript participant in the
 respondent's browser, which sends the page's origin with every request it makes to another
-origin. The service answers such a request only from an origin the operator named (``serve
---allow-origin https://survey.example.org``): the preflight that a report's msgpack body needs,
-and the request itself, get ``Access-Control-Allow-Origin`` for that origin alone. A request from
-any other page is refused, 403 with a JSON error, before it reaches a handler, so that no page
-an operator did not name can make a visitor's browser report, create or read anything. Requests
-without an ``Origin`` (the Python participant, the operator's tools) and from the service's own
-status page (its own origin) are not affected.
+origin. Such a page may do what a participant does, and nothing else: read a collection's spec
+(``GET /collections/{id}``) and post reports (``POST /collections/{id}/reports``), from an origin
+the operator named (``serve --allow-origin https://survey.example.org``). Those two routes, their
+preflights and their answers, carry ``Access-Control-Allow-Origin`` for that origin alone, and
+never ``Access-Control-Allow-Credentials``: a browser sends no cookie or password with them.
+
+Every other request that names an origin is refused, 403 with a JSON error, before it reaches a
+handler: the admin routes, ``/metrics`` and the model from any page, and the participant's routes
+from pages the operator did not name (their refusal is readable by the page, so that a survey page
+says it is not allowed instead of "failed to fetch"). Requests without an ``Origin`` (the Python
+participant, the operator's tools, the status page's own reads) are not touched, and neither are
+requests from the service's own public address (``serve --public-url``), which is configured,
+never read off the request's ``Host`` header (a page at a name that resolves to the service would
+otherwise pass as the service itself).
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ ORIGIN = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+$")
 ALLOWED_METHODS = "GET, POST"
 ALLOWED_HEADERS = "Content-Type, Accept"
 PREFLIGHT_SECONDS = "600"
+# What a participant calls: a collection's spec and its reports.
+PARTICIPANT_ROUTE = re.compile(r"^/collections/[^/]+(/reports)?$")
 
 
 def check_origin(text: str) -> str:
@@ -43,13 +52,20 @@ def _allow(response: web.StreamResponse, origin: str) -> web.StreamResponse:
 
 @web.middleware
 async def origin_middleware(request: web.Request, handler):
-    """Answer preflights and requests from the allowed origins with their CORS headers; refuse
-    requests from any other page's origin; leave requests without an origin alone."""
+    """Answer a named page's participant requests and their preflights with CORS headers; refuse
+    every other request that names an origin; leave requests without one alone."""
     origin = request.headers.get("Origin")
-    if origin is None or origin == f"{request.scheme}://{request.host}":
+    config = request.app[CONFIG]
+    if origin is None or origin.lower() == config.public_origin:
         return await handler(request)
-    if origin.lower() not in request.app[CONFIG].allowed_origins:
-        return json_error(403, f"requests from the web page at {origin[:100]} are not allowed (serve --allow-origin)")
+    participant = PARTICIPANT_ROUTE.match(request.path) is not None and request.method in ("GET", "POST", "OPTIONS")
+    if origin.lower() not in config.allowed_origins:
+        refused = json_error(403, f"requests from the web page at {origin[:100]} are not allowed (serve --allow-origin)")
+        # A participant's page may read why its first request, the spec's, was refused (the answer
+        # says nothing more); a report's preflight is refused outright.
+        return _allow(refused, origin) if participant and request.method == "GET" else refused
+    if not participant:
+        return json_error(403, "a web page may only read a collection's spec and post reports to it")
     if request.method == "OPTIONS":
         answer = web.Response(status=204)
         answer.headers["Access-Control-Allow-Methods"] = ALLOWED_METHODS
