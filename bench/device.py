@@ -11,6 +11,11 @@
    entries, per entry), beside the constants the device estimates with.
 3. Specs a hostile service may publish, over the default :class:`~participant.Limits`: the time
    and peak traced memory of reading the answer and refusing it (``Published.from_answer``).
+4. The same units for the JavaScript device in Node (``participant-js``, built with ``npm ci &&
+   npm run build``), beside what it estimates with after measuring itself.
+5. One submit's ledger work (claim a fresh 8 KiB report, record it, mark it sent) against the
+   largest ledger a year of daily collections leaves (365 questions, each answered with an 8 KiB
+   OUE report, the largest the default limits allow), in Python and in Node: the median of 5.
 
 Writes ``bench/results/device.md``.
 """
@@ -18,6 +23,11 @@ Writes ``bench/results/device.md``.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
+import subprocess
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
@@ -27,6 +37,7 @@ import numpy as np
 
 from participant import CollectionSpec, LimitExceeded, Participant, SecureGenerator
 from participant.client import Published
+from participant.ledger import Asked, Ledger, Limits
 from participant.limits import SECONDS_PER_COIN, SECONDS_PER_NOISE
 from protocols.histogram import SummationHistogramEncoding
 from protocols.unary import OptimisedUnaryEncoding
@@ -99,6 +110,78 @@ def refusal(spec: dict) -> tuple[float, float, str]:
     return float(np.median(times)), peak, message
 
 
+JS = Path(__file__).resolve().parents[1] / "participant-js"
+
+JS_UNITS = """
+import { makeOracle, SecureRandom } from "./dist/src/index.js";
+import { secondsPerEntry } from "./dist/src/calibration.js";
+const source = new SecureRandom();
+function perEntry(oracle, d) {
+  oracle.perturb(0, source);
+  const times = [];
+  for (let i = 0; i < 5; i++) { const t = performance.now(); oracle.perturb(0, source); times.push(performance.now() - t); }
+  times.sort((a, b) => a - b);
+  return times[2] / 1000 / d;
+}
+console.log(JSON.stringify({ noise: perEntry(makeOracle("SHE", 1, 2000), 2000),
+  coins: perEntry(makeOracle("OUE", 1, 1000000), 1000000), estimate: secondsPerEntry() }));
+"""
+
+JS_LEDGER = """
+import { Limits } from "./dist/src/index.js";
+import { fileLedger } from "./dist/src/node.js";
+const timings = [];
+for (const [i, path] of process.argv.slice(1).entries()) {
+  const ledger = fileLedger(path);
+  const asked = { origin: "http://x.example", collection: `today${i}`, uid: "t".repeat(32), fingerprint: "f".repeat(64),
+                  epsilon: 0.25, question: "t".repeat(64), group: null };
+  const start = performance.now();
+  const claim = await ledger.claim(asked, new Limits(), () => crypto.getRandomValues(new Uint8Array(8192)), (old) => old);
+  await ledger.markSent(claim.key);
+  timings.push((performance.now() - start) / 1000);
+}
+console.log(JSON.stringify(timings));
+"""
+
+
+def node(script: str, *args: str) -> object:
+    """What a Node script run in participant-js/ prints (JSON)."""
+    result = subprocess.run(["node", "--input-type=module", "-e", script, *args], cwd=JS, capture_output=True,
+                            text=True, timeout=600, check=True)  # fmt: skip
+    return json.loads(result.stdout)
+
+
+def year_of_daily_collections(path: Path) -> None:
+    """The largest ledger a year of daily collections leaves: one new question a day at ε 0.25,
+    each answered with an 8 KiB report, written by the device day by day (expired entries leave)."""
+    ledger, limits, body = Ledger(path), Limits(), os.urandom(8 * 1024 + 40)
+    start, real = time.time() - 365 * 86_400, time.time
+    try:
+        for day in range(365):
+            time.time = lambda day=day: start + day * 86_400
+            asked = Asked("http://x.example", f"day{day}", f"{day:032d}", "f" * 64, 0.25, f"{day:064d}")
+            ledger.mark_sent(ledger.claim(asked, limits, lambda: body, lambda old: old).key)
+    finally:
+        time.time = real
+
+
+def ledger_submits(year: Path, scratch: Path) -> tuple[list[float], list[float]]:
+    """Seconds of one submit's ledger work on copies of ``year``: five in Python, five in Node."""
+    python = []
+    for i in range(5):
+        shutil.copy(year, scratch / f"py{i}.json")
+        ledger = Ledger(scratch / f"py{i}.json")
+        asked = Asked("http://x.example", f"today{i}", "t" * 32, "f" * 64, 0.25, "t" * 64)
+        started = time.perf_counter()
+        ledger.mark_sent(ledger.claim(asked, Limits(), lambda: os.urandom(8192), lambda old: old).key)
+        python.append(time.perf_counter() - started)
+    copies = []
+    for i in range(5):
+        copies.append(str(scratch / f"js{i}.json"))
+        shutil.copy(year, copies[-1])
+    return python, node(JS_LEDGER, *copies)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reports", type=int, default=2000)
@@ -147,6 +230,32 @@ def main() -> None:
         reason = message.split("; this app accepts")[0].split(" asks ")[-1]
         lines.append(f"| {name} | {seconds * 1e3:.1f} ms | {peak / 1e6:.1f} MB | {reason} |")
         print(lines[-1], flush=True)
+    units = node(JS_UNITS)
+    lines += [
+        "",
+        "## The JavaScript device's units (Node, participant-js/src/calibration.ts)",
+        "",
+        "| unit | measured here | Python's | the device estimates with (after measuring itself) |",
+        "|---|---|---|---|",
+        f"| one exact discrete Laplace sample | {units['noise'] * 1e6:.1f} us | {noise * 1e6:.1f} us | "
+        f"{units['estimate']['noise'] * 1e6:.0f} us |",
+        f"| one coin word | {units['coins'] * 1e9:.0f} ns | {coin * 1e9:.0f} ns | {units['estimate']['coins'] * 1e9:.0f} ns |",
+    ]
+    with tempfile.TemporaryDirectory() as scratch:
+        year = Path(scratch) / "year.json"
+        year_of_daily_collections(year)
+        python, javascript = ledger_submits(year, Path(scratch))
+        size = year.stat().st_size
+    lines += [
+        "",
+        f"## One submit's ledger work against a year of daily collections ({size / 1e6:.1f} MB, 365 entries)",
+        "",
+        "| device | median of 5 | fastest | slowest |",
+        "|---|---|---|---|",
+        *(f"| {who} | {np.median(t) * 1e3:.1f} ms | {min(t) * 1e3:.1f} ms | {max(t) * 1e3:.1f} ms |"
+          for who, t in (("Python", python), ("Node", javascript))),
+    ]  # fmt: skip
+    print("\n".join(lines[-4:]), flush=True)
     RESULTS.write_text("\n".join(lines) + "\n")
 
 

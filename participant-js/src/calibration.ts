@@ -2,7 +2,7 @@
  * How long this device takes to draw: the seconds per entry of a report that the draw-time limit
  * estimates with. Each is the larger of a fixed estimate for a slow device (about four times what
  * this implementation takes on the development machine, `bench/device.py`: an exact discrete
- * Laplace sample 45 µs, a 64-bit coin word 75 ns in Node 20) and twice what this device measured
+ * Laplace sample 45 to 55 µs, a 64-bit coin word 75 to 165 ns in Node 20) and twice what this device measured
  * the first time it needed the figure, so that a device slower than the estimate (an old phone, a
  * loaded machine) refuses what it could not draw in time.
  */
@@ -12,7 +12,7 @@ import { SecureRandom } from "./random.js";
 export type Work = "noise" | "coins" | "index";
 
 /** Seconds per entry on a slow device, before this device has measured itself. */
-export const SLOW_DEVICE: Record<Work, number> = { noise: 2e-4, coins: 3e-7, index: 0 };
+export const SLOW_DEVICE: Record<Work, number> = { noise: 2e-4, coins: 6e-7, index: 0 };
 /** What any draw is estimated at, whatever its domain (an index: DE, the one-bit mean). */
 export const SECONDS_PER_DRAW = 1e-4;
 
