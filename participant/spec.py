@@ -27,6 +27,7 @@ from protocols.mean import LaplaceMean, OneBitMean
 
 from .continuous import Preparation
 from .errors import SpecError
+from .shuffled import Shuffle
 
 INPUT_SELECTIONS = ("uniform", "assigned")
 MODELS = ("discrete", "gaussian")
@@ -102,6 +103,11 @@ class CollectionSpec:
     features' expense (documentation, *Who reports the class*). The choice never looks at the person's
     data, so the share changes neither what a report reveals nor what it spends.
 
+    ``shuffle`` (:class:`~participant.shuffled.Shuffle`): the collection is collected through a
+    shuffler, which releases reports to the aggregator only in batches of at least its
+    ``min_batch``; the person then also has (ε, δ) against the aggregator alone (the privacy
+    statement names both). The report, and what it spends, are unchanged.
+
     Continuous records: ``continuous`` (a :class:`~participant.continuous.Preparation`) declares
     the raw features' ranges, an optional projection and, for ``model="discrete"``, the number of
     equal-width bins; the categorical ``features`` are then derived (one per prepared coordinate,
@@ -121,6 +127,7 @@ class CollectionSpec:
     approach: int = 3
     budget: str = "one-report"
     class_share: float | None = None
+    shuffle: Shuffle | None = None
     oracles: tuple[Mechanism, ...] = field(init=False, repr=False, compare=False)
     input_names: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
@@ -182,6 +189,10 @@ class CollectionSpec:
                     "(budget one-report, input_selection uniform)"
                 )
             object.__setattr__(self, "class_share", share)
+        if self.shuffle is not None:
+            object.__setattr__(self, "shuffle", Shuffle.from_dict(self.shuffle))
+            if self.budget != "one-report":
+                raise SpecError("a shuffled collection takes one report per person (budget one-report)")
         object.__setattr__(self, "epsilon", epsilon)
         object.__setattr__(self, "theta", theta)
         k = len(self.classes)
@@ -297,7 +308,11 @@ class CollectionSpec:
         """The ε one person spends on this collection, by sequential composition over their reports."""
         return self.reports_per_person * self.epsilon_per_input
 
-    def privacy_statement(self) -> str:
+    def privacy_statement(self, central_epsilon: float | None = None) -> str:
+        """What a person spends, in words. For a shuffled collection, also what the aggregator
+        alone may learn: ``central_epsilon`` is the shuffle accountant's ε for the spec's
+        ``min_batch`` and ``delta`` (``protocols.shuffling.shuffled_epsilon``), which the service
+        computes; left out, the statement names how it is computed."""
         how = f"one {self.protocol} report"
         if self.model == "gaussian":
             mechanism = self.oracles[1]
@@ -309,10 +324,22 @@ class CollectionSpec:
                 f"epsilon={self.epsilon_per_input:g}: epsilon={self.epsilon_per_person:g}-LDP per person "
                 f"for the whole record (budget {self.budget})."
             )
-        return (
+        local = (
             f"Each person sends {how} with epsilon={self.epsilon:g}: "
             f"epsilon={self.epsilon_per_person:g}-LDP per person for the whole record "
             f"({self.n_inputs} inputs, one reported)."
+        )
+        if self.shuffle is None:
+            return local
+        k, delta = self.shuffle.min_batch, self.shuffle.delta
+        central = (
+            f"epsilon={central_epsilon:.3g}" if central_epsilon is not None
+            else f"the shuffle bound of epsilon={self.epsilon:g} over {k} reports"
+        )
+        return (
+            f"{local[:-1]}, against the aggregator and the shuffler together. Against the aggregator alone, "
+            f"when a person's report is shuffled with at least {k - 1} others': ({central}, delta={delta:g})-DP "
+            "(Feldman, McMillan and Talwar's bound; it assumes the shuffler does not collude with the aggregator)."
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -330,6 +357,8 @@ class CollectionSpec:
             out["budget"] = self.budget
         if self.class_share is not None:
             out["class_share"] = self.class_share
+        if self.shuffle is not None:
+            out["shuffle"] = self.shuffle.to_dict()
         if self.continuous is not None:
             del out["features"]  # derived from the preparation
             out["continuous"] = self.continuous.to_dict()
@@ -348,7 +377,7 @@ class CollectionSpec:
         if version != SPEC_VERSION:
             raise SpecError(f"unsupported spec version {version!r}; this library reads version {SPEC_VERSION}")
         known = {"features", "classes", "label", "protocol", "epsilon", "theta", "input_selection"}
-        known |= {"continuous", "model", "approach", "budget", "class_share"}
+        known |= {"continuous", "model", "approach", "budget", "class_share", "shuffle"}
         unknown = set(data) - known
         if unknown:
             raise SpecError(f"unknown spec fields: {', '.join(sorted(unknown))}")
@@ -380,7 +409,9 @@ class CollectionSpec:
         """The hex SHA-256 of what decides a report's distribution given a record: the canonical
         spec without θ (applied by the aggregator, never by the device) and with THE named SHE
         (the two draw alike). Two specs with one question get identically distributed reports
-        for every record, so a device answers them with one memoised answer."""
+        for every record, so a device answers them with one memoised answer. A shuffled spec's
+        ``shuffle`` block stays in: an answer sent through a shuffler is never one also sent
+        directly, or through another shuffler, where the aggregator could tell whose it is."""
         device_side = self.to_dict()
         device_side.pop("theta", None)
         if device_side["protocol"] == "THE":

@@ -16,7 +16,7 @@ from participant.errors import ClientError, RecordError, SpecError
 from participant.spec import EPSILON_RANGE, CollectionSpec
 from protocols import DEFAULT_THETA, PROTOCOL_NAMES
 
-from .cli_options import add_csv_options, check_common, csv_source, load_data
+from .cli_options import add_central_options, add_csv_options, check_common, csv_source, load_data, shuffled_for, training_people
 from .datasets import ENV_VAR, dataset_names
 
 # The simulator's machinery (scikit-learn, aiohttp, tqdm) is imported where a command runs, not
@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--data-dir", metavar="DIR", help=f"folder holding the UCI files (or set ${ENV_VAR})")
     add_csv_options(parser)
+    add_central_options(parser)
     parser.add_argument(
         "--protocol",
         choices=list(PROTOCOL_NAMES),
@@ -256,6 +257,14 @@ def main(argv: list[str] | None = None) -> int:
             "--class-share goes with one report per person simulated in process "
             "(not with --via http, --collection or --budget; a --spec states its own class_share)"
         )
+    if args.central_eps is not None:
+        if given(argv, "--eps"):
+            parser.error("--eps and --central-eps: give one (with --central-eps each person's epsilon follows)")
+        if args.spec or args.collection or args.via == "http" or args.budget != "one-report":
+            parser.error("--central-eps simulates shuffled reports in this process: not with --spec, --collection, "
+                         "--via http (a shuffled collection follows its spec) or --budget")  # fmt: skip
+    elif args.delta is not None:
+        parser.error("--delta goes with --central-eps")
     if args.spec:
         return run_spec(parser, args)
     if args.collection:
@@ -287,6 +296,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
 
+    shuffled = None
+    if args.central_eps is not None:
+        shuffled = shuffled_for(args.central_eps, training_people(data), args.delta)
+        args.eps = shuffled.local
     try:
         X_first, _, y_first, y_test = split(data, args.seed)
         spec = spec_for(data, args.protocol, args.eps, args.theta, setup, X_first, y_first, args.budget)
@@ -335,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.class_share is not None:
         summary["class_share"] = args.class_share
+    if shuffled is not None:
+        summary.update(shuffled.fields())
     summary["protocols"] = spec.protocols
     if args.protocol == "THE":
         summary["theta"] = spec.theta  # as resolved: the variance-optimal one unless given
@@ -356,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
             f"estimator {args.estimator}, {args.reps} reps ({args.mode})\n"
             + (f"  {setup.describe()}\n" if data.continuous else "")
             + (f"  protocols: {protocol_line(spec)}\n" if args.protocol == "auto" else "")
+            + (f"  {shuffled.describe()}\n" if shuffled is not None else "")
             + accuracy_lines(summary)
         )
         if args.via == "http":
@@ -381,7 +397,10 @@ def learned(results: list, estimator: str, data, args, setup=None, search: bool 
     out = {"beats_constant": found.learned, "gain_over_constant": found.gain, "gain_over_constant_se": found.se}
     if not found.learned and search:
         print("the model does not beat the constant classifier: estimating the people it would need…", file=sys.stderr)
-        out["people_needed"] = people_needed(data, args.protocol, args.eps, estimator, setup, args.seed)
+        epsilon = args.eps
+        if getattr(args, "central_eps", None) is not None:  # a larger collection may report at a larger local ε
+            epsilon = lambda people: shuffled_for(args.central_eps, people, args.delta).local  # noqa: E731
+        out["people_needed"] = people_needed(data, args.protocol, epsilon, estimator, setup, args.seed)
     return out
 
 

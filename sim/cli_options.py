@@ -10,6 +10,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from aggregator.operator.csvdata import DEFAULT_NA, CSVOptions, DataError, parse_ranges, read_csv
 
 from .datasets import Dataset, DatasetNotFound, load_dataset
@@ -183,3 +185,61 @@ def load_source(name: str, data_dir=None, csv: tuple[str, CSVOptions] | None = N
         path, options = csv
         return dataclasses.replace(Dataset(**vars(read_csv(path, options)[0])), name=name)
     return load_dataset(name, data_dir)
+
+
+def add_central_options(parser: argparse.ArgumentParser, many: bool = False) -> None:
+    """``--central-eps`` (one ε, or comma-separated ones when ``many``) and ``--delta``: simulate
+    collections whose reports reach the aggregator shuffled (``protocols.shuffling``)."""
+    from aggregator.operator.usage import number
+
+    group = parser.add_argument_group("shuffled reports (--central-eps)")
+    group.add_argument(
+        "--central-eps",
+        type=epsilons if many else number(1e-6, 50),
+        metavar="E,..." if many else "E",
+        help="the epsilon against the aggregator alone, the reports shuffled: each person reports at the largest "
+        "local epsilon that the number of people reporting allows (Feldman, McMillan and Talwar's bound); "
+        "instead of --eps",
+    )
+    group.add_argument(
+        "--delta", type=number(1e-300, 0.5), metavar="D", help="with --central-eps: delta (default 1/(10 n), n the people reporting)"
+    )
+
+
+@dataclass(frozen=True)
+class Shuffled:
+    """A collection of ``people`` reports shuffled together: ``local`` ε each (what a person
+    spends), ``central`` ε at ``delta`` against the aggregator alone."""
+
+    people: int
+    local: float
+    central: float
+    delta: float
+
+    def fields(self) -> dict:
+        """The JSON fields every command prints for it."""
+        return {"local_epsilon": self.local, "central_epsilon": self.central, "delta": self.delta}
+
+    def describe(self) -> str:
+        return (
+            f"shuffled: {self.people} reports at local eps={self.local:.4g} each are ({self.central:g}, "
+            f"{self.delta:.2g})-DP against the aggregator alone"
+        )
+
+
+def shuffled_for(central: float, people: int, delta: float | None = None) -> Shuffled:
+    """The largest local ε whose ``people`` shuffled reports are (``central``, ``delta``)-DP
+    (δ by :func:`protocols.shuffling.default_delta` when None), capped at the largest ε a spec takes."""
+    from participant.spec import EPSILON_RANGE
+    from protocols.shuffling import default_delta, largest_local_epsilon
+
+    delta = default_delta(people) if delta is None else delta
+    local = min(largest_local_epsilon(central, people, delta, ceiling=EPSILON_RANGE[1]), EPSILON_RANGE[1])
+    return Shuffled(people, local, central, delta)
+
+
+def training_people(data: Dataset) -> int:
+    """How many people a simulated collection of ``data`` has: its training split's rows."""
+    from .experiment import TEST_SIZE
+
+    return len(data.y) - int(np.ceil(len(data.y) * TEST_SIZE))

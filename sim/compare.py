@@ -17,7 +17,7 @@ import numpy as np
 
 from aggregator.operator.usage import Parser, non_negative_int, positive_int
 
-from .cli_options import add_csv_options, check_common, csv_source, load_data, output_folder
+from .cli_options import add_central_options, add_csv_options, check_common, csv_source, load_data, output_folder, shuffled_for, training_people
 from .cli_options import epsilons as epsilon_list
 from .datasets import ENV_VAR, dataset_names
 
@@ -48,12 +48,17 @@ def _continuous_models(dataset, seed: int):
     return X_train, X_test, ytr, yte, codes_tr, codes_te, [4] * len(dataset.feature_names)
 
 
-def compare(dataset, epsilons: list[float], reps: int, seed: int = 0, knn: int = 0) -> dict:
+SHUFFLED = ("LDP Naive Bayes, shuffled (ours)", "shuffled")
+
+
+def compare(dataset, epsilons: list[float], reps: int, seed: int = 0, knn: int = 0, shuffled: dict | None = None) -> dict:
     """Accuracies ``{model: array (len(epsilons), reps)}`` plus the non-private counterparts
     ``{model: array (reps,)}`` and ``majority``, the accuracy of always predicting each split's
     most common training class (shape ``(reps,)``: the constant classifier every model must beat). Numerical data sets use their declared bounds: Gaussian NB and the
     SVM on the values, the tree on equal-width bins, our LDP model on the paper's bins. ``knn`` > 0
-    adds the private k-NN classifier with that k (categorical data sets; slow on large ones)."""
+    adds the private k-NN classifier with that k (categorical data sets; slow on large ones).
+    ``shuffled`` (central ε → each person's local ε) adds our model on shuffled reports: at each
+    ε of the axis, the local ε whose shuffled reports are that ε against the aggregator alone."""
     from tqdm import tqdm
 
     from .baselines import DPSVM, DPDecisionTree, DPGaussianNB, DPNaiveBayes, DPRadiusNeighbours
@@ -61,7 +66,11 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0, knn: int =
     from .baselines.smooth_nb import SmoothSensitivityNB
     from .experiment import run_once, runner_for
 
-    names = [name for name, _ in models_for(dataset, knn)]
+    models = models_for(dataset, knn)
+    if shuffled:
+        models.insert(1, SHUFFLED)
+    names = [name for name, _ in models]
+    ours_names = names[: 2 if shuffled else 1]
     accuracy = {name: np.zeros((len(epsilons), reps)) for name in names}
     nonprivate = {name: np.zeros(reps) for name in names}
     majority = np.zeros(reps)
@@ -104,16 +113,21 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0, knn: int =
                 ours = lambda eps: runner.run("auto", eps, s, ("normsub",), mode="fast", log_loss=False)  # noqa: E731
             first = ours(epsilons[0])
             nonprivate[names[0]][r], majority[r] = first.nonprivate_accuracy, first.majority_accuracy
-            assert len(baselines) == len(names) - 1, "every baseline needs its name"
-            for name, fit in zip(names[1:], baselines):
+            central = names[len(ours_names):]
+            assert len(baselines) == len(central), "every baseline needs its name"
+            for name in ours_names[1:]:
+                nonprivate[name][r] = first.nonprivate_accuracy
+            for name, fit in zip(central, baselines):
                 nonprivate[name][r] = fit(None, None)
             for e, eps in enumerate(epsilons):
                 accuracy[names[0]][e, r] = ours(eps).accuracy["normsub"]
+                if shuffled:
+                    accuracy[SHUFFLED[0]][e, r] = ours(shuffled[eps]).accuracy["normsub"]
                 rng = np.random.default_rng([s, e])
-                for name, fit in zip(names[1:], baselines):
+                for name, fit in zip(central, baselines):
                     accuracy[name][e, r] = fit(eps, rng)
                 progress.update()
-    return {"accuracy": accuracy, "nonprivate": nonprivate, "majority": majority, "models": models_for(dataset, knn)}
+    return {"accuracy": accuracy, "nonprivate": nonprivate, "majority": majority, "models": models}
 
 
 def models_for(dataset, knn: int = 0) -> list[tuple[str, str]]:
@@ -199,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_csv_options(parser)
     parser.add_argument("--eps", type=epsilon_list, default="0.1,0.5,1,2,5", help="comma-separated ε values")
+    add_central_options(parser, many=True)
     parser.add_argument("--reps", type=positive_int, default=20, help="splits per ε (default 20)")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the first split; split r uses seed+r (default 0)")
     parser.add_argument("--data-dir", metavar="DIR", help=f"folder holding the UCI files (or set ${ENV_VAR})")
@@ -217,11 +232,21 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     check_common(parser, args)
     data = load_data(parser, args)
-    eps_values = args.eps
+    eps_values, shuffled = args.eps, None
+    if args.central_eps is not None:
+        if any(a == "--eps" or a.startswith("--eps=") for a in argv):
+            parser.error("--eps and --central-eps: give one (the axis is then the central epsilon)")
+        eps_values = args.central_eps
+        people = training_people(data)
+        shuffled = {e: shuffled_for(e, people, args.delta).local for e in eps_values}
+        for e in eps_values:
+            print(f"central eps={e:g}: {shuffled_for(e, people, args.delta).describe()}", file=sys.stderr)
+    elif args.delta is not None:
+        parser.error("--delta goes with --central-eps")
     if args.knn and data.continuous:
         parser.error("--knn applies to the categorical data sets")
     out = output_folder(parser, args.out)
-    result = compare(data, eps_values, args.reps, args.seed, args.knn)
+    result = compare(data, eps_values, args.reps, args.seed, args.knn, shuffled)
     summary = write_tables(result, eps_values, args.seed, data.name, out)
     if args.json:
         print(json.dumps(summary))

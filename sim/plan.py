@@ -27,7 +27,7 @@ from aggregator.operator.usage import Parser, non_negative_int, number, positive
 from participant.spec import EPSILON_RANGE
 from protocols import PROTOCOL_NAMES
 
-from .cli_options import add_csv_options, check_common, csv_source, load_data
+from .cli_options import add_central_options, add_csv_options, check_common, csv_source, load_data, shuffled_for, training_people
 from .datasets import Dataset, dataset_names
 
 SHARES = (0.25, 0.4, 0.55, 0.7)
@@ -186,7 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--protocol", choices=list(PROTOCOL_NAMES), default="auto", help="frequency oracle (default auto)"
     )
-    parser.add_argument("--eps", type=number(*EPSILON_RANGE), default=1.0, help="epsilon each person spends on their one report")
+    parser.add_argument("--eps", type=number(*EPSILON_RANGE), help="epsilon each person spends on their one report (default 1)")
+    add_central_options(parser)
     parser.add_argument(
         "--people",
         type=positive_int,
@@ -217,6 +218,15 @@ def main(argv: list[str]) -> int:
     if not sample.continuous and args.bins:
         parser.error(f"{sample.name} is categorical: --bins applies to continuous data")
     setup = Setup(bins=args.bins) if sample.continuous else None
+    shuffled = None
+    if args.central_eps is not None:
+        if args.eps is not None:
+            parser.error("--eps and --central-eps: give one (with --central-eps each person's epsilon follows)")
+        shuffled = shuffled_for(args.central_eps, args.people or training_people(sample), args.delta)
+        args.eps = shuffled.local
+    elif args.delta is not None:
+        parser.error("--delta goes with --central-eps")
+    args.eps = 1.0 if args.eps is None else args.eps
     plan = plan_class_share(
         sample, args.protocol, args.eps, args.shares, args.reps, args.seed, setup, people=args.people,
         progress=not args.json,
@@ -229,6 +239,7 @@ def main(argv: list[str]) -> int:
                     "dataset": sample.name,
                     "protocol": args.protocol,
                     "eps": args.eps,
+                    **(shuffled.fields() if shuffled is not None else {}),
                     "people": plan.people,
                     "reps": args.reps,
                     "seed": args.seed,
@@ -252,6 +263,8 @@ def main(argv: list[str]) -> int:
         f"{sample.name}: {args.protocol}, eps={args.eps:g} per person (one report each), {plan.people} participants "
         f"a collection, {args.reps} simulated collections per share (seeds {args.seed}–{args.seed + args.reps - 1})"
     )
+    if shuffled is not None:
+        print(f"  {shuffled.describe()}")
     print("\n".join(describe(plan, "normsub")))
     return 0
 

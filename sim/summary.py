@@ -28,8 +28,15 @@ FIELDS = [
     "majority_accuracy",
     "log_loss",
     "prior_log_loss",
+    "central_eps",
+    "delta",
 ]
-CELL_FIELDS = ["dataset", "protocol", "eps", "budget", "model", "reduce", "components", "bins", "approach", "mode"]
+CELL_FIELDS = [
+    "dataset", "protocol", "eps", "budget", "model", "reduce", "components", "bins", "approach", "mode", "central_eps",
+    "delta",
+]  # fmt: skip
+# A runs file begun before shuffled reports were simulated has no central_eps or delta: its runs are direct.
+CELL_DEFAULTS = {"central_eps": "0.0", "delta": "0.0"}
 
 
 def summarise(runs_csv: Path) -> list[dict]:
@@ -46,7 +53,7 @@ def summarise(runs_csv: Path) -> list[dict]:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     with open(runs_csv, newline="") as f:
         for row in csv.DictReader(f):
-            groups[tuple(row[k] for k in [*CELL_FIELDS, "estimator"])].append(row)
+            groups[tuple(row.get(k) or CELL_DEFAULTS.get(k, "") for k in [*CELL_FIELDS, "estimator"])].append(row)
     summary = []
     for key, rows in sorted(groups.items()):
         acc = np.array([float(r["accuracy"]) for r in rows])

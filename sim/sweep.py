@@ -26,16 +26,19 @@ from aggregator.operator.usage import Parser, listed, non_negative_int, positive
 from protocols import DEFAULT_THETA, FREQUENCY_ORACLES, PROTOCOL_NAMES
 
 from .cli_options import (
+    add_central_options,
     add_csv_options,
     check_common,
     csv_source,
     csv_sources,
     load_source,
     output_folder,
+    shuffled_for,
+    training_people,
 )
 from .cli_options import epsilons as epsilon_list
 from .datasets import ENV_VAR, DatasetNotFound, dataset_names, load_dataset
-from .summary import CELL_FIELDS, FIELDS
+from .summary import CELL_DEFAULTS, CELL_FIELDS, FIELDS
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,8 @@ class Cell:
     bins: int
     approach: int
     mode: str
+    central_eps: float = 0.0  # the reports shuffled: the ε against the aggregator alone (eps is each person's)
+    delta: float = 0.0
 
     def key(self) -> tuple:
         return tuple(str(v) for v in asdict(self).values())
@@ -194,7 +199,7 @@ def done_reps(path: Path, estimators: tuple[str, ...]) -> dict[tuple, set[int]]:
     if path.exists():
         with open(path, newline="") as f:
             for row in csv.DictReader(f):
-                seen.setdefault(tuple(row[k] for k in CELL_FIELDS), {}).setdefault(int(row["rep"]), set()).add(
+                seen.setdefault(tuple(row.get(k) or CELL_DEFAULTS.get(k, "") for k in CELL_FIELDS), {}).setdefault(int(row["rep"]), set()).add(
                     row["estimator"]
                 )
     return {key: {rep for rep, names in reps.items() if set(estimators) <= names} for key, reps in seen.items()}
@@ -214,11 +219,20 @@ def existing_fields(path: Path) -> list[str]:
         return next(csv.reader(f), FIELDS)
 
 
-def build_cells(args) -> list[Cell]:
+def _epsilons(args, dataset: str, sources) -> list[tuple[float, float, float]]:
+    """``(ε per person, central ε, δ)`` of each point of the ε axis: ``--eps`` as given (central
+    0), or each ``--central-eps`` with the largest local ε the data set's people allow shuffled."""
+    if args.central_eps is None:
+        return [(eps, 0.0, 0.0) for eps in args.eps]
+    people = training_people(_data(dataset, args.data_dir, sources))
+    return [(s.local, s.central, s.delta) for s in (shuffled_for(c, people, args.delta) for c in args.central_eps)]
+
+
+def build_cells(args, sources=None) -> list[Cell]:
     cells = []
     for dataset in args.datasets:
         for protocol in args.protocols:
-            for eps in args.eps:
+            for eps, central, delta in _epsilons(args, dataset, sources):
                 for reduce in args.reduce:
                     for approach in args.approaches if args.model == "gaussian" else [3]:
                         components = args.components if reduce else 0
@@ -234,6 +248,8 @@ def build_cells(args) -> list[Cell]:
                                 args.bins,
                                 approach,
                                 args.mode,
+                                central,
+                                delta,
                             )
                         )
     return cells
@@ -268,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--protocols", type=listed(PROTOCOL_NAMES), default=list(FREQUENCY_ORACLES), help="comma-separated (default all)"
     )
     parser.add_argument("--eps", type=epsilon_list, default=[0.5, 1, 2, 3, 4, 5], help="comma-separated ε values")
+    add_central_options(parser, many=True)
     parser.add_argument("--reps", type=positive_int, default=100, help="repetitions per cell (default 100)")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of repetition 0 (default 0)")
     parser.add_argument(
@@ -345,6 +362,12 @@ def main(argv: list[str]) -> int:
             "every data set here is categorical: --model gaussian, --bins and --reduce apply to continuous data "
             "(australian, diabetes, or a CSV with numeric columns)"
         )
+    if args.central_eps is not None and any(a == "--eps" or a.startswith("--eps=") for a in argv):
+        parser.error("--eps and --central-eps: give one (with --central-eps each person's epsilon follows)")
+    if args.delta is not None and args.central_eps is None:
+        parser.error("--delta goes with --central-eps")
+    if args.central_eps is not None and args.budget != "one-report":
+        parser.error("--central-eps shuffles one report per person: it takes no --budget")
     out = output_folder(parser, args.out)
     path = out / "runs.csv"
     if args.log_loss and path.exists() and not scored_log_loss(path):
@@ -352,12 +375,12 @@ def main(argv: list[str]) -> int:
     estimators = tuple(args.estimators)
     done = done_reps(path, estimators)
     todo = []
-    for cell in build_cells(args):
+    for cell in build_cells(args, sources):
         missing = [r for r in range(args.reps) if r not in done.get(cell.key(), set())]
         if missing:
             todo.append((cell, missing))
     total = sum(len(m) for _, m in todo)
-    skipped = len(build_cells(args)) * args.reps - total
+    skipped = len(build_cells(args, sources)) * args.reps - total
     if skipped:
         print(f"resuming: {skipped} runs already in {path}", file=sys.stderr)
     from tqdm import tqdm  # here: `--help` and a refused option answer without it

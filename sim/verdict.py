@@ -44,20 +44,22 @@ def verdict(accuracy, majority, n_test: int) -> Verdict:
     return Verdict(float(diff.mean()), se)
 
 
-def people_needed(data, protocol: str, epsilon: float, estimator: str, setup=None, seed: int = 0) -> int | None:
+def people_needed(data, protocol: str, epsilon, estimator: str, setup=None, seed: int = 0) -> int | None:
     """The fewest people (among the training split times :data:`PEOPLE_FACTORS`) whose simulated
     collections (fast mode, :data:`PEOPLE_REPS` each, drawn from ``data`` with replacement as
     ``sim plan`` draws them) give a model that beats the constant classifier by more than one
     standard error; None when none of them does (more people do not help at this ε, or not
-    within 256 times the data)."""
+    within 256 times the data). ``epsilon`` is each person's ε, or a function of the number of
+    people giving it (shuffled reports: a larger collection reports at a larger local ε)."""
     from .experiment import run_once, test_rows
     from .plan import population
 
     for factor in PEOPLE_FACTORS:
         people = int(len(data.y) * 0.8 * factor)
         grown = population(data, people, seed)
+        local = epsilon(people) if callable(epsilon) else epsilon
         runs = [
-            run_once(grown, protocol, epsilon, seed + r, (estimator,), setup=setup, mode="fast")
+            run_once(grown, protocol, local, seed + r, (estimator,), setup=setup, mode="fast")
             for r in range(PEOPLE_REPS)
         ]
         found = verdict(

@@ -105,6 +105,10 @@ def specs() -> list[CollectionSpec]:
         CollectionSpec([], ["yes", "no"], "DE", 1.0, continuous=RANGES, model="gaussian", approach=3),
         CollectionSpec([], ["yes", "no"], "DE", 2.0, continuous=RANGES, model="gaussian", approach=1),
         CollectionSpec([], ["yes", "no", "maybe"], "DE", 4.0, continuous={**RANGES, "projection": PROJECTION}, model="gaussian", approach=2),
+        CollectionSpec([colour, size], ["yes", "no"], "OUE", 4.0, shuffle={
+            "min_batch": 1000, "delta": 1e-6, "url": "https://shuffler.example.org/ldpnb",
+            "key": {"id": 7, "kem": 32, "kdf": 1, "aead": 3, "public_key": "ab" * 32}}),
+        CollectionSpec([colour], ["yes", "no"], "DE", 1.0, shuffle={"min_batch": 2, "delta": 0.5}),
     ]
 
 

@@ -18,6 +18,8 @@ from .commands import COMMANDS as OPERATOR_COMMANDS
 from .commands import OperatorError
 from .commands import add_parsers as add_operator_parsers
 from .commands import run as run_operator
+from .privacy import add_parser as add_privacy_parser
+from .privacy import run as run_privacy
 from .usage import Parser, non_negative_int, number, positive_int, positive_number, share
 
 # The service's machinery (aiohttp's server, the stores and their drivers) is imported in
@@ -205,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     copy.add_argument("--from", dest="source", required=True, help="the SQLite file")
     copy.add_argument("--to", dest="target", required=True, help="postgresql://USER@HOST:PORT/DB")
     add_operator_parsers(sub, read_admin_token)
+    add_privacy_parser(sub)
 
     draft = sub.add_parser(
         "spec",
@@ -230,7 +233,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="a file of declared ranges, one COL=LO:HI (or pattern) per line, # for comments",
     )
     draft.add_argument("--protocol", default="auto", help="DE, SUE, OUE, SHE, THE or auto (default)")
-    draft.add_argument("--eps", type=number(*EPSILON_RANGE), default=1.0, help="epsilon per person (default 1)")
+    draft.add_argument("--eps", type=number(*EPSILON_RANGE), help="epsilon per person (default 1)")
+    draft.add_argument(
+        "--central-eps",
+        type=number(1e-6, EPSILON_RANGE[1]),
+        metavar="E",
+        help="draft a shuffled collection: the largest epsilon per person whose reports, shuffled in batches of at "
+        "least --min-batch (default --people), stay within E against the aggregator alone (needs --people)",
+    )
+    draft.add_argument("--min-batch", type=number(2, whole=True), metavar="K", help="with --central-eps: the fewest reports a shuffler releases")
+    draft.add_argument("--delta", type=number(1e-300, 0.5), metavar="D", help="with --central-eps: delta (default 1/(10 K))")
     draft.add_argument(
         "--model",
         choices=["discrete", "gaussian"],
@@ -298,14 +310,37 @@ def run_spec_draft(args) -> str:
     )
     if args.out:
         refuse_unwritable(args.out)
+    central = None
+    if args.central_eps is not None:
+        if args.eps is not None:
+            raise UsageError("--eps and --central-eps: give one (with --central-eps the epsilon per person follows)")
+        if args.people is None:
+            raise UsageError("--central-eps needs --people N: how many reports are shuffled together decides the epsilon")
+    elif args.min_batch is not None or args.delta is not None:
+        raise UsageError("--min-batch and --delta go with --central-eps (a shuffled collection)")
     table, notes = read_csv(args.csv, options)
     spec, more = draft_spec(
-        table, args.protocol, args.eps, args.model, args.bins, args.approach,
+        table, args.protocol, 1.0 if args.eps is None else args.eps, args.model, args.bins, args.approach,
         class_share=args.class_share, people=args.people,
     )  # fmt: skip
+    if args.central_eps is not None:
+        from dataclasses import replace
+
+        from protocols.shuffling import default_delta, largest_local_epsilon, shuffled_epsilon
+
+        batch = args.min_batch or args.people
+        delta = args.delta if args.delta is not None else default_delta(batch)
+        local = min(largest_local_epsilon(args.central_eps, batch, delta), EPSILON_RANGE[1])
+        spec = replace(spec, epsilon=local, shuffle={"min_batch": batch, "delta": delta})
+        central = shuffled_epsilon(local, batch, delta)
+        more.append(
+            f"shuffled in batches of at least {batch}: each person reports at epsilon {local:.4g}, which is "
+            f"({central:.4g}, {delta:.3g})-DP against the aggregator alone; create the collection with a shuffler "
+            "(create --shuffler URL --min-batch) before devices can report"
+        )
     for note in notes + more:
         print(f"note: {note}", file=sys.stderr)
-    print(spec.privacy_statement(), file=sys.stderr)
+    print(spec.privacy_statement(central), file=sys.stderr)
     if args.out:
         try:
             with open(args.out, "w") as f:
@@ -543,6 +578,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "spec":
             print(run_spec_draft(args), flush=True)
+            return 0
+        if args.command == "privacy":
+            print(run_privacy(args), flush=True)
             return 0
         if args.command in OPERATOR_COMMANDS:
             print(run_operator(args), flush=True)

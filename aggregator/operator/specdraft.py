@@ -38,7 +38,7 @@ def draft_spec(
     the sample's most common class (:func:`majority_note`)."""
     counts = Counter(table.y.tolist())
     classes = sorted(counts)
-    notes = [f"classes from the sample: {classes}; a label outside them will be refused"]
+    notes = [f"classes from the sample: {classes}; a device holding another reports one of them drawn at random"]
     notes += unseen_notes("the class", counts, len(table.y))
     common, most = counts.most_common(1)[0]
     if most / len(table.y) >= UNEVEN and class_share is None and people is None:
@@ -57,7 +57,10 @@ def draft_spec(
             notes += unseen_notes(f"column {name!r}", Counter(table.X[:, j].tolist()), len(table.y))
             if len(categories) == 1:
                 notes.append(f"column {name!r} has one value in the sample: add the others it may take, or drop it")
-        notes.append("categories come from the sample: values it does not hold will be refused by devices; add them")
+        notes.append(
+            "categories come from the sample: a device holding a value it lacks reports a declared value drawn at "
+            "random instead (noise in the estimates); add the values it may take"
+        )
         spec = CollectionSpec(
             features, classes, protocol, epsilon, label=table.label_name, budget=budget, class_share=class_share
         )

@@ -327,10 +327,21 @@ async def list_collections(request: web.Request) -> web.Response:
     return respond(request, page)
 
 
+def privacy_statement(spec: CollectionSpec) -> str:
+    """What a person spends, in words; for a shuffled collection with the shuffle accountant's
+    central ε over its ``min_batch`` (:mod:`protocols.shuffling`)."""
+    central = None
+    if spec.shuffle is not None:
+        from protocols.shuffling import shuffled_epsilon
+
+        central = shuffled_epsilon(spec.epsilon, spec.shuffle.min_batch, spec.shuffle.delta)
+    return spec.privacy_statement(central)
+
+
 @routes.get("/collections/{collection_id}")
 async def get_spec(request: web.Request) -> web.Response:
     collection = await get_collection(request)
-    return respond(request, {**collection.to_dict(), "privacy": collection.spec.privacy_statement()})
+    return respond(request, {**collection.to_dict(), "privacy": privacy_statement(collection.spec)})
 
 
 REPORTS_PATH = "/collections/{collection_id}/reports"

@@ -7,13 +7,14 @@ import { Preparation } from "./continuous.js";
 import { SpecError } from "./errors.js";
 import { LaplaceMean, type Mechanism, OneBitMean, PROTOCOLS, makeOracle } from "./mechanisms.js";
 import { PyFloat, type PyValue, canonicalJson } from "./pyjson.js";
+import { Shuffle } from "./shuffled.js";
 
 export const SPEC_VERSION = 1;
 export const EPSILON_RANGE: [number, number] = [1e-3, 50];
 const PAPER_THETA = 0.25;
 const KNOWN = new Set([
   "version", "features", "classes", "label", "protocol", "epsilon", "theta", "input_selection",
-  "continuous", "model", "approach", "budget", "class_share",
+  "continuous", "model", "approach", "budget", "class_share", "shuffle",
 ]);
 
 export { SpecError };
@@ -45,6 +46,8 @@ export class CollectionSpec {
   readonly inputSelection: "uniform" | "assigned";
   readonly budget: "one-report" | "per-input" | "split";
   readonly classShare: number | null;
+  /** How reports reach the aggregator through a shuffler, or null for a collection reported to directly. */
+  readonly shuffle: Shuffle | null;
   /** Continuous features' preparation (ranges, projection, bins), or null for categorical ones. */
   readonly continuous: Preparation | null;
   readonly model: "discrete" | "gaussian";
@@ -129,6 +132,8 @@ export class CollectionSpec {
         throw new SpecError("class_share goes with one report per person and inputs chosen at random");
       this.classShare = share;
     }
+    this.shuffle = data.shuffle === undefined || data.shuffle === null ? null : Shuffle.fromDict(data.shuffle);
+    if (this.shuffle !== null && budget !== "one-report") throw new SpecError("a shuffled collection takes one report per person (budget one-report)");
     const r = this.continuous?.outputs.length ?? 0;
     const count = model === "discrete" ? this.features.length + 1 : approach === 3 ? 2 * r + 1 : 3;
     const eps = budget === "split" ? epsilon / count : epsilon;
@@ -220,6 +225,7 @@ export class CollectionSpec {
     };
     if (this.budget !== "one-report") out.budget = this.budget;
     if (this.classShare !== null) out.class_share = new PyFloat(this.classShare);
+    if (this.shuffle !== null) out.shuffle = this.shuffle.toDict();
     if (this.continuous !== null) {
       delete out.features; // derived from the preparation
       out.continuous = this.continuous.toDict();

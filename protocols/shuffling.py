@@ -1,0 +1,163 @@
+"""Privacy amplification by shuffling: what ``n`` anonymous ε₀-LDP reports are worth against the aggregator.
+
+When ``n`` people each send one report drawn by an ε₀-LDP randomiser and the aggregator receives
+them shuffled, with nothing that ties a report to its sender, what it sees is (ε, δ)-DP with ε far
+below ε₀. The bound here is the numerical one of Feldman, McMillan and Talwar, *Hiding Among the
+Clones: A Simple and Nearly Optimal Analysis of Privacy Amplification by Shuffling* (FOCS 2021,
+arXiv 2012.12803, Theorem 3.2 and Appendix E): every ε₀-LDP randomiser on the other ``n − 1``
+people's data is a mixture that, with probability ``e^{-ε₀}``, produces a "clone" of the first
+person's report (on one of two neighbouring records, each half the time), so the shuffled output
+is post-processing of the pair
+
+    P = (A + Δ, C − A + 1 − Δ),   Q = (A + 1 − Δ, C − A + Δ),
+    C ~ Bin(n − 1, e^{-ε₀}),  A ~ Bin(C, 1/2),  Δ ~ Bernoulli(e^{ε₀} / (e^{ε₀} + 1)),
+
+and the release is (ε, δ)-DP for every δ at least the hockey-stick divergence of P from Q. Given
+``C = c`` the ratio P/Q grows with the first coordinate, so the divergence is a binomial tail,
+computed for every ``c`` at once with scipy; the values of ``C`` outside a window holding all but
+``δ / 10^4`` of its mass are counted as if they lost everything (their mass added to δ). The
+result is an upper bound on the shuffled ε to within the bisection's 10^-5 relative step, the
+closed form of Theorem 3.1 beside it (:func:`closed_form_epsilon`). A report of this library
+(its input chosen independently of the data, randomised with the collection's ε) is one ε₀-LDP
+randomiser of the whole record, so the bound applies to a whole collection.
+
+What the bound assumes: the shuffler does not collude with the aggregator, and the other
+``n − 1`` reports of a batch come from people, each with their own randomness (an aggregator that
+floods a batch with its own reports, or isolates one person's report in it, gets none of the
+amplification: the guarantee is then ε₀, which every report keeps in any case).
+
+Needs scipy (the aggregator's and the simulator's install); the device never imports this module.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+# Mass of C left out of the sum, relative to the δ asked for; added to δ, so that the bound holds.
+TAIL = 1e-4
+# Bisection: at most this many steps, ending when the interval is this small relative to its end.
+_STEPS, _RESOLUTION = 40, 1e-5
+
+
+def default_delta(people: int) -> float:
+    """The δ a collection of ``people`` states when none is given: ``1 / (10·people)``, below the
+    ``1/n`` at which an (ε, δ) release could publish one person's record outright."""
+    return 1.0 / (10.0 * max(int(people), 1))
+
+
+def _check(local_epsilon: float, people: int, delta: float) -> None:
+    if not (math.isfinite(local_epsilon) and local_epsilon > 0):
+        raise ValueError(f"the local epsilon must be a positive number, got {local_epsilon!r}")
+    if isinstance(people, bool) or int(people) != people or people < 1:
+        raise ValueError(f"the number of people must be a positive integer, got {people!r}")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+
+
+# The values of C are summed in at most this many intervals: over each, the divergence given C = c
+# is monotone in c, so its larger end bounds it (Appendix E's stepping; tested against every c).
+INTERVALS = 512
+
+
+@lru_cache(maxsize=256)
+def _clones(local_epsilon: float, people: int, delta: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """The ends ``c`` of the intervals C ~ Bin(n − 1, e^{-ε₀}) is summed over (all but ``TAIL · δ``
+    of its mass), each interval's probability, and the mass left out."""
+    from scipy import stats
+
+    law = stats.binom(people - 1, math.exp(-local_epsilon))
+    low = max(int(law.ppf(TAIL * delta / 2)) - 1, 0)
+    high = min(int(law.isf(TAIL * delta / 2)) + 1, people - 1)
+    step = max(1, -(-(high - low) // INTERVALS))
+    ends = np.arange(low, high + step, step)
+    ends[-1] = min(ends[-1], people - 1)
+    # Interval i holds c from ends[i] to ends[i + 1] - 1; the last, ends[-1] alone.
+    below = law.cdf(ends - 1)
+    mass = np.diff(np.append(below, law.cdf(ends[-1])))
+    return ends, mass, max(0.0, 1.0 - float(mass.sum()))
+
+
+def _at_least(k: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """P[Bin(c, 1/2) >= k], elementwise."""
+    from scipy.special import bdtrc
+
+    inside = (k >= 1) & (k <= c)
+    tail = bdtrc(np.where(inside, k - 1, 0), c, 0.5)
+    return np.where(k <= 0, 1.0, np.where(k > c, 0.0, tail))
+
+
+def shuffled_delta(epsilon: float, local_epsilon: float, people: int, delta: float = 1e-6) -> float:
+    """The smallest δ (an upper bound on it) for which ``people`` shuffled ε₀-LDP reports are
+    (ε, δ)-DP, ε = ``epsilon``; ``delta`` only sets how much of C's tail may be left out."""
+    if epsilon >= local_epsilon:
+        return 0.0
+    c, mass, left_out = _clones(local_epsilon, people, delta)
+    e0, e = math.exp(local_epsilon), math.exp(epsilon)
+    # P > e^ε Q where P's first coordinate a = A + Δ has a/(c − a + 1) > R, that is a > x with
+    # x = (c + 1)·R/(1 + R), strictly between 0 and c + 1 (float rounding may reach c + 1).
+    ratio = math.expm1(epsilon + local_epsilon) / (e0 - e)
+    t = np.minimum(np.floor((c + 1) * (ratio / (1.0 + ratio))) + 1, c + 1)
+    # (1 − h − e^ε h) and (h − e^ε (1 − h)) with h = e^ε₀/(e^ε₀ + 1), written without cancelling.
+    excess = np.maximum(((1.0 - e * e0) * _at_least(t, c) + (e0 - e) * _at_least(t - 1, c)) / (e0 + 1.0), 0.0)
+    # Interval i runs from c[i] to c[i + 1] - 1: bounded by the larger divergence at its ends.
+    bound = np.maximum(excess, np.append(excess[1:], excess[-1])) if len(c) > 1 else excess
+    return float(np.dot(mass, bound)) + left_out
+
+
+@lru_cache(maxsize=1024)
+def shuffled_epsilon(local_epsilon: float, people: int, delta: float) -> float:
+    """The central ε (an upper bound) of ``people`` shuffled reports each ``local_epsilon``-LDP, at
+    ``delta``: the smallest ε whose :func:`shuffled_delta` is at most ``delta``. Never above
+    ``local_epsilon`` (shuffling never costs privacy)."""
+    _check(local_epsilon, people, delta)
+    low, high = 0.0, float(local_epsilon)
+    closed = closed_form_epsilon(local_epsilon, people, delta)
+    if closed is not None and closed < high:
+        high = closed
+    if shuffled_delta(high, local_epsilon, people, delta) > delta:  # cannot happen for a valid closed form
+        high = float(local_epsilon)
+    for _ in range(_STEPS):
+        middle = (low + high) / 2
+        if high - low <= _RESOLUTION * high:
+            break
+        if shuffled_delta(middle, local_epsilon, people, delta) <= delta:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def closed_form_epsilon(local_epsilon: float, people: int, delta: float) -> float | None:
+    """Theorem 3.1's closed form, or None outside where it holds (ε₀ > log(n / (16 log(4/δ))))."""
+    _check(local_epsilon, people, delta)
+    if local_epsilon > math.log(people / (16.0 * math.log(4.0 / delta))):
+        return None
+    e0 = math.exp(local_epsilon)
+    a = 8.0 * math.sqrt(e0 * math.log(4.0 / delta)) / math.sqrt(people)
+    c = 8.0 * e0 / people
+    spread = math.log1p(a + c)
+    return math.log1p((1.0 - 1.0 / e0) / (1.0 + math.exp(-local_epsilon - spread)) * (a + c))
+
+
+@lru_cache(maxsize=1024)
+def largest_local_epsilon(central_epsilon: float, people: int, delta: float, ceiling: float = 50.0) -> float:
+    """The largest ε₀ (at most ``ceiling``) whose ``people`` shuffled reports are
+    (``central_epsilon``, ``delta``)-DP by :func:`shuffled_delta`; at least ``central_epsilon``
+    itself. Returns a value whose shuffled ε is within the target (it errs low, by at most 10^-5
+    relative)."""
+    _check(central_epsilon, people, delta)
+    low, high = float(central_epsilon), float(max(ceiling, central_epsilon))
+    if shuffled_delta(central_epsilon, high, people, delta) <= delta:
+        return high
+    for _ in range(_STEPS):
+        middle = (low + high) / 2
+        if high - low <= _RESOLUTION * high:
+            break
+        if shuffled_delta(central_epsilon, middle, people, delta) <= delta:
+            low = middle
+        else:
+            high = middle
+    return low
