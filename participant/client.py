@@ -62,6 +62,8 @@ def _aiohttp():
     return aiohttp
 
 MSGPACK = "application/msgpack"
+#: The content type of a sealed report (participant.sealing), as a shuffler takes it.
+SEALED = "application/ldpnb-sealed"
 #: Seconds from the spec's arrival to the report's departure (a whole multiple of it when drawing took longer).
 DEFAULT_PACE = 0.2
 
@@ -268,14 +270,16 @@ class AsyncClient:
         """The collection's published spec."""
         return (await self.fetch_collection(collection_id)).spec
 
-    async def send_report(self, collection_id: str, body: bytes) -> str:
-        """POST one packed report; returns ``"accepted"`` or ``"duplicate"`` (already stored)."""
+    async def send_report(self, collection_id: str, body: bytes, shuffler: str | None = None) -> str:
+        """POST one packed report, or to ``shuffler`` (its URL) one sealed report; returns
+        ``"accepted"`` or ``"duplicate"`` (already stored)."""
+        base, ctype = (self.base_url, MSGPACK) if shuffler is None else (shuffler.rstrip("/"), SEALED)
         status, answer, ctype = await self._request(
             "POST",
-            self.collection_url(collection_id) + "/reports",
+            f"{base}/collections/{collection_id}/reports",
             self.limits.max_answer_bytes,
             data=body,
-            headers={"Content-Type": MSGPACK, "Accept": MSGPACK},
+            headers={"Content-Type": ctype, "Accept": MSGPACK},
         )
         data = self._decode(answer, ctype)
         accepted = isinstance(data, dict) and data.get("status") in ("accepted", "duplicate")
@@ -330,6 +334,16 @@ class AsyncClient:
         spec = published.spec
         if expected is not None:
             spec.check_expected(expected)
+        seal = shuffler = None
+        if spec.shuffle is not None:  # refused before the record is read: no shuffler or key, or no HPKE
+            from .sealing import check_sealable
+            from .sealing import seal as sealed_for
+
+            check_sealable(spec)
+            shuffler = spec.shuffle.url
+
+            def seal(body: bytes) -> bytes:
+                return sealed_for(body, spec, published.uid)
         participant = Participant(spec, rng=self.rng)
         participant.validate(record, group)  # nothing drawn yet
 
@@ -339,8 +353,9 @@ class AsyncClient:
         if self.ledger is None:
             self.limits.check_collection(spec.epsilon_per_person, collection_id)
             body = draw()
+            body = body if seal is None else seal(body)
             await pace_from(arrived, self.pace)
-            return await self.send_report(collection_id, body)
+            return await self.send_report(collection_id, body, shuffler)
         if self.pace == 0 and _timing_exposed(spec):
             raise LimitExceeded(
                 f"collection {collection_id!r} uses {spec.protocol} or a Laplace mean, whose draw time follows its "
@@ -352,7 +367,7 @@ class AsyncClient:
         )  # fmt: skip
         # The ledger's file lock may wait on another process: off the event loop.
         claim: Claim = await asyncio.to_thread(
-            self.ledger.claim, asked, self.limits, draw, lambda old: rewrap(old, spec, token)
+            self.ledger.claim, asked, self.limits, draw, lambda old: rewrap(old, spec, token), seal
         )
         if claim.sent:
             raise AlreadyReported(
@@ -360,7 +375,7 @@ class AsyncClient:
                 "a second report would spend epsilon twice"
             )
         await pace_from(arrived, self.pace)
-        status = await self.send_report(collection_id, claim.body)
+        status = await self.send_report(collection_id, claim.outgoing, shuffler)
         await asyncio.to_thread(self.ledger.mark_sent, claim.key)
         return status
 

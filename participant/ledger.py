@@ -81,13 +81,23 @@ class Asked:
 @dataclass(frozen=True)
 class Claim:
     """The report to send for a submission: ``body`` (packed), whether the service already
-    acknowledged it (``sent``), the ledger ``key`` it is kept under and the ε it ``spent`` now
-    (0 for a report drawn earlier or memoised)."""
+    acknowledged it (``sent``), the ledger ``key`` it is kept under, the ε it ``spent`` now (0 for
+    a report drawn earlier or memoised) and, for a shuffled collection, the ``sealed`` body that
+    goes to the shuffler (kept, so that a retry sends the very same bytes)."""
 
     key: str
     body: bytes
     sent: bool
     spent: float
+    sealed: bytes | None = None
+
+    @property
+    def outgoing(self) -> bytes:
+        """What is sent: the sealed body for a shuffler, else the packed report."""
+        return self.body if self.sealed is None else self.sealed
+
+
+Sealer = Callable[[bytes], bytes]
 
 
 def entry_key(origin: str, collection: str) -> str:
@@ -124,7 +134,8 @@ def _base64(value) -> bool:
 # ``group``, ``memo_of`` and ``sent_at`` are absent from entries of earlier formats, and
 # ``epsilon`` is None for a first-format entry (its spend unknown: counted at the cap); ``record``
 # is an earlier format's field, dropped at the next write. Any other field or type is not a
-# ledger this library wrote, and the device refuses it rather than guess.
+# ledger this library wrote, and the device refuses it rather than guess. ``sealed`` holds the
+# sealed body of a report to a shuffled collection (base64), sent instead of ``report``.
 _REQUIRED = {
     "origin": lambda v: isinstance(v, str),
     "collection": lambda v: isinstance(v, str),
@@ -141,6 +152,7 @@ _OPTIONAL = {
     "memo_of": lambda v: v is None or isinstance(v, str),
     "sent_at": _finite,
     "record": lambda v: isinstance(v, str),
+    "sealed": _base64,
 }
 
 
@@ -186,8 +198,9 @@ class Ledger:
     ``question`` and ``group`` (the question it answers, see the module's text), ``epsilon`` (the ε
     this entry spent: the collection's, or 0 when memoised), ``report`` (the packed report,
     base64), ``sent`` (acknowledged), ``memo_of`` (the entry a memoised report was copied from)
-    and the times ``reserved_at`` and ``sent_at`` (seconds since the epoch). Nothing about the
-    person's record is stored beyond the randomised report itself.
+    and the times ``reserved_at`` and ``sent_at`` (seconds since the epoch); for a shuffled
+    collection, ``sealed``, the report as sealed for its shuffler. Nothing about the person's
+    record is stored beyond the randomised report itself.
 
     ``path`` is resolved to the real file (through symlinks), so every name of one ledger shares
     its lock and its budget.
@@ -322,7 +335,9 @@ class Ledger:
             return entry["question"] == asked.question and entry.get("group") == asked.group
         return entry["fingerprint"] == asked.fingerprint and entry.get("group") == asked.group
 
-    def _settle(self, data: dict, asked: Asked, limits: Limits, resend: Callable[[bytes], bytes]) -> Claim | None:
+    def _settle(
+        self, data: dict, asked: Asked, limits: Limits, resend: Callable[[bytes], bytes], seal: Sealer | None = None
+    ) -> Claim | None:
         """Steps 1 to 4 of :meth:`claim` on the ledger ``data`` (under the lock): the claim when
         one is due without a fresh draw (writing a memo entry), None when a fresh draw may be made."""
         entries = data["entries"]
@@ -336,7 +351,14 @@ class Ledger:
                     f"this device reported to {entry['collection']!r} at {entry['origin']} under another spec "
                     f"(fingerprint {entry['fingerprint'][:16]}…, now {asked.fingerprint[:16]}…); nothing was sent"
                 )
-            return Claim(key, base64.b64decode(entry["report"]), entry["sent"], 0.0)
+            sealed = base64.b64decode(entry["sealed"]) if "sealed" in entry else None
+            if seal is not None and sealed is None:
+                # Drawn for a collection this device reported to directly: never sent sealed after.
+                raise CollectionChanged(
+                    f"this device reported to {entry['collection']!r} at {entry['origin']} directly; the collection "
+                    "now asks for a shuffler; nothing was sent"
+                )
+            return Claim(key, base64.b64decode(entry["report"]), entry["sent"], 0.0, sealed)
         limits.check_collection(asked.epsilon, asked.collection)
         now = time.time()
         since = now - limits.budget.per_days * SECONDS_PER_DAY
@@ -349,8 +371,9 @@ class Ledger:
         memo = next((k for k, e in entries.items() if asked.question and self._answers(e, asked)), None)
         if memo is not None:
             body = resend(base64.b64decode(entries[memo]["report"]))
-            self._record(data, asked, body, 0.0, memo, limits)
-            return Claim(key, body, False, 0.0)
+            sealed = None if seal is None else seal(body)
+            self._record(data, asked, body, 0.0, memo, limits, sealed)
+            return Claim(key, body, False, 0.0, sealed)
         used = self._spent(entries, limits, now)
         if used + Fraction(asked.epsilon) > Fraction(limits.budget.total):
             raise BudgetExceeded(
@@ -378,7 +401,9 @@ class Ledger:
         ]:  # fmt: skip
             del entries[key]
 
-    def _record(self, data: dict, asked: Asked, body: bytes, spent: float, memo: str | None, limits: Limits) -> None:
+    def _record(
+        self, data: dict, asked: Asked, body: bytes, spent: float, memo: str | None, limits: Limits, sealed: bytes | None
+    ) -> None:
         now = time.time()
         self._expire(data["entries"], limits, now)
         data["entries"][entry_key(asked.origin, asked.collection)] = {
@@ -394,6 +419,8 @@ class Ledger:
             "memo_of": memo,
             "reserved_at": now,
         }
+        if sealed is not None:
+            data["entries"][entry_key(asked.origin, asked.collection)]["sealed"] = base64.b64encode(sealed).decode()
         self._write(data)
 
     def claim(
@@ -402,12 +429,14 @@ class Ledger:
         limits: Limits,
         draw: Callable[[], bytes],
         resend: Callable[[bytes], bytes],
+        seal: Sealer | None = None,
     ) -> Claim:
         """The report for ``asked``, recorded before it is sent.
 
         ``draw()`` draws and packs a fresh report, ``resend(body)`` repacks an earlier report's
         randomised answer for this collection (a new report id, this collection's spec digest and
-        token). In order:
+        token), and ``seal(body)``, for a shuffled collection, seals a new report for its shuffler
+        (the sealed bytes are recorded with it: a retry re-sends them). In order:
 
         1. this collection (or the published ``uid``, reached under another name) has an entry:
            its report, unchanged; :class:`CollectionChanged` if its spec differs now;
@@ -422,17 +451,18 @@ class Ledger:
         meanwhile wins and this draw is dropped, never sent. Atomic across threads and processes.
         """
         with self._locked():
-            settled = self._settle(self._read(), asked, limits, resend)
+            settled = self._settle(self._read(), asked, limits, resend, seal)
         if settled is not None:
             return settled
         body = draw()
+        sealed = None if seal is None else seal(body)
         with self._locked():
             data = self._read()
-            settled = self._settle(data, asked, limits, resend)
+            settled = self._settle(data, asked, limits, resend, seal)
             if settled is not None:
                 return settled
-            self._record(data, asked, body, asked.epsilon, None, limits)
-        return Claim(entry_key(asked.origin, asked.collection), body, False, asked.epsilon)
+            self._record(data, asked, body, asked.epsilon, None, limits, sealed)
+        return Claim(entry_key(asked.origin, asked.collection), body, False, asked.epsilon, sealed)
 
     def mark_sent(self, key: str) -> None:
         """Record that the service acknowledged the report under ``key``."""

@@ -20,11 +20,11 @@ from .errors import SpecError
 
 #: Fewest reports a shuffler may release at once: below, the aggregator could isolate a report.
 MIN_BATCH_RANGE = (2, 10**9)
-# HPKE (RFC 9180) identifiers a key may name: DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, and
-# AES-128-GCM or ChaCha20-Poly1305.
+# HPKE (RFC 9180) identifiers a key may name: DHKEM(X25519, HKDF-SHA256), HKDF-SHA256 and
+# AES-128-GCM (native to every browser's Web Crypto, so a page seals without more code).
 KEMS = {0x0020: "DHKEM(X25519, HKDF-SHA256)"}
 KDFS = {0x0001: "HKDF-SHA256"}
-AEADS = {0x0001: "AES-128-GCM", 0x0003: "ChaCha20-Poly1305"}
+AEADS = {0x0001: "AES-128-GCM"}
 _HEX_KEY = re.compile(r"[0-9a-f]{64}")
 _URL = re.compile(r"https?://[^\s/?#]+(/[^\s?#]*)?")
 

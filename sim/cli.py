@@ -548,16 +548,18 @@ def run_collection(parser: argparse.ArgumentParser, args) -> int:
     an existing collection, then its model (once released) scored on the test split."""
     import aiohttp
 
+    from aggregator.service.shuffling import stated_privacy
+
     from .http_replay import ReplayError, published, replay_into
 
     url = args.aggregator.rstrip("/")
     try:
-        spec, enrollment = asyncio.run(published(url, args.collection))
+        spec, enrollment, uid = asyncio.run(published(url, args.collection))
     except ReplayError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     except (OSError, aiohttp.ClientError, ClientError) as exc:
         parser.exit(2, f"{parser.prog}: error: cannot use the aggregator: {type(exc).__name__}: {exc}\n")
-    print(spec.privacy_statement(), file=sys.stderr)
+    print(stated_privacy(spec), file=sys.stderr)
     read_as_declared(parser, args, spec, f"collection {args.collection}'s published spec")
     tokens = None
     if args.tokens:
@@ -572,7 +574,7 @@ def run_collection(parser: argparse.ArgumentParser, args) -> int:
         print(f"sending {sending} into {args.collection}, one participant per row", file=sys.stderr)
         run, note = replay_into(
             data, url, args.collection, spec, enrollment, args.seed, args.estimator, args.clients, tokens,
-            args.log_loss, args.all_rows,
+            args.log_loss, args.all_rows, uid,
         )  # fmt: skip
     except ReplayError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")

@@ -23,7 +23,7 @@ from tqdm import tqdm
 from aggregator import model_from_dict
 from aggregator.service.keys import Config
 from participant.client import AsyncClient, Published
-from participant.errors import ClientError
+from participant.errors import ClientError, SpecError
 from participant.reporting import PerturbedInputs, Report
 from participant.spec import CollectionSpec
 from participant.wire import pack_report
@@ -122,14 +122,17 @@ async def create_collection(session: aiohttp.ClientSession, url: str, admin_toke
         return data["id"]
 
 
-async def send_all(url: str, collection_id: str, bodies: list[bytes], clients: int, session, progress: tqdm) -> None:
-    """Send every body from its own participant client, at most ``clients`` in flight."""
+async def send_all(
+    url: str, collection_id: str, bodies: list[bytes], clients: int, session, progress: tqdm, shuffler: str | None = None
+) -> None:
+    """Send every body from its own participant client, at most ``clients`` in flight (sealed
+    bodies to the ``shuffler`` at that URL)."""
     next_index = iter(range(len(bodies)))
 
     async def worker():
         for i in next_index:
             participant = AsyncClient(url, ledger=None, session=session)
-            await participant.send_report(collection_id, bodies[i])
+            await participant.send_report(collection_id, bodies[i], shuffler)
             progress.update()
 
     await asyncio.gather(*(worker() for _ in range(min(clients, len(bodies)))))
@@ -169,9 +172,24 @@ async def _replay(url, admin_token, spec, bodies, clients, estimator, desc) -> t
     return model, seconds
 
 
-async def published(url: str, collection_id: str) -> tuple[CollectionSpec, bool]:
-    """The spec the service publishes for ``collection_id`` (checked against its fingerprint) and
-    whether the collection takes only enrolled reports."""
+async def forwarded(session, shuffler: str, collection_id: str, sent: int, timeout: float = 300.0) -> str:
+    """Wait until the shuffler forwarded ``sent`` reports of the collection to the aggregator;
+    returns "" then, or, when fewer than a batch are left waiting, why the rest stay there."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        async with session.get(f"{shuffler}/collections/{collection_id}") as r:
+            state = await r.json(content_type=None)
+        if state.get("forwarded", 0) >= sent:
+            return ""
+        if 0 < state.get("waiting", 0) < state.get("min_batch", 0) and state.get("forwarded", 0) + state["waiting"] >= sent:
+            return f"{state['waiting']} reports wait at the shuffler for a batch of {state['min_batch']}"
+        await asyncio.sleep(0.2)
+    raise ReplayError(f"the shuffler at {shuffler} did not forward the reports within {timeout:g} s")
+
+
+async def published(url: str, collection_id: str) -> tuple[CollectionSpec, bool, str]:
+    """The spec the service publishes for ``collection_id`` (checked against its fingerprint),
+    whether the collection takes only enrolled reports, and its uid."""
     async with aiohttp.ClientSession() as session:
         async with session.get(f"{url}/collections/{collection_id}") as r:
             try:
@@ -182,7 +200,8 @@ async def published(url: str, collection_id: str) -> tuple[CollectionSpec, bool]
                 reason = data.get("error") if isinstance(data, dict) else "not an ldpnb aggregator's answer"
                 raise ReplayError(f"collection {collection_id!r} at {url}: {r.status} {reason}")
     try:
-        return Published.from_answer(data).spec, bool(data.get("enrollment"))
+        found = Published.from_answer(data)
+        return found.spec, bool(data.get("enrollment")), found.uid
     except ClientError as exc:
         raise ReplayError(f"collection {collection_id!r}: {exc}") from None
 
@@ -199,6 +218,7 @@ def replay_into(
     tokens: list[str] | None,
     log_loss: bool = False,
     all_rows: bool = False,
+    uid: str = "",
 ) -> tuple[HttpRun, str]:
     """The training split of ``seed`` (with ``all_rows``, every row) replayed into the existing
     collection ``collection_id`` whose published spec is ``spec`` (see :func:`published`): one
@@ -223,14 +243,26 @@ def replay_into(
     except ValueError as exc:  # RecordError included: a row the spec does not declare
         raise ReplayError(f"the data do not fit the collection's spec: {exc} (--skip-unknown skips such rows)") from None
     bodies = participant_bodies(spec, perturbed, tokens if enrollment else None)
+    shuffler = None
+    if spec.shuffle is not None:  # a shuffled collection: every report sealed, sent to its shuffler
+        from participant.sealing import check_sealable, seal
+
+        try:
+            check_sealable(spec)
+        except SpecError as exc:
+            raise ReplayError(f"collection {collection_id!r}: {exc}") from None
+        shuffler = spec.shuffle.url.rstrip("/")
+        bodies = [seal(body, spec, uid) for body in bodies]
 
     async def send() -> tuple:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=clients)) as session:
             with tqdm(total=len(bodies), desc=f"into {collection_id}", unit="report") as progress:
                 start = time.perf_counter()
-                await send_all(url, collection_id, bodies, clients, session, progress)
+                await send_all(url, collection_id, bodies, clients, session, progress, shuffler)
+                waiting = await forwarded(session, shuffler, collection_id, len(bodies)) if shuffler else ""
                 seconds = time.perf_counter() - start
-            return *await fetch_model(session, url, collection_id, estimator), seconds
+            model, note = await fetch_model(session, url, collection_id, estimator)
+            return model, "; ".join(n for n in (waiting, note) if n), seconds
 
     model, note, seconds = asyncio.run(send())
     accuracy = model.score(X_test, y_test) if model is not None else float("nan")

@@ -28,6 +28,7 @@ from participant.encoding import record_input
 from participant.origin import normalise_origin
 from participant.randomness import SecureGenerator
 from participant.reporting import Report
+from participant.sealing import sealed_length
 from participant.wire import pack_report
 from protocols import make_oracle
 from protocols.exact import exp_lower
@@ -107,7 +108,7 @@ def specs() -> list[CollectionSpec]:
         CollectionSpec([], ["yes", "no", "maybe"], "DE", 4.0, continuous={**RANGES, "projection": PROJECTION}, model="gaussian", approach=2),
         CollectionSpec([colour, size], ["yes", "no"], "OUE", 4.0, shuffle={
             "min_batch": 1000, "delta": 1e-6, "url": "https://shuffler.example.org/ldpnb",
-            "key": {"id": 7, "kem": 32, "kdf": 1, "aead": 3, "public_key": "ab" * 32}}),
+            "key": {"id": 7, "kem": 32, "kdf": 1, "aead": 1, "public_key": "ab" * 32}}),
         CollectionSpec([colour], ["yes", "no"], "DE", 1.0, shuffle={"min_batch": 2, "delta": 0.5}),
     ]
 
@@ -158,6 +159,7 @@ def vectors() -> dict:
             "inputs": [np.ravel(record_input(continuous_record(spec, 1), spec, i, HashWords(b"inputs"))).tolist()
                        for i in range(spec.n_inputs)] if spec.continuous is not None else None,
             "seed": f"spec-{i}",
+            "sealed_length": sealed_length(spec) if spec.shuffle is not None else None,
             "record": continuous_record(spec, 0) if spec.continuous is not None
             else {spec.label: spec.classes[0], **{f.name: f.categories[0] for f in spec.features}},
             "reports": reports,

@@ -65,3 +65,26 @@ class Server:
         if self.proc:
             self.proc.stdout.close()
             self.proc.stderr.close()
+
+
+class ShufflerProcess(Server):
+    """One ``python -m shuffler serve`` process forwarding to ``aggregator``, with ``token_file``."""
+
+    def __init__(self, db, aggregator: str, token_file, *extra: str, port: int | None = None):
+        super().__init__(db, port, 1, *extra)
+        self.aggregator, self.token_file = aggregator, str(token_file)
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable, "-m", "shuffler", "serve", "--aggregator", self.aggregator, "--token-file", self.token_file,
+            "--db", self.db, "--port", str(self.port), *self.extra,
+        ]  # fmt: skip
+
+
+def token_file(path) -> str:
+    """A fresh token in ``path`` (mode 0600): what a shuffler and the aggregator's operator share."""
+    import secrets
+
+    path.write_text(secrets.token_urlsafe(32) + "\n")
+    path.chmod(0o600)
+    return path.read_text().strip()

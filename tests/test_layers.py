@@ -1,5 +1,6 @@
 """Imports only go down: protocols → participant → aggregator (estimation → store → service →
-operator) → sim → bench, and no two modules import each other, directly or round a circle."""
+operator) → sim → bench, the shuffler beside the aggregator on participant alone, and no two
+modules import each other, directly or round a circle."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ LAYERS = [
     "aggregator.operator",
     "sim",
 ]
-PACKAGES = ("protocols", "participant", "aggregator", "sim")
+PACKAGES = ("protocols", "participant", "aggregator", "sim", "shuffler")
 
 
 def module_name(path: Path) -> str:
@@ -66,6 +67,14 @@ def test_imports_only_go_down():
             if other is not None and other > own:
                 upward.append(f"{name} imports {target}")
     assert not upward, upward
+
+
+def test_the_shuffler_imports_only_what_a_device_has():
+    """The shuffler is another party's service: it reads specs and sealed lengths (participant,
+    protocols) and nothing of the aggregator, the simulator or the benchmarks."""
+    modules = project_modules()
+    reached = {t.split(".")[0] for name, path in modules.items() if name.startswith("shuffler") for t in imports(path)}
+    assert reached <= {"shuffler", "participant", "protocols"}, reached
 
 
 def test_no_module_imports_another_that_imports_it_back():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..estimation.estimators import ESTIMATORS, model_from_dict
 from ..estimation.plausibility import Z_THRESHOLD
-from .usage import non_negative_int, positive_int, positive_number
+from .usage import non_negative_int, number, positive_int, positive_number
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 ENROLL_CHUNK = 10_000
@@ -43,6 +43,27 @@ def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
     create.add_argument("--id", help="the collection's id (default: generated)")
     create.add_argument("--min-reports", type=non_negative_int, default=100, help="reports before estimates are released (default 100)")
     create.add_argument("--enrollment", action="store_true", help="accept only reports carrying an enrollment token")
+    shuffled = create.add_argument_group("a collection reported to through a shuffler (--shuffler)")
+    shuffled.add_argument(
+        "--shuffler", metavar="URL",
+        help="the shuffler devices send their sealed reports to (python -m shuffler serve, run by another party); "
+        "the service then takes this collection's reports only from it, in batches",
+    )  # fmt: skip
+    shuffled.add_argument(
+        "--shuffler-token-file", metavar="FILE",
+        help="file holding the token the shuffler presents (the one its --token-file holds; readable by its owner only)",
+    )  # fmt: skip
+    shuffled.add_argument(
+        "--min-batch", type=number(2, whole=True), metavar="K",
+        help="the fewest reports the shuffler releases at once (default: the spec's shuffle.min_batch)",
+    )  # fmt: skip
+    shuffled.add_argument("--delta", type=number(1e-300, 0.5), metavar="D", help="the delta stated (default: the spec's, else 1/(10 K))")
+
+    keys = common(sub.add_parser("keys", help="the sealing key shuffled collections name; --rotate makes a new one", allow_abbrev=False))
+    keys.add_argument(
+        "--rotate", action="store_true",
+        help="make a new current key (collections created from now on name it; earlier ones keep theirs)",
+    )  # fmt: skip
 
     common(sub.add_parser("list", help="every collection with its progress", allow_abbrev=False))
 
@@ -125,9 +146,36 @@ async def _create(service: Service, session, args) -> str:
     body = {"spec": spec, "min_reports": args.min_reports, "enrollment": args.enrollment}
     if args.id:
         body["id"] = args.id
+    if args.shuffler is not None:
+        if not args.shuffler_token_file:
+            raise OperatorError("--shuffler needs --shuffler-token-file: the token the shuffler presents")
+        body["shuffler"] = {"url": args.shuffler.rstrip("/"), "token": _secret_file(args.shuffler_token_file)}
+        body["shuffler"] |= {k: v for k, v in (("min_batch", args.min_batch), ("delta", args.delta)) if v is not None}
+    elif args.shuffler_token_file or args.min_batch is not None or args.delta is not None:
+        raise OperatorError("--shuffler-token-file, --min-batch and --delta go with --shuffler URL")
     created = await service.call(session, "POST", "/collections", body)
     published = await service.call(session, "GET", f"/collections/{created['id']}", admin=False)
     return f"created {created['id']}\n{published['privacy']}"
+
+
+def _secret_file(path: str) -> str:
+    """The first line of ``path``, which only its owner may read."""
+    try:
+        with open(path) as f:
+            mode = os.fstat(f.fileno()).st_mode & 0o777
+            if mode & 0o077:
+                raise OperatorError(f"{path} is readable by others (mode {mode:04o}); chmod 600 {path}")
+            return f.readline().rstrip("\r\n")
+    except OSError as exc:
+        raise OperatorError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+async def _keys(service: Service, session, args) -> str:
+    if args.rotate:
+        key = await service.call(session, "POST", "/keys")
+        return f"new sealing key {key['id']}: {key['public_key']} (collections created from now on name it)"
+    key = await service.call(session, "GET", "/keys", admin=False)
+    return f"current sealing key {key['id']}: {key['public_key']} (X25519, HKDF-SHA256, AES-128-GCM)"
 
 
 async def _list(service: Service, session, args) -> str:
@@ -188,6 +236,13 @@ async def _status(service: Service, session, args) -> str:
     )
     if second["flagged"]:
         lines.append("warning: some aggregates are implausible for any honest population (possible poisoning)")
+    shuffler = second.get("shuffler")
+    if shuffler is not None:
+        waiting = (
+            f"{shuffler['waiting']:,} reports waiting there for a batch of {shuffler['min_batch']:,}"
+            if "waiting" in shuffler else shuffler["error"]
+        )
+        lines.append(f"shuffler {shuffler['url']}: {waiting}; {second['reports']:,} counted here")
     return "\n".join(lines)
 
 
@@ -370,7 +425,7 @@ async def _enroll(service: Service, session, args) -> str:
     return f"wrote {len(tokens)} tokens to {args.out}"
 
 
-COMMANDS = {"create": _create, "list": _list, "status": _status, "model": _model, "enroll": _enroll}
+COMMANDS = {"create": _create, "list": _list, "status": _status, "model": _model, "enroll": _enroll, "keys": _keys}
 
 
 def run(args) -> str:

@@ -13,6 +13,7 @@ from .auth import ENROLLMENT_KEY, SETTING_KEY, TokenError, check_admin_token, ha
 from .connections import CappedRunner
 from .errors import MAX_BODY, error_middleware, server_header
 from .handlers import REPORTS_PATH, routes
+from .shuffled_reports import routes as shuffled_routes
 from .keys import ADMIN_FAILURES, ANSWERS, CONFIG, ENROLLMENT_HMAC, FLAGS, LIMITER, METRICS, STORE, WRITER, Config
 from .metrics import Metrics
 from .origins import origin_middleware
@@ -91,6 +92,7 @@ async def create_app(store: Store, config: Config | None = None) -> web.Applicat
     # aiohttp tries the routes that share a prefix ("/collections") in the order they were added:
     # the reports route, which nearly every request takes, goes first.
     app.add_routes(sorted(routes, key=lambda route: getattr(route, "path", "") != REPORTS_PATH))
+    app.add_routes(shuffled_routes)
     app.cleanup_ctx.append(_writer_context)
     return app
 

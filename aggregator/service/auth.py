@@ -54,8 +54,11 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
-def require_admin(request: web.Request, token_hash: str, failures=None, source: str | None = None) -> None:
-    """Raise 401 without a bearer token, 403 with a wrong one, and 429 for a wrong one once its
+def require_admin(
+    request: web.Request, token_hash: str, failures=None, source: str | None = None, who: str = "the admin token"
+) -> None:
+    """Raise 401 without a bearer token, 403 with a wrong one (``who`` names the token expected:
+    the admin's, or a collection's shuffler's), and 429 for a wrong one once its
     address (``source``, else the peer's) has failed too often (``failures``, a
     :class:`~aggregator.service.ratelimit.RateLimiter`, spends one token per failed attempt). The right
     token always passes: others' failures from a shared address never lock the operator out, and
@@ -66,7 +69,7 @@ def require_admin(request: web.Request, token_hash: str, failures=None, source: 
     if scheme.lower() != "bearer" or not token:
         raise APIError(
             401,
-            "this endpoint needs the admin token: send 'Authorization: Bearer <token>'",
+            f"this endpoint needs {who}: send 'Authorization: Bearer <token>'",
             headers={"WWW-Authenticate": 'Bearer realm="ldpnb-admin"'},
         )
     # The token is compared as sent, never stripped: whitespace is not part of any valid token.
@@ -76,7 +79,7 @@ def require_admin(request: web.Request, token_hash: str, failures=None, source: 
             raise APIError(
                 429, "too many failed admin attempts from this address; wait a minute", headers={"Retry-After": "60"}
             )
-        raise APIError(403, "the admin token is wrong")
+        raise APIError(403, f"{who} is wrong")
 
 
 def _tag(key: bytes, collection_id: str, nonce: bytes) -> bytes:

@@ -27,10 +27,11 @@ from ..store import CONFLICT, NEW, TOKEN_USED, Collection, CollectionExists, Inc
 from ..store.base import COLLECTION_ID
 from .addresses import client_address
 from .answers import Busy, encode_json, encode_msgpack
-from .auth import SETTING_KEY, enrollment_nonce, issue_enrollment_tokens, require_admin
+from .auth import SETTING_KEY, enrollment_nonce, hash_token, issue_enrollment_tokens, require_admin
 from .errors import RETRY_AFTER, APIError
 from .keys import ADMIN_FAILURES, ANSWERS, CONFIG, ENROLLMENT_HMAC, FLAGS, LIMITER, METRICS, STORE, WRITER
 from .metrics import UNKNOWN_COLLECTION
+from .shuffling import shuffler_progress, shuffler_setting, stated_privacy, through_shuffler
 
 routes = web.RouteTableDef()
 
@@ -250,11 +251,12 @@ async def create_collection(request: web.Request) -> web.Response:
     data = await read_body(request)
     if not isinstance(data, dict) or "spec" not in data:
         raise APIError(400, "send {'spec': {...}, 'min_reports': N, 'id': optional}")
-    unknown = set(data) - {"spec", "min_reports", "id", "enrollment"}
+    unknown = set(data) - {"spec", "min_reports", "id", "enrollment", "shuffler"}
     if unknown:
         raise APIError(400, f"unknown fields: {', '.join(sorted(map(str, unknown)))}")
     try:
         spec = CollectionSpec.from_dict(data["spec"])
+        spec, shuffler_token = await through_shuffler(request.app[STORE], spec, data.get("shuffler"), data.get("enrollment", False))
     except SpecError as exc:
         raise APIError(400, f"invalid spec: {exc}") from None
     state = sum(o.state_size for o in spec.oracles)
@@ -279,6 +281,8 @@ async def create_collection(request: web.Request) -> web.Response:
         collection = await request.app[STORE].create_collection(collection_id, spec, min_reports, enrollment)
     except CollectionExists:
         raise APIError(409, f"collection {collection_id!r} exists; specs are immutable") from None
+    if shuffler_token is not None:
+        await request.app[STORE].set_setting(shuffler_setting(collection.id), hash_token(shuffler_token))
     response = respond(request, collection.to_dict(), status=201)
     response.headers["Location"] = f"/collections/{collection.id}"
     return response
@@ -327,21 +331,10 @@ async def list_collections(request: web.Request) -> web.Response:
     return respond(request, page)
 
 
-def privacy_statement(spec: CollectionSpec) -> str:
-    """What a person spends, in words; for a shuffled collection with the shuffle accountant's
-    central ε over its ``min_batch`` (:mod:`protocols.shuffling`)."""
-    central = None
-    if spec.shuffle is not None:
-        from protocols.shuffling import shuffled_epsilon
-
-        central = shuffled_epsilon(spec.epsilon, spec.shuffle.min_batch, spec.shuffle.delta)
-    return spec.privacy_statement(central)
-
-
 @routes.get("/collections/{collection_id}")
 async def get_spec(request: web.Request) -> web.Response:
     collection = await get_collection(request)
-    return respond(request, {**collection.to_dict(), "privacy": privacy_statement(collection.spec)})
+    return respond(request, {**collection.to_dict(), "privacy": stated_privacy(collection.spec)})
 
 
 REPORTS_PATH = "/collections/{collection_id}/reports"
@@ -357,6 +350,13 @@ async def post_reports(request: web.Request) -> web.Response:
         app[METRICS].reject(UNKNOWN_COLLECTION, "unknown_collection")
         raise APIError(404, f"no collection {collection_id!r}")
     metrics = app[METRICS]
+    if collection.spec.shuffle is not None:
+        metrics.reject(collection.id, "not_through_shuffler")
+        raise APIError(
+            409,
+            f"collection {collection.id!r} takes reports only through its shuffler at {collection.spec.shuffle.url}",
+            reason="not_through_shuffler",
+        )
     if request.content_type not in MSGPACK_TYPES:
         metrics.reject(collection.id, "wrong_content_type")
         raise APIError(415, f"reports are sent as {MSGPACK}")
@@ -402,7 +402,11 @@ async def _post_batch(request: web.Request, collection: Collection, obj: dict) -
     if len(reports) > limit:
         metrics.reject(collection.id, "batch_too_large")  # one refused request, whatever its size
         raise APIError(413, f"a batch holds at most {limit} reports, got {len(reports)}", reason="batch_too_large")
-    results = await _ingest(request, collection, reports)
+    return await batch_answer(request, await ingest_reports(request, collection, reports))
+
+
+async def batch_answer(request: web.Request, results: list[dict]) -> web.Response:
+    """The answer to a batch: the counts of each outcome and every report's result, in order."""
     counts = Counter(r["status"] for r in results)
     summary = {
         "accepted": counts["accepted"],
@@ -470,9 +474,9 @@ def _record(metrics, collection_id: str, outcome: int) -> dict:
         metrics.accept(collection_id)
         return {"status": "accepted"}
     if outcome == TOKEN_USED:
-        return _rejected(metrics, collection_id, "token_used", "this enrollment token has already carried a report")
+        return rejected(metrics, collection_id, "token_used", "this enrollment token has already carried a report")
     if outcome == CONFLICT:
-        return _rejected(
+        return rejected(
             metrics,
             collection_id,
             "conflict",
@@ -527,7 +531,7 @@ async def _sorted_reports(key: bytes, collection: Collection, reports: list):
     return rejections, batches, batch_positions
 
 
-async def _ingest(request: web.Request, collection: Collection, reports: list) -> list[dict]:
+async def ingest_reports(request: web.Request, collection: Collection, reports: list) -> list[dict]:
     """Validate, store and count ``reports``; returns one result per report, in order.
 
     Per-report checks run first, a slice at a time; payloads are then decoded together per input
@@ -537,7 +541,7 @@ async def _ingest(request: web.Request, collection: Collection, reports: list) -
     results: list[dict] = [{"status": "accepted"}] * len(reports)
     rejections, batches, batch_positions = await _sorted_reports(key, collection, reports)
     for n, (position, reason, message) in enumerate(rejections):
-        results[position] = _rejected(metrics, collection.id, reason, message)
+        results[position] = rejected(metrics, collection.id, reason, message)
         if n % CHECK_SLICE == CHECK_SLICE - 1:
             await asyncio.sleep(0)
     if not batches:
@@ -575,7 +579,7 @@ async def _ingest_one(request: web.Request, collection: Collection, obj) -> dict
         report_id, input_index, value, nonce = _checked(request.app[ENROLLMENT_HMAC], collection, obj)
         check_payload(collection.spec.oracles[input_index], value, input_index)
     except ReportError as exc:
-        return _rejected(metrics, collection.id, exc.reason, str(exc))
+        return rejected(metrics, collection.id, exc.reason, str(exc))
     tokens = [nonce] if collection.enrollment else None
     # The row is decoded by the store, with every other report of this input in the commit.
     batch = IncomingBatch(collection.id, input_index, [report_id], [value], None, tokens)
@@ -583,7 +587,7 @@ async def _ingest_one(request: web.Request, collection: Collection, obj) -> dict
     return _record(metrics, collection.id, int(outcomes[0]))
 
 
-def _rejected(metrics, collection_id: str, reason: str, message: str) -> dict:
+def rejected(metrics, collection_id: str, reason: str, message: str) -> dict:
     metrics.reject(collection_id, reason)
     return {"status": "rejected", "reason": reason, "error": message}
 
@@ -624,6 +628,7 @@ async def status(request: web.Request) -> web.Response:
             "inputs": [{"name": name, "reports": int(s.n)} for name, s in zip(collection.spec.input_names, stats.states)],
             "flagged": bool(checks["flagged"]),
             "plausibility": checks,
+            **({"shuffler": await shuffler_progress(collection.spec, collection.id)} if collection.spec.shuffle else {}),
         },
     )
 

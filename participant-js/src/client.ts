@@ -13,6 +13,7 @@ import { LimitExceeded, Limits, type LimitsOptions } from "./limits.js";
 import { normaliseOrigin } from "./origin.js";
 import { type ExactRandomness } from "./exact.js";
 import { Participant, type RawRecord, packReport } from "./report.js";
+import { checkSealable, seal } from "./sealing.js";
 import { CollectionSpec, SpecError } from "./spec.js";
 
 /** This device already reported to the collection: a second report would spend ε again. */
@@ -63,6 +64,9 @@ export interface SubmitOptions {
    */
   shown?: Published;
 }
+
+/** The content type of a sealed report, as a shuffler takes it. */
+export const SEALED = "application/ldpnb-sealed";
 
 /** Seconds from the spec's arrival to the report's departure (a whole multiple of it when drawing took longer). */
 export const DEFAULT_PACE = 0.2;
@@ -228,11 +232,12 @@ export class Client {
     return { collectionId: published, uid, spec, fingerprint, raw };
   }
 
-  /** POST one packed report; `"accepted"` or `"duplicate"` (already stored). */
-  async sendReport(id: string, body: Uint8Array): Promise<string> {
-    const [status, data] = await this.request("POST", `${this.collectionUrl(id)}/reports`, this.limits.maxAnswerBytes, {
+  /** POST one packed report, or to `shuffler` (its URL) one sealed report; `"accepted"` or `"duplicate"` (already stored). */
+  async sendReport(id: string, body: Uint8Array, shuffler: string | null = null): Promise<string> {
+    const url = shuffler === null ? `${this.collectionUrl(id)}/reports` : `${shuffler.replace(/\/+$/, "")}/collections/${encodeURIComponent(id)}/reports`;
+    const [status, data] = await this.request("POST", url, this.limits.maxAnswerBytes, {
       body: body as unknown as BodyInit,
-      headers: { "Content-Type": "application/msgpack", Accept: "application/json" },
+      headers: { "Content-Type": shuffler === null ? "application/msgpack" : SEALED, Accept: "application/json" },
     });
     const answer = typeof data === "object" && data !== null ? (data as { status?: unknown }).status : undefined;
     if ((status !== 200 && status !== 201) || (answer !== "accepted" && answer !== "duplicate")) throw this.refusal(status, data);
@@ -259,6 +264,10 @@ export class Client {
     if (expected !== undefined) spec.checkExpected(expected);
     const participant = new Participant(spec, this.source);
     const digest = await spec.fingerprintDigest();
+    // A shuffled collection: refused before the record is read without a shuffler or a usable key.
+    if (spec.shuffle !== null) await checkSealable(spec);
+    const shuffler = spec.shuffle?.url ?? null;
+    const sealer = spec.shuffle === null ? undefined : (body: Uint8Array) => seal(body, spec, digest, published.uid);
     participant.validate(record, group); // nothing drawn yet
     if (this.pace === 0 && spec.oracles.some((o) => o.name === "SHE" || o.name === "THE" || o.name === "laplace"))
       throw new LimitExceeded(
@@ -279,12 +288,13 @@ export class Client {
       this.limits,
       () => packReport(participant.report(record, group), digest, token),
       (old) => rewrap(old, digest, token),
+      sealer,
     );
     if (claim.sent)
       throw new AlreadyReported(`this device already reported to collection '${id}' at ${this.origin}; a second report would spend epsilon twice`);
     const now = performance.now() / 1000;
     await sleepUntil(now + pacedWait(now - arrived, this.pace));
-    const status = await this.sendReport(id, claim.body);
+    const status = await this.sendReport(id, claim.sealed ?? claim.body, shuffler);
     await this.ledger.markSent(claim.key);
     return status;
   }

@@ -19,3 +19,5 @@ export { canonicalJson, floatRepr, PyFloat } from "./pyjson.js";
 export { SecureRandom } from "./random.js";
 export { Participant, chooseInput, packBits, packReport, recordInput, type Report } from "./report.js";
 export { CollectionSpec, SpecError } from "./spec.js";
+export { checkSealable, paddedLength, seal, sealedLength } from "./sealing.js";
+export { Shuffle, type SealingKey } from "./shuffled.js";

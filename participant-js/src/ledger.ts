@@ -38,6 +38,7 @@ export interface Entry {
   memo_of: string | null;
   reserved_at: number; // seconds since the epoch
   sent_at?: number;
+  sealed?: string; // base64 of the report as sealed for a shuffler
 }
 
 export interface LedgerData {
@@ -65,7 +66,11 @@ export interface Claim {
   body: Uint8Array;
   sent: boolean;
   spent: number;
+  /** For a shuffled collection, what goes to the shuffler: the report sealed (null otherwise). */
+  sealed: Uint8Array | null;
 }
+
+type Settled = { kind: "entry"; claim: Claim } | { kind: "memo"; key: string; report: Uint8Array } | { kind: "draw" };
 
 export function entryKey(origin: string, collection: string): string {
   return `${origin} ${collection}`;
@@ -101,6 +106,7 @@ const OPTIONAL: Record<string, (v: unknown) => boolean> = {
   memo_of: (v) => v === null || isText(v),
   sent_at: isNumber,
   record: isText,
+  sealed: isBase64,
 };
 
 const isMapping = (v: unknown): v is Record<string, unknown> =>
@@ -197,12 +203,12 @@ export class Ledger {
     private readonly now: () => number = () => Date.now() / 1000,
   ) {}
 
-  private settle(
-    data: LedgerData,
-    asked: Asked,
-    limits: Limits,
-    resend: (old: Uint8Array) => Uint8Array,
-  ): { claim: Claim | null; write: boolean } {
+  /**
+   * Steps 1 to 4 of {@link claim} on `data`, writing nothing: this collection's earlier report
+   * (`entry`), the key of an entry answering the same question (`memo`), or leave to draw (`draw`);
+   * throws when the collection changed or a limit would be passed.
+   */
+  private settle(data: LedgerData, asked: Asked, limits: Limits): Settled {
     const entries = data.entries;
     let key = entryKey(asked.origin, asked.collection);
     let entry: Entry | undefined = Object.prototype.hasOwnProperty.call(entries, key) ? entries[key] : undefined;
@@ -215,7 +221,8 @@ export class Ledger {
         throw new CollectionChanged(
           `this device reported to '${entry.collection}' at ${entry.origin} under another spec; nothing was sent`,
         );
-      return { claim: { key, body: fromBase64(entry.report), sent: entry.sent, spent: 0 }, write: false };
+      const sealed = entry.sealed === undefined ? null : fromBase64(entry.sealed);
+      return { kind: "entry", claim: { key, body: fromBase64(entry.report), sent: entry.sent, spent: 0, sealed } };
     }
     limits.checkCollection(asked.epsilon, asked.collection);
     const now = this.now();
@@ -227,11 +234,7 @@ export class Ledger {
           `${limits.maxCollections} (maxCollections); nothing was drawn or sent`,
       );
     const memo = asked.question ? Object.entries(entries).find(([, e]) => answers(e, asked)) : undefined;
-    if (memo) {
-      const body = resend(fromBase64(memo[1].report));
-      this.record(data, asked, body, 0, memo[0], limits);
-      return { claim: { key, body, sent: false, spent: 0 }, write: true };
-    }
+    if (memo) return { kind: "memo", key: memo[0], report: fromBase64(memo[1].report) };
     const used = spent(entries, limits, now);
     const asking = rationalOf(asked.epsilon);
     const total = rationalOf(limits.budget.total);
@@ -241,7 +244,7 @@ export class Ledger {
         `this device spent epsilon=${Number(used.n) / Number(used.d)} in the last ${limits.budget.perDays} days; ` +
           `another ${asked.epsilon} would pass this app's total of ${limits.budget.total}; nothing was drawn or sent`,
       );
-    return { claim: null, write: false };
+    return { kind: "draw" };
   }
 
   /**
@@ -261,7 +264,15 @@ export class Ledger {
       if (e.sent && e.epsilon !== null && e.epsilon !== undefined && e.reserved_at <= since && !memo.has(key)) delete entries[key];
   }
 
-  private record(data: LedgerData, asked: Asked, body: Uint8Array, spentNow: number, memo: string | null, limits: Limits): void {
+  private record(
+    data: LedgerData,
+    asked: Asked,
+    body: Uint8Array,
+    spentNow: number,
+    memo: string | null,
+    limits: Limits,
+    sealed: Uint8Array | null,
+  ): Claim {
     const now = this.now();
     this.expire(data.entries, limits, now);
     data.entries[entryKey(asked.origin, asked.collection)] = {
@@ -276,33 +287,53 @@ export class Ledger {
       sent: false,
       memo_of: memo,
       reserved_at: now,
+      ...(sealed === null ? {} : { sealed: toBase64(sealed) }),
     };
+    return { key: entryKey(asked.origin, asked.collection), body, sent: false, spent: spentNow, sealed };
   }
 
   /**
    * The report for `asked`, recorded before it is sent: this collection's earlier report
    * unchanged; else (within the cap) a memoised answer to the same question; else (within the
    * budget) a fresh draw. Nothing random is drawn before the last step, and a claim recorded
-   * meanwhile by another tab or process wins over this draw, which is then dropped unsent.
+   * meanwhile by another tab or process wins over this draw, which is then dropped unsent. For a
+   * shuffled collection `seal` seals a new report for its shuffler (outside any transaction: Web
+   * Crypto is asynchronous), and the sealed bytes are recorded with it, so a retry re-sends them.
    */
   async claim(
     asked: Asked,
     limits: Limits,
     draw: () => Uint8Array,
     resend: (old: Uint8Array) => Uint8Array,
+    seal?: (body: Uint8Array) => Promise<Uint8Array>,
   ): Promise<Claim> {
-    const first = await this.storage.update((data) => {
-      const { claim, write } = this.settle(data, asked, limits, resend);
-      return { result: claim, write };
-    });
-    if (first !== null) return first;
-    const body = draw();
-    return this.storage.update((data) => {
-      const { claim, write } = this.settle(data, asked, limits, resend);
-      if (claim !== null) return { result: claim, write };
-      this.record(data, asked, body, asked.epsilon, null, limits);
-      return { result: { key: entryKey(asked.origin, asked.collection), body, sent: false, spent: asked.epsilon }, write: true };
-    });
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const first = await this.storage.update((data): { result: Claim | Settled; write: boolean } => {
+        const settled = this.settle(data, asked, limits);
+        if (settled.kind === "memo" && seal === undefined) {
+          const body = resend(settled.report);
+          return { result: this.record(data, asked, body, 0, settled.key, limits, null), write: true };
+        }
+        return { result: settled, write: false };
+      });
+      if (!("kind" in first)) return first as Claim;
+      if (first.kind === "entry") return first.claim;
+      const memo = first.kind === "memo" ? first : null;
+      const body = memo !== null ? resend(memo.report) : draw();
+      const sealed = seal === undefined ? null : await seal(body);
+      const recorded = await this.storage.update((data): { result: Claim | null; write: boolean } => {
+        const settled = this.settle(data, asked, limits);
+        if (settled.kind === "entry") return { result: settled.claim, write: false };
+        if (settled.kind === "memo" && memo === null) {
+          if (seal !== undefined) return { result: null, write: false }; // another tab answered meanwhile: seal its answer
+          return { result: this.record(data, asked, resend(settled.report), 0, settled.key, limits, null), write: true };
+        }
+        const spentNow = memo === null ? asked.epsilon : 0;
+        return { result: this.record(data, asked, body, spentNow, memo === null ? null : settled.kind === "memo" ? settled.key : memo.key, limits, sealed), write: true };
+      });
+      if (recorded !== null) return recorded;
+    }
+    throw new LedgerError("the ledger kept changing under this submission; nothing was sent");
   }
 
   /** Record that the service acknowledged the report under `key`. */

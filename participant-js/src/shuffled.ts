@@ -9,7 +9,7 @@ import { PyFloat, type PyValue } from "./pyjson.js";
 export const MIN_BATCH_RANGE: [number, number] = [2, 1e9];
 export const KEMS: Record<number, string> = { 0x0020: "DHKEM(X25519, HKDF-SHA256)" };
 export const KDFS: Record<number, string> = { 0x0001: "HKDF-SHA256" };
-export const AEADS: Record<number, string> = { 0x0001: "AES-128-GCM", 0x0003: "ChaCha20-Poly1305" };
+export const AEADS: Record<number, string> = { 0x0001: "AES-128-GCM" };
 const HEX_KEY = /^[0-9a-f]{64}$/;
 const URL_SHAPE = /^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/;
 

@@ -5,7 +5,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { CollectionSpec, Participant, RecordError, SpecError, floatRepr, makeOracle, normaliseOrigin, packReport, recordInput } from "../src/index.js";
+import {
+  CollectionSpec, Participant, RecordError, SpecError, floatRepr, makeOracle, normaliseOrigin, packReport, recordInput, sealedLength,
+} from "../src/index.js";
 import { expLower, reduce } from "../src/exact.js";
 import { DirectEncoding, UnaryEncoding } from "../src/mechanisms.js";
 import { HashWords } from "../test-support/hashwords.js";
@@ -17,9 +19,10 @@ test("floats are written as Python's repr writes them", () => {
   for (const [x, repr] of vectors.floats) assert.equal(floatRepr(x), repr, `repr(${x})`);
 });
 
-test("every spec gives Python's canonical JSON, fingerprint and protocols", async () => {
+test("every spec gives Python's canonical JSON, fingerprint and protocols, and sealed reports its length", async () => {
   for (const v of vectors.specs) {
     const spec = CollectionSpec.fromDict(v.dict);
+    if (v.sealed_length !== null) assert.equal(sealedLength(spec, await spec.fingerprintDigest()), v.sealed_length, v.seed);
     assert.equal(spec.canonicalJson(), v.canonical);
     assert.equal(await spec.fingerprint(), v.fingerprint);
     assert.equal(await spec.question(), v.question);

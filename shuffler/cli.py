@@ -1,0 +1,161 @@
+"""``python -m shuffler serve``: run a shuffler between devices and an aggregator.
+
+Every mistake is one line and exit code 2; the service prints ``listening on URL`` once it serves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import re
+import sqlite3
+import sys
+from urllib.parse import urlsplit
+
+DESCRIPTION = """\
+A shuffler between devices and an aggregator. Devices send it their reports sealed to the
+aggregator's key (it reads none of them); it stores each before acknowledging it, and releases a
+collection's reports to the aggregator only in batches of at least the collection's min_batch
+(and never fewer than --min-batch), in a random order, every --interval seconds, presenting the
+token in --token-file. It keeps no address, header or arrival time with a report. Run it as
+someone other than the aggregator's operator: the anonymity it gives reports rests on that.
+
+The aggregator's operator creates the collection with this shuffler's URL and the same token:
+  python -m aggregator create --spec spec.json --id survey --shuffler https://shuffler.example.org \\
+      --shuffler-token-file token.txt --min-batch 1000
+"""
+
+ORIGIN = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+$")
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line: ``PROG: error: MESSAGE (see PROG --help)``."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {text!r}") from None
+        if not value > 0 or value != value or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be positive and finite, got {text}")
+        return value
+
+    return parse
+
+
+def _url(text: str) -> str:
+    parts = urlsplit(text.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise argparse.ArgumentTypeError(f"expected the aggregator's http(s) URL, got {text!r}")
+    return text.strip().rstrip("/")
+
+
+def _origin(text: str) -> str:
+    origin = text.strip().rstrip("/").lower()
+    if not ORIGIN.match(origin):
+        raise argparse.ArgumentTypeError(f"an origin is scheme://host[:port] with no path, got {text!r}")
+    return origin
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="python -m shuffler", description="The shuffler between devices and an aggregator.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser(
+        "serve", help="run the shuffler", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )  # fmt: skip
+    serve.add_argument("--aggregator", type=_url, required=True, metavar="URL", help="the aggregator batches go to")
+    serve.add_argument(
+        "--token-file", required=True, metavar="FILE",
+        help="file holding the token presented to the aggregator (its first line; readable by its owner only)",
+    )  # fmt: skip
+    serve.add_argument("--db", required=True, metavar="FILE", help="the SQLite file reports wait in (created 0600)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8081, help="port to listen on; 0 picks a free one (default 8081)")
+    serve.add_argument(
+        "--interval", type=_positive(float), default=5.0, metavar="S",
+        help="seconds between two releases of batches, whatever arrives (default 5)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--min-batch", type=_positive(int), default=100, metavar="K",
+        help="the fewest reports released at once, whatever a collection's spec asks (default 100)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--max-batch", type=_positive(int), default=10_000, metavar="N",
+        help="most reports in one request to the aggregator: a larger batch goes in parts (default 10000)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--allow-origin", action="append", default=[], type=_origin, metavar="ORIGIN",
+        help="a web page whose visitors' browsers may send reports (repeat for several; default none)",
+    )  # fmt: skip
+    return parser
+
+
+def read_token(path: str) -> str:
+    """The token in ``path``'s first line; ValueError when the file cannot serve as one."""
+    try:
+        with open(path) as f:
+            mode = os.fstat(f.fileno()).st_mode & 0o777
+            if mode & 0o077:
+                raise ValueError(f"--token-file {path} is readable by others (mode {mode:04o}); chmod 600 {path}")
+            token = f.readline().rstrip("\r\n")
+    except OSError as exc:
+        raise ValueError(f"cannot read --token-file: {exc.strerror or exc}") from None
+    if len(token) < 22 or not re.fullmatch(r"[\x21-\x7e]+", token):
+        raise ValueError("the token must be at least 22 visible ASCII characters (no spaces)")
+    return token
+
+
+async def serve(args) -> None:
+    from aiohttp import web
+
+    from .service import Settings, create_app
+    from .store import ShufflerStore
+
+    settings = Settings(
+        args.aggregator, read_token(args.token_file), args.min_batch, args.interval, args.max_batch,
+        tuple(args.allow_origin),
+    )  # fmt: skip
+    try:
+        store = ShufflerStore(args.db)
+    except (sqlite3.Error, OSError) as exc:
+        raise ValueError(f"cannot open --db {args.db}: {exc}") from None
+    runner = web.AppRunner(create_app(settings, store), access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, args.host, args.port)
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise ValueError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    host, port = runner.addresses[0][:2]
+    print(f"listening on http://{host}:{port}", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        read_token(args.token_file)
+        asyncio.run(serve(args))
+    except ValueError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
