@@ -273,6 +273,22 @@ def unpack(body: bytes, max_reports: int | None = None):
     except ValueError as exc:
         if max_reports is not None and "max_array_len" in str(exc):  # msgpack's words for an array over the limit
             raise ReportError("batch_too_large", f"a batch holds at most {max_reports} reports") from None
-        raise ReportError("malformed", f"body is not valid msgpack: {type(exc).__name__}: {exc}") from None
+        raise ReportError("malformed", f"body is not valid msgpack ({_why(exc)})") from None
     except Exception as exc:  # msgpack raises several unrelated types for bad input
-        raise ReportError("malformed", f"body is not valid msgpack: {type(exc).__name__}: {exc}") from None
+        raise ReportError("malformed", f"body is not valid msgpack ({_why(exc)})") from None
+
+
+def _why(exc: Exception) -> str:
+    """What was wrong with a body msgpack refused, in words, never the library's class names."""
+    text, kind = str(exc).lower(), type(exc).__name__.lower()
+    if "stack" in kind or "depth" in text:
+        return "nested too deeply"
+    if "extra" in kind or "extra data" in text:
+        return "data after its end"
+    if "incomplete" in text or "outofdata" in kind:
+        return "truncated"
+    if "map key" in text:
+        return "a map key that is not a string"
+    if "exceeds" in text or "max_" in text:
+        return "a container longer than a report can hold"
+    return "a byte no msgpack value begins with"

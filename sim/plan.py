@@ -27,7 +27,15 @@ from aggregator.operator.usage import Parser, non_negative_int, number, positive
 from participant.spec import EPSILON_RANGE
 from protocols import PROTOCOL_NAMES
 
-from .cli_options import add_central_options, add_csv_options, check_common, csv_source, load_data, shuffled_for, training_people
+from .cli_options import (
+    add_central_options,
+    add_csv_options,
+    check_common,
+    csv_source,
+    load_data,
+    shuffled_for,
+    training_people,
+)
 from .datasets import Dataset, dataset_names
 
 SHARES = (0.25, 0.4, 0.55, 0.7)

@@ -34,6 +34,14 @@ async def test_a_named_page_gets_its_preflight_and_its_answers(url):
             assert "Content-Type" in r.headers["Access-Control-Allow-Headers"]
         async with session.get(f"{url}/collections/nothing", headers={"Origin": SURVEY}) as r:
             assert r.status == 404 and r.headers["Access-Control-Allow-Origin"] == SURVEY
+        # A spec is streamed by its handler (encoded once, sent in slices): its headers too.
+        from .conftest import table_1_spec
+
+        body = {"spec": table_1_spec().to_dict(), "id": "c1"}
+        async with session.post(f"{url}/collections", json=body, headers={"Authorization": f"Bearer {ADMIN}"}) as r:
+            assert r.status == 201
+        async with session.get(f"{url}/collections/c1", headers={"Origin": SURVEY}) as r:
+            assert r.status == 200 and r.headers["Access-Control-Allow-Origin"] == SURVEY and "ETag" in r.headers
 
 
 @pytest.mark.parametrize("origin", ["https://elsewhere.example", "http://survey.example.org", "null", SURVEY + ":8443"])

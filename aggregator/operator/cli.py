@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import os
 import signal
 import socket
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -149,6 +151,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=256,
         help="connections open at once from one address (trusted proxies excepted); a further one is answered "
         "503 and closed, so one address cannot starve the others (default 256)",
+    )
+    serve.add_argument(
+        "--slot-prefix",
+        type=slot_prefix,
+        default=(24, 64),
+        metavar="V4[,V6]",
+        help="the network prefix peers share connection slots by: IPv4 /16 to /32, IPv6 /48 to /64 (default 24,64: "
+        "one /24 is one party; 32 gives each IPv4 address its own --max-connections-per-address)",
     )
     serve.add_argument(
         "--trusted-proxy",
@@ -369,6 +379,20 @@ def read_admin_token(args) -> str | None:
     return os.environ.get("LDPNB_ADMIN_TOKEN")
 
 
+def slot_prefix(text: str) -> tuple[int, int]:
+    """A ``--slot-prefix`` value: ``V4`` or ``V4,V6`` prefix lengths within their ranges."""
+    from ..service.connections import DEFAULT_SLOT_PREFIX, SLOT_PREFIX_RANGES
+
+    parts = [p.strip().lstrip("/") for p in text.split(",")]
+    if not 1 <= len(parts) <= 2 or not all(p.isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"expected V4 or V4,V6 prefix lengths (such as 24,64), got {text!r}")
+    bits = (int(parts[0]), int(parts[1]) if len(parts) == 2 else DEFAULT_SLOT_PREFIX[1])
+    for value, (low, high), family in zip(bits, SLOT_PREFIX_RANGES, ("IPv4", "IPv6")):
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"an {family} prefix must lie in /{low} to /{high}, got /{value}")
+    return bits
+
+
 def public_url(text: str) -> str:
     """A ``--public-url`` value: the origin (``scheme://host[:port]``, lower-cased) of the URL given."""
     from urllib.parse import urlsplit
@@ -402,6 +426,7 @@ def config_from(args):
         max_connections=args.max_connections,
         body_timeout=args.body_timeout,
         max_connections_per_address=args.max_connections_per_address,
+        slot_prefix=args.slot_prefix,
         trusted_proxies=parse_networks(args.trusted_proxy),
         db_timeout=args.db_timeout,
         allowed_origins=tuple(args.allow_origin),
@@ -412,7 +437,7 @@ def config_from(args):
 def store_options(args) -> dict:
     from ..store import is_postgres_url
 
-    return {"pool_size": args.db_pool, "timeout": args.db_timeout} if is_postgres_url(args.db) else {}
+    return {"pool_size": args.db_pool, "timeout": args.db_timeout} if is_postgres_url(args.db) else {"timeout": args.db_timeout}
 
 
 async def prepare(args) -> None:
@@ -491,11 +516,31 @@ def forward_all(children: list[int], signum: int) -> None:
             pass
 
 
-def serve_many(args) -> int:
+def reserve_port(args) -> socket.socket:
+    """The service's listening socket (for several workers, a socket that holds the port for
+    them), bound before anything else starts: a busy port is one line, with no database created
+    and no admin token shown."""
+    try:
+        if args.workers > 1:
+            return _reuse_port_socket(args.host, args.port, listen=False)  # reserves the port, takes no connection
+        sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((args.host, args.port))
+            sock.listen(2048)
+        except OSError:
+            sock.close()
+            raise
+        return sock
+    except OSError as exc:
+        hint = "; another program listens there: choose another --port" if exc.errno == errno.EADDRINUSE else ""
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}{hint}") from None
+
+
+def serve_many(args, holder: socket.socket) -> int:
     """Fork ``args.workers`` processes, each listening on the same port with SO_REUSEPORT, so the
     kernel spreads connections evenly over them (one shared listening socket lets whichever
-    process wakes first take every connection)."""
-    holder = _reuse_port_socket(args.host, args.port, listen=False)  # reserves the port, takes no connection
+    process wakes first take every connection); ``holder`` holds the port meanwhile."""
     host, port = holder.getsockname()[:2]
     ready_read, ready_write = os.pipe()
     children = []
@@ -545,7 +590,7 @@ def database_problem(exc: BaseException) -> str:
         return f"nothing is listening there (is the server running?) ({type(exc).__name__}: {exc})"
     if isinstance(exc, TimeoutError):
         return "no answer within the --db-timeout (is the address right, the server up?)"
-    return f"{type(exc).__name__}: {exc}"
+    return " ".join(f"{type(exc).__name__}: {exc}".split())  # one line, whatever the driver wrote
 
 
 def database_address(args) -> str:
@@ -571,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
     import asyncpg
 
     from ..service.auth import TokenError
-    from ..store import StoreLocked, is_postgres_url
+    from ..store import StoreLocked, StoreUnavailable, is_postgres_url
     from ..store.postgres import redacted
     from .copy import CopyError, copy_database
 
@@ -593,15 +638,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.workers > 1 and not is_postgres_url(args.db):
             raise UsageError("--workers needs a PostgreSQL database: one process serves a SQLite file")
         config_from(args)  # refuses a bad option before anything starts
+        sock = reserve_port(args)  # a busy port: nothing is created, no token shown
         asyncio.run(prepare(args))
         if args.workers == 1:
-            run_loop(serve_worker(args, None, announce=True), args.loop)
+            run_loop(serve_worker(args, sock, announce=True), args.loop)
             return 0
         args.db_location = redacted(args.db)
-        return serve_many(args)
+        return serve_many(args, sock)
     except (UsageError, TokenError, StoreLocked, CopyError, OperatorError, ValueError) as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
-    except (OSError, asyncpg.PostgresError) as exc:
+    except StoreUnavailable as exc:
+        parser.exit(2, f"{parser.prog}: error: the database cannot be used: {exc}\n")
+    except (OSError, TimeoutError, sqlite3.Error, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         where = redacted(args.db) if getattr(args, "db", None) else "the database"
         parser.exit(2, f"{parser.prog}: error: cannot open the database {where}: {database_problem(exc)}\n")
 

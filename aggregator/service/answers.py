@@ -92,19 +92,23 @@ def _msgpack(data, packer: msgpack.Packer, parts: list[bytes]) -> None:
 
 
 class Busy(Exception):
-    """As many answers are being built as the cache allows: the request should come back later."""
+    """Too many requests wait for answers to be built: the request should come back later."""
 
 
 class AnswerCache:
     """Encoded answers by key, the ``size`` most recent kept and at most ``max_bytes`` of them
     (the largest collection's answers are tens of MB each); a key being built is built once, and
-    every request for it awaits that one build; at most ``max_building`` keys are built at once (a
-    build of the largest collection holds tens of MB and a core: forty-two variants asked at once
-    took 2 GB), and a request for another key meanwhile raises :class:`Busy`."""
+    every request for it awaits that one build. At most ``max_building`` keys are built at once
+    (a build of the largest collection holds tens of MB and a core: forty-two variants asked at
+    once took 2 GB); a request for another key waits its turn, and only past ``max_waiting``
+    keys waiting is it refused (:class:`Busy`). ``statistics`` holds each collection's
+    statistics per release state, read once for every answer built from them."""
 
-    def __init__(self, size: int = 8, max_bytes: int = 256 * 2**20, max_building: int = 2):
-        self.size, self.max_bytes, self.max_building = size, max_bytes, max_building
+    def __init__(self, size: int = 8, max_bytes: int = 256 * 2**20, max_building: int = 2, max_waiting: int = 64):
+        self.size, self.max_bytes, self.max_waiting = size, max_bytes, max_waiting
         self._answers: OrderedDict[Hashable, asyncio.Future] = OrderedDict()
+        self._building = asyncio.Semaphore(max_building)
+        self.statistics: OrderedDict[Hashable, asyncio.Future] = OrderedDict()
 
     def _trim(self) -> None:
         """Drop the least recent answers past ``size`` or ``max_bytes`` (the newest always stays)."""
@@ -114,13 +118,17 @@ class AnswerCache:
             if oldest.done() and not oldest.exception():
                 held -= len(oldest.result())
 
+    async def _built(self, produce: Callable[[], Awaitable[bytes]]) -> bytes:
+        async with self._building:
+            return await produce()
+
     async def get(self, key: Hashable, produce: Callable[[], Awaitable[bytes]]) -> bytes:
         """The answer for ``key``: cached, or awaited from ``produce()`` (once, however many ask)."""
         future = self._answers.get(key)
         if future is None:
-            if sum(not f.done() for f in self._answers.values()) >= self.max_building:
-                raise Busy(f"{self.max_building} answers are being built; ask again in a moment")
-            future = asyncio.ensure_future(produce())
+            if sum(not f.done() for f in self._answers.values()) >= self.max_waiting:
+                raise Busy(f"{self.max_waiting} answers are waiting to be built; ask again in a moment")
+            future = asyncio.ensure_future(self._built(produce))
             self._answers[key] = future
         else:
             self._answers.move_to_end(key)
@@ -132,3 +140,18 @@ class AnswerCache:
             raise
         self._trim()
         return body
+
+    async def statistics_of(self, key: Hashable, read: Callable[[], Awaitable]):
+        """A collection's statistics at one release state (``key``), read once by ``read()`` for
+        every answer built from them; the two most recent states kept."""
+        future = self.statistics.get(key)
+        if future is None:
+            future = self.statistics[key] = asyncio.ensure_future(read())
+            while len(self.statistics) > 2:
+                self.statistics.popitem(last=False)
+        try:
+            return await asyncio.shield(future)
+        except BaseException:
+            if future.done() and self.statistics.get(key) is future:
+                del self.statistics[key]
+            raise

@@ -2,22 +2,37 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 
 from aiohttp import web
 
 from ..store import Store, open_database
+from ..store.base import REQUEST_DEADLINE
 from .addresses import within
 from .answers import AnswerCache
 from .auth import ENROLLMENT_KEY, SETTING_KEY, TokenError, check_admin_token, hash_token, new_token
 from .connections import CappedRunner
 from .errors import MAX_BODY, error_middleware, server_header
+from .flags import refresher
 from .handlers import REPORTS_PATH, routes
-from .shuffled_reports import routes as shuffled_routes
-from .keys import ADMIN_FAILURES, ANSWERS, CONFIG, ENROLLMENT_HMAC, FLAGS, LIMITER, METRICS, STORE, WRITER, Config
+from .keys import (
+    ADMIN_FAILURES,
+    ANSWERS,
+    CONFIG,
+    ENROLLMENT_HMAC,
+    FLAGS,
+    LIMITER,
+    METRICS,
+    SPEC_ANSWERS,
+    STORE,
+    WRITER,
+    Config,
+)
 from .metrics import Metrics
-from .origins import origin_middleware
+from .origins import cors_headers, origin_middleware
 from .ratelimit import RateLimiter
+from .shuffled_reports import routes as shuffled_routes
 from .writer import ReportWriter
 
 ADMIN_FAILURES_PER_MINUTE = 10
@@ -77,10 +92,13 @@ async def create_app(store: Store, config: Config | None = None) -> web.Applicat
     if await store.get_setting(SETTING_KEY) is None:
         raise ValueError("the store has no admin token; open it with open_store()")
     enrollment_key = bytes.fromhex(await store.get_setting(ENROLLMENT_KEY))
-    app = web.Application(middlewares=[origin_middleware, error_middleware], client_max_size=config.max_body_bytes)
+    app = web.Application(
+        middlewares=[origin_middleware, error_middleware, database_deadline], client_max_size=config.max_body_bytes
+    )
     app[CONFIG] = config
     app[MAX_BODY] = config.max_body_bytes
     app.on_response_prepare.append(server_header)
+    app.on_response_prepare.append(cors_headers)
     app[ENROLLMENT_HMAC] = enrollment_key
     if config.rate_limit:
         app[LIMITER] = RateLimiter(config.rate_limit)
@@ -88,13 +106,26 @@ async def create_app(store: Store, config: Config | None = None) -> web.Applicat
     app[STORE] = store
     app[METRICS] = Metrics(per_collection=config.metrics_per_collection)
     app[ANSWERS] = AnswerCache()
+    app[SPEC_ANSWERS] = AnswerCache(size=256, max_bytes=128 * 2**20)
     app[FLAGS] = {}
     # aiohttp tries the routes that share a prefix ("/collections") in the order they were added:
     # the reports route, which nearly every request takes, goes first.
     app.add_routes(sorted(routes, key=lambda route: getattr(route, "path", "") != REPORTS_PATH))
     app.add_routes(shuffled_routes)
     app.cleanup_ctx.append(_writer_context)
+    app.cleanup_ctx.append(refresher)
     return app
+
+
+@web.middleware
+async def database_deadline(request: web.Request, handler):
+    """Every read a request makes ends by one ``--db-timeout`` after it began, all of them together."""
+    deadline = asyncio.get_running_loop().time() + request.app[CONFIG].db_timeout
+    token = REQUEST_DEADLINE.set(deadline)
+    try:
+        return await handler(request)
+    finally:
+        REQUEST_DEADLINE.reset(token)
 
 
 async def _writer_context(app: web.Application):
@@ -117,6 +148,7 @@ async def start_site(
         config.max_connections,
         config.max_connections_per_address,
         lambda peer: within(peer, config.trusted_proxies),
+        config.slot_prefix,
         access_log=None,
         # Request bodies are never inflated: a small compressed body could expand without bound
         # inside the parser, before any handler could refuse it.

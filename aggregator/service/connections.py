@@ -1,8 +1,8 @@
 """Connection handling below the handlers: fair caps on open connections, and JSON answers for
 what aiohttp's HTTP parser refuses before any handler runs (malformed requests, oversized lines).
 
-Slots are shared fairly: peers are grouped by network (an IPv4 /24, an IPv6 /64: what one
-party usually holds), each group holds at most ``max_per_address`` connections, and when every
+Slots are shared fairly: peers are grouped by network (by default an IPv4 /24 and an IPv6 /64,
+what one party usually holds; ``serve --slot-prefix``), each group holds at most ``max_per_address`` connections, and when every
 slot is taken a newcomer from a group holding fewer than the largest group takes the slot of that
 group's longest-idle connection (closed), so that a few groups keeping their connections busy
 cannot starve everyone else. A newcomer from the largest group itself is answered 503 with
@@ -63,16 +63,22 @@ def _refuse(transport: asyncio.BaseTransport, message: str) -> None:
     transport.close()
 
 
-def network_of(peer: str) -> str:
-    """The group a peer address counts in: its IPv4 /24 or IPv6 /64 (an IPv4-mapped IPv6 address as
-    its IPv4), or the text itself for what is not an address."""
+#: The prefixes peers are grouped by when none is configured: (IPv4 bits, IPv6 bits).
+DEFAULT_SLOT_PREFIX = (24, 64)
+SLOT_PREFIX_RANGES = ((16, 32), (48, 64))
+
+
+def network_of(peer: str, prefix: tuple[int, int] = DEFAULT_SLOT_PREFIX) -> str:
+    """The group a peer address counts in: its IPv4 network of ``prefix[0]`` bits or its IPv6
+    network of ``prefix[1]`` (an IPv4-mapped IPv6 address as its IPv4), or the text itself for
+    what is not an address."""
     try:
         address = ipaddress.ip_address(peer)
     except ValueError:
         return peer
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
-    bits = 24 if address.version == 4 else 64
+    bits = prefix[0] if address.version == 4 else prefix[1]
     return str(ipaddress.ip_network(f"{address}/{bits}", strict=False))
 
 
@@ -118,8 +124,12 @@ class CappedServer:
     handled by :class:`JSONErrorRequestHandler`. Addresses in ``uncapped`` (trusted proxies,
     whose connections carry many devices) are neither capped per group nor evicted."""
 
-    def __init__(self, server: web.Server, max_connections: int, max_per_address: int, uncapped=lambda peer: False):
+    def __init__(
+        self, server: web.Server, max_connections: int, max_per_address: int, uncapped=lambda peer: False,
+        prefix: tuple[int, int] = DEFAULT_SLOT_PREFIX,
+    ):  # fmt: skip
         self._server = server
+        self.prefix = prefix
         self.max_connections = max_connections
         self.max_per_address = max_per_address
         self._uncapped = uncapped
@@ -130,7 +140,7 @@ class CappedServer:
         """Count ``handler`` in (evicting another where the module's note says); else the 503's
         message."""
         trusted = self._uncapped(peer)
-        group = "" if trusted else network_of(peer)
+        group = "" if trusted else network_of(peer, self.prefix)
         members = self.groups.get(group, set())
         if not trusted and len(members) >= self.max_per_address:
             return "this address holds its maximum number of connections; retry later"
@@ -170,9 +180,14 @@ class CappedServer:
 class CappedRunner(web.AppRunner):
     """An ``AppRunner`` whose sites accept through a :class:`CappedServer`."""
 
-    def __init__(self, app: web.Application, max_connections: int, max_per_address: int, uncapped, **kwargs):
+    def __init__(
+        self, app: web.Application, max_connections: int, max_per_address: int, uncapped,
+        prefix: tuple[int, int] = DEFAULT_SLOT_PREFIX, **kwargs,
+    ):  # fmt: skip
         super().__init__(app, **kwargs)
         self.max_connections, self.max_per_address, self.uncapped = max_connections, max_per_address, uncapped
+        self.prefix = prefix
 
     async def _make_server(self):
-        return CappedServer(await super()._make_server(), self.max_connections, self.max_per_address, self.uncapped)
+        server = await super()._make_server()
+        return CappedServer(server, self.max_connections, self.max_per_address, self.uncapped, self.prefix)

@@ -29,9 +29,11 @@ from .addresses import client_address
 from .answers import Busy, encode_json, encode_msgpack
 from .auth import SETTING_KEY, enrollment_nonce, hash_token, issue_enrollment_tokens, require_admin
 from .errors import RETRY_AFTER, APIError
-from .keys import ADMIN_FAILURES, ANSWERS, CONFIG, ENROLLMENT_HMAC, FLAGS, LIMITER, METRICS, STORE, WRITER
+from .flags import REFRESHER
+from .keys import ADMIN_FAILURES, ANSWERS, CONFIG, ENROLLMENT_HMAC, FLAGS, LIMITER, METRICS, SPEC_ANSWERS, STORE, WRITER
 from .metrics import UNKNOWN_COLLECTION
 from .shuffling import shuffler_progress, shuffler_setting, stated_privacy, through_shuffler
+from .writer import MAX_GROUPS_PER_TRANSACTION
 
 routes = web.RouteTableDef()
 
@@ -184,29 +186,15 @@ async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
-def _implausible(collection: Collection, stats: CollectionStatistics) -> bool:
-    try:
-        return bool(plausibility(stats)["flagged"])
-    except (ArithmeticError, ValueError):  # one collection's numbers never break the page
-        return False
-
-
 @routes.get("/metrics")
 async def metrics(request: web.Request) -> web.Response:
-    """The counters in Prometheus's text format. Each collection's plausibility flag is computed
-    off the event loop, once per count of its reports (a scrape of an unchanged collection reads
-    no statistics), and the text is rendered off the loop too."""
-    store, counters, flagged = request.app[STORE], request.app[METRICS], request.app[FLAGS]
-    counts = await store.report_counts()
-    flags = {}
-    for collection in await store.list_collections():
-        counted = counts.get(collection.id, 0)
-        known = flagged.get(collection.id)
-        if known is None or known[0] != counted:
-            stats = await store.statistics(collection)
-            known = flagged[collection.id] = (counted, await off_loop(_implausible, collection, stats))
-        flags[collection.id] = known[1]
-    body = await off_loop(counters.render, counts, flags)
+    """The counters in Prometheus's text format, from the per-collection report counts (one query)
+    and the plausibility flags :mod:`~aggregator.service.flags` keeps (never computed here: the
+    scrape starts their refresh in the background); the text is rendered off the loop."""
+    request.app[REFRESHER].poke(request.app)
+    counts = await request.app[STORE].report_counts()
+    flags = {cid: flagged for cid, (_, flagged) in request.app[FLAGS].items()}
+    body = await off_loop(request.app[METRICS].render, counts, flags)
     return web.Response(body=body, content_type="text/plain", charset="utf-8", headers={"X-Format": "prometheus-0.0.4"})
 
 
@@ -309,18 +297,19 @@ async def list_collections(request: web.Request) -> web.Response:
         raise APIError(400, f"limit must be an integer from 1 to {MAX_PAGE}")
     store = request.app[STORE]
     collections = await store.list_collections(after, limit)
+    counts = await store.report_counts()  # one query, never a collection's statistics
     items = []
     for collection in collections:
-        stats = await store.statistics(collection)
+        counted = counts.get(collection.id, 0)
         items.append(
             {
                 "id": collection.id,
                 "protocol": collection.spec.protocol,
                 "model": collection.spec.model,
                 "epsilon_per_person": collection.spec.epsilon_per_person,
-                "reports": stats.n_reports,
+                "reports": counted,
                 "min_reports": collection.min_reports,
-                "released": stats.n_reports >= collection.min_reports,
+                "released": counted >= collection.min_reports,
                 "enrollment": collection.enrollment,
                 "created_at": collection.created_at,
             }
@@ -332,9 +321,22 @@ async def list_collections(request: web.Request) -> web.Response:
 
 
 @routes.get("/collections/{collection_id}")
-async def get_spec(request: web.Request) -> web.Response:
+async def get_spec(request: web.Request) -> web.StreamResponse:
+    """What a collection publishes: its spec, uid and privacy statement. A collection never
+    changes, so its answer is encoded once (off the event loop: a wide spec is megabytes) and
+    served with an ``ETag``, its uid; a device that has it is answered 304."""
     collection = await get_collection(request)
-    return respond(request, {**collection.to_dict(), "privacy": stated_privacy(collection.spec)})
+    etag = f'"{collection.uid}"'
+    if etag in request.headers.get("If-None-Match", ""):
+        return web.Response(status=304, headers={"ETag": etag})
+    as_msgpack = wants_msgpack(request)
+    encode = encode_msgpack if as_msgpack else encode_json
+
+    async def produce() -> bytes:
+        return await off_loop(lambda: encode({**collection.to_dict(), "privacy": stated_privacy(collection.spec)}))
+
+    body = await request.app[SPEC_ANSWERS].get((collection.key, as_msgpack), produce)
+    return await send_in_slices(request, body, MSGPACK if as_msgpack else "application/json", {"ETag": etag})
 
 
 REPORTS_PATH = "/collections/{collection_id}/reports"
@@ -514,7 +516,9 @@ async def _sorted_reports(key: bytes, collection: Collection, reports: list):
         values.append(value)
         nonces.append(nonce)
     batches, batch_positions = [], []
-    for input_index, (positions, ids, values, nonces) in groups.items():
+    for n, (input_index, (positions, ids, values, nonces)) in enumerate(groups.items()):
+        if n % CHECK_SLICE == CHECK_SLICE - 1:
+            await asyncio.sleep(0)  # a slice of inputs decoded: let other requests run
         rows, bad, message = decode_values(spec.oracles[input_index], values, input_index)
         if bad.any():
             rejections += [(positions[j], "out_of_range", message) for j in np.flatnonzero(bad)]
@@ -559,12 +563,14 @@ async def ingest_reports(request: web.Request, collection: Collection, reports: 
 
 
 def _parts(batches: list[IncomingBatch]) -> list[list[IncomingBatch]]:
-    """``batches`` in consecutive parts of about :data:`SUBMIT_PART` reports, so that a large
-    request goes to the database in several transactions, each holding the loop briefly (SQLite
-    writes on the loop's thread); each report's outcome is its own whatever the part."""
+    """``batches`` in consecutive parts of about :data:`SUBMIT_PART` reports and at most
+    :data:`~aggregator.service.writer.MAX_GROUPS_PER_TRANSACTION` inputs, so that a large request
+    goes to the database in several transactions, each holding the loop briefly (its work grows
+    with the inputs it touches as much as with its reports: 10,000 reports into 55,001 inputs are
+    10,000 groups); each report's outcome is its own whatever the part."""
     parts, size = [[]], 0
     for batch in batches:
-        if size >= SUBMIT_PART:
+        if size >= SUBMIT_PART or len(parts[-1]) >= MAX_GROUPS_PER_TRANSACTION:
             parts.append([])
             size = 0
         parts[-1].append(batch)
@@ -614,9 +620,10 @@ async def status(request: web.Request) -> web.Response:
     collection = await get_collection(request)
     stats = await request.app[STORE].statistics(collection)
     try:
-        checks = plausibility(stats)
+        checks = await off_loop(plausibility, stats)
     except (ArithmeticError, ValueError):
         checks = {"flagged": False, "inputs": []}
+    request.app[FLAGS][collection.id] = (stats.n_reports, bool(checks["flagged"]))
     return respond(
         request,
         {
@@ -639,7 +646,9 @@ async def plausibility_check(request: web.Request) -> web.Response:
     await admin(request)
     collection = await get_collection(request)
     stats = await request.app[STORE].statistics(collection)
-    return respond(request, {"collection": collection.id, **plausibility(stats)})
+    checks = await off_loop(plausibility, stats)
+    request.app[FLAGS][collection.id] = (stats.n_reports, bool(checks["flagged"]))
+    return respond(request, {"collection": collection.id, **checks})
 
 
 def _estimator(request: web.Request) -> str:
@@ -704,14 +713,15 @@ def _model(collection: Collection, stats: CollectionStatistics, estimator: str, 
 async def cached_answer(request: web.Request, collection: Collection, build, *extra) -> web.Response:
     """``build(collection, statistics, *extra)`` encoded as the client asked (JSON or msgpack),
     from the app's :class:`~aggregator.service.answers.AnswerCache`: one build per release state (the
-    count of reports says which), encoded in slices on a worker thread."""
+    count of reports says which), encoded in slices on a worker thread, from statistics read
+    once per release state whatever the answer."""
     counted = await require_released(request, collection)
     as_msgpack = any(t in request.headers.get("Accept", "") for t in MSGPACK_TYPES)
     encode = encode_msgpack if as_msgpack else encode_json
     store = request.app[STORE]
 
     async def produce() -> bytes:
-        stats = await store.statistics(collection)
+        stats = await request.app[ANSWERS].statistics_of((collection.key, counted), lambda: store.statistics(collection))
         return await off_loop(lambda: encode(build(collection, stats, *extra)))
 
     key = (build.__name__, collection.key, counted, *extra, as_msgpack)
@@ -725,11 +735,13 @@ async def cached_answer(request: web.Request, collection: Collection, build, *ex
 SEND_SLICE = 256 * 1024
 
 
-async def send_in_slices(request: web.Request, body: bytes, content_type: str) -> web.StreamResponse:
+async def send_in_slices(
+    request: web.Request, body: bytes, content_type: str, headers: dict | None = None
+) -> web.StreamResponse:
     """``body`` written a slice at a time, each after the last has drained: a 40 MB answer handed
     to the transport whole is copied (sliced, joined, buffered) on the event loop's thread, tens of
     milliseconds a copy, and several at once stall every other request."""
-    response = web.StreamResponse(headers={"Content-Type": content_type})
+    response = web.StreamResponse(headers={"Content-Type": content_type, **(headers or {})})
     response.content_length = len(body)
     await response.prepare(request)
     view = memoryview(body)

@@ -27,7 +27,8 @@ class Config:
     max_connections: int = 1024  # open at once; a further one is answered 503 and closed
     body_timeout: float = 30.0  # seconds to receive a request body
     max_header_bytes: int = 8190  # a request line or header field
-    max_connections_per_address: int = 256  # open at once from one peer address (trusted proxies excepted)
+    max_connections_per_address: int = 256  # open at once from one peer group (trusted proxies excepted)
+    slot_prefix: tuple = (24, 64)  # the IPv4 and IPv6 prefix lengths peers are grouped by for those slots
     trusted_proxies: tuple = ()  # ipaddress networks whose X-Forwarded-For names the device
     db_timeout: float = 5.0  # seconds a request may wait for the database, end to end (queue, pool, lock, link)
     allowed_origins: tuple = ()  # web pages (scheme://host[:port]) whose browsers may call the service (CORS)
@@ -42,4 +43,5 @@ METRICS = web.AppKey("metrics", Metrics)
 LIMITER = web.AppKey("limiter", RateLimiter)
 ADMIN_FAILURES = web.AppKey("admin_failures", RateLimiter)
 ANSWERS = web.AppKey("answers", AnswerCache)
+SPEC_ANSWERS = web.AppKey("spec_answers", AnswerCache)  # what each collection publishes, encoded once
 FLAGS = web.AppKey("flags", dict)  # per collection id: (its report count, its plausibility flag)

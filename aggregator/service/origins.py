@@ -44,10 +44,21 @@ def check_origin(text: str) -> str:
     return origin
 
 
+ALLOWED = web.RequestKey("cors_origin", str)  # the page's origin a response to this request is shared with
+
+
 def _allow(response: web.StreamResponse, origin: str) -> web.StreamResponse:
     response.headers["Access-Control-Allow-Origin"] = origin
     response.headers["Vary"] = "Origin"
     return response
+
+
+async def cors_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """``on_response_prepare``: a response streamed by its handler (a large spec, sent in slices)
+    is prepared before the middleware sees it; its CORS headers are added here, as it is sent."""
+    origin = request.get(ALLOWED)
+    if origin is not None:
+        _allow(response, origin)
 
 
 @web.middleware
@@ -72,4 +83,5 @@ async def origin_middleware(request: web.Request, handler):
         answer.headers["Access-Control-Allow-Headers"] = ALLOWED_HEADERS
         answer.headers["Access-Control-Max-Age"] = PREFLIGHT_SECONDS
         return _allow(answer, origin)
-    return _allow(await handler(request), origin)
+    request[ALLOWED] = origin
+    return await handler(request)

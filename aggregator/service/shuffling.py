@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import time
-
 from dataclasses import replace
 
 from participant.errors import SpecError

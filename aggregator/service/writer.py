@@ -17,12 +17,16 @@ import numpy as np
 from ..store import IncomingBatch, Store, StoreUnavailable
 
 # Requests grouped into one transaction until it holds this many reports (one request is never
-# split). What a transaction holds the loop for is its grouping and decoding, per (collection,
+# split: a large request comes as several, see handlers._parts). What a transaction holds the loop for is its grouping and decoding, per (collection,
 # input) group, not per report, and SQLite's statement work runs on a thread: a 10,000-report
 # batch into a collection of 10^6 entries holds it 14 ms (bench/stall.py). At 500, eight batches
 # of 1,000 in flight took eight durable commits instead of two, and SQLite's batched ingest fell
 # from 190,000 to 91,000 reports/s.
 MAX_REPORTS_PER_TRANSACTION = 4000
+# And until it touches this many (collection, input) groups: a store's work on the loop is per
+# group, so reports spread over many inputs (10,000 reports into a 55,001-input collection) make
+# a transaction as long as many more reports into one input.
+MAX_GROUPS_PER_TRANSACTION = 64
 MAX_EXTRA_TURNS = 3
 
 
@@ -32,6 +36,7 @@ class ReportWriter:
     group while the others wait for their commits."""
 
     def __init__(self, store: Store, timeout: float = 5.0):
+        self.store = store
         self.lanes = store.lanes()
         self.timeout = timeout
         self.pending: list[tuple[list[IncomingBatch], asyncio.Future]] = []
@@ -84,12 +89,15 @@ class ReportWriter:
         future = item[1]
         if future.done():
             return
-        queued = item in self.pending
+        # By identity: two requests may carry equal batches (a device re-sending while the first
+        # is in flight), and comparing batches compares their numpy rows.
+        queued = any(entry is item for entry in self.pending)
         if queued:
-            self.pending.remove(item)
+            self.pending = [entry for entry in self.pending if entry is not item]
             if not self.pending:
                 self.wakeup.clear()
-        held = f"the database did not take the write within {self.timeout:g} s"
+        elsewhere = getattr(self.store, "held_elsewhere", None)  # a store that can tell names who holds it
+        held = (elsewhere and elsewhere()) or f"the database did not take the write within {self.timeout:g} s"
         self.last_failure = (time.monotonic(), held)
         future.set_exception(StoreUnavailable(held, held, maybe_stored=not queued))
 
@@ -105,11 +113,12 @@ class ReportWriter:
         return None
 
     def _take(self) -> list[tuple[list[IncomingBatch], asyncio.Future]]:
-        taken, size = [], 0
-        while self.pending and size < MAX_REPORTS_PER_TRANSACTION:
+        taken, size, groups = [], 0, 0
+        while self.pending and size < MAX_REPORTS_PER_TRANSACTION and groups < MAX_GROUPS_PER_TRANSACTION:
             item = self.pending.pop(0)
             taken.append(item)
             size += sum(map(len, item[0]))
+            groups += len(item[0])
         if not self.pending:
             self.wakeup.clear()
         return taken

@@ -36,13 +36,14 @@ if TYPE_CHECKING:
 
 async def open_database(db: str, **options) -> Store:
     """The store at ``db``: a ``postgresql://`` URL (``options``: ``pool_size``, ``timeout``; see
-    :meth:`PostgresStore.open`), or a SQLite file path (created if missing)."""
+    :meth:`PostgresStore.open`), or a SQLite file path (created if missing; ``timeout``, see
+    :meth:`SQLiteStore.open`)."""
     from .postgres import PostgresStore, is_postgres_url
     from .sqlite import SQLiteStore
 
     if is_postgres_url(str(db)):
         return await PostgresStore.open(str(db), **options)
-    return await SQLiteStore.open(db)
+    return await SQLiteStore.open(db, **{k: v for k, v in options.items() if k == "timeout"})
 
 
 __all__ = [

@@ -20,7 +20,7 @@ import asyncpg
 import msgpack
 import numpy as np
 
-from .base import NEW, SCHEMA_VERSION, TOKEN_USED, IncomingBatch, Store, StoreUnavailable, classify
+from .base import NEW, SCHEMA_VERSION, TOKEN_USED, IncomingBatch, Store, StoreUnavailable, classify, read_deadline
 from .defaults import DEFAULT_POOL, DEFAULT_TIMEOUT, POSTGRES_WRITE_LANES
 
 SCHEMA = """
@@ -93,6 +93,29 @@ def is_postgres_url(db: str) -> bool:
 
 
 log = logging.getLogger("ldpnb.aggregator")
+
+
+class _OneLineEvery(logging.Filter):
+    """Lets one record through every ``seconds``, in one line: asyncpg's pool logs a traceback for
+    every failed attempt to reconnect while a database restarts (six to eight per restart)."""
+
+    def __init__(self, seconds: float):
+        super().__init__()
+        self.seconds, self.last = seconds, -float("inf")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = time.monotonic()
+        if now - self.last < self.seconds:
+            return False
+        self.last = now
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            record.msg = f"{record.getMessage()}: {type(exc).__name__}: {' '.join(str(exc).split())}"
+            record.args, record.exc_info, record.exc_text = (), None, None
+        return True
+
+
+logging.getLogger("asyncpg.pool").addFilter(_OneLineEvery(5.0))
 # What says the database is away, restarting, out of connections or too slow (not what a query
 # did wrong): connection and interface errors, and the classes 08 (connection), 53 (resources)
 # and 57 (operator intervention: shutdown, restart, cancelled statement).
@@ -232,7 +255,7 @@ class PostgresStore(Store):
         for the connection included); raises :class:`StoreUnavailable` when the database is away
         or refuses writes."""
         try:
-            async with asyncio.timeout(self.timeout), self.pool.acquire() as conn:
+            async with asyncio.timeout_at(read_deadline(self.timeout)), self.pool.acquire() as conn:
                 return await getattr(conn, method)(sql, *args)
         except CONNECTION_ERRORS as exc:
             raise self._unavailable(exc) from None
@@ -290,7 +313,7 @@ class PostgresStore(Store):
 
     async def _partial_rows(self, key: int):
         try:
-            async with asyncio.timeout(self.timeout), self.pool.acquire() as conn, conn.transaction(
+            async with asyncio.timeout_at(read_deadline(self.timeout)), self.pool.acquire() as conn, conn.transaction(
                 isolation="repeatable_read", readonly=True
             ):  # one snapshot: counts and cells of the same commits
                 counts = await conn.fetch(

@@ -39,13 +39,23 @@ from .base import (
 )
 
 log = logging.getLogger("ldpnb.aggregator")
-# Transactions of more reports than this run on a worker thread (see the module's note).
+# Transactions of more reports than this, or touching more statistics cells than THREAD_CELLS
+# (a report over a domain of d adds to d cells: one OUE report into a collection of 10^6 entries
+# is a million), run on a worker thread (see the module's note).
 THREAD_FROM = 64
+THREAD_CELLS = 20_000
+READ_SLICE = 16_384  # statistics rows read between two releases of the GIL
+LOCKED = "the database is locked by another process"
 INSERT_REPORT = "INSERT OR IGNORE INTO reports (collection, report_id, input, value, received_at) VALUES (?, ?, ?, ?, ?)"
 
 
 class StoreLocked(Exception):
     """Another process has the SQLite file open."""
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite refused because another connection holds a lock (SQLITE_BUSY, SQLITE_LOCKED)."""
+    return getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(exc)
 
 
 def _private_file(path: str) -> None:
@@ -79,8 +89,9 @@ def _lock(path: str):
 
 
 class SQLiteStore(Store):
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, timeout: float = 5.0):
         super().__init__()
+        self.timeout = timeout
         # The real path: a symlink to a file another process serves must meet that process's lock.
         self.path = self.location = os.path.realpath(str(path))
         self._lock_fd = _lock(self.path)
@@ -88,7 +99,10 @@ class SQLiteStore(Store):
             _private_file(self.path)
             stat = os.stat(self.path)
             self._identity = (stat.st_dev, stat.st_ino)
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            # Starting, the schema may wait its turn for a lock (up to the timeout); once serving,
+            # no statement waits inside SQLite: a lock held elsewhere is waited for on the event
+            # loop's clock (_unlocked), so that the loop never blocks on it.
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=timeout)
             self.db = Database(conn)
             self.db.enable_wal()
             conn.execute("PRAGMA synchronous=FULL")
@@ -96,8 +110,9 @@ class SQLiteStore(Store):
             # ~40 MB instead of ~4 MB) writes each hot page back once instead of many times.
             conn.execute("PRAGMA wal_autocheckpoint=10000")
             self._migrate()
+            conn.execute("PRAGMA busy_timeout = 0")
             # Reports are written through a connection of their own (see the module's note).
-            self._writes = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._writes = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=0)
             self._writes.execute("PRAGMA synchronous=FULL")
             self._writes.execute("PRAGMA wal_autocheckpoint=10000")
             # Statistics are read through another, on a worker thread, one read at a time.
@@ -107,10 +122,37 @@ class SQLiteStore(Store):
             os.close(self._lock_fd)
             raise
         self._write_error: tuple[str, str] | None = None
+        self._locked_until = 0.0  # monotonic time until which health reports a lock held elsewhere
+        self._lock_waits = 0  # writes waiting now for a lock held elsewhere
 
     @classmethod
-    async def open(cls, path: str | Path) -> SQLiteStore:
-        return cls(path)
+    async def open(cls, path: str | Path, timeout: float = 5.0) -> SQLiteStore:
+        """The store at ``path``; ``timeout`` (seconds) bounds every wait for a lock another
+        process holds, after which the write is refused (:class:`StoreUnavailable`)."""
+        return cls(path, timeout)
+
+    async def _unlocked(self, write, *args):
+        """``write(*args)``, retried while another connection holds the database's write lock, on
+        the event loop's clock (never inside SQLite, which would hold the loop), until most of
+        :attr:`timeout` has passed: then :class:`StoreUnavailable` naming the lock (the request's
+        own deadline, the whole timeout, comes after, so the client hears why)."""
+        loop = asyncio.get_running_loop()
+        deadline, pause = loop.time() + 0.8 * self.timeout, 0.001
+        while True:
+            try:
+                return await write(*args) if asyncio.iscoroutinefunction(write) else write(*args)
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc):
+                    raise
+                if loop.time() + pause > deadline:
+                    self._locked_until = time.monotonic() + 2 * self.timeout
+                    raise StoreUnavailable(LOCKED, f"{self.path} is locked: {exc}") from None
+                self._lock_waits += 1
+                try:
+                    await asyncio.sleep(pause)
+                finally:
+                    self._lock_waits -= 1
+                pause = min(2 * pause, 0.05)
 
     async def close(self) -> None:
         with self._reading:
@@ -200,7 +242,7 @@ class SQLiteStore(Store):
 
     async def set_setting(self, key: str, value: str, replace: bool = True) -> str:
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-        self.db.execute(f"{verb} INTO settings (key, value) VALUES (?, ?)", [key, value])
+        await self._unlocked(self.db.execute, f"{verb} INTO settings (key, value) VALUES (?, ?)", [key, value])
         return self._setting(key)
 
     def _problem(self) -> tuple[str, str] | None:
@@ -213,8 +255,15 @@ class SQLiteStore(Store):
             return "the database file was replaced while the service ran", f"{self.path} was replaced; restart the service"
         return self._write_error
 
+    def held_elsewhere(self) -> str | None:
+        if self._lock_waits or time.monotonic() < self._locked_until:
+            return LOCKED
+        return None
+
     async def health(self) -> str | None:
         problem = self._problem()
+        if problem is None and self.held_elsewhere():
+            problem = (LOCKED, f"{self.path} is locked by another process")
         if problem is None:
             return None
         log.warning("health check: %s", problem[1])
@@ -231,7 +280,8 @@ class SQLiteStore(Store):
     async def _insert_collection(self, collection_id, uid, spec_json, min_reports, created_at, enrollment) -> int | None:
         self._check_writable()  # a collection written into a deleted file would vanish at restart
         try:
-            cursor = self.db.execute(
+            cursor = await self._unlocked(
+                self.db.execute,
                 "INSERT INTO collections (id, uid, spec, min_reports, created_at, enrollment) VALUES (?, ?, ?, ?, ?, ?)",
                 (collection_id, uid, spec_json, min_reports, created_at, int(enrollment)),
             )
@@ -263,20 +313,26 @@ class SQLiteStore(Store):
                 counts = conn.execute(
                     "SELECT input, sum(n) FROM partial_counts WHERE collection = ? GROUP BY input", [key]
                 ).fetchall()
-                rows = conn.execute(
+                cursor = conn.execute(
                     "SELECT input, cell, sum(value) FROM partial_cells WHERE collection = ? "
                     "GROUP BY input, cell ORDER BY input, cell",
                     [key],
-                ).fetchall()
+                )
+                # A slice of rows at a time, as arrays, letting go of the GIL between slices: a
+                # million rows fetched at once hold it (and the event loop's thread) for a second.
+                chunks = []
+                while chunk := cursor.fetchmany(READ_SLICE):
+                    chunks.append(np.array(chunk, dtype=np.float64))
+                    time.sleep(0)
                 dense = conn.execute("SELECT input, n, support FROM partials WHERE collection = ?", [key]).fetchall()
             finally:
                 conn.execute("COMMIT")
         cells = []
-        if rows:
-            table = np.array(rows, dtype=np.float64)
+        if chunks:
+            table = np.concatenate(chunks)
             inputs = table[:, 0].astype(np.int64)
             starts = np.flatnonzero(np.r_[True, inputs[1:] != inputs[:-1]])
-            for start, end in zip(starts, [*starts[1:], len(rows)]):
+            for start, end in zip(starts, [*starts[1:], len(table)]):
                 cells.append((int(inputs[start]), table[start:end, 1].astype(np.int64), table[start:end, 2]))
         return counts, cells, dense
 
@@ -309,9 +365,21 @@ class SQLiteStore(Store):
 
     async def _transaction(self, merged):
         self._check_writable()
-        if sum(len(batch) for batch in merged.values()) > THREAD_FROM:
-            return await asyncio.to_thread(self._write, merged)
-        return self._write(merged)
+
+        reports = sum(len(batch) for batch in merged.values())
+        cells = sum(len(batch) * self._cells_per_report(cid, i) for (cid, i), batch in merged.items())
+
+        async def write():
+            if reports > THREAD_FROM or cells > THREAD_CELLS:
+                return await asyncio.to_thread(self._write, merged)
+            return self._write(merged)
+
+        return await self._unlocked(write)
+
+    def _cells_per_report(self, collection_id: str, input_index: int) -> int:
+        """The statistics cells one report of the input may add to: one for an index, its domain otherwise."""
+        oracle = self._collections[collection_id].spec.oracles[input_index]
+        return 1 if oracle.wire_kind == "index" else oracle.state_size
 
     def _write(self, merged):
         """Insert every group's reports and write this instance's changed partials, in one durable
@@ -337,10 +405,13 @@ class SQLiteStore(Store):
                     conn.execute("ROLLBACK")
                 raise
         except sqlite3.OperationalError as exc:
+            if _busy(exc):  # another process holds the lock: nothing stored; waited for by _unlocked
+                raise
             # A full disk, an I/O error: nothing was stored. Health says so until a write succeeds.
             self._write_error = ("the database refused a write (disk full or failing)", f"{self.path}: {exc}")
             raise StoreUnavailable(*self._write_error) from None
         self._write_error = None
+        self._locked_until = 0.0
         return outcomes, updates
 
     def _insert_all_new(self, conn: sqlite3.Connection, merged, now: float) -> dict | None:
