@@ -16,7 +16,15 @@ from participant.errors import ClientError, RecordError, SpecError
 from participant.spec import EPSILON_RANGE, CollectionSpec
 from protocols import DEFAULT_THETA, PROTOCOL_NAMES
 
-from .cli_options import add_central_options, add_csv_options, check_common, csv_source, load_data, shuffled_for, training_people
+from .cli_options import (
+    add_central_options,
+    add_csv_options,
+    check_common,
+    csv_source,
+    load_data,
+    shuffled_for,
+    training_people,
+)
 from .datasets import ENV_VAR, dataset_names
 
 # The simulator's machinery (scikit-learn, aiohttp, tqdm) is imported where a command runs, not

@@ -17,7 +17,16 @@ import numpy as np
 
 from aggregator.operator.usage import Parser, non_negative_int, positive_int
 
-from .cli_options import add_central_options, add_csv_options, check_common, csv_source, load_data, output_folder, shuffled_for, training_people
+from .cli_options import (
+    add_central_options,
+    add_csv_options,
+    check_common,
+    csv_source,
+    load_data,
+    output_folder,
+    shuffled_for,
+    training_people,
+)
 from .cli_options import epsilons as epsilon_list
 from .datasets import ENV_VAR, dataset_names
 
