@@ -230,15 +230,17 @@ def find_data_file(info: DatasetInfo, data_dir=None, download: bool = True) -> P
             target.parent.mkdir(parents=True, exist_ok=True)
             with urllib.request.urlopen(info.url, timeout=20) as response:
                 data = response.read()
-            target.write_bytes(data)
+            partial = target.with_suffix(target.suffix + ".part")
+            partial.write_bytes(data)
+            partial.replace(target)  # a download cut short never stands in for the file
             return target
         except (urllib.error.URLError, OSError) as exc:
-            problem = f"downloading {info.url} failed ({exc})"
-    looked = "\n  ".join(str(d) for d in dirs)
+            reason = getattr(exc, "reason", None) or exc
+            problem = f"it could not be downloaded from {info.url} ({reason})"
+    looked = ", ".join(str(d) for d in dirs)
     raise DatasetNotFound(
-        f"data set {info.name!r}: {info.filename} was not found; looked in:\n  {looked}\n"
-        f"and {problem}. Put {info.filename} in one of those folders, or point at its folder "
-        f"with --data-dir DIR or the {ENV_VAR} environment variable."
+        f"data set {info.name!r}: {info.filename} is not in {looked}, and {problem}; put the file in "
+        f"one of those folders or name its folder with --data-dir DIR or {ENV_VAR}"
     )
 
 
