@@ -80,3 +80,25 @@ def test_the_mistakes_reviewers_made_are_one_line(args, says):
     result = subprocess.run([sys.executable, "-m", "sim", *args], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and says in result.stderr and "--help)" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "says"),
+    [
+        ("sim", ["--dataset", "car", "--epz", "1"], "python -m sim: error: unrecognized arguments: --epz 1; did you mean --eps?"),
+        ("sim", ["sweep", "--datasets", "car", "--protocls", "DE"], "did you mean --protocols?"),
+        ("aggregator", ["serve", "--prot", "8080"], "python -m aggregator serve: error: unrecognized arguments: --prot 8080; did you mean --port?"),
+        ("aggregator", ["craete", "--spec", "x"], "invalid choice: 'craete' (choose from "),
+        ("aggregator", ["craete", "--spec", "x"], "; did you mean 'create'?"),
+        ("aggregator", ["create", "--spce", "s.json", "--id", "x"], "did you mean --spec?"),
+    ],
+)
+def test_a_mistyped_option_or_command_names_the_closest(command, args, says):
+    result = subprocess.run([sys.executable, "-m", command, *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and says in result.stderr, result.stderr
+
+
+def test_an_unknown_option_far_from_every_name_gets_no_guess():
+    result = subprocess.run([sys.executable, "-m", "sim", "--dataset", "car", "--zzzzzz"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "unrecognized arguments: --zzzzzz (see" in result.stderr, result.stderr

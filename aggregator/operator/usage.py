@@ -8,19 +8,68 @@ git and ripgrep print the error and a hint. Every command of ``python -m aggrega
 from __future__ import annotations
 
 import argparse
+import difflib
+import os
+import re
 import sys
 
 
 class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors are one line: ``PROG: error: MESSAGE (see PROG --help)``."""
+    """An ``ArgumentParser`` whose errors are one line: ``PROG: error: MESSAGE (see PROG --help)``,
+    naming the closest option or command when one was mistyped (``did you mean --port?``)."""
+
+    _given: list[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            # Unrecognised arguments belong to the command that was chosen: its usage, its options.
+            owner = _chosen(self, parsed)
+            owner._given = self._given
+            owner.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        hint = _suggestion(self, message)
+        self.exit(2, f"{self.prog}: error: {message}{hint} (see {self.prog} --help)\n")
 
     def exit(self, status: int = 0, message: str | None = None):
         if message:
             sys.stderr.write(message if message.endswith("\n") else message + "\n")
         raise SystemExit(status)
+
+
+def _chosen(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+    """The deepest subcommand's parser that ``parsed`` chose (``parser`` itself when none)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            name = getattr(parsed, action.dest, None)
+            if name in action.choices:
+                return _chosen(action.choices[name], parsed)
+    return parser
+
+
+def _suggestion(parser: argparse.ArgumentParser, message: str) -> str:
+    """``"; did you mean X?"`` for the first mistyped command or option in what was given, or ``""``."""
+    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if choice:
+        close = difflib.get_close_matches(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)), n=1)
+        return f"; did you mean {close[0]!r}?" if close else ""
+    known = [option for action in parser._actions for option in action.option_strings]
+    for token in getattr(parser, "_given", []):
+        name = token.split("=", 1)[0]
+        if not name.startswith("--") or name == "--" or any(o.startswith(name) for o in known):
+            continue
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        if close:
+            # Equally similar names: the one sharing the longest start (--epz: --eps, not --sep).
+            best = max(close, key=lambda option: len(os.path.commonprefix([option, name])))
+            return f"; did you mean {best}?"
+    return ""
 
 
 def number(low: float | None = None, high: float | None = None, *, whole: bool = False, open_ends: str = ""):
