@@ -11,9 +11,9 @@ import sys
 import numpy as np
 
 from aggregator.estimation.estimators import ESTIMATORS
-from aggregator.operator.usage import Parser, non_negative_int, number, positive_int, share
 from participant.errors import ClientError, RecordError, SpecError
 from participant.spec import EPSILON_RANGE, CollectionSpec
+from participant.usage import Parser, non_negative_int, number, positive_int, share
 from protocols import DEFAULT_THETA, PROTOCOL_NAMES
 
 from .cli_options import (

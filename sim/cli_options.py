@@ -190,7 +190,7 @@ def load_source(name: str, data_dir=None, csv: tuple[str, CSVOptions] | None = N
 def add_central_options(parser: argparse.ArgumentParser, many: bool = False) -> None:
     """``--central-eps`` (one ε, or comma-separated ones when ``many``) and ``--delta``: simulate
     collections whose reports reach the aggregator shuffled (``protocols.shuffling``)."""
-    from aggregator.operator.usage import number
+    from participant.usage import number
 
     group = parser.add_argument_group("shuffled reports (--central-eps)")
     group.add_argument(

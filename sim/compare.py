@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aggregator.operator.usage import Parser, non_negative_int, positive_int
+from participant.usage import Parser, non_negative_int, positive_int
 
 from .cli_options import (
     add_central_options,

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from aggregator.operator.usage import Parser, non_negative_int, number, positive_int
 from participant.spec import EPSILON_RANGE
+from participant.usage import Parser, non_negative_int, number, positive_int
 from protocols import PROTOCOL_NAMES
 
 from .cli_options import (

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from aggregator import ESTIMATORS
 from aggregator.operator.csvdata import DataError, read_csv
-from aggregator.operator.usage import Parser, listed, non_negative_int, positive_int
+from participant.usage import Parser, listed, non_negative_int, positive_int
 from protocols import DEFAULT_THETA, FREQUENCY_ORACLES, PROTOCOL_NAMES
 
 from .cli_options import (

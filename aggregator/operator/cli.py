@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from participant.spec import EPSILON_RANGE
+from participant.usage import Parser, non_negative_int, number, positive_int, positive_number, share
 
 from ..store.defaults import DEFAULT_POOL, DEFAULT_TIMEOUT, POSTGRES_WRITE_LANES
 from .commands import COMMANDS as OPERATOR_COMMANDS
@@ -22,7 +23,6 @@ from .commands import add_parsers as add_operator_parsers
 from .commands import run as run_operator
 from .privacy import add_parser as add_privacy_parser
 from .privacy import run as run_privacy
-from .usage import Parser, non_negative_int, number, positive_int, positive_number, share
 
 # The service's machinery (aiohttp's server, the stores and their drivers) is imported in
 # main(), after the options are parsed: `--help` and the operator's commands do without it.

@@ -13,9 +13,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from participant.usage import non_negative_int, number, positive_int, positive_number
+
 from ..estimation.estimators import ESTIMATORS, model_from_dict
 from ..estimation.plausibility import Z_THRESHOLD
-from .usage import non_negative_int, number, positive_int, positive_number
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 ENROLL_CHUNK = 10_000

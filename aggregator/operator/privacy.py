@@ -11,8 +11,7 @@ import argparse
 import json
 
 from participant.spec import EPSILON_RANGE
-
-from .usage import number, positive_int
+from participant.usage import number, positive_int
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

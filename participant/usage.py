@@ -1,8 +1,10 @@
 """The command lines' argument parser: a mistake is one line and exit code 2.
 
 ``argparse`` prints the whole usage block before an error (16 to 19 lines for a mistyped ε);
-git and ripgrep print the error and a hint. Every command of ``python -m aggregator`` and
-``python -m sim`` builds its parser from :class:`Parser` (its subcommands inherit it).
+git and ripgrep print the error and a hint. Every command of ``python -m aggregator``,
+``python -m sim`` and ``python -m shuffler`` builds its parser from :class:`Parser` (its
+subcommands inherit it). It lives here, the lowest layer with a command line above it, because
+the shuffler stands on the participant package alone.
 """
 
 from __future__ import annotations
