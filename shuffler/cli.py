@@ -14,6 +14,8 @@ import sqlite3
 import sys
 from urllib.parse import urlsplit
 
+from participant.usage import Parser, positive_int, positive_number
+
 DESCRIPTION = """\
 A shuffler between devices and an aggregator. Devices send it their reports sealed to the
 aggregator's key (it reads none of them); it stores each before acknowledging it, and releases a
@@ -28,26 +30,6 @@ The aggregator's operator creates the collection with this shuffler's URL and th
 """
 
 ORIGIN = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+$")
-
-
-class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors are one line: ``PROG: error: MESSAGE (see PROG --help)``."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _positive(kind):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {text!r}") from None
-        if not value > 0 or value != value or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"must be positive and finite, got {text}")
-        return value
-
-    return parse
 
 
 def _url(text: str) -> str:
@@ -80,15 +62,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8081, help="port to listen on; 0 picks a free one (default 8081)")
     serve.add_argument(
-        "--interval", type=_positive(float), default=5.0, metavar="S",
+        "--interval", type=positive_number, default=5.0, metavar="S",
         help="seconds between two releases of batches, whatever arrives (default 5)",
     )  # fmt: skip
     serve.add_argument(
-        "--min-batch", type=_positive(int), default=100, metavar="K",
+        "--min-batch", type=positive_int, default=100, metavar="K",
         help="the fewest reports released at once, whatever a collection's spec asks (default 100)",
     )  # fmt: skip
     serve.add_argument(
-        "--max-batch", type=_positive(int), default=10_000, metavar="N",
+        "--max-batch", type=positive_int, default=10_000, metavar="N",
         help="most reports in one request to the aggregator: a larger batch goes in parts (default 10000)",
     )  # fmt: skip
     serve.add_argument(

@@ -90,6 +90,7 @@ def test_the_mistakes_reviewers_made_are_one_line(args, says):
         ("aggregator", ["serve", "--prot", "8080"], "python -m aggregator serve: error: unrecognized arguments: --prot 8080; did you mean --port?"),
         ("aggregator", ["craete", "--spec", "x"], "invalid choice: 'craete' (choose from "),
         ("aggregator", ["craete", "--spec", "x"], "; did you mean 'create'?"),
+        ("shuffler", ["serve", "--agregator", "http://127.0.0.1:1"], "python -m shuffler serve: error: the following arguments are required: --aggregator, --token-file, --db; did you mean --aggregator?"),
         ("aggregator", ["create", "--spce", "s.json", "--id", "x"], "did you mean --spec?"),
     ],
 )
