@@ -168,6 +168,17 @@ def test_model_probabilities_and_sklearn_exports_agree(estimator):
     without = [dict(zip(names, row)) for row in X1]
     for X in (with_label, without, pd.DataFrame(with_label), pd.DataFrame(without)):
         np.testing.assert_array_equal(pipeline.predict(X), model.predict(X1))
+        np.testing.assert_array_equal(model.predict(X), model.predict(X1))  # the model takes them too
+        np.testing.assert_allclose(model.predict_proba(X), proba)
+
+
+@pytest.mark.parametrize("exported", [False, True])
+def test_an_unknown_value_names_its_feature(spec, exported):
+    model = NaiveBayesModel(spec, *exact_counts(spec, X1, Y1))
+    predict = model.to_sklearn_pipeline().predict if exported else model.predict
+    with pytest.raises(ValueError, match="income") as refused:
+        predict([{"age": "Young", "income": "Huge", "gender": "Male"}])
+    assert "Huge" in str(refused.value) and "column 0" not in str(refused.value)
 
 
 def test_model_refuses_unknown_categories(spec):

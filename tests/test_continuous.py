@@ -131,6 +131,8 @@ def test_gaussian_model_exports_to_sklearn_and_round_trips():
     np.testing.assert_allclose(pipeline.predict_proba(X), model.predict_proba(X), rtol=1e-6)
     again = model_from_dict(json.loads(json.dumps(model.to_dict())))
     np.testing.assert_array_equal(again.predict(X), model.predict(X))
+    records = [dict(zip([f.name for f in model.spec.continuous.inputs], row)) for row in X]
+    np.testing.assert_array_equal(model.predict(records), model.predict(X))
 
 
 def test_binned_continuous_model_exports_a_pipeline_on_raw_values():

@@ -48,7 +48,8 @@ class GaussianModel:
         return np.log(self.class_prior) - 0.5 * (norm[None] + quad)
 
     def _jll(self, X) -> np.ndarray:
-        return self.joint_log_likelihood_prepared(self.spec.continuous.transform(X))
+        """Of raw records ``X``: a DataFrame, a list of dicts or rows in spec order (as a pipeline takes them)."""
+        return self.joint_log_likelihood_prepared(self.spec.continuous.transform(feature_rows(X, self.spec)))
 
     def predict_log_proba(self, X) -> np.ndarray:
         jll = self._jll(X)

@@ -96,7 +96,7 @@ class NaiveBayesModel:
     def predict_log_proba(self, X) -> np.ndarray:
         """Log posterior class probabilities of raw records ``X`` (m, n) at the model's
         temperature; shape ``(m, k)``."""
-        jll = self.temperature * self.joint_log_likelihood_codes(encode_features(X, self.spec))
+        jll = self.temperature * self.joint_log_likelihood_codes(self.codes(X))
         from scipy.special import logsumexp  # here: a command that only parses its options never loads scipy
 
         return jll - logsumexp(jll, axis=1, keepdims=True)
@@ -105,9 +105,16 @@ class NaiveBayesModel:
         """Posterior class probabilities, shape ``(m, k)``, columns in ``classes_`` order."""
         return np.exp(self.predict_log_proba(X))
 
+    def codes(self, X) -> np.ndarray:
+        """Category codes ``(m, n)`` of raw records ``X``: a DataFrame with the spec's feature
+        names as columns, a list of dicts, or rows in spec order (what a scikit-learn pipeline
+        takes, :func:`participant.encoding.feature_rows`); an unknown value raises
+        :class:`~participant.errors.RecordError` naming its feature."""
+        return encode_features(feature_rows(X, self.spec), self.spec)
+
     def predict(self, X) -> np.ndarray:
-        """The most probable class label of each raw record; shape ``(m,)``."""
-        jll = self.joint_log_likelihood_codes(encode_features(X, self.spec))
+        """The most probable class label of each raw record (see :meth:`codes`); shape ``(m,)``."""
+        jll = self.joint_log_likelihood_codes(self.codes(X))
         return self.classes_[np.argmax(jll, axis=1)]
 
     def score(self, X, y) -> float:
@@ -134,18 +141,13 @@ class NaiveBayesModel:
     def to_sklearn_pipeline(self) -> Pipeline:
         """The spec's encoding then :meth:`to_sklearn`: takes raw records as a DataFrame with the
         spec's feature names as columns, a list of dicts, or rows in spec order
-        (:func:`participant.encoding.feature_rows`). Categorical features then go through an
-        ``OrdinalEncoder`` with the spec's categories; continuous ones through the spec's
-        preparation and equal-width bins."""
+        (:func:`participant.encoding.feature_rows`), then the spec's encoding
+        (:func:`participant.encoding.encode_features`: categories as their index, continuous
+        values through the spec's preparation and equal-width bins), whose refusal of an unknown
+        value names the feature."""
         from sklearn.pipeline import Pipeline
-        from sklearn.preprocessing import FunctionTransformer, OrdinalEncoder
+        from sklearn.preprocessing import FunctionTransformer
 
         rows = FunctionTransformer(partial(feature_rows, spec=self.spec))
-        if self.spec.continuous is not None:
-            encode = FunctionTransformer(partial(encode_features, spec=self.spec))
-            return Pipeline([("rows", rows), ("encode", encode), ("nb", self.to_sklearn())])
-        categories = [list(f.categories) for f in self.spec.features]
-        width = max(len(c) for c in categories)
-        sample = np.array([[c[min(j, len(c) - 1)] for c in categories] for j in range(width)], dtype=object)
-        encoder = OrdinalEncoder(categories=categories, dtype=np.int64).fit(sample)
-        return Pipeline([("rows", rows), ("encode", encoder), ("nb", self.to_sklearn())])
+        encode = FunctionTransformer(partial(encode_features, spec=self.spec))
+        return Pipeline([("rows", rows), ("encode", encode), ("nb", self.to_sklearn())])
