@@ -382,3 +382,21 @@ def test_ranges_by_pattern_list_or_file(tmp_path, capsys):
     refused(capsys, "--csv", data, "--label", "class", "--range", "y*=0:1", words=["--range y*=...: no such feature column"])
     assert run("--csv", data, "--label", "class", "--range", "x*=0:2", "--reps", 1, "--mode", "fast", "--json") == 0
     assert json.loads(capsys.readouterr().out)["nonprivate_mean"] > 0.6
+
+
+@pytest.mark.parametrize("sep, shown", [(";", "--sep ';'"), ("\t", "--sep $'\\t'"), ("|", "--sep '|'")])
+def test_a_wrong_separator_is_named_with_the_one_the_header_holds(tmp_path, capsys, sep, shown):
+    colour, _, y = categorical_rows()
+    path = write(tmp_path / "other.csv", ["colour", "outcome"], zip(colour, y), sep=sep)
+    refused(capsys, "--csv", path, "--label", "outcome", "--sep", ",", words=["no column 'outcome'", f"is it the separator? pass {shown}"])
+    assert run("--csv", path, "--label", "outcome", "--sep", sep, "--reps", 1) == 0
+
+
+def test_a_mistyped_label_names_the_closest_column(tmp_path, capsys):
+    colour, _, y = categorical_rows()
+    path = write(tmp_path / "ok.csv", ["colour", "outcome"], zip(colour, y))
+    refused(capsys, "--csv", path, "--label", "outcom", words=["no column 'outcom'", "did you mean 'outcome'?"])
+    with pytest.raises(SystemExit):
+        main(["--csv", str(path), "--label", "zzz"])
+    err = capsys.readouterr().err
+    assert "no column 'zzz'" in err and "did you mean" not in err, err

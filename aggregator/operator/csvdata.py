@@ -11,8 +11,10 @@ ranges computed from the surveyed people leak information about them outside the
 from __future__ import annotations
 
 import csv
+import difflib
 import fnmatch
 import re
+import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -109,6 +111,21 @@ def _sniff(path: Path) -> str:
         return ","
 
 
+SEPARATORS = (",", ";", "\t", "|", " ")
+
+
+def _separator_hint(columns: list[str], sep: str) -> str:
+    """When the header read with ``sep`` came out as one or two columns holding another separator
+    (``a;b;class`` read with ``,``): a hint naming that separator as a shell argument, else ``""``."""
+    if len(columns) > 2:
+        return ""
+    for other in SEPARATORS:
+        if other != sep and any(other in str(c) for c in columns):
+            argument = "$'\\t'" if other == "\t" else shlex.quote(other)
+            return f" (the header holds {other!r}: is it the separator? pass --sep {argument})"
+    return ""
+
+
 def read_csv(path: str | Path, options: CSVOptions) -> tuple[Table, list[str]]:
     """The data set in ``path`` and notes for the user (what was dropped, detected or assumed);
     raises :class:`DataError` with a one-line reason."""
@@ -140,7 +157,9 @@ def read_csv(path: str | Path, options: CSVOptions) -> tuple[Table, list[str]]:
     columns = list(frame.columns)
     if options.label not in columns:
         where = "positions 0 to %d" % (len(columns) - 1) if not options.header else f"columns {columns}"
-        raise DataError(f"{path}: no column {options.label!r} for --label; the file has {where}")
+        close = difflib.get_close_matches(str(options.label), [str(c) for c in columns], n=1)
+        hint = _separator_hint(columns, sep) or (f"; did you mean {close[0]!r}?" if close else "")
+        raise DataError(f"{path}: no column {options.label!r} for --label; the file has {where}{hint}")
     for name in options.drop:
         if name not in columns:
             raise DataError(f"--drop {name!r}: no such column")
