@@ -40,6 +40,18 @@ def test_the_committed_vectors_are_the_python_participants_answers_today():
     )
 
 
+def test_the_browser_build_is_one_file_of_at_most_30_kb_gzipped_that_the_survey_page_loads(built):
+    import gzip
+
+    bundle = Path(built) / "dist" / "ldpnb.browser.js"
+    text = bundle.read_text()
+    assert len(gzip.compress(text.encode(), 9)) <= 30_000
+    assert not re.search(r"^\s*import\b|\bfrom\s*[\"']|\brequire\(", text, re.M)  # self-contained: imports nothing
+    page = (Path(built) / "examples" / "survey.html").read_text()
+    assert '"../dist/ldpnb.browser.js"' in page and '<script type="importmap"' not in page
+    assert re.findall(r"^import .* from (.*);$", page, re.M) == ['"../dist/ldpnb.browser.js"']
+
+
 def test_the_javascript_participant_reproduces_the_python_one(built):
     """Float repr, canonical JSON, fingerprints, thresholds, auto, and reports byte for byte from
     the same words (undeclared values among them); the mechanisms' own draws against their exact
