@@ -449,13 +449,13 @@ def accuracy_summary(results: list, estimator: str) -> dict:
 
 def accuracy_lines(summary: dict) -> str:
     """The text report's accuracy lines for an :func:`accuracy_summary`: private, non-private, and
-    the constant classifier of the training split's majority class where the runs scored it."""
+    the best constant classifier on the test rows where the runs scored it."""
     lines = [
         f"  LDP Naive Bayes accuracy  {summary['accuracy_mean']:.4f} ± {summary['accuracy_std']:.4f}",
         f"  non-private Naive Bayes   {summary['nonprivate_mean']:.4f} ± {summary['nonprivate_std']:.4f}",
     ]
     if "majority_mean" in summary:
-        lines.append(f"  majority class (constant) {summary['majority_mean']:.4f}")
+        lines.append(f"  best constant (test rows) {summary['majority_mean']:.4f}")
     if "log_loss_mean" in summary:
         mean, std = summary["log_loss_mean"], summary["log_loss_std"]
         lines.append(f"  LDP Naive Bayes log-loss  {mean:.4f} ± {std:.4f} nats per record")
@@ -617,7 +617,7 @@ def run_collection(parser: argparse.ArgumentParser, args) -> int:
         else:
             print(f"  LDP Naive Bayes accuracy  {run.accuracy[args.estimator]:.4f} (estimator {args.estimator})")
         print(f"  non-private Naive Bayes   {run.nonprivate_accuracy:.4f}")
-        print(f"  majority class (constant) {run.majority_accuracy:.4f}")
+        print(f"  best constant (test rows) {run.majority_accuracy:.4f}")
         if line := verdict_line(summary):
             print(line)
         if run.log_loss:

@@ -170,10 +170,10 @@ def plot(result: dict, epsilons: list[float], title: str, path: Path) -> None:
             alpha=0.15,
         )
         ax.axhline(result["nonprivate"][name].mean(), linestyle=":", color=line.get_color())
-    ax.axhline(result["majority"].mean(), linestyle="--", color="grey", label="majority class (constant)")
+    ax.axhline(result["majority"].mean(), linestyle="--", color="grey", label="best constant (test rows)")
     ax.set_xscale("log")
     ax.set_xlabel("ε (local: per person; central: for the whole data set)")
-    ax.set_ylabel("accuracy (dotted: without privacy; dashed: majority class)")
+    ax.set_ylabel("accuracy (dotted: without privacy; dashed: best constant)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -272,7 +272,7 @@ def main(argv: list[str]) -> int:
                 + f" | {result['nonprivate'][name].mean():.3f} |"
             )
         constant = f"{result['majority'].mean():.3f}"
-        print(f"| majority class (constant) | none | {' | '.join([constant] * len(eps_values))} | {constant} |")
+        print(f"| best constant (test rows) | none | {' | '.join([constant] * len(eps_values))} | {constant} |")
     nothing = [row for row in summary if not row["beats_constant"]]
     if nothing:
         named = "; ".join(f"{row['model']} at ε={row['eps']:g}" for row in nothing[:4])

@@ -47,7 +47,7 @@ Z = 2.0
 @dataclass(frozen=True)
 class ShareForecast:
     """One candidate: its ``share`` (None: the uniform choice) and, per repetition (shape
-    ``(reps,)``), the model's accuracy and the accuracy of the training split's majority class."""
+    ``(reps,)``), the model's accuracy and the best constant's on the test rows."""
 
     share: float | None
     accuracy: np.ndarray
@@ -142,10 +142,49 @@ def plan_class_share(
     return SharePlan(forecasts, choose(forecasts, z), uniform_share, n_train)
 
 
+@dataclass(frozen=True)
+class PeopleVerdict:
+    """How many people a collection needs, as one line for the plan's first and as JSON fields."""
+
+    line: str
+    fields: dict
+
+
+def people_line(sample: Dataset, args, setup, plan: SharePlan, shuffled) -> PeopleVerdict:
+    """Whether the uniform choice's collections of ``plan.people`` beat the best constant on their
+    test rows; when they do not, the people a collection would need (:func:`sim.verdict.people_needed`,
+    simulated as the plan simulates, None when more people would not help)."""
+    from .experiment import test_rows
+    from .verdict import PEOPLE_FACTORS, people_needed, verdict
+
+    uniform = plan.forecasts[0]
+    found = verdict(uniform.accuracy, uniform.majority, test_rows(plan.people))
+    fields = {"beats_constant": found.learned, "gain_over_constant": found.gain, "gain_over_constant_se": found.se}
+    if found.learned:
+        line = (
+            f"people: {plan.people:,} are enough; the model beats the best constant classifier by "
+            f"{found.gain:+.3f} ± {found.se:.3f}"
+        )
+        return PeopleVerdict(line, fields)
+    epsilon = args.eps
+    if shuffled is not None:  # a larger collection may report at a larger local ε
+        epsilon = lambda people: shuffled_for(args.central_eps, people, args.delta).local  # noqa: E731
+    needed = people_needed(sample, args.protocol, epsilon, "normsub", setup, args.seed)
+    fields["people_needed"] = needed
+    if needed is None:
+        line = (
+            f"people: with {plan.people:,} the model does not beat the best constant classifier, and more people "
+            f"would not help at this epsilon (tried up to {PEOPLE_FACTORS[-1]}x)"
+        )
+    else:
+        line = f"people: about {needed:,} needed; with {plan.people:,} the model does not beat the best constant classifier"
+    return PeopleVerdict(line, fields)
+
+
 def describe(plan: SharePlan, estimator: str) -> list[str]:
     """The plan as text lines: one per candidate, then the choice."""
     uniform = plan.forecasts[0]
-    lines = [f"  {'class share':<17} {estimator:>8} {'vs uniform':>16} {'majority class':>15}"]
+    lines = [f"  {'class share':<17} {estimator:>8} {'vs uniform':>16} {'best constant':>15}"]
     for forecast in plan.forecasts:
         if forecast.share is None:
             label, versus = f"uniform ({plan.uniform_share:.3f})", ""
@@ -239,6 +278,7 @@ def main(argv: list[str]) -> int:
         sample, args.protocol, args.eps, args.shares, args.reps, args.seed, setup, people=args.people,
         progress=not args.json,
     )  # fmt: skip
+    people = people_line(sample, args, setup, plan, shuffled)
     if args.json:
         uniform = plan.forecasts[0]
         print(
@@ -249,6 +289,7 @@ def main(argv: list[str]) -> int:
                     "eps": args.eps,
                     **(shuffled.fields() if shuffled is not None else {}),
                     "people": plan.people,
+                    **people.fields,
                     "reps": args.reps,
                     "seed": args.seed,
                     "uniform_share": plan.uniform_share,
@@ -267,6 +308,7 @@ def main(argv: list[str]) -> int:
             )
         )
         return 0
+    print(people.line)
     print(
         f"{sample.name}: {args.protocol}, eps={args.eps:g} per person (one report each), {plan.people} participants "
         f"a collection, {args.reps} simulated collections per share (seeds {args.seed}–{args.seed + args.reps - 1})"

@@ -25,7 +25,7 @@ def _series_label(row: dict, by: str) -> str:
 def plot_sweep(summary: list[dict], out: Path) -> list[Path]:
     """One figure per (data set, model, budget, estimator): accuracy against ε, a line per
     protocol (or per reduction for continuous data, with a panel per protocol or approach), a band
-    of ± one standard deviation, the non-private accuracy dotted, and the majority class's (the
+    of ± one standard deviation, the non-private accuracy dotted, and the best constant's on the test rows (the
     constant classifier a model must beat) dashed grey; below it the test log-loss, where every
     run scored it. Writes PNG and SVG; returns their paths."""
     import matplotlib
@@ -67,7 +67,7 @@ def plot_sweep(summary: list[dict], out: Path) -> list[Path]:
             if majority:  # the same splits for every series: one line
                 eps = sorted({float(r["eps"]) for r in majority})
                 level = [np.mean([r["majority_mean"] for r in majority if float(r["eps"]) == e]) for e in eps]
-                ax.plot(eps, level, linestyle="--", color="grey", label="majority class")
+                ax.plot(eps, level, linestyle="--", color="grey", label="best constant")
                 if losses:  # knowing nothing but the class shares: the log-loss a model must beat
                     level = [np.mean([r["prior_log_loss_mean"] for r in majority if float(r["eps"]) == e]) for e in eps]
                     axes[1][column].plot(eps, level, linestyle="--", color="grey", label="class shares")
@@ -78,7 +78,7 @@ def plot_sweep(summary: list[dict], out: Path) -> list[Path]:
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
         # Half the height with log-loss below: the legend names the majority class.
-        dashed = "" if losses else "; dashed: majority class"
+        dashed = "" if losses else "; dashed: best constant"
         axes[0][0].set_ylabel(f"accuracy (dotted: without privacy{dashed})")
         if losses:
             values = [r["log_loss_mean"] for r in rows] + [r["prior_log_loss_mean"] for r in rows]

@@ -1,9 +1,10 @@
 """Whether a model learned anything: its accuracy against the constant classifier's, and, when it
 is no better, how many people a collection would need for it to be.
 
-Every accuracy the simulator prints stands beside the accuracy of always answering the training
-split's most common class. A model that does not beat it by more than one standard error of the
-paired difference (over the repetitions; with one repetition, the binomial error of the test
+Every accuracy the simulator prints stands beside the best constant classifier's on the same test
+rows: always answering their most common class, which no constant beats there (the training
+split's majority can score less, so that a model without signal would pass it by chance). A model
+that does not beat it by more than one standard error of the paired difference (over the repetitions; with one repetition, the binomial error of the test
 accuracy) learned nothing a reader should rely on, and the output says so in one line.
 """
 
@@ -75,7 +76,7 @@ def describe(found: Verdict, needed: int | None = None, searched: bool = False) 
     if found.learned:
         return None
     line = (
-        f"  the model does not beat the constant classifier ({found.gain:+.4f} ± {found.se:.4f}): "
+        f"  the model does not beat the best constant classifier on the test rows ({found.gain:+.4f} ± {found.se:.4f}): "
         "it learned nothing to rely on"
     )
     if searched:

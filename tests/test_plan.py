@@ -64,6 +64,19 @@ def test_the_command_prints_the_plan_as_json(capsys):
     assert out["people"] == 1382 and out["chosen"] is None
     assert [s["share"] for s in out["shares"]] == [None, 0.4]
     assert out["shares"][0]["gain"] is None and out["shares"][1]["gain_se"] > 0
+    assert out["beats_constant"] is True and "people_needed" not in out  # car at ε = 4 learns
+
+
+def test_the_plan_says_first_how_many_people_a_collection_needs(capsys):
+    """Car at ε = 0.5: its 1,382 people do not beat the best constant; the first line says so and
+    how many would (found by simulating larger populations), before the share table."""
+    assert main(["plan", "--dataset", "car", "--eps", "0.5", "--reps", "4", "--shares", "0.4"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("people: "), first
+    assert "with 1,382 the model does not beat the best constant classifier" in first
+    assert main(["plan", "--dataset", "car", "--eps", "0.5", "--reps", "4", "--shares", "0.4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["beats_constant"] is False and (out["people_needed"] is None or out["people_needed"] > 1382)
 
 
 @pytest.mark.parametrize(
