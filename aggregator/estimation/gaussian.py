@@ -29,15 +29,21 @@ class GaussianModel:
     """Gaussian Naive Bayes over the spec's prepared coordinates.
 
     ``class_prior`` has shape ``(k,)``; ``theta`` and ``var`` (means and variances per class and
-    coordinate) have shape ``(k, r)``, as scikit-learn's ``GaussianNB`` holds them.
+    coordinate) have shape ``(k, r)``, as scikit-learn's ``GaussianNB`` holds them. ``var`` is the
+    predictive variance the model classifies with, not an estimate of the class's variance: for
+    reading, ``variance_estimate`` and ``variance_se`` (shape ``(k, r)``, or None) hold the
+    unbiased estimate of each class's variance in prepared units (it can be negative where the
+    noise is larger than the variance) and its standard error.
     """
 
-    def __init__(self, spec: CollectionSpec, class_prior, theta, var):
+    def __init__(self, spec: CollectionSpec, class_prior, theta, var, variance_estimate=None, variance_se=None):
         self.spec = spec
         self.classes_ = np.asarray(spec.classes, dtype=object)
         self.class_prior = np.asarray(class_prior, dtype=float)
         self.theta = np.asarray(theta, dtype=float)
         self.var = np.asarray(var, dtype=float)
+        self.variance_estimate = None if variance_estimate is None else np.asarray(variance_estimate, dtype=float)
+        self.variance_se = None if variance_se is None else np.asarray(variance_se, dtype=float)
         if (self.class_prior <= 0).any() or (self.var <= 0).any():
             raise ValueError("class priors and variances must be positive")
 
@@ -94,17 +100,26 @@ class GaussianModel:
         return Pipeline([("rows", rows), ("prepare", prepare), ("nb", self.to_sklearn())])
 
     def to_dict(self) -> dict:
-        return {
+        """The model as JSON: ``var`` the predictive variances it classifies with, and, where
+        estimated, ``variance_estimate`` and ``variance_se`` (see the class)."""
+        out = {
             "spec": self.spec.to_dict(),
             "classes": list(self.spec.classes),
             "class_prior": self.class_prior.tolist(),
             "theta": self.theta.tolist(),
             "var": self.var.tolist(),
         }
+        if self.variance_estimate is not None:
+            out["variance_estimate"] = self.variance_estimate.tolist()
+            out["variance_se"] = self.variance_se.tolist()
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> GaussianModel:
-        return cls(CollectionSpec.from_dict(data["spec"]), data["class_prior"], data["theta"], data["var"])
+        return cls(
+            CollectionSpec.from_dict(data["spec"]), data["class_prior"], data["theta"], data["var"],
+            data.get("variance_estimate"), data.get("variance_se"),
+        )  # fmt: skip
 
 
 def class_prior(stats: CollectionStatistics, estimator: str) -> np.ndarray:
@@ -138,15 +153,18 @@ def gaussian_estimator(stats: CollectionStatistics, estimator: str = "normsub") 
     spec = stats.spec
     prior = class_prior(stats, estimator)
     theta, mean_square = class_moments(stats, prior)
+    # For reading: the unbiased estimate from the unclipped moments (clipping θ̂ and Ê[z²] to
+    # their ranges biases it where a variance is small beside the noise).
+    estimate, estimate_se = corrected_variances(stats, prior, theta, mean_square)
     if estimator == "paper":
         var = np.maximum(mean_square - theta**2, VARIANCE_FLOOR)
-        return GaussianModel(spec, prior, theta, var)
+        return GaussianModel(spec, prior, theta, var, estimate, estimate_se)
     theta = np.clip(theta, -1.0, 1.0)
     mean_square = np.clip(mean_square, 0.0, 1.0)
     var_theta, var_square = moment_variances(stats, prior, theta, mean_square)
     var, se = corrected_variances(stats, prior, theta, mean_square, var_theta, var_square)
     var = np.clip(shrunk_toward_pooled(var, se, prior), VARIANCE_FLOOR, 1.0)
-    return GaussianModel(spec, prior, theta, np.clip(var + var_theta, VARIANCE_FLOOR, 1.0))
+    return GaussianModel(spec, prior, theta, np.clip(var + var_theta, VARIANCE_FLOOR, 1.0), estimate, estimate_se)
 
 
 def shrunk_toward_pooled(var: np.ndarray, se: np.ndarray, prior: np.ndarray) -> np.ndarray:
