@@ -32,6 +32,7 @@ from .test_hostile import SPEC as HOSTILE_SPEC
 from .test_hostile import address_spellings, hostile, publisher, redirecting_to  # noqa: F401 (the fixtures)
 from .test_service import sqlite_service  # noqa: F401 (the hostile fixture's service)
 
+
 def test_the_committed_vectors_are_the_python_participants_answers_today():
     """``npm test`` checks participant-js against test/vectors.json on its own: the file must be
     what the Python participant answers now (``python -m tests.js_vectors`` rewrites it)."""

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import time
 import urllib.error
 import urllib.request

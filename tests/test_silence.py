@@ -9,10 +9,9 @@ mechanism, so every device sends the same requests whatever its record, and each
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-import re
 import json
+import re
 from collections.abc import Mapping
 
 import numpy as np
