@@ -9,7 +9,7 @@ one person with one report, protocol ``auto``, exact fast mode). On each run's r
 - the test accuracy of the majority class, of ``prior only`` (the class the reports say is most
   common: the constant classifier the reports can give), of ``paper``, of ``strength 1`` (the
   previous release's default: strength 1, the variances of empty cells, :func:`previous_default`),
-  of every strength of ``aggregator.estimation.strength.STRENGTHS``, and of the default
+  of every strength of ``aggregator.estimation.bootstrap.STRENGTHS``, and of the default
   (``build_model(stats)``, as the service builds it);
 - the test log-loss of the default at its own temperature, and of the training split's class shares;
 - for each smoothing target (the feature's pooled marginal, or uniform), the test accuracy of
@@ -84,7 +84,7 @@ def cell(problem: str, epsilon: float, reps: int) -> pd.DataFrame:
     warnings.simplefilter("ignore")
     from aggregator.estimation.estimators import build_model, normsub_unsmoothed, paper_estimator
     from aggregator.estimation.model import NaiveBayesModel
-    from aggregator.estimation.strength import REFERENCE, STRENGTHS, bootstrap_accuracies
+    from aggregator.estimation.bootstrap import REFERENCE, STRENGTHS, bootstrap_accuracies
     from sim.experiment import prior_log_loss, runner_for
 
     runner = runner_for(load_problem(problem))
@@ -142,7 +142,7 @@ def rule(runs: pd.DataFrame, target: str, world: str, lead: float) -> np.ndarray
     """Each run's test accuracy under the default's rule smoothing toward ``target``, its bootstrap
     in ``world``, with ``lead``: strength 1 unless another's bootstrap gain exceeds ``lead``
     standard errors; then the one that gains most."""
-    from aggregator.estimation.strength import STRENGTHS
+    from aggregator.estimation.bootstrap import STRENGTHS
 
     names = [strength_name(s, target) for s in STRENGTHS]
     gain = runs[[f"{world} gain {n}" for n in names]].to_numpy()
@@ -202,7 +202,7 @@ def summary(cells: pd.DataFrame) -> str:
 
 
 def table(runs: pd.DataFrame) -> list[str]:
-    from aggregator.estimation.strength import LEAD, WORLD
+    from aggregator.estimation.bootstrap import LEAD, WORLD
 
     default = cells_of(runs, runs["default"].to_numpy())
     previous = cells_of(runs, runs["strength 1"].to_numpy())
@@ -211,7 +211,7 @@ def table(runs: pd.DataFrame) -> list[str]:
         "default − strength 1 | best strength − reference | log-loss (class shares) | goal |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    from aggregator.estimation.strength import STRENGTHS
+    from aggregator.estimation.bootstrap import STRENGTHS
 
     names = [strength_name(s, t) for t in TARGETS for s in STRENGTHS]
     groups = runs.groupby(["problem", "eps"], sort=False)

@@ -24,7 +24,7 @@ import numpy as np
 from aggregator.estimation.estimators import normsub_estimator, normsub_unsmoothed
 from aggregator.estimation.evidence import evidence
 from aggregator.estimation.gaussian import gaussian_estimator
-from aggregator.estimation.strength import bootstrap_accuracies
+from aggregator.estimation.bootstrap import bootstrap_accuracies
 from sim.datasets import load_dataset
 from sim.experiment import DEFAULT_THETA, Setup, collect, runner_for, spec_for, split
 

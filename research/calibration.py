@@ -61,7 +61,7 @@ def cell(dataset: str, epsilon: float, reps: int, first_seed: int, plot: bool = 
     from aggregator.estimation.calibration import MARGIN, TEMPERATURES, bootstrap_log_losses, expected_log_loss, pick
     from aggregator.estimation.dependence import dependence_p_value, null_probability
     from aggregator.estimation.estimators import normsub_unsmoothed
-    from aggregator.estimation.strength import choose_strength
+    from aggregator.estimation.bootstrap import choose_strength
     from sim.datasets import load_dataset
 
     data = load_dataset(dataset)

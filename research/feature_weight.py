@@ -54,7 +54,7 @@ def cell(dataset: str, epsilon: float, reps: int) -> tuple[str, float, np.ndarra
     whether ``both`` chose the feature weight; shape ``(reps, 8)``."""
     install()
     from aggregator.estimation.estimators import ESTIMATORS, normsub_unsmoothed
-    from aggregator.estimation.strength import STRENGTHS, choose_strength
+    from aggregator.estimation.bootstrap import STRENGTHS, choose_strength
 
     negative = tuple(-s for s in STRENGTHS)
     took: list[bool] = []

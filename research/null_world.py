@@ -45,7 +45,7 @@ def calibration(collections: int) -> list[str]:
     from aggregator.estimation.dependence import dependence_p_value
     from aggregator.estimation.estimators import normsub_unsmoothed
     from aggregator.estimation.model import NaiveBayesModel
-    from aggregator.estimation.strength import draw_statistics
+    from aggregator.estimation.bootstrap import draw_statistics
     from participant import CollectionSpec, Feature
 
     rows = []

@@ -27,7 +27,7 @@ def skewed_class_independent(people_per_input: int):
     """The reviewer's population for a false class signal: one feature of 64 values, geometric
     (half its people on 6 values) and independent of the class, a fifth of the people in class b,
     OUE at ε = 1. Returns the true model and empty statistics with ``people_per_input`` reports
-    on each input, for :func:`aggregator.estimation.strength.draw_statistics`."""
+    on each input, for :func:`aggregator.estimation.bootstrap.draw_statistics`."""
     from aggregator.estimation.model import NaiveBayesModel
     from aggregator.estimation.statistics import CollectionStatistics
 

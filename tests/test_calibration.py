@@ -23,7 +23,7 @@ from aggregator.estimation.calibration import (
 from aggregator.estimation.dependence import dependence_p_value, null_probability
 from aggregator.estimation.estimators import normsub_unsmoothed
 from aggregator.estimation.model import NaiveBayesModel
-from aggregator.estimation.strength import choose_strength, sample_records
+from aggregator.estimation.bootstrap import choose_strength, sample_records
 from participant import CollectionSpec, Feature
 from sim.datasets import load_dataset
 from sim.experiment import DEFAULT_THETA, runner_for

@@ -12,7 +12,7 @@ from aggregator import CollectionStatistics
 from aggregator.estimation.dependence import dependence_p_value, null_probability
 from aggregator.estimation.estimators import normsub_unsmoothed
 from aggregator.estimation.model import NaiveBayesModel
-from aggregator.estimation.strength import draw_statistics
+from aggregator.estimation.bootstrap import draw_statistics
 from participant import CollectionSpec, Feature
 
 

@@ -39,7 +39,7 @@ def test_a_class_independent_skewed_feature_keeps_no_false_class_signal_toward_i
     Norm-Sub's clipping of the rarer class's noisier cells). A marginal target that is uniform
     again lands in the first band."""
     from aggregator.estimation.estimators import normsub_estimator
-    from aggregator.estimation.strength import draw_statistics
+    from aggregator.estimation.bootstrap import draw_statistics
 
     truth, like = skewed_class_independent(500_000)
     rng = np.random.default_rng(1)
@@ -58,7 +58,7 @@ def false_class_signal(d: int, people: int, seeds: int = 8) -> tuple[float, floa
     from aggregator.estimation.estimators import build_model, paper_estimator
     from aggregator.estimation.model import NaiveBayesModel
     from aggregator.estimation.statistics import CollectionStatistics
-    from aggregator.estimation.strength import draw_statistics
+    from aggregator.estimation.bootstrap import draw_statistics
 
     spec = CollectionSpec([Feature("f", [f"v{j}" for j in range(d)])], ["a", "b"], "OUE", 1.0)
     marginal = np.exp(-np.arange(d) / (d / 8))
@@ -267,7 +267,7 @@ def test_without_dependence_the_p_value_holds_its_level_where_the_cells_are_held
     from aggregator.estimation import count_noise, dependence
     from aggregator.estimation.model import NaiveBayesModel
     from aggregator.estimation.statistics import CollectionStatistics
-    from aggregator.estimation.strength import draw_statistics
+    from aggregator.estimation.bootstrap import draw_statistics
 
     spec = CollectionSpec([Feature("f", ["x", "y"])], ["a", "b"], "OUE", 2.0)
     prior = np.array([0.5, 0.5])

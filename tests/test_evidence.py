@@ -11,7 +11,7 @@ from aggregator.estimation.class_prior import pooled_class_shares, pooled_covari
 from aggregator.estimation.dependence import combined_p_value, deviation_statistic, exact_feature_p_values
 from aggregator.estimation.evidence import evidence, summary
 from aggregator.estimation.model import NaiveBayesModel
-from aggregator.estimation.strength import draw_statistics
+from aggregator.estimation.bootstrap import draw_statistics
 from participant import CollectionSpec, Feature
 
 

@@ -8,7 +8,7 @@ prior's 0.85, though it predicts the majority class as often as the prior does. 
 "temperature scaling" of Guo et al. (2017, "On calibration of modern neural networks"); it keeps
 every prediction (the order of the classes' scores is the same), so accuracy does not change.
 
-``τ`` is chosen as the smoothing strength is (:mod:`aggregator.estimation.strength`): collections of the same
+``τ`` is chosen as the smoothing strength is (:mod:`aggregator.estimation.bootstrap`): collections of the same
 size are drawn through the same oracles from populations the reports could come from, the model
 is rebuilt from each, and each ``τ`` of :data:`TEMPERATURES` is scored by its expected log-loss
 on records drawn from the population, against the population's own class probabilities. The
@@ -39,7 +39,7 @@ from .dependence import dependence_p_value, null_probability
 from .model import one_hot
 from .smoothing import Unsmoothed
 from .statistics import CollectionStatistics
-from .strength import (
+from .bootstrap import (
     DRAWS,
     RECORDS,
     WORLDS,
@@ -71,7 +71,7 @@ def choose_temperature(
     ``derive(drawn)`` smoothed at ``strength``, mixed over the spread-matched and the null world
     by the null's probability, if it beats the first by :data:`MARGIN`; else the first: what
     :func:`pick` takes from every temperature's score. Returns 1.0 without reports or where the
-    bootstrap would be too large (:func:`~aggregator.estimation.strength.bootstrap_too_large`).
+    bootstrap would be too large (:func:`~aggregator.estimation.bootstrap.bootstrap_too_large`).
 
     The mixed expected log-loss is convex in ``τ`` (per record ``log Σ_c exp(τ·jll_c)`` is convex
     and ``τ·Σ_c p_c·jll_c`` linear), so along the decreasing temperatures it falls to its least
@@ -142,7 +142,7 @@ def bootstrap_joint_log_likelihoods(
     records: int = RECORDS,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The joint log-likelihoods of ``records`` records drawn from the ``world`` of
-    :data:`~aggregator.estimation.strength.WORLDS` built from ``base``, under ``derive(drawn)`` smoothed at
+    :data:`~aggregator.estimation.bootstrap.WORLDS` built from ``base``, under ``derive(drawn)`` smoothed at
     ``strength`` for each of ``draws`` drawn collections, stacked ``(draws·records, k)``, and the
     world's class probabilities of those records, repeated alike ``(draws·records, k)``. Seeded by
     the statistics, as the strength's bootstrap is (the same reports give the same temperature)."""

@@ -15,7 +15,7 @@ Every estimator reads only the aggregated statistics (post-processing), so none 
   smaller of an empirical-Bayes weight (the share of the counts' spread that the noise explains)
   and a pseudo-count of one standard deviation per cell, both scaled by a strength: 1, the
   empirical-Bayes weight itself, unless a parametric bootstrap of the collection's own reports
-  shows another better by three standard errors (:mod:`aggregator.estimation.strength`). The class
+  shows another better by three standard errors (:mod:`aggregator.estimation.bootstrap`). The class
   probabilities are then softened by a temperature chosen by a bootstrap too
   (:mod:`aggregator.estimation.calibration`), which changes no prediction and keeps the noise of many
   features from making the model sure of anything.
@@ -39,7 +39,7 @@ from .model import NaiveBayesModel
 from .simplex import project_to_simplex
 from .smoothing import Unsmoothed
 from .statistics import CollectionStatistics
-from .strength import choose_strength
+from .bootstrap import choose_strength
 
 
 def paper_estimator(stats: CollectionStatistics, temperature: float | None = None) -> NaiveBayesModel:
@@ -65,7 +65,7 @@ def normsub_estimator(
     """Norm-Sub consistent histograms, inverse-variance pooled class priors, and conditionals
     smoothed toward ``target`` (the feature's pooled marginal, or uniform) by
     :func:`~aggregator.estimation.smoothing.smooth_conditionals` with ``strength`` (left out: the one
-    :func:`~aggregator.estimation.strength.choose_strength` picks from the statistics); class probabilities
+    :func:`~aggregator.estimation.bootstrap.choose_strength` picks from the statistics); class probabilities
     at ``temperature`` (left out: the one :func:`~aggregator.estimation.calibration.choose_temperature`
     picks, which changes no prediction)."""
     derive = partial(normsub_unsmoothed, target=target)

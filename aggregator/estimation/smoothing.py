@@ -56,7 +56,7 @@ def smooth_conditionals(table: np.ndarray, cell_variance, strength=1.0, target: 
     """Smoothing of one feature's counts ``table`` (shape ``(k, n_i)``) that vanishes as the noise
     does: each class's distribution over the feature's values moves toward ``target`` by a
     weight ``w``, the smaller of two. ``strength`` multiplies the noise both weights see (1: the
-    empirical-Bayes weight itself; :mod:`aggregator.estimation.strength` picks it per collection). Returns
+    empirical-Bayes weight itself; :mod:`aggregator.estimation.bootstrap` picks it per collection). Returns
     positive counts with the rows' totals, shape ``(k, n_i)``. Leading axes broadcast: tables
     ``(F, k, n)`` with variances ``(F, k, 1)`` and strengths ``(S, 1, 1, 1)`` give ``(S, F, k, n)``.
 

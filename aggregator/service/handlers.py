@@ -22,7 +22,7 @@ from ..estimation.estimators import ESTIMATORS, build_model, strength_refused
 from ..estimation.evidence import evidence
 from ..estimation.plausibility import plausibility
 from ..estimation.statistics import CollectionStatistics
-from ..estimation.strength import STRENGTHS
+from ..estimation.bootstrap import STRENGTHS
 from ..store import CONFLICT, NEW, TOKEN_USED, Collection, CollectionExists, IncomingBatch
 from ..store.base import COLLECTION_ID
 from .addresses import client_address
@@ -660,7 +660,7 @@ def _estimator(request: web.Request) -> str:
 
 def _strength(request: web.Request, collection: Collection, estimator: str) -> float | None:
     """The ``strength`` the client asked the model to be smoothed at (None: the estimator's choice).
-    Only the strengths the service's own choice ranges over (:data:`~aggregator.estimation.strength.STRENGTHS`):
+    Only the strengths the service's own choice ranges over (:data:`~aggregator.estimation.bootstrap.STRENGTHS`):
     every other number would be one more model to build and cache per release state, which anyone
     could ask for."""
     raw = request.query.get("strength")

@@ -10,7 +10,7 @@ import pytest
 from aggregator import CollectionStatistics, build_model
 from aggregator.estimation.estimators import normsub_estimator, normsub_unsmoothed
 from aggregator.estimation.model import NaiveBayesModel
-from aggregator.estimation.strength import LEAD, REFERENCE, STRENGTHS, choose_strength, draw_statistics, sample_records
+from aggregator.estimation.bootstrap import LEAD, REFERENCE, STRENGTHS, choose_strength, draw_statistics, sample_records
 from participant import CollectionSpec, Feature
 from sim.datasets import load_dataset
 from sim.experiment import runner_for
@@ -111,7 +111,7 @@ def test_a_large_collection_keeps_strength_one_without_a_bootstrap(monkeypatch):
     """A DE feature of 300 values (600 joint cells: each bootstrap draw would hold a 600 × 600
     matrix, and the bound keeps a service's /model from 12 such draws at any size) gets strength 1
     without a single draw; a collection under the bounds is bootstrapped."""
-    from aggregator.estimation import strength
+    from aggregator.estimation import bootstrap as strength
 
     draws = []
 
@@ -165,7 +165,7 @@ def test_the_bootstrap_draws_from_a_population_with_no_more_signal_than_the_real
     truth's class signal is on average below the population's (a posterior mean shrinks: 0.77 of
     it), so the bootstrap does not reward weak smoothing for noise. Drawing from the smoothed model
     itself (the earlier plug-in, strength 0.6) gave 1.38 times the real signal."""
-    from aggregator.estimation.strength import plug_in_truth
+    from aggregator.estimation.bootstrap import plug_in_truth
 
     rng = np.random.default_rng(5)
     features = [Feature(f"f{i}", [f"v{j}" for j in range(3 + i % 2)]) for i in range(6)]
@@ -209,7 +209,7 @@ def test_toward_the_marginal_the_bootstrap_draws_from_a_population_without_false
     uniform for the ``marginal`` estimator would draw the bootstrap's collections from that false
     signal, where weak smoothing looks better than it is (connect-4 at ε = 1: 0.641 against
     0.654)."""
-    from aggregator.estimation.strength import plug_in_truth
+    from aggregator.estimation.bootstrap import plug_in_truth
 
     truth, like = skewed_class_independent(20_000)
     rng = np.random.default_rng(1)
@@ -231,7 +231,7 @@ def test_a_strength_leaves_the_reference_only_where_it_leads_by_the_standard_err
     """Bootstrap draws built to order: each strength's accuracy is the reference's plus ``gains``
     plus noise of a known spread, so that a gain of 0.01 to 0.03 leads by 10 to 30 standard
     errors and is taken, while a lead of exactly ``LEAD`` standard errors is not."""
-    from aggregator.estimation import strength
+    from aggregator.estimation import bootstrap as strength
 
     draws = strength.DRAWS
     noise = np.tile(np.array([-1.0, 1.0] * (draws // 2))[:, None] * 0.003, (1, len(STRENGTHS)))
