@@ -37,6 +37,7 @@ from .cli_options import (
     training_people,
 )
 from .datasets import Dataset, dataset_names
+from .verdict import population
 
 SHARES = (0.25, 0.4, 0.55, 0.7)
 # Standard errors of the paired gain a share must clear: with four candidates, a share that helps
@@ -80,16 +81,6 @@ def choose(forecasts: list[ShareForecast], z: float = Z) -> float | None:
         if mean > z * se and mean > best:
             best, chosen = mean, forecast.share
     return chosen
-
-
-def population(sample: Dataset, people: int, seed: int) -> Dataset:
-    """``sample`` resampled with replacement (seeded) to the rows whose 80/20 splits give
-    ``people`` participants; its domain stays the sample's (a category the draw misses is still
-    declared)."""
-    from .experiment import TEST_SIZE
-
-    rows = np.random.default_rng(seed).integers(len(sample.y), size=int(np.ceil(people / (1 - TEST_SIZE))))
-    return sample.rows(rows)
 
 
 def plan_class_share(

@@ -11,8 +11,12 @@ accuracy) learned nothing a reader should rely on, and the output says so in one
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .datasets import Dataset
 
 # Collections simulated per population size when searching for the people a collection needs,
 # and the sizes tried, as multiples of the data set's training split.
@@ -45,6 +49,16 @@ def verdict(accuracy, majority, n_test: int) -> Verdict:
     return Verdict(float(diff.mean()), se)
 
 
+def population(sample: Dataset, people: int, seed: int) -> Dataset:
+    """``sample`` resampled with replacement (seeded) to the rows whose 80/20 splits give
+    ``people`` participants; its domain stays the sample's (a category the draw misses is still
+    declared)."""
+    from .experiment import TEST_SIZE
+
+    rows = np.random.default_rng(seed).integers(len(sample.y), size=int(np.ceil(people / (1 - TEST_SIZE))))
+    return sample.rows(rows)
+
+
 def people_needed(data, protocol: str, epsilon, estimator: str, setup=None, seed: int = 0) -> int | None:
     """The fewest people (among the training split times :data:`PEOPLE_FACTORS`) whose simulated
     collections (fast mode, :data:`PEOPLE_REPS` each, drawn from ``data`` with replacement as
@@ -53,7 +67,6 @@ def people_needed(data, protocol: str, epsilon, estimator: str, setup=None, seed
     within 256 times the data). ``epsilon`` is each person's ε, or a function of the number of
     people giving it (shuffled reports: a larger collection reports at a larger local ε)."""
     from .experiment import run_once, test_rows
-    from .plan import population
 
     for factor in PEOPLE_FACTORS:
         people = int(len(data.y) * 0.8 * factor)

@@ -10,7 +10,8 @@ import pytest
 
 from sim.cli import main
 from sim.datasets import load_dataset
-from sim.plan import ShareForecast, choose, plan_class_share, population
+from sim.plan import ShareForecast, choose, plan_class_share
+from sim.verdict import population
 
 
 def forecast(share, gains, base):
