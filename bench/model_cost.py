@@ -3,10 +3,9 @@
     python bench/model_cost.py [--repeat 7] [--eps 1]
 
 For each data set, seed 0's collection (protocol ``auto``, fast mode): the median wall time over
-``--repeat`` builds of ``normsub`` (the strength's bootstrap in both worlds, then the
-temperature's), of ``normsub`` at temperature 1 (the strength's bootstrap alone), at a fixed
-strength and temperature (no bootstrap) and of the plug-in world's bootstrap alone, and of the
-model's ``evidence``
+``--repeat`` builds of ``normsub`` (the temperature's bootstrap included), of ``normsub`` at
+temperature 1 (no bootstrap: what a caller scoring only predictions builds), and of the model's
+``evidence``
 (:func:`aggregator.estimation.evidence.evidence`, which the service computes beside every model). Australian
 and Diabetes are collected for the Gaussian model (approach 3, original features; its model has
 no bootstrap). Writes bench/results/model_cost.md.
@@ -21,10 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from aggregator.estimation.estimators import normsub_estimator, normsub_unsmoothed
+from aggregator.estimation.estimators import normsub_estimator
 from aggregator.estimation.evidence import evidence
 from aggregator.estimation.gaussian import gaussian_estimator
-from aggregator.estimation.bootstrap import bootstrap_accuracies
 from sim.datasets import load_dataset
 from sim.experiment import DEFAULT_THETA, Setup, collect, runner_for, spec_for, split
 
@@ -49,9 +47,8 @@ def main() -> None:
     lines = [
         f"# Cost of one model (`python bench/model_cost.py --repeat {args.repeat} --eps {args.eps:g}`), ms, median",
         "",
-        "| data set | normsub | at temperature 1 | plug-in bootstrap alone | fixed strength and temperature "
-        "| evidence |",
-        "|---|---|---|---|---|---|",
+        "| data set | normsub | at temperature 1 | evidence |",
+        "|---|---|---|---|",
     ]
     for dataset in ("car", "chess", "mushroom", "connect-4"):
         runner = runner_for(load_dataset(dataset))
@@ -60,8 +57,6 @@ def main() -> None:
         lines.append(
             f"| {dataset} | {median_ms(partial(normsub_estimator, stats), args.repeat):.1f} "
             f"| {median_ms(partial(normsub_estimator, stats, temperature=1.0), args.repeat):.1f} "
-            f"| {median_ms(partial(bootstrap_accuracies, stats, normsub_unsmoothed), args.repeat):.1f} "
-            f"| {median_ms(partial(normsub_estimator, stats, 1.0, temperature=1.0), args.repeat):.1f} "
             f"| {median_ms(partial(evidence, stats), args.repeat):.1f} |"
         )
     for dataset in ("australian", "diabetes"):
@@ -70,7 +65,7 @@ def main() -> None:
         spec = spec_for(data, "auto", args.eps, DEFAULT_THETA, Setup("gaussian"), X_train, y_train)
         stats = collect(spec, X_train, y_train, np.random.default_rng(0), "fast")
         lines.append(
-            f"| {dataset} (Gaussian) | {median_ms(partial(gaussian_estimator, stats), args.repeat):.1f} | – | – | – "
+            f"| {dataset} (Gaussian) | {median_ms(partial(gaussian_estimator, stats), args.repeat):.1f} | – "
             f"| {median_ms(partial(evidence, stats), args.repeat):.1f} |"
         )
     RESULTS.write_text("\n".join(lines) + "\n")

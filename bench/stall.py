@@ -127,7 +127,7 @@ def report_batches(other_spec: bool = False, out_of_range: bool = False):
 
 def model_variants() -> list[str]:
     """Every /model a stranger may ask of one collection: each estimator, each strength it takes, each format."""
-    from aggregator.estimation.bootstrap import STRENGTHS
+    from aggregator.estimation.smoothing import STRENGTHS
 
     paths = [f"/collections/big/model?estimator={e}" for e in ("paper", "normsub", "ibu")]
     paths += [f"/collections/big/model?estimator={e}&strength={s:g}" for e in ("normsub", "ibu") for s in STRENGTHS]
@@ -173,7 +173,7 @@ async def with_trickle(url: str, make, stop: asyncio.Event) -> None:
 
 def wide_model_keys() -> list[str]:
     """Thirty /model keys on the wide collections: each estimator and strength, two formats."""
-    from aggregator.estimation.bootstrap import STRENGTHS
+    from aggregator.estimation.smoothing import STRENGTHS
 
     paths = [f"/collections/{c}/model?estimator=normsub&strength={s:g}" for c in ("wide", "verywide") for s in STRENGTHS]
     paths += [f"/collections/{c}/model?estimator={e}" for c in ("wide", "verywide") for e in ("paper", "normsub", "ibu")]

@@ -61,7 +61,7 @@ def cell(dataset: str, epsilon: float, reps: int, first_seed: int, plot: bool = 
     from aggregator.estimation.calibration import MARGIN, TEMPERATURES, bootstrap_log_losses, expected_log_loss, pick
     from aggregator.estimation.dependence import dependence_p_value, null_probability
     from aggregator.estimation.estimators import normsub_unsmoothed
-    from aggregator.estimation.bootstrap import choose_strength
+    from aggregator.estimation.smoothing import REFERENCE
     from sim.datasets import load_dataset
 
     data = load_dataset(dataset)
@@ -69,7 +69,7 @@ def cell(dataset: str, epsilon: float, reps: int, first_seed: int, plot: bool = 
     for seed in range(first_seed, first_seed + reps):
         stats, codes, labels = collection(data, epsilon, seed)
         base = normsub_unsmoothed(stats)
-        strength = choose_strength(stats, normsub_unsmoothed, base)
+        strength = REFERENCE
         model = base.model(stats.spec, strength)
         weight = null_probability(dependence_p_value(stats, base.class_count))
         # Every score on the grid that also sharpens; the shipped choice reads its first T.

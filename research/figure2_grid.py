@@ -4,7 +4,7 @@
 
 Runs ``python -m sim sweep`` in each mode into a fresh temporary folder (no resume) and prints
 the wall-clock time of each. ``--estimators`` is passed to the sweep (default ``paper``, the
-estimator of the paper's figure; ``normsub`` chooses its smoothing by a bootstrap per run).
+estimator of the paper's figure; or ``normsub``, the default).
 """
 
 from __future__ import annotations

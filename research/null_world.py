@@ -42,10 +42,10 @@ def exact_p_value(stats, class_count: np.ndarray) -> float:
 def calibration(collections: int) -> list[str]:
     """Table rows: per case, the share of p-values below 0.05 and 0.2, shipped and exact."""
     from aggregator import CollectionStatistics
+    from aggregator.estimation.bootstrap import draw_statistics
     from aggregator.estimation.dependence import dependence_p_value
     from aggregator.estimation.estimators import normsub_unsmoothed
     from aggregator.estimation.model import NaiveBayesModel
-    from aggregator.estimation.bootstrap import draw_statistics
     from participant import CollectionSpec, Feature
 
     rows = []

@@ -1,6 +1,6 @@
-"""The smoothing strength each collection's own statistics choose (a parametric bootstrap): what
-it draws is the model it was given, it smooths harder where the noise outvotes the prior (car at
-low ε) and not where the signal is strong (chess), and the same reports always give the same model."""
+"""The parametric bootstrap behind the temperature: what it draws is the model it was given, its
+populations carry no more class signal than the reports, and the same reports always give the
+same model."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from aggregator import CollectionStatistics, build_model
-from aggregator.estimation.estimators import normsub_estimator, normsub_unsmoothed
+from aggregator.estimation.bootstrap import draw_statistics, sample_records
+from aggregator.estimation.estimators import normsub_unsmoothed
 from aggregator.estimation.model import NaiveBayesModel
-from aggregator.estimation.bootstrap import LEAD, REFERENCE, STRENGTHS, choose_strength, draw_statistics, sample_records
+from aggregator.estimation.smoothing import REFERENCE
 from participant import CollectionSpec, Feature
 from sim.datasets import load_dataset
 from sim.experiment import runner_for
@@ -59,77 +60,14 @@ def test_sampled_records_follow_the_model_and_carry_its_posterior():
     np.testing.assert_allclose(pairs, np.einsum("c,ca,cb->ab", PRIOR, *CONDITIONALS).ravel(), atol=0.01)
 
 
-def car_and_chess_choices(dataset: str, epsilon: float, seeds: range) -> tuple[list[float], np.ndarray]:
-    """The strength chosen on each seed's fast-mode collection, and the paired accuracy differences
-    of the chosen strength against strength 1 on the seed's test split."""
-    runner = runner_for(load_dataset(dataset))
-    spec = runner.spec("auto", epsilon, None, "one-report")
-    chosen, gain = [], []
-    for seed in seeds:
-        stats = runner._fast_statistics(spec, seed, np.random.default_rng(seed))
-        chosen.append(choose_strength(stats, normsub_unsmoothed))
-        _, test, _ = runner.split(seed)
-        accuracy = [
-            normsub_estimator(stats, strength).joint_log_likelihood_codes(runner.codes[test]).argmax(axis=1)
-            == runner.labels[test]
-            for strength in (chosen[-1], 1.0)
-        ]
-        gain.append(accuracy[0].mean() - accuracy[1].mean())
-    return chosen, np.array(gain)
-
-
-def test_car_at_low_epsilon_is_smoothed_harder_and_gains():
-    """Car at ε = 0.5, 16 seeds: the noise of six features outvotes the prior at strength 1 (0.63,
-    below the majority class's 0.70). The bootstrap leaves strength 1 for 4 or more on about a
-    third of the seeds, where it leads by the standard errors asked, and gains about 0.018
-    (bench/default_model.py over 100 seeds); a choice that always returned 1 gains nothing."""
-    chosen, gain = car_and_chess_choices("car", 0.5, range(16))
-    assert np.mean(np.array(chosen) >= 4) >= 0.25
-    assert gain.mean() > 0.005
-
-
-def test_chess_keeps_its_signal():
-    """Chess at ε = 2, 12 seeds: where the bootstrap leaves strength 1 (for 4 or 16, toward the
-    marginal) it keeps the features' signal: the accuracy stays within 0.005 of strength 1
-    (measured +0.005) and far above the majority class's 0.52."""
-    chosen, gain = car_and_chess_choices("chess", 2.0, range(12))
-    assert gain.mean() > -0.005
-    assert max(chosen) <= 16
-
-
-def test_the_same_reports_give_the_same_model_and_an_empty_collection_strength_one():
+def test_the_same_reports_give_the_same_model_and_the_default_strength_is_one():
     runner = runner_for(load_dataset("car"))
     spec = runner.spec("auto", 1.0, None, "one-report")
     stats = runner._fast_statistics(spec, 3, np.random.default_rng(3))
     first, second = build_model(stats, "normsub"), build_model(stats, "normsub")
     for a, b in zip(first.category_count, second.category_count):
         np.testing.assert_array_equal(a, b)
-    assert choose_strength(CollectionStatistics(spec), normsub_unsmoothed) == REFERENCE == 1.0
-
-
-def test_a_large_collection_keeps_strength_one_without_a_bootstrap(monkeypatch):
-    """A DE feature of 300 values (600 joint cells: each bootstrap draw would hold a 600 × 600
-    matrix, and the bound keeps a service's /model from 12 such draws at any size) gets strength 1
-    without a single draw; a collection under the bounds is bootstrapped."""
-    from aggregator.estimation import bootstrap as strength
-
-    draws = []
-
-    def counting(*args):
-        draws.append(1)
-        return draw_statistics(*args)
-
-    monkeypatch.setattr(strength, "draw_statistics", counting)
-    for values, expected_draws in ((300, 0), (100, strength.DRAWS)):
-        spec = CollectionSpec([Feature("city", [f"c{i}" for i in range(values)])], ["a", "b"], "DE", 4.0)
-        stats = CollectionStatistics(spec)
-        stats.states[0].n, stats.states[0].support[:] = 1000, (900.0, 100.0)
-        stats.states[1].n, stats.states[1].support[:] = 1000, 1000 / (2 * values)
-        draws.clear()
-        chosen = choose_strength(stats, normsub_unsmoothed)
-        assert len(draws) == expected_draws
-        if not expected_draws:
-            assert chosen == REFERENCE
+    assert build_model(CollectionStatistics(spec), "normsub").strength == REFERENCE == 1.0
 
 
 def test_features_smoothed_together_equal_each_smoothed_alone():
@@ -183,24 +121,6 @@ def test_the_bootstrap_draws_from_a_population_with_no_more_signal_than_the_real
     assert np.mean(signals) < class_signal(truth)
 
 
-def test_car_at_epsilon_one_is_near_its_majority_class_and_far_above_strength_one():
-    """Car at ε = 1, 40 seeds (fast mode, the default model): strength 1 scores 0.06 below the
-    constant classifier that predicts the training split's majority class; the chosen strength
-    about 0.05 above strength 1 and within 0.025 of the constant (bench/default_model.py over 100
-    seeds: 0.014 ± 0.004 below it)."""
-    runner = runner_for(load_dataset("car"))
-    spec = runner.spec("auto", 1.0, None, "one-report")
-    gaps, gains = [], []
-    for seed in range(40):
-        stats = runner._fast_statistics(spec, seed, np.random.default_rng(seed))
-        (default, fixed), _ = runner._score([normsub_estimator(stats), normsub_estimator(stats, 1.0)], seed, False)
-        train, test, _ = runner.split(seed)
-        majority = np.mean(runner.labels[test] == np.bincount(runner.labels[train]).argmax())
-        gaps.append(default - majority)
-        gains.append(default - fixed)
-    assert np.mean(gains) > 0.03 and np.mean(gaps) > -0.025
-
-
 def test_toward_the_marginal_the_bootstrap_draws_from_a_population_without_false_class_signal():
     """One skewed feature of 64 values that tells the classes nothing (a fifth of the people in
     class b), OUE at ε = 1, 20,000 people per input, ten collections: the plug-in truth of the
@@ -219,37 +139,3 @@ def test_toward_the_marginal_the_bootstrap_draws_from_a_population_without_false
         for target, found in signals.items():
             found.append(class_signal(plug_in_truth(drawn, normsub_unsmoothed(drawn, target))))
     assert np.mean(signals["marginal"]) < 0.001 < np.mean(signals["uniform"])
-
-
-@pytest.mark.parametrize(("gains", "chosen"), [
-    ([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], 1.0),  # every strength alike: the reference
-    ([0.0, 0.0, 0.0, 0.0, 0.02, 0.03, 0.01, 0.0], 16.0),  # the largest lead past the bar
-    ([0.03, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], 1 / 64),
-    ([-0.05, -0.02, -0.01, 0.0, -0.01, -0.02, -0.03, -0.04], 1.0),  # every other strength behind
-])  # fmt: skip
-def test_a_strength_leaves_the_reference_only_where_it_leads_by_the_standard_errors(monkeypatch, gains, chosen):
-    """Bootstrap draws built to order: each strength's accuracy is the reference's plus ``gains``
-    plus noise of a known spread, so that a gain of 0.01 to 0.03 leads by 10 to 30 standard
-    errors and is taken, while a lead of exactly ``LEAD`` standard errors is not."""
-    from aggregator.estimation import bootstrap as strength
-
-    draws = strength.DRAWS
-    noise = np.tile(np.array([-1.0, 1.0] * (draws // 2))[:, None] * 0.003, (1, len(STRENGTHS)))
-    noise[:, STRENGTHS.index(REFERENCE)] = 0.0
-
-    def built(*args, **kwargs):
-        return 0.7 + np.array(gains)[None, :] + noise
-
-    monkeypatch.setattr(strength, "bootstrap_accuracies", built)
-    stats = runner_for(load_dataset("car"))._fast_statistics(
-        runner_for(load_dataset("car")).spec("auto", 1.0, None, "one-report"), 0, np.random.default_rng(0)
-    )
-    assert choose_strength(stats, normsub_unsmoothed) == chosen
-    # A lead just short of LEAD standard errors (0.003·√(12/11)/√12 each) stays at the reference.
-    error = 0.003 * np.sqrt(draws / (draws - 1)) / np.sqrt(draws)
-    at_bar = [0.0] * len(STRENGTHS)
-    at_bar[STRENGTHS.index(4.0)] = LEAD * error * 0.99
-    monkeypatch.setattr(strength, "bootstrap_accuracies", lambda *a, **k: 0.7 + np.array(at_bar)[None, :] + noise)
-    assert choose_strength(stats, normsub_unsmoothed) == REFERENCE
-    at_bar[STRENGTHS.index(4.0)] = LEAD * error * 1.01
-    assert choose_strength(stats, normsub_unsmoothed) == 4.0

@@ -11,6 +11,7 @@ import pytest
 from scipy.special import logsumexp, softmax
 
 from aggregator import build_model
+from aggregator.estimation.bootstrap import sample_records
 from aggregator.estimation.calibration import (
     MARGIN,
     TEMPERATURES,
@@ -23,7 +24,7 @@ from aggregator.estimation.calibration import (
 from aggregator.estimation.dependence import dependence_p_value, null_probability
 from aggregator.estimation.estimators import normsub_unsmoothed
 from aggregator.estimation.model import NaiveBayesModel
-from aggregator.estimation.bootstrap import choose_strength, sample_records
+from aggregator.estimation.smoothing import REFERENCE
 from participant import CollectionSpec, Feature
 from sim.datasets import load_dataset
 from sim.experiment import DEFAULT_THETA, runner_for
@@ -92,7 +93,7 @@ def test_the_search_takes_what_every_temperatures_score_would(name, epsilon):
     for seed in range(3):
         stats = runner.statistics(("auto", epsilon, DEFAULT_THETA, "one-report"), seed, "fast")
         base = normsub_unsmoothed(stats)
-        strength = choose_strength(stats, normsub_unsmoothed, base)
+        strength = REFERENCE
         weight = null_probability(dependence_p_value(stats, base.class_count))
         scores = [
             bootstrap_log_losses(stats, normsub_unsmoothed, base, strength, w) for w in ("null", "spread-matched")

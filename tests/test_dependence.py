@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from aggregator import CollectionStatistics
+from aggregator.estimation.bootstrap import draw_statistics
 from aggregator.estimation.dependence import dependence_p_value, null_probability
 from aggregator.estimation.estimators import normsub_unsmoothed
 from aggregator.estimation.model import NaiveBayesModel
-from aggregator.estimation.bootstrap import draw_statistics
 from participant import CollectionSpec, Feature
 
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from aggregator import CollectionStatistics
+from aggregator.estimation.bootstrap import draw_statistics
 from aggregator.estimation.class_prior import pooled_class_shares, pooled_covariance
 from aggregator.estimation.dependence import combined_p_value, deviation_statistic, exact_feature_p_values
 from aggregator.estimation.evidence import evidence, summary
 from aggregator.estimation.model import NaiveBayesModel
-from aggregator.estimation.bootstrap import draw_statistics
 from participant import CollectionSpec, Feature
 
 

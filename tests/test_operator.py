@@ -95,7 +95,7 @@ def test_an_operator_runs_a_collection_from_the_command_line(server, tmp_path):
         assert card["epsilon_per_person"] == 4.0 and card["estimator"] == "normsub"
         assert set(card["estimated_people_per_class"]) == {"Yes", "No"}
         assert 0 < card["temperature"] <= 1 and "times the temperature" in card["temperature_note"]
-        from aggregator.estimation.bootstrap import STRENGTHS
+        from aggregator.estimation.smoothing import STRENGTHS
 
         assert card["strength"] in STRENGTHS
         # What the reports can tell the model, in the card and printed.

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from aggregator import CollectionStatistics
+from aggregator.estimation.bootstrap import draw_statistics
 from aggregator.estimation.class_prior import pooled_class_shares
 from aggregator.estimation.model import NaiveBayesModel
 from aggregator.estimation.planning import TOLERATED_COST, class_share_for, majority_outlook
-from aggregator.estimation.bootstrap import draw_statistics
 from participant import CollectionSpec, Feature, choose_inputs
 
 CAR_PRIOR = np.array([0.70, 0.22, 0.04, 0.04])

@@ -220,7 +220,7 @@ async def test_the_model_at_an_asked_strength_and_the_strength_it_chose(service)
     it the answer names the strength the service chose; a strength that is not one of those the
     service chooses from (every other would be one more model for anyone to make it build), or one
     asked of an estimator that does not smooth, is a 400 naming it."""
-    from aggregator.estimation.bootstrap import STRENGTHS
+    from aggregator.estimation.smoothing import STRENGTHS
 
     spec = table_1_spec(protocol="OUE", epsilon=1.0)
     await service.create(spec)

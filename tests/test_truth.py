@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from aggregator import CollectionStatistics, build_model
-from aggregator.estimation.bootstrap import REFERENCE
+from aggregator.estimation.smoothing import REFERENCE
 from participant import CollectionSpec, Feature, Participant
 from participant.continuous import ContinuousFeature, Preparation
 from participant.encoding import encode_record, population_inputs

@@ -1,39 +1,16 @@
-"""How strongly to smooth, chosen per collection from its own reports by a parametric bootstrap.
+"""Populations a collection's reports could come from, and collections drawn from them: the
+parametric bootstrap behind the model's temperature (:mod:`aggregator.estimation.calibration`).
 
-One smoothing strength does not suit every collection: on car at ε ≤ 1 sixteen times the
-empirical-Bayes weight is best (the noise of six features' conditionals otherwise outvotes the
-class prior), on shuttle at ε ≤ 2 a sixteenth of it (its rare classes' conditionals carry their
-signal in cells the weight would flatten). Which case a collection is in shows, partly, in its
-reports: estimate the population, draw collections of the same size from that estimate through the
-same oracles, and see which strength classifies records drawn from it best.
+Estimate the population from the reports, draw collections of the same size from it through the
+same oracles, and rebuild the model from each draw: how the rebuilt models score on records drawn
+from the population shows what the reports' noise does to the model. Two populations are offered
+(:data:`WORLDS`): one with the class signal the reports estimate (:func:`spread_matched_truth`; the
+posterior mean's smaller signal, :func:`plug_in_truth`, makes smoothing look better than it is),
+and one without any (:func:`null_truth`). Everything reads only the aggregated statistics
+(post-processing): no privacy is spent.
 
-The rule has one reference and one constant, and draws from one world:
-
-- **Strength 1 unless the reports show better.** Strength 1 is the empirical-Bayes weight itself
-  (:func:`~aggregator.estimation.smoothing.smooth_conditionals`), the posterior mean of each conditional
-  under a normal prior on its deviations from the feature's marginal; it is kept unless another
-  strength's expected accuracy in the bootstrap leads it by more than :data:`LEAD` standard
-  errors of their paired difference over the draws. The bootstrap's world is a Naive-Bayes
-  population, whose features are independent given the class: real records with dependent
-  features (connect-4's board, letter's strokes) make weak smoothing look better there than it
-  is, and the lead is what a choice must show beyond the draws' own noise before it leaves the
-  empirical-Bayes weight.
-- **The population has the class signal the reports estimate** (:func:`spread_matched_truth`):
-  each class's conditional keeps its estimated deviation from the target at the size the
-  reports estimate (the spread less the noise, by the plug-in variances of
-  :mod:`aggregator.estimation.count_noise`), not the posterior mean's smaller one.
-
-:data:`LEAD` and the world were chosen leave one data set out over the fourteen problems of
-``bench/default_model.py`` (the paper's four and the corpus's ten, ε 0.5 to 4, 100 paired runs
-each): for every held-out set, the lead of 0, 0.5, 1, 1.5, 2 or 3 and the world (the posterior
-mean or the spread-matched one) that scored best on the other thirteen, scored on it; 1.5 and the
-spread-matched world were chosen on 12 of the 14. The target (the feature's marginal) is not
-chosen so: toward uniform a feature that tells the classes nothing gains a false class signal
-(:mod:`aggregator.estimation.smoothing`), which the default must not. The rules this one replaced (a flat
-floor on two-valued features' spread, a world and a bootstrap-free strength by how even the class
-prior is, a null world mixed in by the dependence test's p-value, a tie margin), each picked on
-the paper's four sets, did not earn their place there (documentation, *Estimators*). Everything reads
-only the aggregated statistics (post-processing): no privacy is spent.
+The smoothing strength is not chosen here: a bootstrap choice of it per collection gained nothing
+out of sample (``python bench/default_choice.py``; documentation, *The default model*).
 """
 
 from __future__ import annotations
@@ -46,27 +23,15 @@ import numpy as np
 from protocols import simulate_states
 
 from .count_noise import class_cell_variances
-from .model import NaiveBayesModel, one_hot
+from .model import NaiveBayesModel
 from .smoothing import Unsmoothed
 from .statistics import CollectionStatistics
 
-# From a sixty-fourth of the empirical-Bayes weight (close to the unsmoothed, the paper's) to 1024
-# times it, where every class's conditional is all but the marginal and the class prior decides,
-# as it does for the constant classifier.
-STRENGTHS = (1 / 64, 1 / 16, 1 / 4, 1.0, 4.0, 16.0, 64.0, 1024.0)
-# The strength kept unless another leads it: the empirical-Bayes weight itself.
-REFERENCE = 1.0
-# Standard errors (of the paired difference over the draws) by which another strength's expected
-# accuracy must lead the reference's to be chosen; chosen leave one data set out (module text).
-LEAD = 1.5
-# The bootstrap's population (WORLDS); chosen with LEAD.
-WORLD = "spread-matched"
-# Collections drawn per strength, and records each is scored on: the paired difference's standard
-# error over the draws is what LEAD is measured in, so more draws sharpen the rule without moving it.
+# Collections drawn, and records each is scored on.
 DRAWS = 12
 RECORDS = 2000
-# Collections larger than this (cells summed over inputs) keep the reference without a bootstrap:
-# its cost grows with the cells, and a DE input's exact draw holds a d × d matrix.
+# Collections larger than this (cells summed over inputs) are not bootstrapped: the cost grows with
+# the cells, and a DE input's exact draw holds a d × d matrix.
 MAX_CELLS = 20_000
 # A DE input's exact draw holds a d × d matrix: 512² floats are 2 MiB.
 MAX_DE_DOMAIN = 512
@@ -189,94 +154,3 @@ def bootstrap_too_large(spec) -> bool:
     return sum(o.domain_size for o in oracles) > MAX_CELLS or any(
         isinstance(o, DirectEncoding) and o.domain_size > MAX_DE_DOMAIN for o in oracles
     )
-
-
-def choose_strength(
-    stats: CollectionStatistics,
-    derive: Derive,
-    base: Unsmoothed | None = None,
-    strengths: tuple[float, ...] = STRENGTHS,
-    draws: int = DRAWS,
-    records: int = RECORDS,
-    lead: float = LEAD,
-) -> float:
-    """The strength of ``strengths`` for ``derive(stats)`` (or ``base``): :data:`REFERENCE`,
-    unless another's expected accuracy over ``draws`` collections drawn from the :data:`WORLD`
-    (scored on ``records`` records from it, :func:`bootstrap_accuracies`)
-    leads the reference's by more than ``lead`` standard errors of their paired difference over
-    the draws; then the one that leads most. Returns the reference when there are no reports or
-    when the collection is larger than :data:`MAX_CELLS` cells or holds a DE input over
-    :data:`MAX_DE_DOMAIN` values."""
-    if REFERENCE not in strengths:
-        raise ValueError(f"the strengths must include the reference {REFERENCE}")
-    if stats.n_reports == 0 or len(strengths) == 1 or bootstrap_too_large(stats.spec):
-        return REFERENCE
-    accuracy = bootstrap_accuracies(stats, derive, base, strengths, draws, records, WORLD)  # (draws, S)
-    gain = accuracy - accuracy[:, [strengths.index(REFERENCE)]]
-    mean = gain.mean(axis=0)
-    error = gain.std(axis=0, ddof=1) / np.sqrt(draws)
-    leading = np.where(mean > lead * error, mean, -np.inf)
-    leading[strengths.index(REFERENCE)] = 0.0
-    return float(strengths[int(np.argmax(leading))])
-
-
-def bootstrap_accuracies(
-    stats: CollectionStatistics,
-    derive: Derive,
-    base: Unsmoothed | None = None,
-    strengths: tuple[float, ...] = STRENGTHS,
-    draws: int = DRAWS,
-    records: int = RECORDS,
-    world: str = "plug-in",
-) -> np.ndarray:
-    """The expected accuracy of each strength in each drawn collection, shape ``(draws,
-    len(strengths))``: the posterior probability, under the truth, of the class the smoothed
-    ``derive(drawn)`` predicts, averaged over ``records`` records drawn from the truth
-    (:func:`bootstrap_predictions`)."""
-    predicted, posterior = bootstrap_predictions(stats, derive, base, strengths, draws, records, world)
-    return posterior[np.arange(len(posterior))[:, None], predicted].mean(axis=1)
-
-
-def bootstrap_predictions(
-    stats: CollectionStatistics,
-    derive: Derive,
-    base: Unsmoothed | None = None,
-    strengths: tuple[float, ...] = STRENGTHS,
-    draws: int = DRAWS,
-    records: int = RECORDS,
-    world: str = "plug-in",
-) -> tuple[np.ndarray, np.ndarray]:
-    """The bootstrap's raw material: the class each strength's smoothing of ``derive(drawn)``
-    predicts for each record in each drawn collection, shape ``(draws, records, len(strengths))``,
-    and the records' class probabilities under the truth (the ``world`` of :data:`WORLDS`:
-    :func:`plug_in_truth` or :func:`null_truth` of ``base`` or ``derive(stats)``), shape
-    ``(records, k)``. Every strength is scored on the same draws and records, all at once. The
-    draws are seeded by the statistics, so the result is a function of the reports."""
-    population, offset = WORLDS[world]
-    rng = np.random.default_rng(statistics_seed(stats) + offset)
-    truth = population(stats, base or derive(stats))
-    codes, posterior = sample_records(truth, records, rng)
-    # The records one-hot over every feature's values, so that a model's joint log-likelihoods
-    # of all records are one sparse product.
-    onehot = one_hot(codes, [t.shape[1] for t in truth.feature_log_prob])
-    predicted = [predictions(derive(draw_statistics(truth, stats, rng)), onehot, strengths) for _ in range(draws)]
-    return np.array(predicted), posterior
-
-
-def predictions(drawn: Unsmoothed, onehot, strengths) -> np.ndarray:
-    """The class ``drawn`` smoothed at each of ``strengths`` predicts for each record, shape
-    ``(m, S)``; ``onehot`` holds the records one-hot ``(m, Σ n_i)``."""
-    records, n = onehot.shape[0], len(strengths)
-    log_prob = np.concatenate(drawn.log_probabilities(np.array(strengths)), axis=2)  # (S, k, Σ n_i)
-    k = log_prob.shape[1]
-    jll = (onehot @ log_prob.reshape(n * k, -1).T).reshape(records, n, k)  # (m, S, k)
-    jll += np.log(drawn.class_count / drawn.class_count.sum())
-    return jll.argmax(axis=2)
-
-
-def expected_accuracy(drawn: Unsmoothed, onehot, posterior: np.ndarray, strengths) -> np.ndarray:
-    """Per strength (shape ``(S,)``), the mean over records of the probability, under the truth,
-    of the class that ``drawn`` smoothed at that strength predicts: ``onehot`` holds the records
-    one-hot ``(m, Σ n_i)`` and ``posterior`` their true class probabilities ``(m, k)``."""
-    predicted = predictions(drawn, onehot, strengths)
-    return posterior[np.arange(len(posterior))[:, None], predicted].mean(axis=0)

@@ -8,7 +8,7 @@ prior's 0.85, though it predicts the majority class as often as the prior does. 
 "temperature scaling" of Guo et al. (2017, "On calibration of modern neural networks"); it keeps
 every prediction (the order of the classes' scores is the same), so accuracy does not change.
 
-``τ`` is chosen as the smoothing strength is (:mod:`aggregator.estimation.bootstrap`): collections of the same
+``τ`` is chosen by a parametric bootstrap (:mod:`aggregator.estimation.bootstrap`): collections of the same
 size are drawn through the same oracles from populations the reports could come from, the model
 is rebuilt from each, and each ``τ`` of :data:`TEMPERATURES` is scored by its expected log-loss
 on records drawn from the population, against the population's own class probabilities. The
@@ -35,10 +35,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .dependence import dependence_p_value, null_probability
-from .model import one_hot
-from .smoothing import Unsmoothed
-from .statistics import CollectionStatistics
 from .bootstrap import (
     DRAWS,
     RECORDS,
@@ -49,6 +45,10 @@ from .bootstrap import (
     sample_records,
     statistics_seed,
 )
+from .dependence import dependence_p_value, null_probability
+from .model import one_hot
+from .smoothing import Unsmoothed
+from .statistics import CollectionStatistics
 
 # 1 down to 1/64 in quarter powers of two: connect-4 at ε = 0.5 is best near 0.09 on its test rows.
 TEMPERATURES = 2.0 ** -np.arange(0, 6.01, 0.25)
@@ -145,7 +145,7 @@ def bootstrap_joint_log_likelihoods(
     :data:`~aggregator.estimation.bootstrap.WORLDS` built from ``base``, under ``derive(drawn)`` smoothed at
     ``strength`` for each of ``draws`` drawn collections, stacked ``(draws·records, k)``, and the
     world's class probabilities of those records, repeated alike ``(draws·records, k)``. Seeded by
-    the statistics, as the strength's bootstrap is (the same reports give the same temperature)."""
+    the statistics (the same reports give the same temperature)."""
     population, offset = WORLDS[world]
     rng = np.random.default_rng(statistics_seed(stats) + offset)
     truth = population(stats, base)

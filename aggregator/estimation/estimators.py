@@ -13,12 +13,12 @@ Every estimator reads only the aggregated statistics (post-processing), so none 
   simplex; each class's conditionals are shrunk toward the feature's pooled marginal (what every
   class shares, so that a feature telling the classes nothing gains no false class signal) by the
   smaller of an empirical-Bayes weight (the share of the counts' spread that the noise explains)
-  and a pseudo-count of one standard deviation per cell, both scaled by a strength: 1, the
-  empirical-Bayes weight itself, unless a parametric bootstrap of the collection's own reports
-  shows another better by three standard errors (:mod:`aggregator.estimation.bootstrap`). The class
-  probabilities are then softened by a temperature chosen by a bootstrap too
-  (:mod:`aggregator.estimation.calibration`), which changes no prediction and keeps the noise of many
-  features from making the model sure of anything.
+  and a pseudo-count of one standard deviation per cell, both at strength 1 (the empirical-Bayes
+  weight itself; a bootstrap choice of the strength per collection gained nothing out of sample,
+  ``bench/default_choice.py``). The class probabilities are then softened by a temperature chosen
+  by a parametric bootstrap of the collection's own reports (:mod:`aggregator.estimation.calibration`),
+  which changes no prediction and keeps the noise of many features from making the model sure of
+  anything.
 - ``ibu``: ``normsub`` with each DE input's histogram the maximum-likelihood one.
 """
 
@@ -37,9 +37,8 @@ from .count_noise import class_cell_variances
 from .gaussian import GaussianModel, gaussian_estimator
 from .model import NaiveBayesModel
 from .simplex import project_to_simplex
-from .smoothing import Unsmoothed
+from .smoothing import REFERENCE, Unsmoothed
 from .statistics import CollectionStatistics
-from .bootstrap import choose_strength
 
 
 def paper_estimator(stats: CollectionStatistics, temperature: float | None = None) -> NaiveBayesModel:
@@ -64,14 +63,14 @@ def normsub_estimator(
 ) -> NaiveBayesModel:
     """Norm-Sub consistent histograms, inverse-variance pooled class priors, and conditionals
     smoothed toward ``target`` (the feature's pooled marginal, or uniform) by
-    :func:`~aggregator.estimation.smoothing.smooth_conditionals` with ``strength`` (left out: the one
-    :func:`~aggregator.estimation.bootstrap.choose_strength` picks from the statistics); class probabilities
+    :func:`~aggregator.estimation.smoothing.smooth_conditionals` with ``strength`` (left out:
+    :data:`~aggregator.estimation.smoothing.REFERENCE`, 1); class probabilities
     at ``temperature`` (left out: the one :func:`~aggregator.estimation.calibration.choose_temperature`
     picks, which changes no prediction)."""
     derive = partial(normsub_unsmoothed, target=target)
     base = derive(stats)
     if strength is None:
-        strength = choose_strength(stats, derive, base)
+        strength = REFERENCE
     if temperature is None:
         temperature = choose_temperature(stats, derive, base, strength)
     return base.model(stats.spec, strength, temperature)
@@ -168,12 +167,10 @@ def ibu_estimator(
 ) -> NaiveBayesModel:
     """``normsub`` with each DE input's histogram the maximum-likelihood one
     (:func:`direct_encoding_mle`, where Iterative Bayesian Update converges) instead of Norm-Sub
-    (other protocols' inputs as in ``normsub``), then the same smoothing, its strength chosen for
-    this estimator when left out; class probabilities at ``temperature`` (left out: 1)."""
+    (other protocols' inputs as in ``normsub``), then the same smoothing (``strength`` left out:
+    1); class probabilities at ``temperature`` (left out: 1)."""
     base = ibu_unsmoothed(stats)
-    if strength is None:
-        strength = choose_strength(stats, ibu_unsmoothed, base)
-    return base.model(stats.spec, strength, 1.0 if temperature is None else temperature)
+    return base.model(stats.spec, REFERENCE if strength is None else strength, 1.0 if temperature is None else temperature)
 
 
 def ibu_unsmoothed(stats: CollectionStatistics) -> Unsmoothed:
@@ -206,8 +203,8 @@ def build_model(
     :class:`NaiveBayesModel` for a discrete spec, a :class:`~aggregator.estimation.gaussian.GaussianModel`
     for a Gaussian one. ``temperature``: the discrete model's (left out: the estimator's own
     choice). It changes no prediction, so a caller that scores only predictions passes 1 and
-    skips ``normsub``'s bootstrap of it. ``strength``: the smoothing strength (left out: the
-    estimator's own choice); raises ValueError (:func:`strength_refused` says why) where the
+    skips ``normsub``'s bootstrap of it. ``strength``: the smoothing strength (left out: 1);
+    raises ValueError (:func:`strength_refused` says why) where the
     estimator or the model does not smooth."""
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; choose one of {', '.join(ESTIMATORS)}")

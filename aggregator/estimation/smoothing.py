@@ -12,6 +12,12 @@ from participant.spec import CollectionSpec
 from .model import NaiveBayesModel
 
 TARGETS = ("uniform", "marginal")
+# The strengths the service builds a model at when asked (``/model?strength=``): from a
+# sixty-fourth of the empirical-Bayes weight (close to the unsmoothed, the paper's) to 1024 times
+# it, where every class's conditional is all but the marginal and the class prior decides.
+STRENGTHS = (1 / 64, 1 / 16, 1 / 4, 1.0, 4.0, 16.0, 64.0, 1024.0)
+# The default: the empirical-Bayes weight itself.
+REFERENCE = 1.0
 
 
 @dataclass(frozen=True)
@@ -55,8 +61,8 @@ class Unsmoothed:
 def smooth_conditionals(table: np.ndarray, cell_variance, strength=1.0, target: str = "marginal") -> np.ndarray:
     """Smoothing of one feature's counts ``table`` (shape ``(k, n_i)``) that vanishes as the noise
     does: each class's distribution over the feature's values moves toward ``target`` by a
-    weight ``w``, the smaller of two. ``strength`` multiplies the noise both weights see (1: the
-    empirical-Bayes weight itself; :mod:`aggregator.estimation.bootstrap` picks it per collection). Returns
+    weight ``w``, the smaller of two. ``strength`` multiplies the noise both weights see (1, the
+    default: the empirical-Bayes weight itself). Returns
     positive counts with the rows' totals, shape ``(k, n_i)``. Leading axes broadcast: tables
     ``(F, k, n)`` with variances ``(F, k, 1)`` and strengths ``(S, 1, 1, 1)`` give ``(S, F, k, n)``.
 
@@ -74,8 +80,8 @@ def smooth_conditionals(table: np.ndarray, cell_variance, strength=1.0, target: 
     is the prior mean of an empirical-Bayes model of the classes' conditionals (what a class holds
     when it tells nothing), and toward it a feature that tells the classes nothing keeps a fifth of
     the false class signal it gains toward uniform, where the classes are pulled by different
-    weights (the rarer further). Over the fourteen problems of ``bench/default_model.py`` the
-    marginal also classifies at least as well on average (documentation, *Estimators*).
+    weights (the rarer further). Over the fourteen problems of the estimator notes the marginal
+    also classifies at least as well on average (documentation, *Estimators*).
 
     The spread here is measured on the Norm-Sub projected counts, which carry less noise than
     ``cell_variance`` says, so the empirical-Bayes weight overstates the noise; the pseudo-count

@@ -21,8 +21,8 @@ from ..estimation.count_noise import cell_variances
 from ..estimation.estimators import ESTIMATORS, build_model, strength_refused
 from ..estimation.evidence import evidence
 from ..estimation.plausibility import plausibility
+from ..estimation.smoothing import STRENGTHS
 from ..estimation.statistics import CollectionStatistics
-from ..estimation.bootstrap import STRENGTHS
 from ..store import CONFLICT, NEW, TOKEN_USED, Collection, CollectionExists, IncomingBatch
 from ..store.base import COLLECTION_ID
 from .addresses import client_address
@@ -659,8 +659,8 @@ def _estimator(request: web.Request) -> str:
 
 
 def _strength(request: web.Request, collection: Collection, estimator: str) -> float | None:
-    """The ``strength`` the client asked the model to be smoothed at (None: the estimator's choice).
-    Only the strengths the service's own choice ranges over (:data:`~aggregator.estimation.bootstrap.STRENGTHS`):
+    """The ``strength`` the client asked the model to be smoothed at (None: the default, 1).
+    Only the listed strengths (:data:`~aggregator.estimation.smoothing.STRENGTHS`):
     every other number would be one more model to build and cache per release state, which anyone
     could ask for."""
     raw = request.query.get("strength")
