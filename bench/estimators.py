@@ -1,22 +1,20 @@
 """Accuracy and log-loss of each estimator on the same simulated collections (paired: same split,
-same reports), beside the constant classifier that always predicts the training split's majority
-class.
+same reports), beside the best constant classifier on the test rows.
 
     python bench/estimators.py [--reps 100] [--eps 0.5,1,2,4] [--protocols auto] [--mode fast] [--jobs 2]
 
 One report per person (ε per person). Writes bench/results/estimators.md: per data set, protocol
-and ε, the mean accuracy of each estimator, of the majority class and of non-private Naive Bayes,
-the mean log-loss (nats per test record), and the paired differences of normsub with paper, with
-the majority class and with ``strength 1`` (normsub with its smoothing strength fixed at 1, as
-before the strength was chosen per collection), and of ``uniform`` (normsub smoothed toward uniform
-instead of each feature's pooled marginal, the default's target) with normsub and the majority
-class, each with its standard error. ``prior only`` is
+and ε, the mean accuracy of each estimator, of the best constant and of non-private Naive Bayes,
+the mean log-loss (nats per test record), and the paired differences of normsub with paper and
+with the best constant, and of ``uniform`` (normsub smoothed toward uniform instead of each
+feature's pooled marginal, the default's target) with normsub and the best constant, each with its
+standard error. ``prior only`` is
 the constant classifier the private reports give: normsub's class prior with every conditional
 uniform, so it predicts the class the reports say is the most common. Every run's accuracies go to
 bench/results/estimators-runs.csv, so that two versions' runs (the same seeds, the same reports)
 can be paired: ``--against OLD.csv`` adds a table of normsub's paired differences with the
-normsub of OLD.csv (bench/results/estimators-runs-d9d6053.csv holds the runs of the commit before
-the bootstrap drew from the posterior mean).
+normsub of OLD.csv (the ``estimators-runs-*.csv`` beside it hold earlier versions' runs, named by
+commit).
 """
 
 from __future__ import annotations
@@ -35,15 +33,14 @@ from sim.experiment import run_once
 
 RESULTS = Path(__file__).with_name("results") / "estimators.md"
 RUNS = RESULTS.with_name("estimators-runs.csv")
-NAMES = ("paper", "normsub", "strength 1", "uniform", "prior only")
+NAMES = ("paper", "normsub", "uniform", "prior only")
 
 
 def register() -> None:
-    """Adds ``strength 1``, ``uniform`` and ``prior only`` to the estimators (in this process and in every worker)."""
+    """Adds ``uniform`` and ``prior only`` to the estimators (in this process and in every worker)."""
     # Imported here: a worker unpickles this module's globals by value, not the shared registry.
     import aggregator.estimation.estimators as estimators
 
-    estimators.ESTIMATORS["strength 1"] = partial(estimators.normsub_estimator, strength=1.0)
     estimators.ESTIMATORS["uniform"] = partial(estimators.normsub_estimator, target="uniform")
     estimators.ESTIMATORS["prior only"] = prior_only
 
@@ -84,7 +81,7 @@ def cell(dataset: str, protocol: str, epsilon: float, reps: int, mode: str) -> t
         + f" | {nonprivate:.3f} | "
         + " / ".join(f"{loss[n].mean():.3f}" for n in NAMES)
         + f" | {paired(acc['normsub'], acc['paper'])} | {paired(acc['normsub'], majority)}"
-        + f" | {paired(acc['normsub'], acc['strength 1'])} | {paired(acc['uniform'], acc['normsub'])}"
+        + f" | {paired(acc['uniform'], acc['normsub'])}"
         + f" | {paired(acc['uniform'], majority)} |"
     ), per_run
 
@@ -137,10 +134,10 @@ def main() -> None:
         f"# Estimators, paired (`python bench/estimators.py --reps {args.reps} --eps {args.eps} "
         f"--protocols {args.protocols} --mode {args.mode}`)",
         "",
-        f"| data set | protocol | ε | majority | {' | '.join(NAMES)} | non-private | log-loss {' / '.join(NAMES)} "
-        "| normsub − paper (± s.e.) | normsub − majority (± s.e.) | normsub − strength 1 (± s.e.) "
-        "| uniform − normsub (± s.e.) | uniform − majority (± s.e.) |",
-        "|---|---|---|---|" + "---|" * len(NAMES) + "---|---|---|---|---|---|---|",
+        f"| data set | protocol | ε | best constant | {' | '.join(NAMES)} | non-private | log-loss {' / '.join(NAMES)} "
+        "| normsub − paper (± s.e.) | normsub − best constant (± s.e.) "
+        "| uniform − normsub (± s.e.) | uniform − best constant (± s.e.) |",
+        "|---|---|---|---|" + "---|" * len(NAMES) + "---|---|---|---|---|---|",
     ]
     rows = Parallel(n_jobs=args.jobs, return_as="generator")(
         delayed(cell)(d, p, e, args.reps, args.mode) for d, p, e in cells
