@@ -119,14 +119,7 @@ def shuffled_epsilon(local_epsilon: float, people: int, delta: float) -> float:
         high = closed
     if shuffled_delta(high, local_epsilon, people, delta) > delta:  # cannot happen for a valid closed form
         high = float(local_epsilon)
-    for _ in range(_STEPS):
-        middle = (low + high) / 2
-        if high - low <= _RESOLUTION * high:
-            break
-        if shuffled_delta(middle, local_epsilon, people, delta) <= delta:
-            high = middle
-        else:
-            low = middle
+    _, high = _bisect(low, high, lambda middle: shuffled_delta(middle, local_epsilon, people, delta) <= delta)
     return high
 
 
@@ -152,12 +145,19 @@ def largest_local_epsilon(central_epsilon: float, people: int, delta: float, cei
     low, high = float(central_epsilon), float(max(ceiling, central_epsilon))
     if shuffled_delta(central_epsilon, high, people, delta) <= delta:
         return high
+    low, _ = _bisect(low, high, lambda middle: shuffled_delta(central_epsilon, middle, people, delta) > delta)
+    return low
+
+
+def _bisect(low: float, high: float, high_side) -> tuple[float, float]:
+    """``[low, high]`` narrowed to within :data:`_RESOLUTION` (relative) around where
+    ``high_side(x)`` turns true: it is false at ``low``'s side and true at ``high``'s."""
     for _ in range(_STEPS):
         middle = (low + high) / 2
         if high - low <= _RESOLUTION * high:
             break
-        if shuffled_delta(central_epsilon, middle, people, delta) <= delta:
-            low = middle
-        else:
+        if high_side(middle):
             high = middle
-    return low
+        else:
+            low = middle
+    return low, high
