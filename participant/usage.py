@@ -74,6 +74,20 @@ def _suggestion(parser: argparse.ArgumentParser, message: str) -> str:
     return ""
 
 
+def secret_line(path: str, option: str) -> str:
+    """The first line of ``path``, a secret an option names (a token file): ValueError, naming
+    ``option``, when it cannot be read or when others than its owner may read it (as ssh refuses
+    such a key)."""
+    try:
+        with open(path) as f:
+            mode = os.fstat(f.fileno()).st_mode & 0o777
+            if mode & 0o077:
+                raise ValueError(f"{option} {path} is readable by others (mode {mode:04o}); chmod 600 {path}")
+            return f.readline().rstrip("\r\n")
+    except OSError as exc:
+        raise ValueError(f"cannot read {option} {path}: {exc.strerror or exc}") from None
+
+
 def number(low: float | None = None, high: float | None = None, *, whole: bool = False, open_ends: str = ""):
     """An argparse ``type``: a number (an integer if ``whole``) in ``[low, high]``, either end left
     out for none, and open where ``open_ends`` holds ``"low"`` or ``"high"``. A refusal says what

@@ -8,13 +8,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import re
 import sqlite3
 import sys
 from urllib.parse import urlsplit
 
-from participant.usage import Parser, positive_int, positive_number
+from participant.usage import Parser, positive_int, positive_number, secret_line
 
 DESCRIPTION = """\
 A shuffler between devices and an aggregator. Devices send it their reports sealed to the
@@ -82,14 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def read_token(path: str) -> str:
     """The token in ``path``'s first line; ValueError when the file cannot serve as one."""
-    try:
-        with open(path) as f:
-            mode = os.fstat(f.fileno()).st_mode & 0o777
-            if mode & 0o077:
-                raise ValueError(f"--token-file {path} is readable by others (mode {mode:04o}); chmod 600 {path}")
-            token = f.readline().rstrip("\r\n")
-    except OSError as exc:
-        raise ValueError(f"cannot read --token-file: {exc.strerror or exc}") from None
+    token = secret_line(path, "--token-file")
     if len(token) < 22 or not re.fullmatch(r"[\x21-\x7e]+", token):
         raise ValueError("the token must be at least 22 visible ASCII characters (no spaces)")
     return token

@@ -13,7 +13,7 @@ import numpy as np
 from aggregator.estimation.estimators import ESTIMATORS
 from participant.errors import ClientError, RecordError, SpecError
 from participant.spec import EPSILON_RANGE, CollectionSpec
-from participant.usage import Parser, non_negative_int, number, positive_int, share
+from participant.usage import Parser, non_negative_int, number, positive_int, secret_line, share
 from protocols import DEFAULT_THETA, PROTOCOL_NAMES
 
 from .cli_options import (
@@ -234,10 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     args.admin_token = os.environ.get("LDPNB_ADMIN_TOKEN")
     if args.admin_token_file:
         try:
-            with open(args.admin_token_file) as f:
-                args.admin_token = f.readline().rstrip("\r\n")
-        except OSError as exc:
-            parser.error(f"cannot read --admin-token-file: {exc}")
+            args.admin_token = secret_line(args.admin_token_file, "--admin-token-file")
+        except ValueError as exc:
+            parser.error(str(exc))
     fixed = [option for option in SPEC_FIXES if given(argv, option)]
     if args.spec and fixed:
         parser.error(f"--spec fixes {fixed[0].lstrip('-')}: leave out {', '.join(fixed)}")

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from participant.spec import EPSILON_RANGE
-from participant.usage import Parser, non_negative_int, number, positive_int, positive_number, share
+from participant.usage import Parser, non_negative_int, number, positive_int, positive_number, secret_line, share
 
 from ..store.defaults import DEFAULT_POOL, DEFAULT_TIMEOUT, POSTGRES_WRITE_LANES
 from .commands import COMMANDS as OPERATOR_COMMANDS
@@ -367,16 +367,9 @@ def read_admin_token(args) -> str | None:
     only, as ssh wants of a key) or ``$LDPNB_ADMIN_TOKEN``; None if neither."""
     if args.admin_token_file:
         try:
-            with open(args.admin_token_file) as f:
-                mode = os.fstat(f.fileno()).st_mode & 0o777
-                if mode & 0o077:
-                    raise UsageError(
-                        f"--admin-token-file {args.admin_token_file} is readable by others (mode {mode:04o}); "
-                        f"chmod 600 {args.admin_token_file}"
-                    )
-                return f.readline().rstrip("\r\n")
-        except OSError as exc:
-            raise UsageError(f"cannot read --admin-token-file: {exc}") from None
+            return secret_line(args.admin_token_file, "--admin-token-file")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     return os.environ.get("LDPNB_ADMIN_TOKEN")
 
 

@@ -13,7 +13,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from participant.usage import non_negative_int, number, positive_int, positive_number
+from participant.usage import non_negative_int, number, positive_int, positive_number, secret_line
 
 from ..estimation.estimators import ESTIMATORS, model_from_dict
 from ..estimation.plausibility import Z_THRESHOLD
@@ -160,15 +160,11 @@ async def _create(service: Service, session, args) -> str:
 
 
 def _secret_file(path: str) -> str:
-    """The first line of ``path``, which only its owner may read."""
+    """The first line of ``path`` (``--shuffler-token-file``), which only its owner may read."""
     try:
-        with open(path) as f:
-            mode = os.fstat(f.fileno()).st_mode & 0o777
-            if mode & 0o077:
-                raise OperatorError(f"{path} is readable by others (mode {mode:04o}); chmod 600 {path}")
-            return f.readline().rstrip("\r\n")
-    except OSError as exc:
-        raise OperatorError(f"cannot read {path}: {exc.strerror or exc}") from None
+        return secret_line(path, "--shuffler-token-file")
+    except ValueError as exc:
+        raise OperatorError(str(exc)) from None
 
 
 async def _keys(service: Service, session, args) -> str:
