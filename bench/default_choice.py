@@ -11,7 +11,7 @@ mode). On each run's reports, the test accuracy of:
 - ``fallback``: ``strength 1``, or the class the reports name most common (the constant classifier
   the reports give) where the dependence test finds no feature depending on the class at 5 %
   (:func:`aggregator.estimation.dependence.dependence_p_value`);
-- ``rule``: the bootstrap's pick of one strength (:func:`aggregator.estimation.bootstrap.choose_strength`);
+- ``rule``: the bootstrap's pick of one strength (``bench/strength_rule.py``, which the aggregator ran before);
 - ``averaged``: the models at every strength, their class probabilities averaged with weights the
   share of the bootstrap's draws in which each strength scored best;
 
@@ -49,18 +49,12 @@ def cell(problem: str, epsilon: float, reps: int) -> pd.DataFrame:
     """Every run of one (problem, ε) cell, one row each."""
     warnings.simplefilter("ignore")
     from scipy.special import softmax
+    from strength_rule import WORLD, bootstrap_accuracies, choose_strength
 
-    from aggregator.estimation.bootstrap import (
-        REFERENCE,
-        STRENGTHS,
-        WORLD,
-        bootstrap_accuracies,
-        bootstrap_too_large,
-        choose_strength,
-    )
+    from aggregator.estimation.bootstrap import bootstrap_too_large
     from aggregator.estimation.dependence import dependence_p_value
     from aggregator.estimation.estimators import normsub_unsmoothed, paper_estimator
-    from aggregator.estimation.model import NaiveBayesModel
+    from aggregator.estimation.smoothing import REFERENCE, STRENGTHS
     from sim.experiment import runner_for
 
     runner = runner_for(load_problem(problem))
@@ -83,7 +77,6 @@ def cell(problem: str, epsilon: float, reps: int) -> pd.DataFrame:
         averaged = np.tensordot(weights, softmax(jll, axis=2), axes=1).argmax(axis=1)
         chosen = choose_strength(stats, normsub_unsmoothed, base)
         prior = np.argmax(base.class_count)
-        constant = NaiveBayesModel(spec, base.class_count, [np.ones_like(t) for t in base.tables])
         p_value = dependence_p_value(stats, base.class_count)
         s1 = jll[STRENGTHS.index(REFERENCE)].argmax(axis=1)
         test_counts = np.bincount(labels, minlength=runner.k)
@@ -98,7 +91,6 @@ def cell(problem: str, epsilon: float, reps: int) -> pd.DataFrame:
             "rule": float(np.mean(jll[STRENGTHS.index(chosen)].argmax(axis=1) == labels)),
             "averaged": float(np.mean(averaged == labels)),
             "p value": p_value, "rule strength": chosen,
-            "constant check": float(np.mean(constant.joint_log_likelihood_codes(codes).argmax(axis=1) == labels)),
         }  # fmt: skip
         rows.append(row)
     return pd.DataFrame(rows)

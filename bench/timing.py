@@ -26,7 +26,7 @@ from scipy.stats import kruskal, spearmanr
 
 from participant import Participant
 from participant.client import pace_from
-from participant.encoding import record_inputs
+from participant.encoding import record_input
 from participant.randomness import SecureGenerator
 from participant.spec import CollectionSpec, Feature
 from protocols.mean import OneBitMean
@@ -51,7 +51,8 @@ def noise_size(report, inputs) -> float:
 async def measure(draws: int, pace: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(noise, sampling seconds, paced seconds)``, one entry per draw."""
     participant = Participant(SPEC)
-    inputs = record_inputs(RECORD, SPEC)
+    # RECORD holds declared values only, so no input is substituted and the generator is never read for them.
+    inputs = [record_input(RECORD, SPEC, i, np.random.default_rng(0)) for i in range(SPEC.n_inputs)]
     noise, sampling, paced = np.empty(draws), np.empty(draws), np.empty(draws)
     for i in range(draws):
         arrived = time.monotonic()
