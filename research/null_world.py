@@ -77,7 +77,7 @@ def calibration(collections: int) -> list[str]:
 def cell(dataset: str, epsilon: float, reps: int, first_seed: int = 0) -> tuple[str, float, np.ndarray]:
     """Per run (seeds ``first_seed`` on): majority, normsub, without the null world, with the
     exact p-value (accuracies)."""
-    from aggregator.estimation import strength
+    from aggregator.estimation import calibration as strength  # where the null world is weighed now
     from aggregator.estimation.estimators import ESTIMATORS, normsub_estimator
 
     def variant(**patch):
