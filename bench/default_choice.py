@@ -119,7 +119,8 @@ def paired(runs: pd.DataFrame, a: str, b: str) -> tuple[float, float]:
 def simplest_unbeaten(runs: pd.DataFrame) -> str:
     """The first of :data:`CANDIDATES` that no other beats by more than one standard error."""
     for candidate in CANDIDATES:
-        if all(paired(runs, other, candidate)[0] <= paired(runs, other, candidate)[1] for other in CANDIDATES if other != candidate):
+        gains = (paired(runs, other, candidate) for other in CANDIDATES if other != candidate)
+        if all(mean <= error for mean, error in gains):
             return candidate
     return CANDIDATES[0]
 
