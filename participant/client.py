@@ -48,6 +48,7 @@ from .limits import Budget, Limits
 from .origin import normalise_origin
 from .reporting import Participant
 from .spec import CollectionSpec
+from .view import ShuffledView
 from .wire import pack_report, rewrap
 
 if TYPE_CHECKING:
@@ -161,7 +162,9 @@ class AsyncClient:
     whatever the service publishes: ε per collection, a budget for the whole device over a window
     of days, the sizes of specs and answers, the domains and draw times a spec may ask; the
     defaults (2 per collection, 8 over 30 days, ...) protect a person whose app never sets them.
-    ``max_epsilon`` and ``budget`` replace those two fields of ``limits``. ``pace`` (seconds)
+    ``max_epsilon`` and ``budget`` replace those two fields of ``limits``. ``shuffler`` is the URL
+    of the shuffler this app trusts with shuffled collections (None: it reports to none of them).
+    ``pace`` (seconds)
     fixes when the report leaves after the spec arrived (0 is refused for mechanisms whose draw
     time follows their noise). Network errors, 5xx and 429 answers are
     retried ``retries`` times with exponential backoff (``backoff`` seconds, doubled each time, with
@@ -176,6 +179,7 @@ class AsyncClient:
         max_epsilon: float | None = None,
         budget: Budget | None = None,
         limits: Limits | None = None,
+        shuffler: str | None = None,
         pace: float = DEFAULT_PACE,
         session: aiohttp.ClientSession | None = None,
         rng=None,
@@ -192,6 +196,7 @@ class AsyncClient:
         if budget is not None:
             limits = replace(limits, budget=budget)
         self.limits = limits
+        self.shuffler = None if shuffler is None else shuffler_url(shuffler)
         if isinstance(pace, bool) or not isinstance(pace, (int, float)) or not 0 <= pace < math.inf:
             raise ValueError(f"pace must be a number of seconds >= 0, got {pace!r}")
         self.pace = float(pace)
@@ -266,6 +271,21 @@ class AsyncClient:
             raise self._refusal(status, data)
         return Published.from_answer(data, self.limits)
 
+    async def fetch_view(self, collection_id: str) -> ShuffledView:
+        """The collection's view as this app's shuffler pinned it (checked: its spec's size against
+        the app's limits before it is built, the spec, its fingerprint and its digest); raises
+        :class:`SpecError` when the app pins no shuffler."""
+        if self.shuffler is None:
+            raise SpecError("this app pins no shuffler (shuffler=URL): it reports to no shuffled collection")
+        status, body, ctype = await self._request(
+            "GET", f"{self.shuffler}/collections/{collection_id}/view", self.limits.max_spec_bytes,
+            headers={"Accept": "application/json"},
+        )  # fmt: skip
+        data = self._decode(body, ctype)
+        if status != 200:
+            raise self._refusal(status, data)
+        return ShuffledView.from_dict(data, self.limits)
+
     async def fetch_spec(self, collection_id: str) -> CollectionSpec:
         """The collection's published spec."""
         return (await self.fetch_collection(collection_id)).spec
@@ -326,7 +346,6 @@ class AsyncClient:
         not take, or a record that is not a mapping).
         """
         published = published or await self.fetch_collection(collection_id)
-        arrived = _monotonic()
         if shown is not None and (shown.spec.fingerprint, shown.uid) != (published.spec.fingerprint, published.uid):
             raise SpecError(
                 f"collection {collection_id!r} changed after its questions were shown; refusing to report (show them again)"
@@ -335,15 +354,19 @@ class AsyncClient:
         if expected is not None:
             spec.check_expected(expected)
         seal = shuffler = None
-        if spec.shuffle is not None:  # refused before the record is read: no shuffler or key, or no HPKE
+        if spec.shuffle is not None:  # refused before the record is read: no trusted shuffler, view, key or HPKE
             from .sealing import check_sealable
             from .sealing import seal as sealed_for
 
             check_sealable(spec)
-            shuffler = spec.shuffle.url
+            self._check_shuffler(collection_id, spec)
+            view = await self.fetch_view(collection_id)
+            view.check_published(collection_id, published.uid, spec.fingerprint)
+            shuffler = self.shuffler
 
             def seal(body: bytes) -> bytes:
-                return sealed_for(body, spec, published.uid)
+                return sealed_for(body, view)
+        arrived = _monotonic()
         participant = Participant(spec, rng=self.rng)
         participant.validate(record, group)  # nothing drawn yet
 
@@ -362,7 +385,8 @@ class AsyncClient:
                 "noise: with pace=0 the moment a report leaves would tell it; set pace > 0; nothing was drawn or sent"
             )
         asked = Asked(
-            self.origin, collection_id, published.uid, spec.fingerprint, spec.epsilon_per_person, spec.question,
+            self.origin, collection_id, published.uid, spec.fingerprint, spec.epsilon_per_person,
+            spec.question if seal is None else "",  # a shuffled collection's answer is drawn afresh, never memoised
             None if group is None else int(group),
         )  # fmt: skip
         # The ledger's file lock may wait on another process: off the event loop.
@@ -378,6 +402,29 @@ class AsyncClient:
         status = await self.send_report(collection_id, claim.outgoing, shuffler)
         await asyncio.to_thread(self.ledger.mark_sent, claim.key)
         return status
+
+    def _check_shuffler(self, collection_id: str, spec: CollectionSpec) -> None:
+        """Raise :class:`SpecError` unless ``spec`` names the shuffler this app pins."""
+        if self.shuffler is None:
+            raise SpecError(
+                f"collection {collection_id!r} is shuffled through {spec.shuffle.url}; this app pins no shuffler "
+                "(shuffler=URL), so it reports to none: nothing was sent"
+            )
+        if shuffler_url(spec.shuffle.url) != self.shuffler:
+            raise SpecError(
+                f"collection {collection_id!r} names the shuffler {spec.shuffle.url}; this app trusts {self.shuffler}: "
+                "nothing was sent"
+            )
+
+
+def shuffler_url(url: str) -> str:
+    """A shuffler's URL as the device compares and calls it: one spelling per address, as the
+    ledger writes an origin (:func:`~participant.origin.normalise_origin`); ValueError when it is
+    not an http(s) URL."""
+    try:
+        return normalise_origin(url)
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("the aggregator's address", "the shuffler's address")) from None
 
 
 async def _bounded(response: aiohttp.ClientResponse, limit: int, what: str) -> bytes:

@@ -17,7 +17,10 @@ publishes (its ``uid``, its spec) can only make the device refuse more, never sp
   on the questions alone: comparing two clones tells a service nothing about whether a record
   changed (a memo keyed by the record would tell it exactly that), and any number of clones
   learn what the first answer told (RAPPOR's permanent randomised response). A changed record is
-  reported afresh only to a question not asked before.
+  reported afresh only to a question not asked before. Not for shuffled collections: a report
+  sent through a shuffler is drawn afresh for each collection (its ε counted) and never memoised,
+  since one answer in two shuffled batches would single out its sender among the senders the two
+  batches share.
 - **One budget per device.** A fresh draw happens only if its ε is within the app's cap per
   collection and every fresh draw on this ledger over the last ``per_days`` days, at every origin
   together, stays within the app's total: no spelling of an address and no number of services
@@ -331,6 +334,8 @@ class Ledger:
         """Whether ``entry`` answered ``asked``'s question. An entry of an earlier format has no
         ``question``: its spec fingerprint stands for it, and its group is known only when none was
         assigned."""
+        if "sealed" in entry:  # sent through a shuffler: never sent again anywhere
+            return False
         if entry.get("question"):
             return entry["question"] == asked.question and entry.get("group") == asked.group
         return entry["fingerprint"] == asked.fingerprint and entry.get("group") == asked.group
@@ -391,6 +396,8 @@ class Ledger:
         since = now - limits.budget.per_days * SECONDS_PER_DAY
         newest: dict[tuple, tuple[float, str]] = {}
         for key, e in entries.items():
+            if "sealed" in e:  # a shuffled answer holds no memo: it leaves like any other
+                continue
             question = (e.get("question") or "fingerprint " + e["fingerprint"], e.get("group"))
             if newest.get(question, (-1.0, ""))[0] < e["reserved_at"]:
                 newest[question] = (e["reserved_at"], key)

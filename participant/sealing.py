@@ -2,17 +2,19 @@
 
 A device reporting to a shuffled collection packs the report it would have sent (id, spec digest,
 input, value), pads it to the collection's one length, and seals it with HPKE (RFC 9180, base
-mode: DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM: ``cryptography``'s HPKE, which
-opens a report in about 36 µs where ``pyhpke`` took 53 µs, ``bench/results/shuffled_ingest.md``) to the aggregator's
-public key the spec names. The shuffler stores and forwards the sealed bytes; only the aggregator
-opens them. The HPKE ``info`` holds the spec's digest and the collection's published ``uid``, so a
-sealed report opens only as a report of the collection it was sealed for (not of another with the
-same spec, to which a shuffler could otherwise move it).
+mode: DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM: ``cryptography``'s HPKE) to the
+aggregator's public key the spec names, under the collection's view as its shuffler pinned it
+(:class:`~participant.view.ShuffledView`). The shuffler stores and forwards the sealed bytes; only
+the aggregator opens them. HPKE's ``info`` is ``"ldpnb sealed report v2 "`` followed by the view's
+digest (which covers the spec's digest, the collection's id and uid, the batch floor and the
+dummies), so a sealed report opens only as a report of the view it was sealed for: not of another
+collection with the same spec, nor under a uid or key the aggregator showed one device alone.
 
-Layout: ``enc`` (the 32-byte encapsulated key) ‖ the AEAD ciphertext of ``length (4 bytes, big
-endian) ‖ packed report ‖ zero bytes`` up to :func:`padded_length`, the largest packed report any
-input of the spec can produce; so every sealed report of a collection is :func:`sealed_length`
-bytes, whichever input it carries and whatever its value.
+Layout: the view's digest (32 bytes, in the clear: the shuffler refuses any other) ‖ ``enc`` (the
+32-byte encapsulated key) ‖ the AEAD ciphertext of ``length (4 bytes, big endian) ‖ packed report
+‖ zero bytes`` up to :func:`padded_length`, the largest packed report any input of the spec can
+produce; so every sealed report of a collection is :func:`sealed_length` bytes, whichever input
+it carries and whatever its value.
 
 Sealing needs ``cryptography`` 47 or later (``pip install "ldpnb[sealing]"``; the aggregator's
 install has it).
@@ -27,9 +29,10 @@ import numpy as np
 from .errors import SpecError
 from .reporting import Report
 from .spec import CollectionSpec
+from .view import DIGEST_BYTES, ShuffledView
 from .wire import REPORT_ID_BYTES, ReportError, pack_report
 
-INFO = b"ldpnb sealed report v1 "
+INFO = b"ldpnb sealed report v2 "
 ENC_BYTES = 32  # an X25519 public key
 TAG_BYTES = 16  # AES-128-GCM
 LENGTH_BYTES = 4
@@ -74,8 +77,9 @@ def padded_length(spec: CollectionSpec) -> int:
 
 
 def sealed_length(spec: CollectionSpec) -> int:
-    """Bytes of every sealed report of a collection of ``spec``."""
-    return ENC_BYTES + padded_length(spec) + TAG_BYTES
+    """Bytes of every sealed report of a collection of ``spec``: the view's digest, ``enc``, the
+    padded report and the AEAD's tag."""
+    return DIGEST_BYTES + ENC_BYTES + padded_length(spec) + TAG_BYTES
 
 
 def pad(packed: bytes, spec: CollectionSpec) -> bytes:
@@ -117,28 +121,41 @@ def check_sealable(spec: CollectionSpec) -> None:
     _public_key(spec)
 
 
-def _info(spec: CollectionSpec, uid: str) -> bytes:
-    return INFO + spec.fingerprint_digest + uid.encode()
+def info(view_digest: bytes) -> bytes:
+    """HPKE's ``info`` for reports of the view whose digest is ``view_digest``."""
+    return INFO + view_digest
 
 
-def seal(packed: bytes, spec: CollectionSpec, uid: str) -> bytes:
-    """The sealed form of the packed report ``packed`` for the collection ``uid`` of ``spec``
-    (shuffled, with a key): ``enc`` ‖ ciphertext, :func:`sealed_length` bytes. Raises
+def seal(packed: bytes, view: ShuffledView) -> bytes:
+    """The sealed form of the packed report ``packed`` for ``view`` (its spec shuffled, with a
+    key): the view's digest ‖ ``enc`` ‖ ciphertext, :func:`sealed_length` bytes. Raises
     :class:`SpecError` when the spec names no key, or sealing's library is missing."""
-    suite, public = _public_key(spec)
-    return suite.encrypt(pad(packed, spec), public, info=_info(spec, uid))
+    suite, public = _public_key(view.spec)
+    return view.digest + suite.encrypt(pad(packed, view.spec), public, info=info(view.digest))
 
 
-def open_sealed(sealed: bytes, spec: CollectionSpec, uid: str, private_key: bytes) -> bytes:
-    """The packed report inside ``sealed``, opened with the X25519 ``private_key`` (32 bytes) the
-    spec's key names; raises :class:`ReportError` ("sealed") for bytes that do not open as a
-    report sealed for the collection ``uid`` of this spec (another length, key, spec or
-    collection; tampered)."""
+def private_key(raw: bytes):
+    """The X25519 private key object of the 32 bytes ``raw``: built once per key and kept by the
+    caller (building it costs about as much as opening a report)."""
+    _, x25519 = _hpke()
+    return x25519.X25519PrivateKey.from_private_bytes(raw)
+
+
+def open_sealed(sealed: bytes, view: ShuffledView, key) -> bytes:
+    """The packed report inside ``sealed``, opened with ``key`` (the X25519 private key the spec's
+    key names: its 32 bytes, or :func:`private_key`'s object); raises :class:`ReportError`
+    ("sealed") for bytes that do not open as a report sealed for ``view`` (another length, view,
+    key, spec or collection; tampered)."""
+    spec = view.spec
     if len(sealed) != sealed_length(spec):
         raise ReportError("sealed", f"a sealed report of this collection is {sealed_length(spec)} bytes, got {len(sealed)}")
-    suite, x25519 = _hpke()
+    if sealed[:DIGEST_BYTES] != view.digest:
+        raise ReportError("sealed", "the sealed report names another view of the collection than its shuffler's")
+    suite, _ = _hpke()
+    if isinstance(key, (bytes, bytearray)):
+        key = private_key(bytes(key))
     try:
-        padded = suite.decrypt(sealed, x25519.X25519PrivateKey.from_private_bytes(private_key), info=_info(spec, uid))
+        padded = suite.decrypt(sealed[DIGEST_BYTES:], key, info=info(view.digest))
     except Exception:  # noqa: BLE001 (cryptography raises InvalidTag, ValueError... for every failure to open)
         raise ReportError("sealed", "the sealed report does not open with this collection's key (tampered or misdirected)") from None
     return unpad(padded)

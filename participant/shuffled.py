@@ -1,12 +1,17 @@
 """A collection whose reports reach the aggregator through a shuffler: the spec's ``shuffle`` block.
 
-A shuffled collection's spec says so: ``{"min_batch": K, "delta": D}`` and, for devices to send
-through it, the shuffler's ``url`` and the aggregator's HPKE ``key`` the reports are sealed to.
-The fingerprint covers the whole block, so another shuffler, batch size or key is another
-question. A person then has two guarantees: the collection's ε₀ against the aggregator and the
-shuffler together (what the device spends, whatever anyone does), and (ε, δ) against the
-aggregator alone whenever their report is released in a batch of at least K reports from other
-people (``protocols.shuffling`` computes ε; the service states it).
+A shuffled collection's spec says so: ``{"min_batch": K, "delta": D, "dummies": M}`` and, for
+devices to send through it, the shuffler's ``url`` and the aggregator's HPKE ``key`` the reports
+are sealed to. The fingerprint covers the whole block, so another shuffler, floor, blanket or key
+is another question. A person then has three guarantees: the collection's ε₀ against the
+aggregator and the shuffler together (what the device spends, whatever anyone does); (ε, δ)
+against the aggregator alone when the other reports of their batch come from people (K − 1 of
+them and the shuffler's M dummies, ``protocols.shuffling``); and, lower but still below ε₀ when M
+is large enough, (ε, δ) against an aggregator that fills the batch with its own reports, from the
+M dummy reports the shuffler draws into every batch (:mod:`participant.dummies`).
+
+``delta`` must lie below ``1/K``: at ``1/K`` an (ε, δ) release may publish one person's record of
+every batch outright, so a larger δ says nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from .errors import SpecError
 
 #: Fewest reports a shuffler may release at once: below, the aggregator could isolate a report.
 MIN_BATCH_RANGE = (2, 10**9)
+#: Dummy reports the shuffler adds to every batch.
+DUMMIES_RANGE = (0, 10**9)
 # HPKE (RFC 9180) identifiers a key may name: DHKEM(X25519, HKDF-SHA256), HKDF-SHA256 and
 # AES-128-GCM (native to every browser's Web Crypto, so a page seals without more code).
 KEMS = {0x0020: "DHKEM(X25519, HKDF-SHA256)"}
@@ -73,14 +80,16 @@ class SealingKey:
 
 @dataclass(frozen=True)
 class Shuffle:
-    """How a collection's reports are shuffled: released in batches of at least ``min_batch``,
-    stated at ``delta``; through the shuffler at ``url``, sealed to ``key`` (both None in a spec
-    that is only simulated: a device refuses to report to it)."""
+    """How a collection's reports are shuffled: released in batches of at least ``min_batch``
+    people's reports and ``dummies`` of the shuffler's own, stated at ``delta``; through the
+    shuffler at ``url``, sealed to ``key`` (both None in a spec that is only simulated: a device
+    refuses to report to it)."""
 
     min_batch: int
     delta: float
     url: str | None = None
     key: SealingKey | None = None
+    dummies: int = 0
 
     @classmethod
     def from_dict(cls, data: Any) -> Shuffle:
@@ -88,7 +97,7 @@ class Shuffle:
             return data
         if not isinstance(data, dict):
             raise SpecError("shuffle must be a mapping of min_batch and delta (and the shuffler's url and key)")
-        unknown = set(data) - {"min_batch", "delta", "url", "key"}
+        unknown = set(data) - {"min_batch", "delta", "url", "key", "dummies"}
         if unknown:
             raise SpecError(f"unknown shuffle fields: {', '.join(sorted(map(str, unknown)))}")
         if "min_batch" not in data or "delta" not in data:
@@ -97,14 +106,22 @@ class Shuffle:
         delta = data["delta"]
         if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not (math.isfinite(delta) and 0 < delta < 1):
             raise SpecError(f"shuffle.delta must lie in (0, 1), got {delta!r}"[:200])
+        if delta * min_batch >= 1:
+            raise SpecError(
+                f"shuffle.delta {delta:g} is not below 1/min_batch = 1/{min_batch}: at that delta one person's record "
+                "of every batch could be published outright"
+            )
+        dummies = _integer(data.get("dummies", 0), "shuffle.dummies", *DUMMIES_RANGE)
         url = data.get("url")
         if url is not None and (not isinstance(url, str) or len(url) > 2048 or not _URL.fullmatch(url)):
             raise SpecError("shuffle.url must be the shuffler's http(s) URL")
         key = data.get("key")
-        return cls(min_batch, float(delta), url, None if key is None else SealingKey.from_dict(key))
+        return cls(min_batch, float(delta), url, None if key is None else SealingKey.from_dict(key), dummies)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"min_batch": self.min_batch, "delta": self.delta}
+        if self.dummies:
+            out["dummies"] = self.dummies
         if self.url is not None:
             out["url"] = self.url
         if self.key is not None:

@@ -308,11 +308,13 @@ class CollectionSpec:
         """The ε one person spends on this collection, by sequential composition over their reports."""
         return self.reports_per_person * self.epsilon_per_input
 
-    def privacy_statement(self, central_epsilon: float | None = None) -> str:
+    def privacy_statement(self, central_epsilon: float | None = None, flooded_epsilon: float | None = None) -> str:
         """What a person spends, in words. For a shuffled collection, also what the aggregator
-        alone may learn: ``central_epsilon`` is the shuffle accountant's ε for the spec's
-        ``min_batch`` and ``delta`` (``protocols.shuffling.shuffled_epsilon``), which the service
-        computes; left out, the statement names how it is computed."""
+        alone may learn, from the shuffle accountant (``protocols.shuffling.guarantees``, which
+        the service computes): ``central_epsilon`` when the other reports of a person's batch are
+        people's (its ``min_batch − 1`` others and the shuffler's dummies), ``flooded_epsilon``
+        when the aggregator wrote every other report but the dummies; left out, the statement
+        names how each is computed."""
         how = f"one {self.protocol} report"
         if self.model == "gaussian":
             mechanism = self.oracles[1]
@@ -331,15 +333,34 @@ class CollectionSpec:
         )
         if self.shuffle is None:
             return local
-        k, delta = self.shuffle.min_batch, self.shuffle.delta
-        central = (
+        k, m, delta = self.shuffle.min_batch, self.shuffle.dummies, self.shuffle.delta
+        people = (
             f"epsilon={central_epsilon:.3g}" if central_epsilon is not None
-            else f"the shuffle bound of epsilon={self.epsilon:g} over {k} reports"
+            else f"the shuffle bound of epsilon={self.epsilon:g} over {k + m} reports"
         )
+        others = f"at least {k - 1} other people's reports"
+        if m:
+            others += f" and the shuffler's {m} dummies"
+        unamplified = m == 0 or (flooded_epsilon is not None and flooded_epsilon >= self.epsilon * (1 - 1e-4))
+        if unamplified:
+            why = "the shuffler adds no dummies" if m == 0 else f"{m} dummies are too few at this epsilon"
+            flooded = (
+                f"no amplification (epsilon={self.epsilon:g}) when the aggregator sends the shuffler every other report "
+                f"of a person's batch ({why})"
+            )
+        else:
+            bound = (
+                f"epsilon={flooded_epsilon:.3g}" if flooded_epsilon is not None
+                else f"the shuffle bound of epsilon={self.epsilon:g} over {m + 1} reports"
+            )
+            flooded = (
+                f"({bound}, delta={delta:g})-DP whatever the aggregator sends the shuffler (a person's report among the "
+                f"shuffler's {m} dummies alone)"
+            )
         return (
-            f"{local[:-1]}, against the aggregator and the shuffler together. Against the aggregator alone, "
-            f"when a person's report is shuffled with at least {k - 1} others': ({central}, delta={delta:g})-DP "
-            "(Feldman, McMillan and Talwar's bound; it assumes the shuffler does not collude with the aggregator)."
+            f"{local[:-1]}, against the aggregator and the shuffler together. Against the aggregator alone, if the "
+            f"shuffler does not collude with it: ({people}, delta={delta:g})-DP when a person's batch holds {others}; "
+            f"{flooded} (Feldman, McMillan and Talwar's bound)."
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -28,7 +28,8 @@ from participant.encoding import record_input
 from participant.origin import normalise_origin
 from participant.randomness import SecureGenerator
 from participant.reporting import Report
-from participant.sealing import sealed_length
+from participant.sealing import info, sealed_length
+from participant.view import ShuffledView
 from participant.wire import pack_report
 from protocols import make_oracle
 from protocols.exact import exp_lower
@@ -109,7 +110,10 @@ def specs() -> list[CollectionSpec]:
         CollectionSpec([colour, size], ["yes", "no"], "OUE", 4.0, shuffle={
             "min_batch": 1000, "delta": 1e-6, "url": "https://shuffler.example.org/ldpnb",
             "key": {"id": 7, "kem": 32, "kdf": 1, "aead": 1, "public_key": "ab" * 32}}),
-        CollectionSpec([colour], ["yes", "no"], "DE", 1.0, shuffle={"min_batch": 2, "delta": 0.5}),
+        CollectionSpec([colour], ["yes", "no"], "DE", 1.0, shuffle={"min_batch": 2, "delta": 0.25}),
+        CollectionSpec([colour, size], ["yes", "no"], "DE", 3.0, shuffle={
+            "min_batch": 500, "delta": 1e-5, "dummies": 750, "url": "http://127.0.0.1:8081",
+            "key": {"id": 0, "kem": 32, "kdf": 1, "aead": 1, "public_key": "0f" * 32}}),
     ]
 
 
@@ -180,6 +184,17 @@ def vectors() -> dict:
         for e in (0.5, 1.0, 2.0, 4.0) for d in (2, 3, 5, 8, 10, 11, 12, 13, 20, 21, 24, 30, 64, 135, 165, 200)
     ]  # fmt: skip
     out["origins"] = [[url, normalise_origin(url)] for url in ORIGINS]
+    # A shuffled collection's view and HPKE info: what a sealed report carries and is bound to.
+    out["views"] = []
+    for spec in specs():
+        if spec.shuffle is None:
+            continue
+        for collection, uid, extra_floor, extra_dummies in (("survey-2026", "u" * 32, 0, 0), ("città-é", "0123456789abcdef" * 2, 7, 3)):
+            view = ShuffledView(collection, uid, spec, spec.shuffle.min_batch + extra_floor, spec.shuffle.dummies + extra_dummies)
+            out["views"].append({
+                "spec": spec.to_dict(), "id": collection, "uid": uid, "min_batch": view.min_batch,
+                "dummies": view.dummies, "digest": view.digest.hex(), "info": info(view.digest).hex(),
+            })  # fmt: skip
     # χ² critical values at 1 − 10⁻⁶ for the JavaScript mechanisms' own draws (scipy here, none there).
     out["chi2"] = {str(dof): float(stats.chi2.ppf(1 - 1e-6, dof)) for dof in (1, 4, 7, 8, 12, 16)}
     return out

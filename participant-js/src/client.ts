@@ -4,6 +4,11 @@
  * it is sent, so a retry re-sends the very same report; what the device spends is decided from the
  * ledger and the app's limits, never from what the service publishes. The report leaves a fixed
  * `pace` after the spec arrived, so the moment a service sees it does not follow the draw.
+ *
+ * Shuffled collections: the app pins the shuffler it trusts (`shuffler`), and the device reports
+ * to a shuffled collection only through it, under the collection's view as that shuffler pinned
+ * it (`view.ts`), refusing one whose aggregator answer differs from the view or that names another
+ * shuffler. A report to a shuffled collection is always a fresh draw, never a memoised answer.
  */
 import { decode, encode } from "@msgpack/msgpack";
 
@@ -15,6 +20,7 @@ import { type ExactRandomness } from "./exact.js";
 import { Participant, type RawRecord, packReport } from "./report.js";
 import { checkSealable, seal } from "./sealing.js";
 import { CollectionSpec, SpecError } from "./spec.js";
+import { ShuffledView } from "./view.js";
 
 /** This device already reported to the collection: a second report would spend ε again. */
 export class AlreadyReported extends ParticipantError {}
@@ -74,6 +80,8 @@ export const DEFAULT_PACE = 0.2;
 export interface ClientOptions {
   ledger: Ledger;
   limits?: Limits | LimitsOptions;
+  /** The shuffler this app trusts with shuffled collections (none: it reports to no shuffled collection). */
+  shuffler?: string;
   pace?: number;
   retries?: number;
   backoff?: number;
@@ -157,6 +165,7 @@ export class Client {
   readonly limits: Limits;
   readonly ledger: Ledger;
   readonly pace: number;
+  readonly shuffler: string | null;
   private readonly retries: number;
   private readonly backoff: number;
   private readonly timeout: number;
@@ -169,6 +178,7 @@ export class Client {
     const pace = options.pace ?? DEFAULT_PACE;
     if (!(pace >= 0) || !Number.isFinite(pace)) throw new RangeError(`pace must be a number of seconds >= 0, got ${pace}`);
     this.pace = pace;
+    this.shuffler = options.shuffler === undefined ? null : normaliseOrigin(options.shuffler);
     this.retries = options.retries ?? 5;
     this.backoff = options.backoff ?? 0.2;
     this.timeout = options.timeout ?? 10;
@@ -232,6 +242,16 @@ export class Client {
     return { collectionId: published, uid, spec, fingerprint, raw };
   }
 
+  /** The collection's view as this app's shuffler pinned it, checked (its spec against the limits before it is built, its fingerprint and digest). */
+  async fetchView(id: string): Promise<ShuffledView> {
+    if (this.shuffler === null) throw new SpecError("this app pins no shuffler (the shuffler option): it reports to no shuffled collection");
+    const [status, data] = await this.request("GET", `${this.shuffler}/collections/${encodeURIComponent(id)}/view`, this.limits.maxSpecBytes, {
+      headers: { Accept: "application/json" },
+    });
+    if (status !== 200) throw this.refusal(status, data);
+    return ShuffledView.fromDict(data, this.limits);
+  }
+
   /** POST one packed report, or to `shuffler` (its URL) one sealed report; `"accepted"` or `"duplicate"` (already stored). */
   async sendReport(id: string, body: Uint8Array, shuffler: string | null = null): Promise<string> {
     const url = shuffler === null ? `${this.collectionUrl(id)}/reports` : `${shuffler.replace(/\/+$/, "")}/collections/${encodeURIComponent(id)}/reports`;
@@ -256,7 +276,6 @@ export class Client {
     requireWebCrypto();
     const { group, token, expected } = options;
     const published = await this.fetchCollection(id);
-    const arrived = performance.now() / 1000;
     const shown = options.shown;
     if (shown !== undefined && (shown.fingerprint !== published.fingerprint || shown.uid !== published.uid))
       throw new SpecError(`collection '${id}' changed after its questions were shown; refusing to report (show them again)`);
@@ -264,10 +283,20 @@ export class Client {
     if (expected !== undefined) spec.checkExpected(expected);
     const participant = new Participant(spec, this.source);
     const digest = await spec.fingerprintDigest();
-    // A shuffled collection: refused before the record is read without a shuffler or a usable key.
-    if (spec.shuffle !== null) await checkSealable(spec);
-    const shuffler = spec.shuffle?.url ?? null;
-    const sealer = spec.shuffle === null ? undefined : (body: Uint8Array) => seal(body, spec, digest, published.uid);
+    // A shuffled collection: refused before the record is read without the trusted shuffler, its view or a usable key.
+    let view: ShuffledView | null = null;
+    if (spec.shuffle !== null) {
+      await checkSealable(spec);
+      if (this.shuffler === null)
+        throw new SpecError(`collection '${id}' is shuffled through ${spec.shuffle.url}; this app pins no shuffler, so it reports to none: nothing was sent`);
+      if (normaliseOrigin(spec.shuffle.url!) !== this.shuffler)
+        throw new SpecError(`collection '${id}' names the shuffler ${spec.shuffle.url}; this app trusts ${this.shuffler}: nothing was sent`);
+      view = await this.fetchView(id);
+      view.checkPublished(id, published.uid, published.fingerprint);
+    }
+    const arrived = performance.now() / 1000;
+    const shuffler = view === null ? null : this.shuffler;
+    const sealer = view === null ? undefined : (body: Uint8Array) => seal(body, view, digest);
     participant.validate(record, group); // nothing drawn yet
     if (this.pace === 0 && spec.oracles.some((o) => o.name === "SHE" || o.name === "THE" || o.name === "laplace"))
       throw new LimitExceeded(
@@ -280,7 +309,7 @@ export class Client {
       uid: published.uid,
       fingerprint: published.fingerprint,
       epsilon: spec.epsilonPerPerson,
-      question: await spec.question(),
+      question: view === null ? await spec.question() : "", // a shuffled collection's answer is drawn afresh, never memoised
       group: group ?? null,
     };
     const claim = await this.ledger.claim(

@@ -19,5 +19,6 @@ export { canonicalJson, floatRepr, PyFloat } from "./pyjson.js";
 export { SecureRandom } from "./random.js";
 export { Participant, chooseInput, packBits, packReport, recordInput, type Report } from "./report.js";
 export { CollectionSpec, SpecError } from "./spec.js";
-export { checkSealable, paddedLength, seal, sealedLength } from "./sealing.js";
+export { checkSealable, info, paddedLength, seal, sealedLength } from "./sealing.js";
+export { ShuffledView, viewDigest } from "./view.js";
 export { Shuffle, type SealingKey } from "./shuffled.js";

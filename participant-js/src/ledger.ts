@@ -192,6 +192,7 @@ function spent(entries: Record<string, Entry>, limits: Limits, now: number): Rat
 }
 
 function answers(entry: Entry, asked: Asked): boolean {
+  if (entry.sealed !== undefined) return false; // sent through a shuffler: never sent again anywhere
   const group = entry.group ?? null;
   if (entry.question) return entry.question === asked.question && group === asked.group;
   return entry.fingerprint === asked.fingerprint && group === asked.group;
@@ -256,6 +257,7 @@ export class Ledger {
     const since = now - limits.budget.perDays * SECONDS_PER_DAY;
     const newest = new Map<string, [number, string]>();
     for (const [key, e] of Object.entries(entries)) {
+      if (e.sealed !== undefined) continue; // a shuffled answer holds no memo: it leaves like any other
       const question = JSON.stringify([e.question || `fingerprint ${e.fingerprint}`, e.group ?? null]);
       if ((newest.get(question)?.[0] ?? -1) < e.reserved_at) newest.set(question, [e.reserved_at, key]);
     }

@@ -7,6 +7,7 @@ import { SpecError } from "./errors.js";
 import { PyFloat, type PyValue } from "./pyjson.js";
 
 export const MIN_BATCH_RANGE: [number, number] = [2, 1e9];
+export const DUMMIES_RANGE: [number, number] = [0, 1e9];
 export const KEMS: Record<number, string> = { 0x0020: "DHKEM(X25519, HKDF-SHA256)" };
 export const KDFS: Record<number, string> = { 0x0001: "HKDF-SHA256" };
 export const AEADS: Record<number, string> = { 0x0001: "AES-128-GCM" };
@@ -55,25 +56,30 @@ export class Shuffle {
     readonly delta: number,
     readonly url: string | null,
     readonly key: SealingKey | null,
+    readonly dummies: number,
   ) {}
 
   static fromDict(data: unknown): Shuffle {
     if (!isMapping(data)) throw new SpecError("shuffle must be a mapping of min_batch and delta (and the shuffler's url and key)");
-    const unknown = Object.keys(data).filter((k) => !["min_batch", "delta", "url", "key"].includes(k));
+    const unknown = Object.keys(data).filter((k) => !["min_batch", "delta", "url", "key", "dummies"].includes(k));
     if (unknown.length) throw new SpecError(`unknown shuffle fields: ${unknown.sort().join(", ")}`);
     if (!("min_batch" in data) || !("delta" in data)) throw new SpecError("shuffle needs min_batch (the fewest reports released at once) and delta");
     const minBatch = integer(data.min_batch, "shuffle.min_batch", ...MIN_BATCH_RANGE);
     const delta = data.delta;
     if (typeof delta !== "number" || !Number.isFinite(delta) || delta <= 0 || delta >= 1) throw new SpecError("shuffle.delta must lie in (0, 1)");
+    if (delta * minBatch >= 1)
+      throw new SpecError(`shuffle.delta ${delta} is not below 1/min_batch = 1/${minBatch}: at that delta one person's record of every batch could be published outright`);
+    const dummies = integer(data.dummies ?? 0, "shuffle.dummies", ...DUMMIES_RANGE);
     const url = data.url ?? null;
     if (url !== null && (typeof url !== "string" || url.length > 2048 || !URL_SHAPE.test(url)))
       throw new SpecError("shuffle.url must be the shuffler's http(s) URL");
     const key = data.key === undefined || data.key === null ? null : sealingKey(data.key);
-    return new Shuffle(minBatch, delta, url as string | null, key);
+    return new Shuffle(minBatch, delta, url as string | null, key, dummies);
   }
 
   toDict(): PyValue {
     const out: Record<string, PyValue> = { min_batch: this.minBatch, delta: new PyFloat(this.delta) };
+    if (this.dummies) out.dummies = this.dummies;
     if (this.url !== null) out.url = this.url;
     if (this.key !== null) {
       const k = this.key;

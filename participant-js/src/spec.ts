@@ -265,6 +265,6 @@ export class CollectionSpec {
   }
 }
 
-function hexOf(bytes: Uint8Array): string {
+export function hexOf(bytes: Uint8Array): string {
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }

@@ -5,7 +5,7 @@
  *     node dist/test-support/submit.js URL LEDGER OPTIONS_JSON STEPS_JSON
  *
  * OPTIONS_JSON: {maxEpsilon, budget: {total, perDays}, limits: {other Limits options}, pace,
- * backoff, retries, expected}. STEPS_JSON: [[collection id, record, ledger?, seed?, group?], ...].
+ * backoff, retries, expected, shuffler}. STEPS_JSON: [[collection id, record, ledger?, seed?, group?], ...].
  * A step naming a ledger is a device of its own (that ledger file); the others share LEDGER. A
  * step naming a seed draws from the test-only words of that seed (HashWords), so that devices
  * given one seed draw alike.
@@ -24,6 +24,7 @@ const device = (path: string, seed?: string | null) =>
     pace: options.pace ?? 0.01,
     backoff: options.backoff ?? 0.01,
     retries: options.retries ?? 5,
+    shuffler: options.shuffler ?? undefined,
   });
 const shared = device(ledger);
 const outcomes: string[] = [];

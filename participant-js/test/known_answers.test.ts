@@ -6,7 +6,8 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import {
-  CollectionSpec, Participant, RecordError, SpecError, floatRepr, makeOracle, normaliseOrigin, packReport, recordInput, sealedLength,
+  CollectionSpec, Participant, RecordError, ShuffledView, SpecError, floatRepr, info, makeOracle, normaliseOrigin, packReport, recordInput,
+  sealedLength, viewDigest,
 } from "../src/index.js";
 import { expLower, reduce } from "../src/exact.js";
 import { DirectEncoding, UnaryEncoding } from "../src/mechanisms.js";
@@ -126,4 +127,16 @@ test("specs this library cannot honour are refused, naming why", () => {
   assert.throws(() => CollectionSpec.fromDict({ ...base, continuous: { ranges: {} } }), /unknown continuous fields: ranges/);
   assert.throws(() => CollectionSpec.fromDict({ ...base, surprise: 1 }), /unknown spec fields: surprise/);
   assert.throws(() => CollectionSpec.fromDict({ ...base, version: 2 }), /version/);
+});
+
+test("a shuffled collection's view digest and HPKE info are Python's, byte for byte", async () => {
+  assert.ok(vectors.views.length >= 4);
+  for (const v of vectors.views) {
+    const spec = CollectionSpec.fromDict(v.spec);
+    const digest = await viewDigest(v.id, v.uid, await spec.fingerprintDigest(), v.min_batch, v.dummies);
+    assert.equal(hex(digest), v.digest);
+    assert.equal(hex(info(digest)), v.info);
+    const view = await ShuffledView.fromDict({ ...v, fingerprint: await spec.fingerprint() });
+    assert.equal(hex(view.digest), v.digest);
+  }
 });
