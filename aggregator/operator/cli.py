@@ -251,8 +251,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="draft a shuffled collection: the largest epsilon per person whose reports, shuffled in batches of at "
         "least --min-batch (default --people), stay within E against the aggregator alone (needs --people)",
     )
-    draft.add_argument("--min-batch", type=number(2, whole=True), metavar="K", help="with --central-eps: the fewest reports a shuffler releases")
-    draft.add_argument("--delta", type=number(1e-300, 0.5), metavar="D", help="with --central-eps: delta (default 1/(10 K))")
+    draft.add_argument(
+        "--min-batch", type=number(2, whole=True), metavar="K",
+        help="with --central-eps: the fewest people's reports a shuffler releases at once (default --people)",
+    )  # fmt: skip
+    draft.add_argument(
+        "--dummies", type=number(0, 10**9, whole=True), metavar="M",
+        help="with --central-eps: dummy reports the shuffler adds to every batch (default: the default share of K)",
+    )  # fmt: skip
+    draft.add_argument(
+        "--flooded-eps", type=number(1e-6, EPSILON_RANGE[1]), metavar="E",
+        help="with --central-eps: also meet E against an aggregator that sends the shuffler every other report of a "
+        "person's batch (the person's report among the dummies alone)",
+    )  # fmt: skip
+    draft.add_argument("--delta", type=number(1e-300, 0.5), metavar="D", help="with --central-eps: delta, below 1/K (default 1/(10 K))")
     draft.add_argument(
         "--model",
         choices=["discrete", "gaussian"],
@@ -321,14 +333,14 @@ def run_spec_draft(args) -> str:
     )
     if args.out:
         refuse_unwritable(args.out)
-    central = None
+    central = flooded = None
     if args.central_eps is not None:
         if args.eps is not None:
             raise UsageError("--eps and --central-eps: give one (with --central-eps the epsilon per person follows)")
         if args.people is None:
             raise UsageError("--central-eps needs --people N: how many reports are shuffled together decides the epsilon")
-    elif args.min_batch is not None or args.delta is not None:
-        raise UsageError("--min-batch and --delta go with --central-eps (a shuffled collection)")
+    elif any(v is not None for v in (args.min_batch, args.delta, args.dummies, args.flooded_eps)):
+        raise UsageError("--min-batch, --delta, --dummies and --flooded-eps go with --central-eps (a shuffled collection)")
     table, notes = read_csv(args.csv, options)
     spec, more = draft_spec(
         table, args.protocol, 1.0 if args.eps is None else args.eps, args.model, args.bins, args.approach,
@@ -337,21 +349,26 @@ def run_spec_draft(args) -> str:
     if args.central_eps is not None:
         from dataclasses import replace
 
-        from protocols.shuffling import default_delta, largest_local_epsilon, shuffled_epsilon
+        from protocols.shuffling import default_delta, default_dummies, guarantees, local_epsilon_for
 
         batch = args.min_batch or args.people
         delta = args.delta if args.delta is not None else default_delta(batch)
-        local = min(largest_local_epsilon(args.central_eps, batch, delta), EPSILON_RANGE[1])
-        spec = replace(spec, epsilon=local, shuffle={"min_batch": batch, "delta": delta})
-        central = shuffled_epsilon(local, batch, delta)
+        if delta * batch >= 1:
+            raise UsageError(f"--delta {delta:g} must lie below 1/K = 1/{batch}: at 1/K one person's record of every batch could be published outright")
+        dummies = args.dummies if args.dummies is not None else default_dummies(batch)
+        local = local_epsilon_for(args.central_eps, batch, dummies, delta, args.flooded_eps, ceiling=EPSILON_RANGE[1])
+        spec = replace(spec, epsilon=local, shuffle={"min_batch": batch, "delta": delta, "dummies": dummies})
+        found = guarantees(local, batch, dummies, delta)
+        central, flooded = found["people"], found["flooded"]
         more.append(
-            f"shuffled in batches of at least {batch}: each person reports at epsilon {local:.4g}, which is "
-            f"({central:.4g}, {delta:.3g})-DP against the aggregator alone; create the collection with a shuffler "
-            "(create --shuffler URL --min-batch) before devices can report"
+            f"shuffled in batches of at least {batch} people's reports and {dummies} dummies: each person reports at "
+            f"epsilon {local:.4g}, which is ({central:.4g}, {delta:.3g})-DP against the aggregator alone when the batch's "
+            f"others are people, and ({flooded:.4g}, {delta:.3g})-DP whatever the aggregator sends the shuffler; create "
+            "the collection with a shuffler (create --shuffler URL) before devices can report"
         )
     for note in notes + more:
         print(f"note: {note}", file=sys.stderr)
-    print(spec.privacy_statement(central), file=sys.stderr)
+    print(spec.privacy_statement(*((central, flooded) if central is not None else ())), file=sys.stderr)
     if args.out:
         try:
             with open(args.out, "w") as f:
