@@ -133,14 +133,21 @@ def sample_records(model: NaiveBayesModel, m: int, rng) -> tuple[np.ndarray, np.
 
 
 def draw_statistics(model: NaiveBayesModel, like: CollectionStatistics, rng) -> CollectionStatistics:
-    """A collection as ``like`` (the same spec, the same number of reports on each input) whose
-    people are drawn from ``model``: each input's true histogram is multinomial, then its reports'
-    state is drawn exactly through the input's oracle."""
+    """A collection as ``like`` (the same spec, the same number of reports on each input, the same
+    dummies taken out) whose people are drawn from ``model``: each input's true histogram is
+    multinomial, then its reports' state is drawn exactly through the input's oracle."""
     prior = model.class_prior
     joints = [prior] + [(prior[:, None] * np.exp(t)).T.ravel() for t in model.feature_log_prob]  # a·k + c
     drawn = CollectionStatistics(like.spec)
-    histograms = [rng.multinomial(state.n, joint / joint.sum()) for state, joint in zip(like.states, joints)]
+    histograms = [rng.multinomial(int(round(state.n)), joint / joint.sum()) for state, joint in zip(like.states, joints)]
     drawn.states = simulate_states(like.spec.oracles, histograms, rng)
+    if like.removed:  # the dummies' noise too, then their expectation out, as the collection's
+        from participant.dummies import dummy_states
+
+        count = int(round(like.removed))
+        drawn.states = [a + b for a, b in zip(drawn.states, dummy_states(like.spec, count, rng))]
+        drawn.dummies = float(count)
+        drawn = drawn.people()
     return drawn
 
 

@@ -204,12 +204,14 @@ def build_model(
     for a Gaussian one. ``temperature``: the discrete model's (left out: the estimator's own
     choice). It changes no prediction, so a caller that scores only predictions passes 1 and
     skips ``normsub``'s bootstrap of it. ``strength``: the smoothing strength (left out: 1);
+    built from the people's reports alone (:meth:`CollectionStatistics.people`);
     raises ValueError (:func:`strength_refused` says why) where the
     estimator or the model does not smooth."""
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; choose one of {', '.join(ESTIMATORS)}")
     if strength is not None and (refused := strength_refused(stats.spec, estimator)):
         raise ValueError(refused)
+    stats = stats.people()  # a shuffler's dummy reports out, in expectation
     if stats.spec.model == "gaussian":
         return gaussian_estimator(stats, estimator)
     build = ESTIMATORS[estimator]

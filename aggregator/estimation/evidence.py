@@ -36,7 +36,7 @@ def evidence(stats: CollectionStatistics) -> dict:
     one's), ``feature_p_values`` (per feature name, the p-value of "this feature does not depend
     on the class", None where it has no reports), ``dependence_p_value`` (the features combined
     by Fisher's method) and ``summary``, sentences saying what these mean for the model. An empty
-    dict without reports.
+    dict without reports. Of the people's reports alone (:meth:`CollectionStatistics.people`).
 
     A Gaussian collection's class counts come from its class input alone; ``feature_p_values``
     holds, per prepared coordinate, the p-value of equal class means
@@ -47,6 +47,7 @@ def evidence(stats: CollectionStatistics) -> dict:
     noisy the model can fall below always predicting that class (documentation, *The Gaussian model
     against the constant classifier*)."""
     spec = stats.spec
+    stats = stats.people()
     pooled = pooled_class_shares(stats)
     if pooled is None:
         return {}

@@ -14,16 +14,39 @@ class CollectionStatistics:
 
     Adding reports, or another statistics object of the same spec, is exact: a store can keep
     these running and recompute them from stored reports to the same numbers.
+
+    ``dummies`` is how many of the reports counted are, in expectation, a shuffler's dummy
+    reports (:mod:`participant.dummies`): the states count them as reports, and :meth:`people`
+    takes their known expectation out, which every estimate is built from.
     """
 
     def __init__(self, spec: CollectionSpec):
         self.spec = spec
         self.states = [OracleState.empty(o.state_size) for o in spec.oracles]
+        self.dummies = 0.0
+        self.removed = 0.0  # the dummies whose expectation :meth:`people` took out
 
     def copy(self) -> CollectionStatistics:
         """An independent copy (states are immutable values, so the list is all that is copied)."""
         other = CollectionStatistics(self.spec)
         other.states = list(self.states)
+        other.dummies, other.removed = self.dummies, self.removed
+        return other
+
+    def people(self) -> CollectionStatistics:
+        """The statistics of the people's reports alone: each input's count and support less what
+        :attr:`dummies` dummy reports add to them in expectation, so that every count estimate is
+        unbiased for the people's (counts become fractional; a count below zero, possible only
+        where almost nobody reported, is taken as zero). Itself when there are no dummies."""
+        if not self.dummies:
+            return self
+        from participant.dummies import dummy_expectation
+
+        other = CollectionStatistics(self.spec)
+        for i, (state, (share, mean)) in enumerate(zip(self.states, dummy_expectation(self.spec))):
+            expected = self.dummies * share
+            other.states[i] = OracleState(max(state.n - expected, 0.0), state.support - expected * mean)
+        other.removed = self.removed + self.dummies
         return other
 
     @property
@@ -47,6 +70,7 @@ class CollectionStatistics:
         if other.spec != self.spec:
             raise ValueError("cannot merge statistics of different collections")
         self.states = [a + b for a, b in zip(self.states, other.states)]
+        self.dummies += other.dummies
 
     def estimated_counts(self) -> list[np.ndarray]:
         """The oracles' unbiased count estimates per input: shape ``(k,)`` for the class input,

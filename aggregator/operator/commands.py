@@ -58,7 +58,16 @@ def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
         "--min-batch", type=number(2, whole=True), metavar="K",
         help="the fewest reports the shuffler releases at once (default: the spec's shuffle.min_batch)",
     )  # fmt: skip
-    shuffled.add_argument("--delta", type=number(1e-300, 0.5), metavar="D", help="the delta stated (default: the spec's, else 1/(10 K))")
+    shuffled.add_argument(
+        "--delta", type=number(1e-300, 0.5), metavar="D",
+        help="the delta stated, below 1/K (default: the spec's, else 1/(10 K))",
+    )  # fmt: skip
+    shuffled.add_argument(
+        "--dummies", type=non_negative_int, metavar="M",
+        help="dummy reports the shuffler adds to every batch, so that a person's report hides among them even if "
+        "the aggregator sent every other report of the batch (default: the spec's, else as many as the floor K; "
+        "bench/results/dummies.md says what they cost)",
+    )  # fmt: skip
 
     keys = common(sub.add_parser("keys", help="the sealing key shuffled collections name; --rotate makes a new one", allow_abbrev=False))
     keys.add_argument(
@@ -151,9 +160,10 @@ async def _create(service: Service, session, args) -> str:
         if not args.shuffler_token_file:
             raise OperatorError("--shuffler needs --shuffler-token-file: the token the shuffler presents")
         body["shuffler"] = {"url": args.shuffler.rstrip("/"), "token": _secret_file(args.shuffler_token_file)}
-        body["shuffler"] |= {k: v for k, v in (("min_batch", args.min_batch), ("delta", args.delta)) if v is not None}
-    elif args.shuffler_token_file or args.min_batch is not None or args.delta is not None:
-        raise OperatorError("--shuffler-token-file, --min-batch and --delta go with --shuffler URL")
+        given = (("min_batch", args.min_batch), ("delta", args.delta), ("dummies", args.dummies))
+        body["shuffler"] |= {k: v for k, v in given if v is not None}
+    elif args.shuffler_token_file or args.min_batch is not None or args.delta is not None or args.dummies is not None:
+        raise OperatorError("--shuffler-token-file, --min-batch, --delta and --dummies go with --shuffler URL")
     created = await service.call(session, "POST", "/collections", body)
     published = await service.call(session, "GET", f"/collections/{created['id']}", admin=False)
     return f"created {created['id']}\n{published['privacy']}"
@@ -236,10 +246,22 @@ async def _status(service: Service, session, args) -> str:
     shuffler = second.get("shuffler")
     if shuffler is not None:
         waiting = (
-            f"{shuffler['waiting']:,} reports waiting there for a batch of {shuffler['min_batch']:,}"
+            f"at least {shuffler['waiting']:,} reports waiting there (it tells in steps of {shuffler['step']:,}) for a "
+            f"batch of {shuffler['min_batch']:,} and its {shuffler['dummies']:,} dummies"
             if "waiting" in shuffler else shuffler["error"]
         )
         lines.append(f"shuffler {shuffler['url']}: {waiting}; {second['reports']:,} counted here")
+        batches = second.get("batches") or {}
+        if batches.get("batches"):
+            lines.append(
+                f"{batches['batches']:,} batches taken: {batches['reports']:,} reports, {batches['dummies']:,} of them the "
+                f"shuffler's dummies, {batches['junk']:,} junk (did not open: nobody's, yet counted in a batch's size)"
+            )
+            if batches["junk"]:
+                lines.append(
+                    "warning: junk in a batch means fewer people shuffled together than its size says; the guarantee "
+                    "against a flooding aggregator (the dummies') still holds"
+                )
     return "\n".join(lines)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgpack
 
+from ..store.base import DUMMIES
 from ..store.postgres import PostgresStore
 from ..store.sqlite import SQLiteStore
 
@@ -75,4 +76,13 @@ async def _copy(sqlite: SQLiteStore, postgres: PostgresStore) -> str:
                 "INSERT INTO partials VALUES ($1, $2, 'copy', $3, $4)",
                 [(key, i, s.n, s.support.tobytes()) for i, s in enumerate(stats.states) if s.n],
             )
+            # The dummies a shuffler's batches added are not in the reports: carried from the partials.
+            dummies = (await sqlite.statistics(collection)).dummies
+            if dummies:
+                await conn.execute("INSERT INTO partial_cells VALUES ($1, $2, 'copy', 0, $3)", key, DUMMIES, dummies)
+            batches = sqlite.db.execute(
+                "SELECT batch, size, dummies, junk FROM shuffled_batches WHERE collection = ?", [collection.key]
+            ).fetchall()
+            if batches:
+                await conn.executemany("INSERT INTO shuffled_batches VALUES ($1, $2, $3, $4, $5)", [(key, *b) for b in batches])
     return f"copied {len(collections)} collections, {reports} reports and {len(settings)} settings to {postgres.location}"

@@ -7,12 +7,14 @@ import json
 import math
 import secrets
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import msgpack
 import numpy as np
 from aiohttp import web
 
+from participant.dummies import dummy_variance
 from participant.errors import SpecError
 from participant.spec import CollectionSpec
 from participant.wire import ReportError, check_payload, check_report, decode_values, unpack
@@ -32,7 +34,7 @@ from .errors import RETRY_AFTER, APIError
 from .flags import REFRESHER
 from .keys import ADMIN_FAILURES, ANSWERS, CONFIG, ENROLLMENT_HMAC, FLAGS, LIMITER, METRICS, SPEC_ANSWERS, STORE, WRITER
 from .metrics import UNKNOWN_COLLECTION
-from .shuffling import shuffler_progress, shuffler_setting, stated_privacy, through_shuffler
+from .shuffling import shuffled_guarantees, shuffler_progress, shuffler_setting, stated_privacy, through_shuffler
 from .writer import MAX_GROUPS_PER_TRANSACTION
 
 routes = web.RouteTableDef()
@@ -150,15 +152,20 @@ async def get_collection(request: web.Request) -> Collection:
 
 async def require_released(request: web.Request, collection: Collection) -> int:
     """The collection's count of reports (a count, not its statistics), or 409 saying how many
-    are still missing."""
-    counted = await request.app[STORE].counted(collection)
-    missing = collection.min_reports - counted
+    are still missing. A shuffled collection's shufflers' dummy reports are counted as reports
+    but not toward ``min_reports``: the people's reports release its estimates."""
+    store = request.app[STORE]
+    counted = await store.counted(collection)
+    people = counted
+    if collection.spec.shuffle is not None:
+        people -= (await store.batch_totals(collection))["dummies"]
+    missing = collection.min_reports - people
     if missing > 0:
         raise APIError(
             409,
-            f"collection {collection.id!r} has {counted} reports; estimates are released at "
+            f"collection {collection.id!r} has {people} people's reports; estimates are released at "
             f"{collection.min_reports}, so {missing} more are needed",
-            reports=counted,
+            reports=people,
             min_reports=collection.min_reports,
             missing=missing,
         )
@@ -333,7 +340,12 @@ async def get_spec(request: web.Request) -> web.StreamResponse:
     encode = encode_msgpack if as_msgpack else encode_json
 
     async def produce() -> bytes:
-        return await off_loop(lambda: encode({**collection.to_dict(), "privacy": stated_privacy(collection.spec)}))
+        def answer() -> bytes:
+            spec = collection.spec
+            shuffled = {"guarantees": shuffled_guarantees(spec)} if spec.shuffle is not None else {}
+            return encode({**collection.to_dict(), "privacy": stated_privacy(spec), **shuffled})
+
+        return await off_loop(answer)
 
     body = await request.app[SPEC_ANSWERS].get((collection.key, as_msgpack), produce)
     return await send_in_slices(request, body, MSGPACK if as_msgpack else "application/json", {"ETag": etag})
@@ -535,11 +547,13 @@ async def _sorted_reports(key: bytes, collection: Collection, reports: list):
     return rejections, batches, batch_positions
 
 
-async def ingest_reports(request: web.Request, collection: Collection, reports: list) -> list[dict]:
+async def ingest_reports(request: web.Request, collection: Collection, reports: list, dummies: int = 0) -> list[dict]:
     """Validate, store and count ``reports``; returns one result per report, in order.
 
     Per-report checks run first, a slice at a time; payloads are then decoded together per input
     (vectorised); every valid report goes to the writer, a large request's in several parts.
+    ``dummies``: how many of the reports are a shuffler's dummy reports (a shuffled batch): each
+    valid report is counted as ``dummies / valid`` of one (see :class:`IncomingBatch`).
     """
     metrics, key = request.app[METRICS], request.app[ENROLLMENT_HMAC]
     results: list[dict] = [{"status": "accepted"}] * len(reports)
@@ -550,6 +564,9 @@ async def ingest_reports(request: web.Request, collection: Collection, reports: 
             await asyncio.sleep(0)
     if not batches:
         return results
+    if dummies:
+        share = dummies / sum(map(len, batches))
+        batches = [replace(batch, dummy_shares=np.full(len(batch), share)) for batch in batches]
     outcomes = [o for part in await asyncio.gather(*map(request.app[WRITER].submit, _parts(batches))) for o in part]
     recorded = 0
     for positions, batch_outcomes in zip(batch_positions, outcomes):
@@ -635,9 +652,18 @@ async def status(request: web.Request) -> web.Response:
             "inputs": [{"name": name, "reports": int(s.n)} for name, s in zip(collection.spec.input_names, stats.states)],
             "flagged": bool(checks["flagged"]),
             "plausibility": checks,
-            **({"shuffler": await shuffler_progress(collection.spec, collection.id)} if collection.spec.shuffle else {}),
+            **(await _shuffled_status(request, collection) if collection.spec.shuffle else {}),
         },
     )
+
+
+async def _shuffled_status(request: web.Request, collection: Collection) -> dict:
+    """A shuffled collection's part of its status: what its shuffler says of it, and the batches
+    taken here (their reports, dummies and junk, and the fewest other reports than dummies in one)."""
+    return {
+        "shuffler": await shuffler_progress(collection),
+        "batches": await request.app[STORE].batch_totals(collection),
+    }
 
 
 @routes.get("/collections/{collection_id}/plausibility")
@@ -678,21 +704,25 @@ def _strength(request: web.Request, collection: Collection, estimator: str) -> f
 
 
 def _estimates(collection: Collection, stats: CollectionStatistics) -> dict:
+    """Every input's estimates from the people's reports (a shuffler's dummies taken out in
+    expectation), and their variance: the people's noise and what the dummies add."""
     spec = collection.spec
+    people = stats.people()
+    added = dummy_variance(spec, stats.dummies) if stats.dummies else [0.0] * spec.n_inputs
     inputs = []
-    for name, oracle, state, estimate in zip(spec.input_names, spec.oracles, stats.states, stats.estimated_counts()):
-        inputs.append(
-            {
-                "name": name,
-                "reports": state.n,
-                "size": oracle.state_size,
-                "estimate": estimate,
-                "variance": cell_variances(oracle, state.n, estimate) if spec.model == "discrete" else oracle.variance(state.n),
-            }
-        )
+    rows = zip(spec.input_names, spec.oracles, people.states, people.estimated_counts(), added)
+    for i, (name, oracle, state, estimate, extra) in enumerate(rows):
+        if spec.model == "discrete":
+            variance = cell_variances(oracle, state.n, estimate) + extra
+        elif i == 0:
+            variance = oracle.variance(state.n) + extra
+        else:  # a mean: the dummies' variance is of the summed support
+            variance = oracle.variance(state.n) + extra / max(state.n, 1) ** 2
+        inputs.append({"name": name, "reports": state.n, "size": oracle.state_size, "estimate": estimate, "variance": variance})
     return {
         "collection": collection.id,
         "reports": stats.n_reports,
+        "dummies": stats.dummies,
         "layout": "input 0 is the class (index c); for a discrete model input i > 0 is feature i-1 jointly "
         "with the class (index a*k + c); for a gaussian model the estimate is the mean class-hiding vector",
         "inputs": inputs,

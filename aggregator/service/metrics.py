@@ -24,6 +24,8 @@ class Metrics:
         self.accepted: Counter[str] = Counter()
         self.duplicate: Counter[str] = Counter()
         self.rejected: Counter[tuple[str, str]] = Counter()
+        self.batches: Counter[str] = Counter()
+        self.junk: Counter[str] = Counter()
 
     def _label(self, collection: str) -> str:
         return collection if self.per_collection else ALL
@@ -36,6 +38,11 @@ class Metrics:
 
     def reject(self, collection: str, reason: str, count: int = 1) -> None:
         self.rejected[(self._label(collection), reason)] += count
+
+    def shuffled_batch(self, collection: str, junk: int) -> None:
+        """A shuffled batch taken, of which ``junk`` reports did not open or were refused."""
+        self.batches[self._label(collection)] += 1
+        self.junk[self._label(collection)] += junk
 
     def render(self, stored_reports: dict[str, int], implausible: dict[str, bool]) -> bytes:
         """The exposition text; ``stored_reports`` maps collection id to reports counted in total,
@@ -57,7 +64,20 @@ class Metrics:
         )
         for (c, r), n in sorted(self.rejected.items()):
             rejected.add_metric([c, r], n)
-        families += [accepted, duplicate, rejected]
+        batches = CounterMetricFamily(
+            "ldpnb_shuffled_batches", "Shuffled batches taken from shufflers since the service started.", labels=["collection"]
+        )
+        for c, n in sorted(self.batches.items()):
+            batches.add_metric([c], n)
+        junk = CounterMetricFamily(
+            "ldpnb_shuffled_junk",
+            "Reports of shuffled batches that did not open or were refused: not a person's, yet counted in the "
+            "batch's size.",
+            labels=["collection"],
+        )
+        for c, n in sorted(self.junk.items()):
+            junk.add_metric([c], n)
+        families += [accepted, duplicate, rejected, batches, junk]
         if self.per_collection:
             reports = GaugeMetricFamily(
                 "ldpnb_collection_reports", "Reports counted in each collection's statistics.", labels=["collection"]

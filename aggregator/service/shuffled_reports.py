@@ -1,38 +1,92 @@
 """What a shuffler sends, and the keys devices seal to: the routes of shuffled collections.
 
-``POST /collections/{id}/shuffled`` takes a batch of sealed reports from the collection's shuffler
-(its token, never a device): each is opened with the sealing key the spec names
-(:mod:`participant.sealing`), then checked, stored and counted as a report sent directly would be
-(:func:`~aggregator.service.handlers.ingest_reports`). A sealed report that does not open
-(tampered, another collection's, another length) is refused; one sent again is a duplicate, by
-its report id. Opening runs a slice of reports at a time between turns of the event loop.
+``POST /collections/{id}/shuffled`` takes one batch from the collection's shuffler (its token,
+never a device): ``{"batch": ID, "size": S, "dummies": M, "view": {"min_batch": K, "dummies":
+Mv}, "reports": [sealed, ...]}``. The view is the one the shuffler pinned for the collection
+(:class:`~participant.view.ShuffledView`): its floor and dummies may not be below the spec's, and
+the batch's may not be below the view's (S − M people's reports at least K, M at least Mv), or the
+whole batch is refused (409): a shuffler that released less than it promised gets nothing
+counted. Each report must carry that view's digest and open with the sealing key the spec names
+(:mod:`participant.sealing`); it is then checked, stored and counted as a report sent directly
+would be (:func:`~aggregator.service.handlers.ingest_reports`), standing for ``M / valid`` of the
+batch's dummies. A report that does not open, or is refused, is *junk*: counted in the batch's
+size, but nobody's; the batch's junk is noted (status, metrics). Opening runs a slice of reports
+at a time between turns of the event loop.
 ``GET /keys`` publishes the current sealing key; ``POST /keys`` (admin) rotates it.
+``GET /limits`` publishes what one request may carry, so that a shuffler sizes its batches to fit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 
 from aiohttp import web
 
-from participant.sealing import open_sealed
+from participant.errors import SpecError
+from participant.sealing import open_sealed, private_key
+from participant.view import ShuffledView
 from participant.wire import ReportError, unpack
 
 from .auth import require_admin
 from .errors import APIError
 from .handlers import admin, batch_answer, get_collection, ingest_reports, read_raw, rejected, respond, source
 from .keys import ADMIN_FAILURES, CONFIG, METRICS, STORE
-from .shuffling import current_key, private_key, rotate, shuffler_setting
+from .shuffling import current_key, private_key_bytes, rotate, shuffler_setting
 
 routes = web.RouteTableDef()
 
 # Reports opened between two turns of the event loop: about 3.5 ms of HPKE at 55 µs each.
 OPEN_SLICE = 64
+BATCH_ID = re.compile(r"[0-9a-f]{16,64}")
+FIELDS = {"batch", "size", "dummies", "view", "reports"}
+
+
+def _count(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**40:
+        raise APIError(400, f"a shuffler's batch needs {what} as a whole number", reason="malformed")
+    return value
+
+
+def _batch(obj) -> tuple[str, int, int, int, int, list]:
+    """``(batch id, size, dummies, view floor, view dummies, reports)`` of a shuffler's batch; 400 otherwise."""
+    if not isinstance(obj, dict) or set(obj) != FIELDS:
+        raise APIError(
+            400, "a shuffler's batch is {'batch', 'size', 'dummies', 'view': {'min_batch', 'dummies'}, 'reports'}",
+            reason="malformed",
+        )  # fmt: skip
+    view = obj["view"]
+    if not isinstance(view, dict) or set(view) != {"min_batch", "dummies"}:
+        raise APIError(400, "a shuffler's batch names its view as {'min_batch', 'dummies'}", reason="malformed")
+    if not isinstance(obj["batch"], str) or not BATCH_ID.fullmatch(obj["batch"]):
+        raise APIError(400, "a shuffler's batch id is 16 to 64 lower-case hex digits", reason="malformed")
+    if not isinstance(obj["reports"], list):
+        raise APIError(400, "a shuffler's batch carries its reports as a list", reason="malformed")
+    return (
+        obj["batch"], _count(obj["size"], "its size"), _count(obj["dummies"], "its dummies"),
+        _count(view["min_batch"], "its view's min_batch"), _count(view["dummies"], "its view's dummies"), obj["reports"],
+    )  # fmt: skip
+
+
+# Private key objects by public key: a key pair is the same wherever it is stored.
+_OPENING_KEYS: dict[str, object] = {}
+
+
+async def opening_key(store, key):
+    """The private key object a spec's key names (built once per key: building it costs as much as
+    opening a report), or None when this service does not hold it."""
+    found = _OPENING_KEYS.get(key.public_key)
+    if found is None:
+        raw = await private_key_bytes(store, key)
+        if raw is None:
+            return None
+        found = _OPENING_KEYS[key.public_key] = private_key(raw)
+    return found
 
 
 @routes.post("/collections/{collection_id}/shuffled")
 async def post_shuffled(request: web.Request) -> web.Response:
-    """A batch ``{"reports": [sealed bytes, ...]}`` from the collection's shuffler, answered report by report."""
+    """A batch from the collection's shuffler, answered report by report."""
     app = request.app
     collection = await get_collection(request)
     shuffle = collection.spec.shuffle
@@ -46,10 +100,21 @@ async def post_shuffled(request: web.Request) -> web.Response:
         obj = unpack(await read_raw(request), app[CONFIG].max_batch)
     except ReportError as exc:
         raise APIError(413 if exc.reason == "batch_too_large" else 400, str(exc), reason=exc.reason) from None
-    sealed = obj.get("reports") if isinstance(obj, dict) and len(obj) == 1 else None
-    if not isinstance(sealed, list):
-        raise APIError(400, "a shuffler's batch is {'reports': [sealed report, ...]} and nothing else", reason="malformed")
-    key = await private_key(app[STORE], shuffle.key)
+    batch, size, dummies, floor, view_dummies, sealed = _batch(obj)
+    try:
+        view = ShuffledView(collection.id, collection.uid, collection.spec, floor, view_dummies)
+    except SpecError as exc:
+        raise APIError(409, f"the shuffler's view of {collection.id!r} is not this collection's: {exc}", reason="view") from None
+    if size != len(sealed):
+        raise APIError(400, f"a batch said to hold {size} reports holds {len(sealed)}", reason="malformed")
+    if size - dummies < floor or dummies < view_dummies:
+        raise APIError(
+            409,
+            f"a batch of {size} reports with {dummies} dummies is below what the shuffler's view promises devices "
+            f"({floor} people's reports and {view_dummies} dummies at least): nothing counted",
+            reason="small_batch",
+        )
+    key = await opening_key(app[STORE], shuffle.key)
     if key is None:
         raise APIError(503, "this service no longer holds the key the collection's reports are sealed to")
     results: list[dict | None] = [None] * len(sealed)
@@ -60,13 +125,23 @@ async def post_shuffled(request: web.Request) -> web.Response:
         try:
             if not isinstance(item, bytes):
                 raise ReportError("sealed", "a sealed report is bytes")
-            opened.append(unpack(open_sealed(item, collection.spec, collection.uid, key)))
+            opened.append(unpack(open_sealed(item, view, key)))
             positions.append(position)
         except ReportError as exc:
             results[position] = rejected(app[METRICS], collection.id, exc.reason, str(exc))
-    for position, result in zip(positions, await ingest_reports(request, collection, opened)):
+    for position, result in zip(positions, await ingest_reports(request, collection, opened, dummies)):
         results[position] = result
+    junk = sum(1 for r in results if r["status"] == "rejected")
+    if await app[STORE].record_batch(collection, batch, size, dummies, junk):
+        app[METRICS].shuffled_batch(collection.id, junk)
     return await batch_answer(request, results)
+
+
+@routes.get("/limits")
+async def limits(request: web.Request) -> web.Response:
+    """What one request may carry here: ``max_body_bytes`` and ``max_batch`` reports."""
+    config = request.app[CONFIG]
+    return respond(request, {"max_body_bytes": config.max_body_bytes, "max_batch": config.max_batch})
 
 
 @routes.get("/keys")

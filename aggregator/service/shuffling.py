@@ -69,7 +69,7 @@ async def rotate(store: Store, first: bool = False) -> SealingKey:
     return _public(key)
 
 
-async def private_key(store: Store, key: SealingKey) -> bytes | None:
+async def private_key_bytes(store: Store, key: SealingKey) -> bytes | None:
     """The private half of the key a spec names (its id and public half both match), or None."""
     for stored in reversed(await all_keys(store)):
         if stored["id"] == key.id and stored["public"] == key.public_key:
@@ -83,15 +83,16 @@ def shuffler_setting(collection_id: str) -> str:
 
 
 async def through_shuffler(store: Store, spec: CollectionSpec, shuffler, enrollment) -> tuple[CollectionSpec, str | None]:
-    """``spec`` as collected through the shuffler ``{"url", "token", "min_batch", "delta"}`` the
-    operator named (its shuffle block completed with the shuffler's URL and this service's current
-    sealing key), and the token; ``spec`` unchanged and None without one. Raises SpecError."""
+    """``spec`` as collected through the shuffler ``{"url", "token", "min_batch", "delta",
+    "dummies"}`` the operator named (its shuffle block completed with the shuffler's URL and this
+    service's current sealing key; the dummies, when neither names them, the default share of the
+    floor), and the token; ``spec`` unchanged and None without one. Raises SpecError."""
     if shuffler is None:
         if spec.shuffle is not None:
             raise SpecError("a shuffled spec needs its shuffler: send 'shuffler': {'url', 'token', 'min_batch'}")
         return spec, None
-    if not isinstance(shuffler, dict) or not set(shuffler) <= {"url", "token", "min_batch", "delta"}:
-        raise SpecError("shuffler must be a mapping of url, token, min_batch and delta")
+    if not isinstance(shuffler, dict) or not set(shuffler) <= {"url", "token", "min_batch", "delta", "dummies"}:
+        raise SpecError("shuffler must be a mapping of url, token, min_batch, delta and dummies")
     if enrollment:
         raise SpecError("a shuffled collection takes no enrollment tokens: a token issued to a person would name their report")
     token = shuffler.get("token")
@@ -104,39 +105,67 @@ async def through_shuffler(store: Store, spec: CollectionSpec, shuffler, enrollm
     base = spec.shuffle.to_dict() if spec.shuffle is not None else {}
     min_batch = shuffler.get("min_batch", base.get("min_batch"))
     delta = shuffler.get("delta", base.get("delta"))
-    if delta is None and isinstance(min_batch, int) and not isinstance(min_batch, bool) and min_batch > 0:
-        from protocols.shuffling import default_delta
+    dummies = shuffler.get("dummies", base.get("dummies"))
+    floor_given = isinstance(min_batch, int) and not isinstance(min_batch, bool) and min_batch > 0
+    if floor_given:
+        from protocols.shuffling import default_delta, default_dummies
 
-        delta = default_delta(min_batch)
+        delta = default_delta(min_batch) if delta is None else delta
+        dummies = default_dummies(min_batch) if dummies is None else dummies
     key = await current_key(store)
     block = {"min_batch": min_batch, "delta": delta, "url": shuffler.get("url"), "key": key.to_dict()}
+    if dummies is not None:
+        block["dummies"] = dummies
     return replace(spec, shuffle=Shuffle.from_dict(block)), token
 
 
-async def shuffler_progress(spec: CollectionSpec, collection_id: str, timeout: float = 2.0) -> dict:
-    """What the collection's shuffler says of it (``GET {url}/collections/{id}``: the reports
-    ``waiting`` for a batch, the batch floor it holds to), or why it could not say, within
-    ``timeout`` seconds."""
+async def shuffler_progress(collection, timeout: float = 2.0) -> dict:
+    """What the collection's shuffler publishes of it (``GET {url}/collections/{id}``: the reports
+    waiting for a batch, in its coarse steps, the floor and dummies it holds batches to), or why it
+    could not say, within ``timeout`` seconds; an ``error`` when the view it pinned is not this
+    collection's (a collection recreated under an id the shuffler pinned: devices refuse it)."""
     import aiohttp
 
-    url = f"{spec.shuffle.url.rstrip('/')}/collections/{collection_id}"
+    spec = collection.spec
+    url = f"{spec.shuffle.url.rstrip('/')}/collections/{collection.id}"
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
             async with session.get(url, allow_redirects=False) as answer:
                 data = await answer.json(content_type=None) if answer.status == 200 else None
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
         return {"url": spec.shuffle.url, "error": f"the shuffler did not answer: {type(exc).__name__}"}
-    if not isinstance(data, dict) or not isinstance(data.get("waiting"), int):
-        return {"url": spec.shuffle.url, "error": "the shuffler does not know this collection yet"}
-    return {"url": spec.shuffle.url, "waiting": data["waiting"], "min_batch": data.get("min_batch")}
+    fields = ("waiting", "step", "min_batch", "dummies", "forwarded")
+    if not isinstance(data, dict) or not all(isinstance(data.get(f), int) for f in fields):
+        return {"url": spec.shuffle.url, "error": "the shuffler has pinned no view of this collection yet"}
+    if (data.get("uid"), data.get("fingerprint")) != (collection.uid, spec.fingerprint):
+        return {
+            "url": spec.shuffle.url,
+            "error": "the shuffler pinned another collection under this id (one created before under the same id): "
+            "devices refuse to report to it; create the collection under a new id",
+        }
+    return {"url": spec.shuffle.url, **{f: data[f] for f in fields}}
 
 
 def stated_privacy(spec: CollectionSpec) -> str:
     """What a person spends, in words (:meth:`~participant.spec.CollectionSpec.privacy_statement`);
-    for a shuffled collection with the shuffle accountant's central ε over its ``min_batch``."""
-    central = None
-    if spec.shuffle is not None:
-        from protocols.shuffling import shuffled_epsilon
+    for a shuffled collection with the shuffle accountant's two ε (:func:`shuffled_guarantees`)."""
+    if spec.shuffle is None:
+        return spec.privacy_statement()
+    found = shuffled_guarantees(spec)
+    return spec.privacy_statement(found["people"], found["flooded"])
 
-        central = shuffled_epsilon(spec.epsilon, spec.shuffle.min_batch, spec.shuffle.delta)
-    return spec.privacy_statement(central)
+
+def shuffled_guarantees(spec: CollectionSpec) -> dict:
+    """A shuffled collection's guarantees against the aggregator alone, as the service publishes
+    them: ``local_epsilon`` (what a device spends), ``delta``, ``people`` (ε when a person's batch
+    holds ``min_batch − 1`` other people's reports and the ``dummies``) and ``flooded`` (ε when the
+    aggregator wrote every other report: the person's among the dummies alone), and whether that
+    one is ``amplified`` at all."""
+    from protocols.shuffling import guarantees
+
+    shuffle = spec.shuffle
+    found = guarantees(spec.epsilon, shuffle.min_batch, shuffle.dummies, shuffle.delta)
+    return {
+        "local_epsilon": spec.epsilon, "delta": shuffle.delta, "min_batch": shuffle.min_batch,
+        "dummies": shuffle.dummies, **found,
+    }  # fmt: skip

@@ -59,6 +59,9 @@ from protocols import OracleState
 from ..estimation.statistics import CollectionStatistics
 
 NEW, DUPLICATE, TOKEN_USED, CONFLICT = 1, 0, -1, -2
+# The partial "input" holding, in its cell 0, how many of the reports counted are a shuffler's dummy
+# reports in expectation (see IncomingBatch.dummy_shares): written with the reports it counts.
+DUMMIES = -1
 # When the request being served must have its answer (the event loop's clock), so that its reads
 # together take at most one timeout, not one each; set by the service for every request.
 REQUEST_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("request_deadline", default=None)
@@ -144,6 +147,10 @@ class IncomingBatch:
     values: list
     rows: np.ndarray | None
     tokens: list[bytes] | None = None  # enrollment token nonces, one per report
+    # Per report, how many dummies it stands for in expectation: a report of a shuffled batch of V
+    # valid reports holding M dummies stands for M/V of them, whichever it is (the aggregator
+    # cannot tell), so the batch's reports, each counted once, add M once all are counted.
+    dummy_shares: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.report_ids)
@@ -155,6 +162,9 @@ def merge_group(parts: list[IncomingBatch]) -> IncomingBatch:
     if len(parts) == 1:
         return parts[0]
     first = parts[0]
+    shares = None
+    if any(p.dummy_shares is not None for p in parts):
+        shares = np.concatenate([np.zeros(len(p)) if p.dummy_shares is None else p.dummy_shares for p in parts])
     return IncomingBatch(
         first.collection_id,
         first.input,
@@ -162,6 +172,7 @@ def merge_group(parts: list[IncomingBatch]) -> IncomingBatch:
         [v for p in parts for v in p.values],
         None if any(p.rows is None for p in parts) else np.concatenate([p.rows for p in parts]),
         [t for p in parts for t in p.tokens] if first.tokens is not None else None,
+        shares,
     )
 
 
@@ -308,9 +319,13 @@ class Store(ABC):
     def _summed(collection: Collection, counts, cells, dense) -> CollectionStatistics:
         stats = CollectionStatistics(collection.spec)
         for i, n in counts:
-            stats.states[i].n += int(n)
+            if i >= 0:
+                stats.states[i].n += int(n)
         for i, index, value in cells:
-            stats.states[i].support[index] += value  # each cell once per input: no repeated index
+            if i == DUMMIES:
+                stats.dummies += float(np.sum(value))
+            else:
+                stats.states[i].support[index] += value  # each cell once per input: no repeated index
         for i, n, support in dense:
             stats.states[i] += OracleState(n, np.frombuffer(support, dtype=np.float64))
         return stats
@@ -323,6 +338,18 @@ class Store(ABC):
     @abstractmethod
     async def report_counts(self) -> dict[str, int]:
         """Reports counted per collection id (every instance's partials)."""
+
+    @abstractmethod
+    async def record_batch(self, collection: Collection, batch: str, size: int, dummies: int, junk: int) -> bool:
+        """Note a shuffled batch (its shuffler's id for it, its ``size`` in reports, how many were
+        ``dummies`` and how many ``junk``: did not open or were refused), once per id; whether it
+        was new. Written after the batch's reports are stored (a note, not what is counted: the
+        dummies the statistics take out travel with the reports, :class:`IncomingBatch`)."""
+
+    @abstractmethod
+    async def batch_totals(self, collection: Collection) -> dict[str, int]:
+        """The collection's shuffled batches noted so far: how many ``batches``, their ``reports``,
+        ``dummies`` and ``junk``, and the ``smallest`` number of other reports than dummies in one."""
 
     @abstractmethod
     async def _stored_values(self, key: int, input_index: int | None = None) -> list[tuple[int, object]]:
@@ -413,6 +440,7 @@ class Store(ABC):
         committed partials and changes nothing: they change once the transaction commits
         (:meth:`_apply`). Costs what the reports carry, not what the collection holds."""
         updates = []
+        dummies: dict[str, float] = {}
         for (cid, i), batch in merged.items():
             found = outcomes[(cid, i)]
             accepted = found == NEW
@@ -424,12 +452,21 @@ class Store(ABC):
             rows = batch.rows if new == len(found) else batch.rows[accepted]
             cells, added = collection.spec.oracles[i].sparse_support(rows)
             updates.append(PartialUpdate(collection.key, i, state.n + new, cells, state.support[cells] + added))
+            if batch.dummy_shares is not None:
+                dummies[cid] = dummies.get(cid, 0.0) + float(batch.dummy_shares[accepted].sum())
+        for cid, added in dummies.items():
+            collection = self._collections[cid]
+            total = self._own_statistics(collection).dummies + added
+            updates.append(PartialUpdate(collection.key, DUMMIES, 0, np.zeros(1, dtype=np.int64), np.array([total])))
         return updates
 
     def _apply(self, updates: list[PartialUpdate]) -> None:
         """Make the committed ``updates`` this instance's partials (whose statistics
         :meth:`_updated_partials` made sure of)."""
         for update in updates:
+            if update.input == DUMMIES:
+                self._own[update.key].dummies = float(update.values[0])
+                continue
             state = self._own[update.key].states[update.input]
             state.n = update.n
             state.support[update.cells] = update.values
@@ -438,7 +475,7 @@ class Store(ABC):
     def _cell_rows(instance: str, updates: list[PartialUpdate]) -> tuple[list[tuple], list[tuple]]:
         """The rows ``updates`` write: ``(key, input, instance, n)`` and ``(key, input, instance,
         cell, sum)``."""
-        counts = [(u.key, u.input, instance, u.n) for u in updates]
+        counts = [(u.key, u.input, instance, u.n) for u in updates if u.input != DUMMIES]
         cells = [
             (u.key, u.input, instance, cell, value)
             for u in updates

@@ -20,7 +20,17 @@ import asyncpg
 import msgpack
 import numpy as np
 
-from .base import NEW, SCHEMA_VERSION, TOKEN_USED, IncomingBatch, Store, StoreUnavailable, classify, read_deadline
+from .base import (
+    DUMMIES,
+    NEW,
+    SCHEMA_VERSION,
+    TOKEN_USED,
+    IncomingBatch,
+    Store,
+    StoreUnavailable,
+    classify,
+    read_deadline,
+)
 from .defaults import DEFAULT_POOL, DEFAULT_TIMEOUT, POSTGRES_WRITE_LANES
 
 SCHEMA = """
@@ -47,6 +57,9 @@ CREATE TABLE IF NOT EXISTS partial_cells (
     collection integer NOT NULL, input integer NOT NULL, instance text NOT NULL, cell integer NOT NULL,
     value double precision NOT NULL,
     PRIMARY KEY (collection, input, instance, cell));
+CREATE TABLE IF NOT EXISTS shuffled_batches (
+    collection integer NOT NULL, batch text NOT NULL, size integer NOT NULL, dummies integer NOT NULL,
+    junk integer NOT NULL, PRIMARY KEY (collection, batch));
 """
 MIGRATION_LOCK = 0x6C64706E62  # "ldpnb": instances starting together migrate one at a time
 
@@ -356,6 +369,24 @@ class PostgresStore(Store):
     async def count_reports(self, collection) -> int:
         return await self._query("fetchval", "SELECT count(*) FROM reports WHERE collection = $1", collection.key)
 
+    async def record_batch(self, collection, batch: str, size: int, dummies: int, junk: int) -> bool:
+        inserted = await self._query(
+            "fetchval",
+            "INSERT INTO shuffled_batches VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING 1",
+            collection.key, batch, size, dummies, junk,
+        )  # fmt: skip
+        return inserted is not None
+
+    async def batch_totals(self, collection) -> dict[str, int]:
+        row = await self._query(
+            "fetchrow",
+            "SELECT count(*) AS batches, coalesce(sum(size), 0) AS reports, coalesce(sum(dummies), 0) AS dummies, "
+            "coalesce(sum(junk), 0) AS junk, coalesce(min(size - dummies), 0) AS smallest "
+            "FROM shuffled_batches WHERE collection = $1",
+            collection.key,
+        )
+        return {name: int(row[name]) for name in ("batches", "reports", "dummies", "junk", "smallest")}
+
     async def _stored_values(self, key: int, input_index: int | None = None) -> list[tuple[int, object]]:
         sql = "SELECT input, value FROM reports WHERE collection = $1"
         args = [key]
@@ -387,7 +418,8 @@ class PostgresStore(Store):
     def _columns(updates) -> tuple[list, ...]:
         """The partials' rows of ``updates`` as the arrays ALL_NEW unnests: counts (keys, inputs,
         n) and cells (keys, inputs, cells, sums)."""
-        counts = ([u.key for u in updates], [u.input for u in updates], [u.n for u in updates])
+        counted = [u for u in updates if u.input != DUMMIES]  # the dummies' partial is a cell, not a count
+        counts = ([u.key for u in counted], [u.input for u in counted], [u.n for u in counted])
         cell_keys = [u.key for u in updates for _ in range(len(u.cells))]
         cell_inputs = [u.input for u in updates for _ in range(len(u.cells))]
         cells = [c for u in updates for c in u.cells.tolist()]

@@ -223,6 +223,11 @@ class SQLiteStore(Store):
                     "instance TEXT NOT NULL, cell INTEGER NOT NULL, value REAL NOT NULL, "
                     "PRIMARY KEY (collection, input, instance, cell)) WITHOUT ROWID"
                 )
+            if "shuffled_batches" not in tables:
+                conn.execute(
+                    "CREATE TABLE shuffled_batches (collection INTEGER NOT NULL, batch TEXT NOT NULL, size INTEGER "
+                    "NOT NULL, dummies INTEGER NOT NULL, junk INTEGER NOT NULL, PRIMARY KEY (collection, batch)) WITHOUT ROWID"
+                )
             conn.execute(
                 "INSERT OR REPLACE INTO settings (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
@@ -352,6 +357,21 @@ class SQLiteStore(Store):
 
     async def count_reports(self, collection) -> int:
         return self.db.execute("SELECT count(*) FROM reports WHERE collection = ?", [collection.key]).fetchone()[0]
+
+    async def record_batch(self, collection, batch: str, size: int, dummies: int, junk: int) -> bool:
+        cursor = await self._unlocked(
+            self.db.execute, "INSERT OR IGNORE INTO shuffled_batches VALUES (?, ?, ?, ?, ?)",
+            (collection.key, batch, size, dummies, junk),
+        )  # fmt: skip
+        return cursor.rowcount == 1
+
+    async def batch_totals(self, collection) -> dict[str, int]:
+        row = self.db.execute(
+            "SELECT count(*), coalesce(sum(size), 0), coalesce(sum(dummies), 0), coalesce(sum(junk), 0), "
+            "coalesce(min(size - dummies), 0) FROM shuffled_batches WHERE collection = ?",
+            [collection.key],
+        ).fetchone()
+        return dict(zip(("batches", "reports", "dummies", "junk", "smallest"), map(int, row)))
 
     async def _stored_values(self, key: int, input_index: int | None = None) -> list[tuple[int, object]]:
         sql = "SELECT input, value FROM reports WHERE collection = ?"
