@@ -13,19 +13,23 @@ import sqlite3
 import sys
 from urllib.parse import urlsplit
 
-from participant.usage import Parser, positive_int, positive_number, secret_line
+from participant.usage import Parser, non_negative_int, positive_int, positive_number, secret_line
 
 DESCRIPTION = """\
 A shuffler between devices and an aggregator. Devices send it their reports sealed to the
 aggregator's key (it reads none of them); it stores each before acknowledging it, and releases a
 collection's reports to the aggregator only in batches of at least the collection's min_batch
-(and never fewer than --min-batch), in a random order, every --interval seconds, presenting the
-token in --token-file. It keeps no address, header or arrival time with a report. Run it as
-someone other than the aggregator's operator: the anonymity it gives reports rests on that.
+(and never fewer than --min-batch), each with the collection's dummies (and never fewer than
+--dummies) drawn here by the collection's own randomiser, in a random order, every --interval
+seconds, presenting the token in --token-file. It pins each collection's view (spec, uid, key,
+floor) the first time it is asked, publishes it (GET /views), and devices report under that view
+alone. It keeps no address, header or arrival time with a report. Run it as someone other than
+the aggregator's operator: the anonymity it gives reports rests on that.
 
 The aggregator's operator creates the collection with this shuffler's URL and the same token:
   python -m aggregator create --spec spec.json --id survey --shuffler https://shuffler.example.org \\
       --shuffler-token-file token.txt --min-batch 1000
+and the app pins this shuffler: Client(url, ledger=..., shuffler="https://shuffler.example.org").
 """
 
 ORIGIN = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+$")
@@ -69,8 +73,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="the fewest reports released at once, whatever a collection's spec asks (default 100)",
     )  # fmt: skip
     serve.add_argument(
-        "--max-batch", type=positive_int, default=10_000, metavar="N",
-        help="most reports in one request to the aggregator: a larger batch goes in parts (default 10000)",
+        "--dummies", type=non_negative_int, default=0, metavar="M",
+        help="the fewest dummy reports added to every batch, whatever a collection's spec asks (default 0: the "
+        "spec's); a person's report hides among them even if the aggregator sent every other report of the batch",
+    )  # fmt: skip
+    serve.add_argument(
+        "--per-address", type=non_negative_int, default=600, metavar="N",
+        help="reports a minute one address may send (default 600; 0: no limit)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--per-collection", type=non_negative_int, default=20_000, metavar="N",
+        help="reports a second one collection may take (default 20000; 0: no limit)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--max-waiting", type=positive_int, default=1_000_000, metavar="N",
+        help="reports of one collection that may wait for a batch (default 1000000)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--max-post", type=positive_int, default=1000, metavar="N",
+        help="reports in one posted batch (default 1000); a device posts one",
     )  # fmt: skip
     serve.add_argument(
         "--allow-origin", action="append", default=[], type=_origin, metavar="ORIGIN",
@@ -94,8 +115,8 @@ async def serve(args) -> None:
     from .store import ShufflerStore
 
     settings = Settings(
-        args.aggregator, read_token(args.token_file), args.min_batch, args.interval, args.max_batch,
-        tuple(args.allow_origin),
+        args.aggregator, read_token(args.token_file), args.min_batch, args.interval, tuple(args.allow_origin),
+        args.dummies, args.per_address, args.per_collection, args.max_waiting, args.max_post,
     )  # fmt: skip
     try:
         store = ShufflerStore(args.db)

@@ -1,21 +1,23 @@
-"""The shuffler's HTTP service and the loop that releases batches to the aggregator.
+"""The shuffler's HTTP service: what devices and anyone may ask of it.
 
-Devices ``POST /collections/{id}/reports`` one sealed report (``application/ldpnb-sealed``) or a
-batch of them (msgpack ``{"reports": [bytes, ...]}``); each is refused unless it has the one
-length the collection's sealed reports have, stored, then acknowledged (``accepted``, or
-``duplicate`` for bytes received before). A collection is learnt from the aggregator the first
-time a device reports to it (``GET {aggregator}/collections/{id}``): its spec must be shuffled,
-and what the shuffler holds it to is pinned then (:mod:`.store`). Reports arriving together are
-stored in one commit.
+- ``GET /collections/{id}/view``: the collection's view (:class:`~participant.view.ShuffledView`,
+  pinned now if it has none, :mod:`.views`): what a device reports under.
+- ``GET /views``: every pinned view's id, digest, floor and dummies, so that anyone can check
+  that every device was shown the same.
+- ``POST /collections/{id}/reports``: one sealed report (``application/ldpnb-sealed``), or a
+  batch of them (msgpack ``{"reports": [bytes, ...]}``, at most ``--max-post``); each is refused
+  unless it has the collection's one sealed length and carries its view's digest, then stored,
+  then acknowledged (``accepted``, or ``duplicate`` for bytes received before). Reports arriving
+  together are stored in one commit. Within the limits of :mod:`.limits` (429 with
+  ``Retry-After``); a body is read against its limit as it arrives.
+- ``GET /collections/{id}``: how many reports wait, in coarse steps only (a tenth of the floor,
+  at least 10: an exact count, read every few milliseconds, would tell an aggregator the moment
+  one person's report arrived), the floor and dummies batches are held to, and how many people's
+  reports were forwarded.
+- ``GET /healthz``: whether the store answers.
 
-Every ``interval`` seconds, whatever arrived: each collection with at least its ``min_batch``
-reports waiting has them drawn into a batch in a random order, and every batch not yet
-acknowledged is sent to ``POST {aggregator}/collections/{id}/shuffled`` with the shuffler's token,
-in parts of at most ``max_batch`` reports; it is deleted once every part was answered 2xx.
-
-``GET /collections/{id}`` tells anyone how many reports wait (what the operator's status shows);
-``GET /healthz`` whether the store answers. A web page the operator names (``--allow-origin``)
-may post reports from a browser; nothing else carries CORS headers.
+A web page the operator names (``--allow-origin``) may read views and post reports from a
+browser; nothing else carries CORS headers.
 """
 
 from __future__ import annotations
@@ -23,17 +25,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import aiohttp
 import msgpack
 from aiohttp import web
 
-from participant.errors import SpecError
 from participant.sealing import sealed_length
-from participant.spec import CollectionSpec
+from participant.view import DIGEST_BYTES, ShuffledView
 
-from .store import Pinned, ShufflerStore
+from .limits import Limits
+from .problems import Problem
+from .release import Releaser
+from .store import ShufflerStore
+from .views import Views
 
 log = logging.getLogger("shuffler")
 SEALED = "application/ldpnb-sealed"
@@ -43,85 +48,67 @@ MSGPACK = "application/msgpack"
 @dataclass
 class Settings:
     """What the shuffler's operator decides: the ``aggregator`` it forwards to and the ``token`` it
-    presents there, its own batch floor (``min_batch``, applied over every spec's), the release
-    ``interval`` in seconds, the most reports in one part of a forwarded batch (``max_batch``) and
-    the web pages whose browsers may post reports (``allowed_origins``)."""
+    presents there; its own batch floor (``min_batch``) and ``dummies`` per batch, applied over
+    every view's at every release; the release ``interval`` in seconds; the web pages whose
+    browsers may read views and post reports (``allowed_origins``); and its limits: reports a
+    minute from one address (``per_address``), reports a second to one collection
+    (``per_collection``), reports waiting per collection (``max_waiting``), reports in one posted
+    batch (``max_post``) and bytes of bodies read at once (``max_reading``); 0 is no rate limit."""
 
     aggregator: str
     token: str
     min_batch: int = 100
     interval: float = 5.0
-    max_batch: int = 10_000
     allowed_origins: tuple = ()
-    max_body: int = 64 * 1024 * 1024
+    dummies: int = 0
+    per_address: int = 600
+    per_collection: float = 20_000
+    max_waiting: int = 1_000_000
+    max_post: int = 1000
+    max_reading: int = 64 * 1024 * 1024
 
 
-class Problem(Exception):
-    """A request the shuffler refuses: ``status`` and the message a client is told."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-
-
-@dataclass
 class Shuffler:
-    """The running shuffler: its settings, its store (used from one worker thread), the reports
-    waiting to be committed together, and its client session to the aggregator."""
+    """The running shuffler: its settings, its store (used from one worker thread), its views and
+    release rounds, its limits, and the reports waiting to be committed together."""
 
-    settings: Settings
-    store: ShufflerStore
-    worker: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="shuffler-store"))
-    queue: list = field(default_factory=list)
-    session: aiohttp.ClientSession | None = None
-    _committing: asyncio.Task | None = None
+    def __init__(self, settings: Settings, store: ShufflerStore):
+        self.settings, self.store = settings, store
+        self.worker = ThreadPoolExecutor(1, thread_name_prefix="shuffler-store")
+        self.views = Views(self.call, store, settings)
+        self.releaser = Releaser(self.call, store, self.views, settings)
+        self.limits = Limits(settings)
+        self.queue: list = []
+        # Reports waiting per collection, read from the store once and kept as they come (a
+        # release forgets the count): the limits check it at every post.
+        self.waiting: dict[str, int] = {}
+        self.releaser.on_release = lambda collection_id: self.waiting.pop(collection_id, None)
+        self._committing: asyncio.Task | None = None
 
     async def call(self, function, *args):
         """``function(*args)`` on the store's thread."""
         return await asyncio.get_running_loop().run_in_executor(self.worker, function, *args)
 
-    async def pinned(self, collection_id: str) -> Pinned:
-        """What the shuffler holds the collection to, learnt from the aggregator the first time."""
-        known = await self.call(self.store.collection, collection_id)
-        if known is not None:
-            return known
-        url = f"{self.settings.aggregator}/collections/{collection_id}"
-        try:
-            async with self.session.get(url, headers={"Accept": "application/json"}, allow_redirects=False) as answer:
-                if answer.status == 404:
-                    raise Problem(404, f"the aggregator has no collection {collection_id!r}")
-                if answer.status != 200:
-                    raise Problem(503, f"the aggregator answered {answer.status} for collection {collection_id!r}; retry later")
-                data = await answer.json(content_type=None)
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            raise Problem(503, f"the aggregator cannot be reached ({type(exc).__name__}); retry later") from None
-        try:
-            spec = CollectionSpec.from_dict(data["spec"])
-            published = data["fingerprint"]
-        except (SpecError, KeyError, TypeError):
-            raise Problem(502, f"the aggregator publishes no readable spec for {collection_id!r}") from None
-        if spec.shuffle is None or spec.shuffle.key is None or published != spec.fingerprint:
-            raise Problem(409, f"collection {collection_id!r} is not collected through a shuffler")
-        floor = max(spec.shuffle.min_batch, self.settings.min_batch)
-        return await self.call(self.store.pin, Pinned(collection_id, spec.fingerprint, floor, sealed_length(spec)))
-
-    async def receive(self, collection_id: str, sealed: list[bytes]) -> list[str]:
-        """Store reports of a collection (committed with whatever else arrived meanwhile); each one's outcome."""
-        pinned = await self.pinned(collection_id)
+    async def receive(self, view: ShuffledView, sealed: list) -> list[str]:
+        """Store reports of a collection (committed with whatever else arrived meanwhile); each one's
+        outcome: ``accepted``, ``duplicate``, or ``rejected`` (another length or view)."""
+        length = sealed_length(view.spec)
         outcomes = [None] * len(sealed)
         fresh = []
         for i, item in enumerate(sealed):
-            if not isinstance(item, bytes) or len(item) != pinned.sealed_length:
-                outcomes[i] = "rejected"
-            else:
+            if isinstance(item, bytes) and len(item) == length and item[:DIGEST_BYTES] == view.digest:
                 fresh.append(i)
+            else:
+                outcomes[i] = "rejected"
         if fresh:
             done = asyncio.get_running_loop().create_future()
-            self.queue.append(([(collection_id, sealed[i]) for i in fresh], done))
+            self.queue.append(([(view.collection, sealed[i]) for i in fresh], done))
             if self._committing is None or self._committing.done():
                 self._committing = asyncio.ensure_future(self._commit())
             for i, new in zip(fresh, await done):
                 outcomes[i] = "accepted" if new else "duplicate"
+            if view.collection in self.waiting:
+                self.waiting[view.collection] += sum(1 for o in outcomes if o == "accepted")
         return outcomes
 
     async def _commit(self) -> None:
@@ -131,111 +118,152 @@ class Shuffler:
             items = [item for reports, _ in queued for item in reports]
             try:
                 outcomes = await self.call(self.store.add, items)
-            except Exception as exc:  # noqa: BLE001 (every waiting request hears of it)
+            except Exception as exc:  # noqa: BLE001 (every waiting request hears of it; nothing was stored)
+                log.error("the store refused a commit: %s", exc)
                 for _, done in queued:
-                    done.set_exception(Problem(503, f"the shuffler's store failed ({type(exc).__name__}); retry"))
+                    done.set_exception(Problem(503, f"the shuffler's store failed ({type(exc).__name__}); retry", 1.0))
                 continue
             at = 0
             for reports, done in queued:
                 done.set_result(outcomes[at : at + len(reports)])
                 at += len(reports)
 
-    async def release_and_forward(self) -> None:
-        """One round: draw a batch for every collection that has enough, then forward every batch
-        not yet acknowledged (oldest first; a batch the aggregator did not acknowledge waits for
-        the next round)."""
-        for collection_id in await self.call(self.store.ready):
-            await self.call(self.store.release, collection_id)
-        for batch, collection_id in await self.call(self.store.in_flight):
-            sealed = await self.call(self.store.batch, batch)
-            if not await self._forward(collection_id, sealed):
-                return
-            await self.call(self.store.forwarded, batch)
-            log.info("forwarded a batch of %d reports of %s", len(sealed), collection_id)
-
-    async def _forward(self, collection_id: str, sealed: list[bytes]) -> bool:
-        """Send a batch to the aggregator in parts; whether every part was acknowledged."""
-        url = f"{self.settings.aggregator}/collections/{collection_id}/shuffled"
-        headers = {"Authorization": f"Bearer {self.settings.token}", "Content-Type": MSGPACK, "Accept": MSGPACK}
-        step = self.settings.max_batch
-        for start in range(0, len(sealed), step):
-            body = msgpack.packb({"reports": sealed[start : start + step]})
-            try:
-                async with self.session.post(url, data=body, headers=headers, allow_redirects=False) as answer:
-                    await answer.read()
-                    if not 200 <= answer.status < 300:
-                        log.warning("the aggregator answered %d to a batch of %s; retrying next round", answer.status, collection_id)
-                        return False
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                log.warning("the aggregator cannot be reached (%s); retrying next round", type(exc).__name__)
-                return False
-        return True
-
-    async def run(self) -> None:
-        """Release and forward every ``interval`` seconds, on the clock, until cancelled."""
-        loop = asyncio.get_running_loop()
-        next_round = loop.time()
-        while True:
-            next_round += self.settings.interval
-            try:
-                await self.release_and_forward()
-            except Exception:  # noqa: BLE001 (a failed round is logged; the next one retries)
-                log.exception("a release round failed")
-            await asyncio.sleep(max(0.0, next_round - loop.time()))
+    async def waiting_now(self, collection_id: str) -> int:
+        """Reports of the collection waiting for a batch."""
+        count = self.waiting.get(collection_id)
+        if count is None:
+            count = self.waiting[collection_id] = await self.call(self.store.waiting, collection_id)
+        return count
 
 
 SHUFFLER = web.AppKey("shuffler", Shuffler)
 
 
-def _json(status: int, data: dict, origin: str | None = None) -> web.Response:
+def _json(status: int, data: dict, origin: str | None = None, retry_after: float | None = None) -> web.Response:
     response = web.json_response(data, status=status)
     if origin is not None:
         response.headers["Access-Control-Allow-Origin"] = origin
         response.headers["Vary"] = "Origin"
+    if retry_after is not None:
+        response.headers["Retry-After"] = str(int(retry_after))
     return response
+
+
+def _origin(request: web.Request) -> str | None:
+    """The page's origin when it may call here; raises Problem (403) for one that may not."""
+    origin = request.headers.get("Origin")
+    if origin is not None and origin.lower() not in request.app[SHUFFLER].settings.allowed_origins:
+        raise Problem(403, f"requests from the web page at {origin[:100]} are not allowed (--allow-origin)")
+    return origin
+
+
+def _problem(problem: Problem, origin: str | None = None) -> web.Response:
+    return _json(problem.status, {"error": str(problem)}, origin, problem.retry_after)
+
+
+async def _body(request: web.Request, limit: int) -> bytes:
+    """The request's body, read as it arrives and refused (413) as soon as it passes ``limit``
+    bytes, within the bytes the shuffler reads at once."""
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise Problem(413, f"a body of {declared} bytes; this takes at most {limit}")
+    limits = request.app[SHUFFLER].limits
+    reserved = declared if declared is not None else limit
+    limits.reserve(reserved)
+    try:
+        chunks, size = [], 0
+        async for chunk in request.content.iter_chunked(64 * 1024):
+            size += len(chunk)
+            if size > limit:
+                raise Problem(413, f"a body of more than {limit} bytes; this takes at most {limit}")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        limits.release(reserved)
+
+
+async def preflight(request: web.Request) -> web.StreamResponse:
+    try:
+        origin = _origin(request)
+    except Problem as problem:
+        return _problem(problem)
+    answer = web.Response(status=204, headers={"Access-Control-Allow-Methods": "GET, POST", "Access-Control-Allow-Headers": "Content-Type, Accept"})
+    answer.headers["Access-Control-Allow-Origin"] = origin or ""
+    answer.headers["Vary"] = "Origin"
+    return answer
 
 
 async def post_reports(request: web.Request) -> web.StreamResponse:
     shuffler = request.app[SHUFFLER]
-    origin = request.headers.get("Origin")
-    if origin is not None and origin.lower() not in shuffler.settings.allowed_origins:
-        return _json(403, {"error": f"requests from the web page at {origin[:100]} are not allowed (--allow-origin)"})
-    if request.method == "OPTIONS":
-        answer = web.Response(status=204, headers={"Access-Control-Allow-Methods": "POST", "Access-Control-Allow-Headers": "Content-Type, Accept"})
-        answer.headers["Access-Control-Allow-Origin"] = origin or ""
-        answer.headers["Vary"] = "Origin"
-        return answer
-    collection_id = request.match_info["collection_id"]
-    body = await request.read()
+    origin = None
     try:
+        origin = _origin(request)
+        view = await shuffler.views.get(request.match_info["collection_id"])
+        length = sealed_length(view.spec)
+        address = request.remote or ""
         if request.content_type == SEALED:
-            outcome = (await shuffler.receive(collection_id, [body]))[0]
+            shuffler.limits.admit(address, view.collection, 1, await shuffler.waiting_now(view.collection))
+            outcome = (await shuffler.receive(view, [await _body(request, length)]))[0]
             if outcome == "rejected":
-                raise Problem(400, "a sealed report of this collection has another length")
+                raise Problem(400, "not a sealed report of this collection's view (another length, or another view's digest)")
             return _json(201 if outcome == "accepted" else 200, {"status": outcome}, origin)
         if request.content_type == MSGPACK:
+            most = shuffler.settings.max_post
+            body = await _body(request, most * (length + 5) + 64)
             try:
-                data = msgpack.unpackb(body, max_array_len=shuffler.settings.max_batch, max_map_len=1, max_str_len=16)
+                data = msgpack.unpackb(body, max_array_len=most, max_map_len=1, max_str_len=16, max_bin_len=length)
             except Exception:  # noqa: BLE001 (msgpack's several errors for bad input)
-                raise Problem(400, f"a batch is msgpack {{'reports': [sealed, ...]}} of at most {shuffler.settings.max_batch}") from None
+                raise Problem(400, f"a batch is msgpack {{'reports': [sealed, ...]}} of at most {most}") from None
             if not isinstance(data, dict) or not isinstance(data.get("reports"), list):
                 raise Problem(400, "a batch is msgpack {'reports': [sealed, ...]}")
-            outcomes = await shuffler.receive(collection_id, data["reports"])
+            reports = data["reports"]
+            shuffler.limits.admit(address, view.collection, len(reports), await shuffler.waiting_now(view.collection))
+            outcomes = await shuffler.receive(view, reports)
             counts = {key: outcomes.count(key) for key in ("accepted", "duplicate", "rejected")}
             return _json(200, {**counts, "results": outcomes}, origin)
         raise Problem(415, f"send one sealed report as {SEALED}, or a batch as {MSGPACK}")
     except Problem as problem:
-        return _json(problem.status, {"error": str(problem)}, origin)
+        return _problem(problem, origin)
+
+
+async def get_view(request: web.Request) -> web.Response:
+    try:
+        origin = _origin(request)
+        view = await request.app[SHUFFLER].views.get(request.match_info["collection_id"])
+    except Problem as problem:
+        return _problem(problem)
+    return _json(200, view.to_dict(), origin)
+
+
+async def list_views(request: web.Request) -> web.Response:
+    views = await request.app[SHUFFLER].call(request.app[SHUFFLER].store.views)
+    return _json(200, {"views": [
+        {"id": v.collection, "digest": v.digest.hex(), "min_batch": v.min_batch, "dummies": v.dummies} for v in views
+    ]})  # fmt: skip
+
+
+def coarse_step(floor: int) -> int:
+    """The steps a collection's waiting reports are told in: a tenth of its floor, at least 10."""
+    return max(10, floor // 10)
 
 
 async def get_collection(request: web.Request) -> web.Response:
     shuffler = request.app[SHUFFLER]
     collection_id = request.match_info["collection_id"]
-    pinned = await shuffler.call(shuffler.store.collection, collection_id)
-    if pinned is None:
-        return _json(404, {"error": f"no report of collection {collection_id!r} has reached this shuffler"})
+    view = await shuffler.call(shuffler.store.view, collection_id)
+    if view is None:
+        return _json(404, {"error": f"this shuffler has pinned no view of collection {collection_id!r}"})
+    floor, dummies = shuffler.releaser.floor(view)
+    step = coarse_step(floor)
     waiting = await shuffler.call(shuffler.store.waiting, collection_id)
-    return _json(200, {"id": collection_id, "waiting": waiting, "min_batch": pinned.min_batch, "forwarded": pinned.forwarded})
+    answer = {
+        "id": collection_id, "uid": view.uid, "fingerprint": view.spec.fingerprint, "digest": view.digest.hex(),
+        "waiting": waiting // step * step, "step": step, "min_batch": floor, "dummies": dummies,
+        "forwarded": await shuffler.call(shuffler.store.forwarded_count, collection_id),
+    }  # fmt: skip
+    if collection_id in shuffler.releaser.failures:
+        answer["problem"] = shuffler.releaser.failures[collection_id]
+    return _json(200, answer)
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -247,13 +275,21 @@ async def healthz(request: web.Request) -> web.Response:
     return _json(200, {"status": "ok"})
 
 
+# Bodies are read against each collection's own limit as they arrive (_body); this only bounds
+# what aiohttp would buffer for a handler that read the whole body at once.
+CLIENT_MAX_SIZE = 64 * 1024 * 1024
+
+
 def create_app(settings: Settings, store: ShufflerStore) -> web.Application:
-    """The shuffler's application; its release loop runs while the application does."""
-    app = web.Application(client_max_size=settings.max_body)
+    """The shuffler's application; its release rounds run while the application does."""
+    app = web.Application(client_max_size=CLIENT_MAX_SIZE)
     app[SHUFFLER] = Shuffler(settings, store)
     app.router.add_route("POST", "/collections/{collection_id}/reports", post_reports)
-    app.router.add_route("OPTIONS", "/collections/{collection_id}/reports", post_reports)
+    app.router.add_route("OPTIONS", "/collections/{collection_id}/reports", preflight)
+    app.router.add_get("/collections/{collection_id}/view", get_view)
+    app.router.add_route("OPTIONS", "/collections/{collection_id}/view", preflight)
     app.router.add_get("/collections/{collection_id}", get_collection)
+    app.router.add_get("/views", list_views)
     app.router.add_get("/healthz", healthz)
     app.cleanup_ctx.append(_running)
     return app
@@ -261,11 +297,12 @@ def create_app(settings: Settings, store: ShufflerStore) -> web.Application:
 
 async def _running(app: web.Application):
     shuffler = app[SHUFFLER]
-    shuffler.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
-    loop = asyncio.ensure_future(shuffler.run())
+    session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
+    shuffler.views.session = shuffler.releaser.session = session
+    loop = asyncio.ensure_future(shuffler.releaser.run())
     yield
     loop.cancel()
     await asyncio.gather(loop, return_exceptions=True)
-    await shuffler.session.close()
+    await session.close()
     shuffler.worker.shutdown(wait=True)
     shuffler.store.close()

@@ -2,51 +2,69 @@
 
 Why nothing acknowledged is lost, counted twice, or released in a smaller batch:
 
-- **A report is stored before it is acknowledged.** ``add`` commits the sealed bytes, keyed by
-  (collection, SHA-256 of the bytes), before the device hears ``accepted``. A device re-sending the
-  very same bytes (its retry after a lost answer) finds the key and hears ``duplicate``: one
-  person's report is one row, so it never makes a batch look larger than its people.
-- **A batch is drawn in one transaction.** ``release`` takes every report waiting for a
-  collection, only when there are at least its ``min_batch``, puts them in a uniformly random
-  order (the operating system's CSPRNG), writes that order as the batch and empties the reports'
-  bytes, all in one commit: after a crash the batch is whole or was never drawn.
+- **A report is stored before it is acknowledged.** :meth:`ShufflerStore.add` commits the sealed
+  bytes, keyed by (collection, SHA-256 of the bytes), before the device hears ``accepted``. A
+  device re-sending the very same bytes (its retry after a lost answer) finds the key and hears
+  ``duplicate``: one person's report is one row, so it never makes a batch look larger than its
+  people.
+- **Batches are drawn in one transaction.** :meth:`ShufflerStore.release` takes the reports
+  waiting for a collection, only when there are at least its floor, splits them uniformly at
+  random into batches of at least the floor each, adds to each the dummies drawn for it, puts
+  every batch in a uniformly random order (the operating system's CSPRNG), writes the batches and
+  empties the reports' bytes, all in one commit: after a crash a batch is whole or was never drawn.
 - **A batch is deleted only once the aggregator acknowledged it.** Until then it is forwarded
-  again at every round, the same reports in the same order: the aggregator counts each report id
-  once, so a batch forwarded twice (its answer lost, or the shuffler killed after the aggregator
-  counted it) counts once.
-- **The minimum is the shuffler's to keep.** A collection's ``min_batch`` is pinned when the
-  shuffler first sees the collection (the larger of its spec's and the shuffler's own floor) and
-  nothing the aggregator sends changes it; no request makes the shuffler release early.
+  again at every round, the same reports in the same order under the same id: the aggregator
+  counts each report id once, so a batch forwarded twice counts once.
+- **The floor is the shuffler's to keep.** A collection's view (:mod:`shuffler.views`) is pinned
+  once, and every release applies the larger of its floor and the shuffler's own; no request
+  makes the shuffler release early.
 
-What it keeps of a report: its collection, digest and sealed bytes, and once forwarded the digest
-alone (to recognise a re-send). No address, header or time: the reports table is keyed by digest
-(``WITHOUT ROWID``), so not even the order of arrival is kept.
+What it keeps, and what it keeps nothing of: of a waiting report its collection, digest and sealed
+bytes; of a released one the digest alone (to recognise a re-send). No address, header or time.
+The reports table is keyed by digest (``WITHOUT ROWID``), so a waiting report's place says
+nothing of when it came. Once released and forwarded, no report's bytes remain: deleted content is
+overwritten with zeros (``secure_delete``) and the write-ahead log, which holds pages in the order
+they were written, is checkpointed and truncated to nothing after every release and every
+forwarded batch (:meth:`ShufflerStore.scrub`). While reports wait, the log holds them in arrival
+order (the shuffler sees their arrival anyway; it is the aggregator that must not).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import os
 import secrets
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from participant.spec import CollectionSpec
+from participant.view import ShuffledView
+
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS collections (
+CREATE TABLE IF NOT EXISTS views (
     id TEXT PRIMARY KEY,
-    fingerprint TEXT NOT NULL,
+    uid TEXT NOT NULL,
+    spec TEXT NOT NULL,
     min_batch INTEGER NOT NULL,
-    sealed_length INTEGER NOT NULL,
+    dummies INTEGER NOT NULL,
     forwarded INTEGER NOT NULL DEFAULT 0
-);
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS reports (
     collection TEXT NOT NULL,
     digest BLOB NOT NULL,
     sealed BLOB,
     PRIMARY KEY (collection, digest)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS batches (id INTEGER PRIMARY KEY, collection TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS batches (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    collection TEXT NOT NULL,
+    people INTEGER NOT NULL,
+    dummies INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS batch_reports (
     batch INTEGER NOT NULL,
     position INTEGER NOT NULL,
@@ -57,15 +75,30 @@ CREATE TABLE IF NOT EXISTS batch_reports (
 
 
 @dataclass(frozen=True)
-class Pinned:
-    """What the shuffler holds a collection to: the spec ``fingerprint`` it first saw, the batch
-    floor ``min_batch``, the one ``sealed_length`` its reports have, and how many it ``forwarded``."""
+class Batch:
+    """A drawn batch waiting for the aggregator's acknowledgement: its local ``id``, the ``name``
+    the aggregator knows it by (random), its ``collection``, how many of its reports are
+    ``people``'s and how many ``dummies``, and its sealed reports in their drawn order."""
 
-    id: str
-    fingerprint: str
-    min_batch: int
-    sealed_length: int
-    forwarded: int = 0
+    id: int
+    name: str
+    collection: str
+    people: int
+    dummies: int
+    sealed: list[bytes]
+
+
+def split(rows: list, floor: int, cap: int, batches: int) -> list[list]:
+    """``rows`` (already in a uniformly random order) cut into at most ``batches`` consecutive
+    batches of near-equal size, each of at least ``floor`` and at most ``cap`` rows; the rows that
+    do not fit stay out. Empty when fewer than ``floor`` rows or ``cap < floor``."""
+    waiting = len(rows)
+    if waiting < floor or cap < floor:
+        return []
+    count = max(1, min(batches, math.ceil(waiting / cap), waiting // floor))
+    taken = min(waiting, count * cap)
+    edges = [round(b * taken / count) for b in range(count + 1)]
+    return [rows[edges[b] : edges[b + 1]] for b in range(count)]
 
 
 class ShufflerStore:
@@ -79,22 +112,44 @@ class ShufflerStore:
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("PRAGMA secure_delete=ON")  # deleted bytes overwritten with zeros
         self.db.executescript(SCHEMA)
 
     def close(self) -> None:
         self.db.close()
 
-    def collection(self, collection_id: str) -> Pinned | None:
-        row = self.db.execute("SELECT * FROM collections WHERE id = ?", (collection_id,)).fetchone()
-        return None if row is None else Pinned(*row)
+    # views
 
-    def pin(self, pinned: Pinned) -> Pinned:
-        """Hold ``pinned``'s collection to it, unless already pinned (then what was pinned first)."""
-        self.db.execute(
-            "INSERT OR IGNORE INTO collections (id, fingerprint, min_batch, sealed_length) VALUES (?, ?, ?, ?)",
-            (pinned.id, pinned.fingerprint, pinned.min_batch, pinned.sealed_length),
-        )
-        return self.collection(pinned.id)
+    def view(self, collection_id: str) -> ShuffledView | None:
+        """The view pinned for the collection, or None."""
+        row = self.db.execute(
+            "SELECT id, uid, spec, min_batch, dummies FROM views WHERE id = ?", (collection_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        return ShuffledView(row[0], row[1], CollectionSpec.from_json(row[2]), row[3], row[4])
+
+    def pin(self, view: ShuffledView) -> ShuffledView:
+        """Pin ``view`` for its collection unless one is pinned already; the pinned view."""
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.execute(
+                "INSERT OR IGNORE INTO views (id, uid, spec, min_batch, dummies) VALUES (?, ?, ?, ?, ?)",
+                (view.collection, view.uid, json.dumps(view.spec.to_dict()), view.min_batch, view.dummies),
+            )
+        return self.view(view.collection)
+
+    def views(self) -> list[ShuffledView]:
+        """Every pinned view, in id order."""
+        ids = [row[0] for row in self.db.execute("SELECT id FROM views ORDER BY id")]
+        return [self.view(cid) for cid in ids]
+
+    def forwarded_count(self, collection_id: str) -> int:
+        """People's reports of the collection forwarded and acknowledged so far."""
+        row = self.db.execute("SELECT forwarded FROM views WHERE id = ?", (collection_id,)).fetchone()
+        return 0 if row is None else row[0]
+
+    # reports
 
     def add(self, items: list[tuple[str, bytes]]) -> list[bool]:
         """Store every ``(collection, sealed)`` in one commit; for each, whether it is new (False:
@@ -117,55 +172,74 @@ class ShufflerStore:
         ).fetchone()
         return count
 
-    def release(self, collection_id: str) -> int | None:
-        """Draw a batch of every waiting report of the collection, in a uniformly random order, if
-        there are at least its ``min_batch``; returns the batch's id, or None."""
-        pinned = self.collection(collection_id)
+    def waiting_all(self) -> dict[str, int]:
+        """Reports not yet in a batch, per collection with any."""
+        return dict(
+            self.db.execute(
+                "SELECT collection, COUNT(*) FROM reports WHERE sealed IS NOT NULL GROUP BY collection"
+            ).fetchall()
+        )
+
+    # batches
+
+    def release(self, collection_id: str, floor: int, cap: int, dummies: list[list[bytes]]) -> list[int]:
+        """Draw batches of the collection's waiting reports, in one transaction: at most
+        ``len(dummies)`` batches, each of at least ``floor`` and at most ``cap`` people's reports
+        and the dummies ``dummies[b]``, in a uniformly random order; returns their ids (none when
+        fewer than ``floor`` wait). Reports left out wait for the next release."""
+        random = secrets.SystemRandom()
+        drawn = []
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
             rows = self.db.execute(
                 "SELECT digest, sealed FROM reports WHERE collection = ? AND sealed IS NOT NULL", (collection_id,)
             ).fetchall()
-            if pinned is None or len(rows) < pinned.min_batch:
-                return None
-            secrets.SystemRandom().shuffle(rows)
-            batch = self.db.execute("INSERT INTO batches (collection) VALUES (?)", (collection_id,)).lastrowid
-            self.db.executemany(
-                "INSERT INTO batch_reports (batch, position, sealed) VALUES (?, ?, ?)",
-                ((batch, position, sealed) for position, (_, sealed) in enumerate(rows)),
-            )
-            self.db.executemany(
-                "UPDATE reports SET sealed = NULL WHERE collection = ? AND digest = ?",
-                ((collection_id, digest) for digest, _ in rows),
-            )
-        return batch
+            random.shuffle(rows)
+            for people, blanket in zip(split(rows, floor, cap, len(dummies)), dummies):
+                sealed = [s for _, s in people] + list(blanket)
+                random.shuffle(sealed)
+                batch = self.db.execute(
+                    "INSERT INTO batches (name, collection, people, dummies) VALUES (?, ?, ?, ?)",
+                    (secrets.token_hex(16), collection_id, len(people), len(blanket)),
+                ).lastrowid
+                self.db.executemany(
+                    "INSERT INTO batch_reports (batch, position, sealed) VALUES (?, ?, ?)",
+                    ((batch, position, item) for position, item in enumerate(sealed)),
+                )
+                self.db.executemany(
+                    "UPDATE reports SET sealed = NULL WHERE collection = ? AND digest = ?",
+                    ((collection_id, digest) for digest, _ in people),
+                )
+                drawn.append(batch)
+        return drawn
 
-    def ready(self) -> list[str]:
-        """Collections with at least their ``min_batch`` reports waiting."""
-        return [
-            row[0]
-            for row in self.db.execute(
-                "SELECT c.id FROM collections c WHERE c.min_batch <= "
-                "(SELECT COUNT(*) FROM reports r WHERE r.collection = c.id AND r.sealed IS NOT NULL)"
-            )
-        ]
+    def in_flight(self, collection_id: str | None = None) -> list[tuple[int, str]]:
+        """Every batch drawn and not yet acknowledged (of one collection if given): ``(batch id,
+        collection)``, oldest first."""
+        if collection_id is None:
+            return self.db.execute("SELECT id, collection FROM batches ORDER BY id").fetchall()
+        return self.db.execute("SELECT id, collection FROM batches WHERE collection = ? ORDER BY id", (collection_id,)).fetchall()
 
-    def in_flight(self) -> list[tuple[int, str]]:
-        """Every batch drawn and not yet acknowledged: ``(batch id, collection)``, oldest first."""
-        return self.db.execute("SELECT id, collection FROM batches ORDER BY id").fetchall()
-
-    def batch(self, batch: int) -> list[bytes]:
-        """A batch's sealed reports in their drawn order."""
-        return [row[0] for row in self.db.execute("SELECT sealed FROM batch_reports WHERE batch = ? ORDER BY position", (batch,))]
+    def batch(self, batch: int) -> Batch:
+        """A drawn batch, its sealed reports in their drawn order."""
+        name, collection, people, dummies = self.db.execute(
+            "SELECT name, collection, people, dummies FROM batches WHERE id = ?", (batch,)
+        ).fetchone()
+        sealed = [row[0] for row in self.db.execute("SELECT sealed FROM batch_reports WHERE batch = ? ORDER BY position", (batch,))]
+        return Batch(batch, name, collection, people, dummies, sealed)
 
     def forwarded(self, batch: int) -> None:
-        """The aggregator acknowledged ``batch``: it leaves the store (its reports' digests stay)."""
+        """The aggregator acknowledged ``batch``: it leaves the store (its people's digests stay)."""
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
-            row = self.db.execute("SELECT collection FROM batches WHERE id = ?", (batch,)).fetchone()
+            row = self.db.execute("SELECT collection, people FROM batches WHERE id = ?", (batch,)).fetchone()
             if row is None:
                 return
-            (count,) = self.db.execute("SELECT COUNT(*) FROM batch_reports WHERE batch = ?", (batch,)).fetchone()
             self.db.execute("DELETE FROM batch_reports WHERE batch = ?", (batch,))
             self.db.execute("DELETE FROM batches WHERE id = ?", (batch,))
-            self.db.execute("UPDATE collections SET forwarded = forwarded + ? WHERE id = ?", (count, row[0]))
+            self.db.execute("UPDATE views SET forwarded = forwarded + ? WHERE id = ?", (row[1], row[0]))
+
+    def scrub(self) -> None:
+        """Copy the write-ahead log into the database and truncate it to nothing: the log holds
+        pages in the order they were written, the database in key order."""
+        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

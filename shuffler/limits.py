@@ -1,0 +1,77 @@
+"""What one party may send the shuffler: reports per address, reports per collection, reports
+waiting per collection, and the request bodies being read at once.
+
+Without them anyone could fill a batch with reports of their own faster than people send theirs
+(60,000 in a second from one address), or hold the shuffler's memory with large bodies. They bound
+what flooding costs; they cannot stop an aggregator with many addresses, which is what the
+shuffler's dummies are for (:mod:`participant.dummies`). Addresses are kept in memory only, for a
+bucket's refill time, never with a report.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from .problems import Problem
+
+
+class Buckets:
+    """A token bucket per key: ``per_second`` tokens a second, at most ``burst`` saved; 0 is no limit."""
+
+    MAX_KEYS = 100_000
+
+    def __init__(self, per_second: float, burst: float, clock=time.monotonic):
+        self.rate, self.capacity, self.clock = float(per_second), float(max(burst, 1)), clock
+        self.buckets: dict[str, tuple[float, float]] = {}
+
+    def take(self, key: str, count: int = 1) -> float:
+        """Spend ``count`` tokens of ``key``'s bucket; 0 when allowed, else the seconds to wait."""
+        if self.rate <= 0:
+            return 0.0
+        now = self.clock()
+        tokens, last = self.buckets.get(key, (self.capacity, now))
+        tokens = min(self.capacity, tokens + (now - last) * self.rate)
+        if count > tokens:
+            self.buckets[key] = (tokens, now)
+            return math.inf if count > self.capacity else (count - tokens) / self.rate
+        self.buckets[key] = (tokens - count, now)
+        if len(self.buckets) > self.MAX_KEYS:  # forget the full ones
+            self.buckets = {k: (t, s) for k, (t, s) in self.buckets.items() if t + (now - s) * self.rate < self.capacity}
+        return 0.0
+
+
+class Limits:
+    """The shuffler's limits (see the module's text), from its settings."""
+
+    def __init__(self, settings):
+        self.settings = settings
+        self.addresses = Buckets(settings.per_address / 60.0, settings.per_address)
+        self.collections = Buckets(settings.per_collection, settings.per_collection)
+        self.reading = 0  # bytes of request bodies being read now
+
+    def admit(self, address: str, collection_id: str, count: int, waiting: int) -> None:
+        """Raise :class:`Problem` (429) unless ``count`` more reports from ``address`` to a
+        collection with ``waiting`` reports waiting are within the limits; spends their tokens."""
+        if waiting + count > self.settings.max_waiting:
+            raise Problem(429, f"{waiting:,} reports of {collection_id!r} wait for a batch already, the most this shuffler keeps; retry later", 5.0)
+        wait = self.addresses.take(address, count)
+        if wait:
+            raise Problem(429, f"too many reports from this address (at most {self.settings.per_address} a minute)", _seconds(wait))
+        wait = self.collections.take(collection_id, count)
+        if wait:
+            raise Problem(429, f"too many reports to {collection_id!r} (at most {self.settings.per_collection:g} a second)", _seconds(wait))
+
+    def reserve(self, size: int) -> None:
+        """Count ``size`` bytes of a body about to be read; 503 when the bodies being read would
+        pass :attr:`~Settings.max_reading`. Give them back with :meth:`release`."""
+        if self.reading + size > self.settings.max_reading:
+            raise Problem(503, "the shuffler is reading as much as it will at once; retry shortly", 1.0)
+        self.reading += size
+
+    def release(self, size: int) -> None:
+        self.reading -= size
+
+
+def _seconds(wait: float) -> float:
+    return 60.0 if math.isinf(wait) else max(1.0, math.ceil(wait))

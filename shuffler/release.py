@@ -1,0 +1,140 @@
+"""Releasing batches and forwarding them: one round every ``interval`` seconds, whatever arrived.
+
+A round, for every collection with a pinned view and at least its floor of reports waiting:
+
+1. the floor is the larger of the view's and the shuffler's own ``--min-batch`` *now*, and the
+   dummies the larger of the view's and its ``--dummies`` now (a restart with larger ones holds);
+2. the batches are sized to the aggregator's published request limits (``GET /limits``): each
+   batch is one request, so that its people hide among the whole batch, never a part of it;
+3. each batch's dummies are drawn by the collection's own randomiser through the device's code
+   (:func:`participant.dummies.draw_dummies`, the operating system's CSPRNG), packed and sealed
+   under the view like a device's report, off the event loop;
+4. the store draws the batches in one transaction (:meth:`~shuffler.store.ShufflerStore.release`).
+
+Then every batch not yet acknowledged is forwarded, each collection on its own (one that the
+aggregator refuses or cannot take never delays another's), its batches oldest first:
+``{"batch", "size", "dummies", "view": {"min_batch", "dummies"}, "reports"}`` with the shuffler's
+token. A batch acknowledged leaves the store, and the store's log is scrubbed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import aiohttp
+import msgpack
+
+from participant.dummies import draw_dummies
+from participant.randomness import SecureGenerator
+from participant.sealing import seal, sealed_length
+from participant.view import ShuffledView
+from participant.wire import pack_report
+
+from .problems import Problem
+from .views import people_per_batch
+
+log = logging.getLogger("shuffler")
+MSGPACK = "application/msgpack"
+
+
+def sealed_dummies(view: ShuffledView, count: int) -> list[bytes]:
+    """``count`` dummy reports of ``view``'s collection, sealed under it as a device seals."""
+    spec = view.spec
+    return [seal(pack_report(report, spec), view) for report in draw_dummies(spec, count, SecureGenerator())]
+
+
+class Releaser:
+    """The release rounds of one shuffler: its settings, its store (through ``call``) and views,
+    and the aggregator's ``session``."""
+
+    def __init__(self, call, store, views, settings):
+        self.call, self.store, self.views, self.settings = call, store, views, settings
+        self.session: aiohttp.ClientSession | None = None
+        self.failures: dict[str, str] = {}  # per collection: why its last forward failed
+        self.on_release = lambda collection_id: None  # told of every collection batches were drawn of
+
+    def floor(self, view: ShuffledView) -> tuple[int, int]:
+        """The floor and dummies a batch of ``view``'s collection is held to now."""
+        return max(view.min_batch, self.settings.min_batch), max(view.dummies, self.settings.dummies)
+
+    async def release(self, view: ShuffledView, waiting: int) -> list[int]:
+        """Draw the collection's batches if ``waiting`` reports make at least one; their ids."""
+        floor, dummies = self.floor(view)
+        if waiting < floor:
+            return []
+        room = people_per_batch(await self.views.aggregator_limits(), sealed_length(view.spec), dummies)
+        if room < floor:
+            self.failures[view.collection] = (
+                f"a batch of {floor} reports and {dummies} dummies no longer fits in one request to the aggregator"
+            )
+            log.error("collection %s: %s", view.collection, self.failures[view.collection])
+            return []
+        count = max(1, min(-(-waiting // room), waiting // floor))
+        loop = asyncio.get_running_loop()
+        blankets = [await loop.run_in_executor(None, sealed_dummies, view, dummies) for _ in range(count)]
+        drawn = await self.call(self.store.release, view.collection, floor, room, blankets)
+        self.on_release(view.collection)
+        return drawn
+
+    async def round(self) -> None:
+        """Release what is due, then forward every batch not yet acknowledged."""
+        for collection_id, waiting in (await self.call(self.store.waiting_all)).items():
+            try:
+                view = await self.views.get(collection_id)
+                await self.release(view, waiting)
+            except Problem as problem:
+                log.warning("collection %s: no batch drawn (%s)", collection_id, problem)
+        by_collection: dict[str, list[int]] = {}
+        for batch, collection_id in await self.call(self.store.in_flight):
+            by_collection.setdefault(collection_id, []).append(batch)
+        sent = await asyncio.gather(*(self._forward_all(cid, batches) for cid, batches in by_collection.items()))
+        if any(sent):
+            await self.call(self.store.scrub)
+
+    async def _forward_all(self, collection_id: str, batches: list[int]) -> bool:
+        """Forward a collection's batches oldest first, stopping at the first the aggregator does
+        not acknowledge; whether any was acknowledged."""
+        acknowledged = False
+        for batch_id in batches:
+            batch = await self.call(self.store.batch, batch_id)
+            view = await self.views.get(collection_id)
+            if not await self._forward(view, batch):
+                break
+            await self.call(self.store.forwarded, batch_id)
+            self.failures.pop(collection_id, None)
+            acknowledged = True
+            log.info("forwarded a batch of %d reports (%d dummies) of %s", len(batch.sealed), batch.dummies, collection_id)
+        return acknowledged
+
+    async def _forward(self, view: ShuffledView, batch) -> bool:
+        """Send one batch to the aggregator; whether it was acknowledged."""
+        url = f"{self.settings.aggregator}/collections/{view.collection}/shuffled"
+        headers = {"Authorization": f"Bearer {self.settings.token}", "Content-Type": MSGPACK, "Accept": MSGPACK}
+        body = msgpack.packb({
+            "batch": batch.name, "size": len(batch.sealed), "dummies": batch.dummies,
+            "view": {"min_batch": view.min_batch, "dummies": view.dummies}, "reports": batch.sealed,
+        })  # fmt: skip
+        try:
+            async with self.session.post(url, data=body, headers=headers, allow_redirects=False) as answer:
+                text = await answer.read()
+                if 200 <= answer.status < 300:
+                    return True
+                reason = f"the aggregator answered {answer.status}: {text[:300].decode(errors='replace')}"
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            reason = f"the aggregator cannot be reached ({type(exc).__name__})"
+        self.failures[view.collection] = reason
+        log.warning("collection %s: %s; retrying next round", view.collection, reason)
+        return False
+
+    async def run(self) -> None:
+        """A round every ``interval`` seconds, on the clock, until cancelled."""
+        loop = asyncio.get_running_loop()
+        next_round = loop.time()
+        while True:
+            next_round += self.settings.interval
+            try:
+                await self.round()
+            except Exception:  # noqa: BLE001 (a failed round is logged; the next one retries)
+                log.exception("a release round failed")
+            await asyncio.sleep(max(0.0, next_round - loop.time()))
