@@ -272,8 +272,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.spec or args.collection or args.via == "http" or args.budget != "one-report":
             parser.error("--central-eps simulates shuffled reports in this process: not with --spec, --collection, "
                          "--via http (a shuffled collection follows its spec) or --budget")  # fmt: skip
-    elif args.delta is not None:
-        parser.error("--delta goes with --central-eps")
+    elif args.delta is not None or args.flooded_eps is not None or args.dummies is not None:
+        parser.error("--delta, --flooded-eps and --dummies go with --central-eps")
     if args.spec:
         return run_spec(parser, args)
     if args.collection:
@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
 
     shuffled = None
     if args.central_eps is not None:
-        shuffled = shuffled_for(args.central_eps, training_people(data), args.delta)
+        shuffled = shuffled_for(args.central_eps, training_people(data), args.delta, args.dummies, args.flooded_eps)
         args.eps = shuffled.local
     try:
         X_first, _, y_first, y_test = split(data, args.seed)
@@ -340,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.mode,
                 args.class_share,
                 args.log_loss,
+                shuffled.dummies if shuffled is not None else 0,
             )
             for r in tqdm(range(args.reps), desc=f"{data.name} {args.protocol} eps={args.eps:g}", delay=1.0, unit="rep")
         ]
@@ -408,9 +409,15 @@ def learned(results: list, estimator: str, data, args, setup=None, search: bool 
         print("the model does not beat the constant classifier: estimating the people it would need…", file=sys.stderr)
         epsilon = args.eps
         if getattr(args, "central_eps", None) is not None:  # a larger collection may report at a larger local ε
-            epsilon = lambda people: shuffled_for(args.central_eps, people, args.delta).local  # noqa: E731
+            epsilon = shuffled_rule(args)
         out["people_needed"] = people_needed(data, args.protocol, epsilon, estimator, setup, args.seed)
     return out
+
+
+def shuffled_rule(args):
+    """How a shuffled collection of ``people`` reports, as the command line asked (a function of
+    the people: the default dummies grow with them, and so may the local ε)."""
+    return lambda people: shuffled_for(args.central_eps, people, args.delta, args.dummies, args.flooded_eps)  # noqa: E731
 
 
 def verdict_line(summary: dict) -> str | None:

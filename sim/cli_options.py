@@ -202,40 +202,69 @@ def add_central_options(parser: argparse.ArgumentParser, many: bool = False) -> 
         "instead of --eps",
     )
     group.add_argument(
+        "--flooded-eps", type=number(1e-6, 50), metavar="E",
+        help="with --central-eps: also meet E against an aggregator that sends the shuffler every other report of a "
+        "person's batch (the person's report among the shuffler's dummies alone)",
+    )  # fmt: skip
+    group.add_argument(
+        "--dummies", type=number(0, 10**9, whole=True), metavar="M",
+        help="with --central-eps: the shuffler's dummy reports in the batch (default: the default share of the people "
+        "reporting, protocols.shuffling.DUMMY_SHARE)",
+    )  # fmt: skip
+    group.add_argument(
         "--delta", type=number(1e-300, 0.5), metavar="D", help="with --central-eps: delta (default 1/(10 n), n the people reporting)"
     )
 
 
 @dataclass(frozen=True)
 class Shuffled:
-    """A collection of ``people`` reports shuffled together: ``local`` ε each (what a person
-    spends), ``central`` ε at ``delta`` against the aggregator alone."""
+    """A collection of ``people`` reports shuffled together with a shuffler's ``dummies``:
+    ``local`` ε each (what a person spends), ``central`` ε at ``delta`` against the aggregator
+    alone when the batch's others are people, ``flooded`` ε when the aggregator wrote them all
+    (the person's report among the dummies alone)."""
 
     people: int
     local: float
     central: float
     delta: float
+    dummies: int = 0
+    flooded: float | None = None
 
     def fields(self) -> dict:
         """The JSON fields every command prints for it."""
-        return {"local_epsilon": self.local, "central_epsilon": self.central, "delta": self.delta}
+        return {
+            "local_epsilon": self.local, "central_epsilon": self.central, "delta": self.delta, "dummies": self.dummies,
+            "flooded_epsilon": self.flooded,
+        }  # fmt: skip
 
     def describe(self) -> str:
+        flooded = (
+            f"; ({self.flooded:.3g}, {self.delta:.2g})-DP against an aggregator that floods the batch (among the "
+            f"{self.dummies} dummies alone)" if self.dummies else "; no amplification against an aggregator that floods "
+            "the batch (no dummies)"
+        )
         return (
-            f"shuffled: {self.people} reports at local eps={self.local:.4g} each are ({self.central:g}, "
-            f"{self.delta:.2g})-DP against the aggregator alone"
+            f"shuffled: {self.people} reports at local eps={self.local:.4g} each, with {self.dummies} dummies, are "
+            f"({self.central:.3g}, {self.delta:.2g})-DP against the aggregator alone{flooded}"
         )
 
 
-def shuffled_for(central: float, people: int, delta: float | None = None) -> Shuffled:
-    """The largest local ε whose ``people`` shuffled reports are (``central``, ``delta``)-DP
-    (δ by :func:`protocols.shuffling.default_delta` when None), capped at the largest ε a spec takes."""
+def shuffled_for(
+    central: float, people: int, delta: float | None = None, dummies: int | None = None, flooded: float | None = None
+) -> Shuffled:
+    """The largest local ε whose ``people`` reports, shuffled with ``dummies`` dummies (None: the
+    default share, :func:`protocols.shuffling.default_dummies`), are (``central``, ``delta``)-DP
+    against the aggregator alone and, given ``flooded``, (``flooded``, ``delta``)-DP against one
+    that floods the batch (δ by :func:`protocols.shuffling.default_delta` when None), capped at
+    the largest ε a spec takes."""
     from participant.spec import EPSILON_RANGE
-    from protocols.shuffling import default_delta, largest_local_epsilon
+    from protocols.shuffling import default_delta, default_dummies, guarantees, local_epsilon_for
 
     delta = default_delta(people) if delta is None else delta
-    local = min(largest_local_epsilon(central, people, delta, ceiling=EPSILON_RANGE[1]), EPSILON_RANGE[1])
-    return Shuffled(people, local, central, delta)
+    dummies = default_dummies(people) if dummies is None else int(dummies)
+    local = local_epsilon_for(central, people, dummies, delta, flooded, ceiling=EPSILON_RANGE[1])
+    found = guarantees(local, people, dummies, delta)
+    return Shuffled(people, local, found["people"], delta, dummies, found["flooded"])
 
 
 def training_people(data: Dataset) -> int:

@@ -66,8 +66,9 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0, knn: int =
     most common training class (shape ``(reps,)``: the constant classifier every model must beat). Numerical data sets use their declared bounds: Gaussian NB and the
     SVM on the values, the tree on equal-width bins, our LDP model on the paper's bins. ``knn`` > 0
     adds the private k-NN classifier with that k (categorical data sets; slow on large ones).
-    ``shuffled`` (central ε → each person's local ε) adds our model on shuffled reports: at each
-    ε of the axis, the local ε whose shuffled reports are that ε against the aggregator alone."""
+    ``shuffled`` (central ε → a :class:`~sim.cli_options.Shuffled`) adds our model on shuffled
+    reports: at each ε of the axis, the local ε (and the shuffler's dummies) whose shuffled reports
+    are that ε against the aggregator alone."""
     from tqdm import tqdm
 
     from .baselines import DPSVM, DPDecisionTree, DPGaussianNB, DPNaiveBayes, DPRadiusNeighbours
@@ -96,7 +97,9 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0, knn: int =
                     lambda eps, rng: DPSVM(eps, None, k, rng=rng, bounds=bounds).fit(Xtr, ytr).score(Xte, yte),
                     lambda eps, rng: SmoothSensitivityNB(eps, bounds, k, rng=rng).fit(Xtr, ytr).score(Xte, yte),
                 ]
-                ours = lambda eps: run_once(dataset, "auto", eps, s, ("normsub",), mode="fast", log_loss=False)  # noqa: E731
+                ours = lambda eps, dummies=0: run_once(  # noqa: E731
+                    dataset, "auto", eps, s, ("normsub",), mode="fast", log_loss=False, dummies=dummies
+                )
             else:
                 runner = runner_for(dataset)
                 train, test, _ = runner.split(s)
@@ -119,7 +122,9 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0, knn: int =
                             .score(X[test], y[test])
                         )
                     )
-                ours = lambda eps: runner.run("auto", eps, s, ("normsub",), mode="fast", log_loss=False)  # noqa: E731
+                ours = lambda eps, dummies=0: runner.run(  # noqa: E731
+                    "auto", eps, s, ("normsub",), mode="fast", log_loss=False, dummies=dummies
+                )
             first = ours(epsilons[0])
             nonprivate[names[0]][r], majority[r] = first.nonprivate_accuracy, first.majority_accuracy
             central = names[len(ours_names):]
@@ -131,7 +136,7 @@ def compare(dataset, epsilons: list[float], reps: int, seed: int = 0, knn: int =
             for e, eps in enumerate(epsilons):
                 accuracy[names[0]][e, r] = ours(eps).accuracy["normsub"]
                 if shuffled:
-                    accuracy[SHUFFLED[0]][e, r] = ours(shuffled[eps]).accuracy["normsub"]
+                    accuracy[SHUFFLED[0]][e, r] = ours(shuffled[eps].local, shuffled[eps].dummies).accuracy["normsub"]
                 rng = np.random.default_rng([s, e])
                 for name, fit in zip(central, baselines):
                     accuracy[name][e, r] = fit(eps, rng)
@@ -247,11 +252,11 @@ def main(argv: list[str]) -> int:
             parser.error("--eps and --central-eps: give one (the axis is then the central epsilon)")
         eps_values = args.central_eps
         people = training_people(data)
-        shuffled = {e: shuffled_for(e, people, args.delta).local for e in eps_values}
+        shuffled = {e: shuffled_for(e, people, args.delta, args.dummies, args.flooded_eps) for e in eps_values}
         for e in eps_values:
-            print(f"central eps={e:g}: {shuffled_for(e, people, args.delta).describe()}", file=sys.stderr)
-    elif args.delta is not None:
-        parser.error("--delta goes with --central-eps")
+            print(f"central eps={e:g}: {shuffled[e].describe()}", file=sys.stderr)
+    elif args.delta is not None or args.flooded_eps is not None or args.dummies is not None:
+        parser.error("--delta, --flooded-eps and --dummies go with --central-eps")
     if args.knn and data.continuous:
         parser.error("--knn applies to the categorical data sets")
     out = output_folder(parser, args.out)

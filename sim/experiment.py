@@ -13,6 +13,7 @@ from aggregator.estimation.model import one_hot
 from aggregator.estimation.reduction import fit_projection
 from participant import CollectionSpec, Feature, choose_inputs, encode_features, encode_labels, population_inputs
 from participant.continuous import ContinuousFeature, Preparation
+from participant.dummies import dummy_states
 from participant.reporting import PerturbedInputs, perturb_population
 from protocols import DEFAULT_THETA, simulate_states
 
@@ -155,6 +156,21 @@ def simulate_collection(
     return stats
 
 
+def with_dummies(stats: CollectionStatistics, dummies: int, seed: int) -> CollectionStatistics:
+    """``stats`` with a shuffler's ``dummies`` dummy reports added (drawn exactly,
+    :func:`participant.dummies.dummy_states`, from a generator of their own, so that the people's
+    reports of a seed are the same draws with any number of dummies) and counted as such."""
+    if dummies:
+        rng = np.random.default_rng((seed, DUMMY_STREAM))
+        stats.states = [a + b for a, b in zip(stats.states, dummy_states(stats.spec, dummies, rng))]
+        stats.dummies = float(dummies)
+    return stats
+
+
+# The generator stream a seed's dummies are drawn from, apart from its people's.
+DUMMY_STREAM = 0x64756D6D
+
+
 def collect(
     spec: CollectionSpec, X_train, y_train, rng, mode: str = "replay", class_share: float | None = None
 ) -> CollectionStatistics:
@@ -229,16 +245,20 @@ def run_once(
     mode: str = "replay",
     class_share: float | None = None,
     log_loss: bool = False,
+    dummies: int = 0,
 ) -> RunResult:
     """One repetition: a random 80/20 split and one collection, scored by every named estimator
     on the same reports. Deterministic given ``seed``. ``class_share``: the share of people who
     report the class input (None: uniform over the inputs). Without ``log_loss`` the result scores
-    accuracy alone, and its models skip the temperature's bootstrap."""
+    accuracy alone, and its models skip the temperature's bootstrap. ``dummies``: a shuffler's
+    dummy reports added to the collection (:func:`with_dummies`)."""
     if not dataset.continuous:
-        return runner_for(dataset).run(protocol, epsilon, seed, estimators, theta, budget, mode, class_share, log_loss)
+        return runner_for(dataset).run(
+            protocol, epsilon, seed, estimators, theta, budget, mode, class_share, log_loss, dummies
+        )
     X_train, X_test, y_train, y_test = split(dataset, seed)
     spec = spec_for(dataset, protocol, epsilon, theta, setup, X_train, y_train, budget)
-    stats = collect(spec, X_train, y_train, np.random.default_rng(seed), mode, class_share)
+    stats = with_dummies(collect(spec, X_train, y_train, np.random.default_rng(seed), mode, class_share), dummies, seed)
     return scored(spec, stats, seed, estimators, X_train, X_test, y_train, y_test, log_loss)
 
 
@@ -357,19 +377,20 @@ class Runner:
         return stats
 
     def statistics(
-        self, setting: Setting, seed: int, mode: str = "replay", class_share: float | None = None
+        self, setting: Setting, seed: int, mode: str = "replay", class_share: float | None = None, dummies: int = 0
     ) -> CollectionStatistics:
         """The aggregate of repetition ``seed``'s collection under ``setting``: its training rows
         each send one report (or what the budget says), drawn from ``default_rng(seed)``, the class
-        input by a ``class_share`` of them (None: uniform over the inputs)."""
+        input by a ``class_share`` of them (None: uniform over the inputs), and a shuffler's
+        ``dummies`` (:func:`with_dummies`)."""
         spec = self.spec(*setting)
         train, _, _ = self.split(seed)
         rng = np.random.default_rng(seed)
         if mode == "fast":
-            return self._fast_statistics(spec, seed, rng, class_share)
+            return with_dummies(self._fast_statistics(spec, seed, rng, class_share), dummies, seed)
         labels = self.labels[train]
         inputs = [labels, *(self.codes[train] * self.k + labels[:, None]).T]
-        return simulate_collection(spec, inputs, rng, mode, class_share)
+        return with_dummies(simulate_collection(spec, inputs, rng, mode, class_share), dummies, seed)
 
     def run(
         self,
@@ -382,10 +403,11 @@ class Runner:
         mode: str = "replay",
         class_share: float | None = None,
         log_loss: bool = False,
+        dummies: int = 0,
     ) -> RunResult:
         """Repetition ``seed`` of one setting (:meth:`run_many` with one setting)."""
         setting = (protocol, epsilon, theta, budget)
-        return self.run_many([setting], seed, estimators, mode, log_loss, class_share)[0]
+        return self.run_many([setting], seed, estimators, mode, log_loss, class_share, dummies)[0]
 
     def run_many(
         self,
@@ -395,17 +417,19 @@ class Runner:
         mode: str = "replay",
         log_loss: bool = False,
         class_share: float | None = None,
+        dummies: int = 0,
     ) -> list[RunResult]:
         """Repetition ``seed`` of each of ``settings`` (one :class:`RunResult` each, in order), every
         one the same draws as run alone. They share the seed's split, so every estimator's model of
         every setting is scored on the test rows in one product. Without ``log_loss`` the results'
         ``log_loss`` stays empty (its exponentials cost a third of the scoring). ``class_share``:
-        the share of people who report the class input (None: uniform over the inputs)."""
+        the share of people who report the class input (None: uniform over the inputs);
+        ``dummies``: a shuffler's dummy reports added to every collection."""
         train, test, nonprivate = self.split(seed)
         # Without log-loss only predictions are scored, which no temperature changes.
         temperature = None if log_loss else 1.0
         models = [
-            build_model(self.statistics(setting, seed, mode, class_share), name, temperature)
+            build_model(self.statistics(setting, seed, mode, class_share, dummies), name, temperature)
             for setting in settings
             for name in estimators
         ]

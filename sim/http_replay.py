@@ -23,7 +23,7 @@ from tqdm import tqdm
 from aggregator import model_from_dict
 from aggregator.service.keys import Config
 from participant.client import AsyncClient, Published
-from participant.errors import ClientError, SpecError
+from participant.errors import ClientError, ParticipantError, SpecError
 from participant.reporting import PerturbedInputs, Report
 from participant.spec import CollectionSpec
 from participant.wire import pack_report
@@ -179,12 +179,31 @@ async def forwarded(session, shuffler: str, collection_id: str, sent: int, timeo
     while time.monotonic() < deadline:
         async with session.get(f"{shuffler}/collections/{collection_id}") as r:
             state = await r.json(content_type=None)
-        if state.get("forwarded", 0) >= sent:
+        left = sent - state.get("forwarded", 0)
+        if left <= 0:
             return ""
-        if 0 < state.get("waiting", 0) < state.get("min_batch", 0) and state.get("forwarded", 0) + state["waiting"] >= sent:
-            return f"{state['waiting']} reports wait at the shuffler for a batch of {state['min_batch']}"
+        if left < state.get("min_batch", 0):  # too few for a batch: nothing more will leave
+            return f"{left} reports wait at the shuffler for a batch of {state['min_batch']}"
         await asyncio.sleep(0.2)
     raise ReplayError(f"the shuffler at {shuffler} did not forward the reports within {timeout:g} s")
+
+
+async def shuffled_view(shuffler: str, collection_id: str, uid: str, spec: CollectionSpec):
+    """The collection's view as the shuffler its spec names pinned it, checked against what the
+    aggregator published (the simulated devices trust that shuffler, as an app would pin it)."""
+    from participant.view import ShuffledView
+
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{shuffler}/collections/{collection_id}/view") as r:
+            data = await r.json(content_type=None)
+            if r.status != 200:
+                raise ReplayError(f"the shuffler at {shuffler} has no view of {collection_id!r}: {data.get('error')}")
+    try:
+        view = ShuffledView.from_dict(data)
+        view.check_published(collection_id, uid, spec.fingerprint)
+    except ParticipantError as exc:
+        raise ReplayError(f"collection {collection_id!r}: {exc}") from None
+    return view
 
 
 async def published(url: str, collection_id: str) -> tuple[CollectionSpec, bool, str]:
@@ -252,7 +271,8 @@ def replay_into(
         except SpecError as exc:
             raise ReplayError(f"collection {collection_id!r}: {exc}") from None
         shuffler = spec.shuffle.url.rstrip("/")
-        bodies = [seal(body, spec, uid) for body in bodies]
+        view = asyncio.run(shuffled_view(shuffler, collection_id, uid, spec))
+        bodies = [seal(body, view) for body in bodies]
 
     async def send() -> tuple:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=clients)) as session:

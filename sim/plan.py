@@ -95,12 +95,13 @@ def plan_class_share(
     people: int | None = None,
     z: float = Z,
     progress: bool = False,
+    dummies: int = 0,
 ) -> SharePlan:
     """The :class:`SharePlan` for a collection under ``protocol`` at ``epsilon`` (one report per
     person) of a population like ``sample``: ``reps`` repetitions (seeds ``seed, seed + 1, …``,
     fast mode) at the uniform choice and each of ``shares``, scored with ``estimator``; with
     ``people``, of that many participants drawn from the sample (:func:`population`), else of the
-    sample's own training splits."""
+    sample's own training splits; with ``dummies``, a shuffler's dummy reports in each collection."""
     from tqdm import tqdm
 
     from .experiment import run_once, spec_for
@@ -117,7 +118,7 @@ def plan_class_share(
         runs = []
         for r in range(reps):
             # Accuracy alone is compared, so the models skip the temperature's bootstrap.
-            options = {"setup": setup, "mode": "fast", "class_share": share, "log_loss": False}
+            options = {"setup": setup, "mode": "fast", "class_share": share, "log_loss": False, "dummies": dummies}
             runs.append(run_once(data, protocol, epsilon, seed + r, estimators, **options))
             bar.update()
         n_train = runs[0].n_train
@@ -159,7 +160,7 @@ def people_line(sample: Dataset, args, setup, plan: SharePlan, shuffled) -> Peop
         return PeopleVerdict(line, fields)
     epsilon = args.eps
     if shuffled is not None:  # a larger collection may report at a larger local ε
-        epsilon = lambda people: shuffled_for(args.central_eps, people, args.delta).local  # noqa: E731
+        epsilon = lambda people: shuffled_for(args.central_eps, people, args.delta, args.dummies, args.flooded_eps)  # noqa: E731
     needed = people_needed(sample, args.protocol, epsilon, "normsub", setup, args.seed)
     fields["people_needed"] = needed
     if needed is None:
@@ -260,14 +261,15 @@ def main(argv: list[str]) -> int:
     if args.central_eps is not None:
         if args.eps is not None:
             parser.error("--eps and --central-eps: give one (with --central-eps each person's epsilon follows)")
-        shuffled = shuffled_for(args.central_eps, args.people or training_people(sample), args.delta)
+        people = args.people or training_people(sample)
+        shuffled = shuffled_for(args.central_eps, people, args.delta, args.dummies, args.flooded_eps)
         args.eps = shuffled.local
-    elif args.delta is not None:
-        parser.error("--delta goes with --central-eps")
+    elif args.delta is not None or args.flooded_eps is not None or args.dummies is not None:
+        parser.error("--delta, --flooded-eps and --dummies go with --central-eps")
     args.eps = 1.0 if args.eps is None else args.eps
     plan = plan_class_share(
         sample, args.protocol, args.eps, args.shares, args.reps, args.seed, setup, people=args.people,
-        progress=not args.json,
+        progress=not args.json, dummies=shuffled.dummies if shuffled is not None else 0,
     )  # fmt: skip
     people = people_line(sample, args, setup, plan, shuffled)
     if args.json:

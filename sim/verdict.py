@@ -65,15 +65,19 @@ def people_needed(data, protocol: str, epsilon, estimator: str, setup=None, seed
     ``sim plan`` draws them) give a model that beats the constant classifier by more than one
     standard error; None when none of them does (more people do not help at this ε, or not
     within 256 times the data). ``epsilon`` is each person's ε, or a function of the number of
-    people giving it (shuffled reports: a larger collection reports at a larger local ε)."""
+    people giving it, or giving how they are shuffled (a :class:`~sim.cli_options.Shuffled`: a
+    larger collection reports at a larger local ε, with more dummies)."""
     from .experiment import run_once, test_rows
 
     for factor in PEOPLE_FACTORS:
         people = int(len(data.y) * 0.8 * factor)
         grown = population(data, people, seed)
         local = epsilon(people) if callable(epsilon) else epsilon
+        dummies = 0
+        if hasattr(local, "dummies"):
+            local, dummies = local.local, local.dummies
         runs = [
-            run_once(grown, protocol, local, seed + r, (estimator,), setup=setup, mode="fast")
+            run_once(grown, protocol, local, seed + r, (estimator,), setup=setup, mode="fast", dummies=dummies)
             for r in range(PEOPLE_REPS)
         ]
         found = verdict(
