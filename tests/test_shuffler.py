@@ -21,6 +21,7 @@ from scipy import stats
 from aggregator.service.app import start_site
 from participant import AsyncClient, CollectionSpec, Feature, Participant, SpecError
 from participant.sealing import open_sealed, seal, sealed_length
+from participant.view import ShuffledView
 from participant.wire import pack_report
 
 from .servers import ADMIN, AUTH, Server, ShufflerProcess, free_port, token_file
@@ -37,9 +38,13 @@ def call(url: str, method: str = "GET", body: dict | None = None, headers: dict 
         return json.load(answer)
 
 
-def create(server: Server, cid: str, shuffler: str, token: str, min_batch: int, spec: CollectionSpec = SPEC) -> CollectionSpec:
-    """A shuffled collection; its spec as published (the service adds the shuffler and its key)."""
-    body = {"spec": spec.to_dict(), "id": cid, "min_reports": 1, "shuffler": {"url": shuffler, "token": token, "min_batch": min_batch}}
+def create(
+    server: Server, cid: str, shuffler: str, token: str, min_batch: int, spec: CollectionSpec = SPEC, dummies: int = 0
+) -> CollectionSpec:
+    """A shuffled collection (no dummies unless asked: counts are then the people's); its spec as
+    published (the service adds the shuffler and its key)."""
+    block = {"url": shuffler, "token": token, "min_batch": min_batch, "dummies": dummies}
+    body = {"spec": spec.to_dict(), "id": cid, "min_reports": 1, "shuffler": block}
     call(f"{server.url}/collections", "POST", body, AUTH)
     return CollectionSpec.from_dict(call(f"{server.url}/collections/{cid}")["spec"])
 
@@ -67,10 +72,11 @@ def shuffled(tmp_path):
     server.stop()
 
 
-async def submit_all(url: str, cid: str, records: list[dict], tmp_path) -> list[str]:
+async def submit_all(url: str, cid: str, records: list[dict], tmp_path, shuffler: str) -> list[str]:
+    """Each record from a device of its own (its own ledger), pinning ``shuffler``."""
     out = []
     for i, record in enumerate(records):
-        async with AsyncClient(url, ledger=tmp_path / f"device{i}.json", pace=0.001, backoff=0.01) as device:
+        async with AsyncClient(url, ledger=tmp_path / f"device{i}.json", pace=0.001, backoff=0.01, shuffler=shuffler) as device:
             out.append(await device.submit(cid, record))
     return out
 
@@ -78,24 +84,26 @@ async def submit_all(url: str, cid: str, records: list[dict], tmp_path) -> list[
 async def test_python_and_node_devices_report_through_the_shuffler_only_in_batches_of_min_batch(shuffled, built, tmp_path):
     server, shuffler, token = shuffled
     create(server, "py", shuffler.url, token, min_batch=10)
-    assert await submit_all(server.url, "py", [RECORD] * 9, tmp_path) == ["accepted"] * 9
+    assert await submit_all(server.url, "py", [RECORD] * 9, tmp_path, shuffler.url) == ["accepted"] * 9
     await asyncio.sleep(1.5)  # five release rounds: nine reports are not a batch of ten
-    assert counted(server, "py") == 0 and call(f"{shuffler.url}/collections/py")["waiting"] == 9
-    assert await submit_all(server.url, "py", [RECORD], tmp_path / "tenth") == ["accepted"]
+    assert counted(server, "py") == 0 and call(f"{shuffler.url}/collections/py")["waiting"] == 0  # told in steps of 10
+    assert await submit_all(server.url, "py", [RECORD], tmp_path / "tenth", shuffler.url) == ["accepted"]
     await asyncio.to_thread(wait_for, lambda: counted(server, "py") == 10)
     status = call(f"{server.url}/collections/py/status", headers=AUTH)
-    assert status["shuffler"] == {"url": shuffler.url, "waiting": 0, "min_batch": 10}
+    assert status["shuffler"] == {"url": shuffler.url, "waiting": 0, "step": 10, "min_batch": 10, "dummies": 0, "forwarded": 10}
+    assert status["batches"] == {"batches": 1, "reports": 10, "dummies": 0, "junk": 0, "smallest": 10}
     # A report sent to the aggregator directly is refused, naming the shuffler.
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(urllib.request.Request(f"{server.url}/collections/py/reports", data=b"\x80", method="POST",
                                                       headers={"Content-Type": "application/msgpack"}), timeout=10)  # fmt: skip
     assert refused.value.code == 409 and shuffler.url in json.load(refused.value)["error"]
-    # Node devices, each reporting to a collection and to a clone of it: the clone gets the
-    # memoised answer, sealed for the clone (a sealed report opens only for its own collection).
+    # Node devices, each reporting to a collection and to a clone of it (the same question): the
+    # clone gets a fresh draw, its epsilon spent, never the first answer again.
     create(server, "node", shuffler.url, token, min_batch=4)
     create(server, "clone", shuffler.url, token, min_batch=4)
     steps = [[cid, RECORD, str(tmp_path / f"node{i}.json")] for i in range(4) for cid in ("node", "clone")]
-    assert await js_device(built, server.url, tmp_path / "unused.json", steps, pace=0.001) == ["accepted"] * 8
+    options = {"pace": 0.001, "shuffler": shuffler.url, "budget": {"total": 4.0, "perDays": 30}}
+    assert await js_device(built, server.url, tmp_path / "unused.json", steps, **options) == ["accepted"] * 8
     await asyncio.to_thread(wait_for, lambda: counted(server, "node") == 4 and counted(server, "clone") == 4)
     # The Node device's ledger keeps the sealed bytes it sent: the Python device reads the entries.
     from participant.ledger import Ledger
@@ -103,8 +111,8 @@ async def test_python_and_node_devices_report_through_the_shuffler_only_in_batch
     entries = {e["collection"]: e for e in Ledger(tmp_path / "node0.json").entries().values()}
     size = 4 * -(-sealed_length(create_spec(server, "node")) // 3)
     assert all(e["sent"] and len(e["sealed"]) == size for e in entries.values())
-    assert entries["node"]["epsilon"] == 2.0 and entries["clone"]["epsilon"] == 0 and entries["clone"]["memo_of"]
-    assert entries["clone"]["sealed"] != entries["node"]["sealed"]
+    assert entries["node"]["epsilon"] == entries["clone"]["epsilon"] == 2.0
+    assert entries["node"]["memo_of"] is None and entries["clone"]["memo_of"] is None
 
 
 def create_spec(server: Server, cid: str) -> CollectionSpec:
@@ -125,7 +133,7 @@ async def test_a_survey_page_reports_through_the_shuffler(built, survey_site, tm
             browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
             for colour in ("red", "blue", "green"):
                 page = await (await browser.new_context()).new_page()
-                await page.goto(f"{page_origin}/examples/survey.html?service={server.url}&collection=web")
+                await page.goto(f"{page_origin}/examples/survey.html?service={server.url}&collection=web&shuffler={shuffler.url}")
                 await page.select_option("#q-colour", colour)
                 await page.click("#send")
                 await expect(page.locator("#status")).to_have_attribute("data-outcome", "accepted", timeout=20_000)
@@ -165,7 +173,7 @@ async def test_nothing_acknowledged_is_lost_or_counted_twice_when_the_shuffler_i
         shuffler = start()
         try:
             create(server, "c", shuffler.url, token, min_batch=5)
-            assert await submit_all(server.url, "c", [RECORD] * 5, tmp_path / "a") == ["accepted"] * 5
+            assert await submit_all(server.url, "c", [RECORD] * 5, tmp_path / "a", shuffler.url) == ["accepted"] * 5
             await asyncio.to_thread(wait_for, lambda: counted(server, "c") == 5)
             server.stop()  # the aggregator away: the next batch is drawn and cannot be forwarded
             sealed = [sealed_report(tmp_path) for _ in range(6)]
@@ -193,15 +201,16 @@ async def test_nothing_acknowledged_is_lost_or_counted_twice_when_the_shuffler_i
             await runner.cleanup()
 
 
-def sealed_report(tmp_path) -> bytes:
-    """A device's sealed report for collection ``c`` (its spec and uid read from the aggregator's
-    database, which may be stopped)."""
+def sealed_report(tmp_path, min_batch: int = 5) -> bytes:
+    """A device's sealed report for collection ``c`` under the view its shuffler pinned (the spec
+    and uid read from the aggregator's database, which may be stopped)."""
     import sqlite3
 
     with sqlite3.connect(tmp_path / "aggregator.sqlite3") as db:
         text, uid = db.execute("SELECT spec, uid FROM collections WHERE id = 'c'").fetchone()
     spec = CollectionSpec.from_json(text)
-    return seal(pack_report(Participant(spec).report(RECORD), spec), spec, uid)
+    view = ShuffledView("c", uid, spec, min_batch, spec.shuffle.dummies)
+    return seal(pack_report(Participant(spec).report(RECORD), spec), view)
 
 
 def post_sealed(shuffler: str, cid: str, sealed: bytes) -> int:
@@ -223,6 +232,8 @@ async def test_the_order_the_aggregator_receives_is_independent_of_arrival(tmp_p
     received: list[bytes] = []
 
     async def aggregator(request: web.Request) -> web.Response:
+        if request.path == "/limits":
+            return web.json_response({"max_body_bytes": 64 * 2**20, "max_batch": 10_000})
         if request.method == "GET":
             return web.json_response({"id": "c", "uid": "u" * 32, "spec": spec.to_dict(), "fingerprint": spec.fingerprint})
         received.extend(msgpack.unpackb(await request.read())["reports"])
@@ -232,11 +243,13 @@ async def test_the_order_the_aggregator_receives_is_independent_of_arrival(tmp_p
     app.router.add_route("*", "/{tail:.*}", aggregator)
     runner, url = await start_site(app)
     token_file(tmp_path / "token.txt")
-    shuffler = ShufflerProcess(tmp_path / "s.sqlite3", url, tmp_path / "token.txt", "--interval", "0.5", "--min-batch", "2").start()
+    shuffler = ShufflerProcess(tmp_path / "s.sqlite3", url, tmp_path / "token.txt", "--interval", "0.5", "--min-batch", "2",
+                               "--per-address", "0").start()  # fmt: skip
     try:
         ids = [i.to_bytes(16, "big") for i in range(1000)]
         participant = Participant(spec)
-        sealed = [seal(_with_id(participant, spec, report_id), spec, "u" * 32) for report_id in ids]
+        view = ShuffledView("c", "u" * 32, spec, 1000, 0)
+        sealed = [seal(_with_id(participant, spec, report_id), view) for report_id in ids]
         for part in (sealed[:500], sealed[500:]):  # two requests, arriving in order
             request = urllib.request.Request(f"{shuffler.url}/collections/c/reports", data=msgpack.packb({"reports": part}),
                                              method="POST", headers={"Content-Type": "application/msgpack"})  # fmt: skip
@@ -245,7 +258,7 @@ async def test_the_order_the_aggregator_receives_is_independent_of_arrival(tmp_p
     finally:
         shuffler.stop()
         await runner.cleanup()
-    order = [int.from_bytes(msgpack.unpackb(open_sealed(s, spec, "u" * 32, private))["id"], "big") for s in received]
+    order = [int.from_bytes(msgpack.unpackb(open_sealed(s, view, private))["id"], "big") for s in received]
     assert sorted(order) == list(range(1000))
     rho = stats.spearmanr(order, np.arange(1000)).statistic
     assert abs(rho) < 4 / np.sqrt(1000), rho
@@ -258,23 +271,37 @@ def _with_id(participant: Participant, spec: CollectionSpec, report_id: bytes) -
     return pack_report(Report(drawn.input, drawn.payload, report_id), spec)
 
 
+def shuffled_batch(sealed: list[bytes], view: ShuffledView, dummies: int = 0, batch: str = "ab" * 16, size: int | None = None) -> bytes:
+    """A shuffler's batch request body for ``view``'s collection."""
+    return msgpack.packb({
+        "batch": batch, "size": len(sealed) if size is None else size, "dummies": dummies,
+        "view": {"min_batch": view.min_batch, "dummies": view.dummies}, "reports": sealed,
+    })  # fmt: skip
+
+
+def post_batch(server: Server, cid: str, body: bytes, token: str) -> dict:
+    request = urllib.request.Request(f"{server.url}/collections/{cid}/shuffled", data=body, method="POST",
+                                     headers={"Content-Type": "application/msgpack", "Authorization": f"Bearer {token}"})  # fmt: skip
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.load(answer)
+
+
 async def test_a_tampered_sealed_report_is_refused_and_a_replayed_one_counted_once(shuffled, tmp_path):
     server, shuffler, token = shuffled
     spec = create(server, "c", shuffler.url, token, min_batch=2)
-    good = seal(pack_report(Participant(spec).report(RECORD), spec), spec, call(f"{server.url}/collections/c")["uid"])
+    view = ShuffledView("c", call(f"{server.url}/collections/c")["uid"], spec, 2, 0)
+    good = seal(pack_report(Participant(spec).report(RECORD), spec), view)
     tampered = good[:-1] + bytes([good[-1] ^ 1])
     other = create(server, "d", shuffler.url, token, min_batch=2)  # the same spec: only the collection differs
-    misdirected = seal(pack_report(Participant(other).report(RECORD), other), other, call(f"{server.url}/collections/d")["uid"])
-    body = msgpack.packb({"reports": [good, tampered, good, misdirected[: sealed_length(spec)], b"short"]})
-    request = urllib.request.Request(f"{server.url}/collections/c/shuffled", data=body, method="POST",
-                                     headers={"Content-Type": "application/msgpack", "Authorization": f"Bearer {token}"})  # fmt: skip
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        results = json.load(answer)["results"]
+    misdirected = seal(pack_report(Participant(other).report(RECORD), other), ShuffledView("d", call(f"{server.url}/collections/d")["uid"], other, 2, 0))
+    results = post_batch(server, "c", shuffled_batch([good, tampered, good, misdirected, b"short"], view), token)["results"]
     assert [r["status"] for r in results] == ["accepted", "rejected", "duplicate", "rejected", "rejected"]
     assert all(r["reason"] == "sealed" for r in results if r["status"] == "rejected")
     assert counted(server, "c") == 1
+    assert call(f"{server.url}/collections/c/status", headers=AUTH)["batches"]["junk"] == 3
     for bearer in (ADMIN, "x" * 40):  # only the collection's shuffler may send it batches
-        request.headers["Authorization"] = f"Bearer {bearer}"
+        request = urllib.request.Request(f"{server.url}/collections/c/shuffled", data=shuffled_batch([good], view), method="POST",
+                                         headers={"Content-Type": "application/msgpack", "Authorization": f"Bearer {bearer}"})  # fmt: skip
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=10)
         assert refused.value.code == 403
@@ -319,5 +346,5 @@ async def test_reports_sealed_to_a_rotated_key_still_open(shuffled, tmp_path):
     after = create(server, "new", shuffler.url, token, min_batch=2)
     assert before.shuffle.key.id != after.shuffle.key.id == rotated["id"]
     assert call(f"{server.url}/keys")["public_key"] == after.shuffle.key.public_key
-    assert await submit_all(server.url, "old", [RECORD] * 2, tmp_path) == ["accepted"] * 2
+    assert await submit_all(server.url, "old", [RECORD] * 2, tmp_path, shuffler.url) == ["accepted"] * 2
     await asyncio.to_thread(wait_for, lambda: counted(server, "old") == 2)

@@ -18,7 +18,10 @@ from participant import CollectionSpec, SpecError
 from protocols.shuffling import (
     closed_form_epsilon,
     default_delta,
+    default_dummies,
+    guarantees,
     largest_local_epsilon,
+    local_epsilon_for,
     shuffled_delta,
     shuffled_epsilon,
 )
@@ -134,7 +137,10 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_the_command_line_prints_the_central_epsilon_or_the_largest_local_one():
     answer = json.loads(cli("--local-eps", "4", "--people", "100000", "--delta", "1e-6", "--json").stdout)
-    assert set(answer) == {"local_epsilon", "people", "delta", "central_epsilon", "closed_form"}
+    assert set(answer) == {
+        "local_epsilon", "people", "dummies", "delta", "central_epsilon", "flooded_epsilon", "amplified",
+        "flooded_amplified", "closed_form",
+    }  # fmt: skip
     assert 0.1675 <= answer["central_epsilon"] <= 0.1728 and answer["closed_form"] == pytest.approx(0.538, abs=5e-4)
     inverse = json.loads(cli("--central-eps", "0.5", "--people", "1382", "--json").stdout)
     assert inverse["delta"] == default_delta(1382) and inverse["central_epsilon"] <= 0.5 + 1e-6
@@ -155,11 +161,16 @@ def sim(*args: str) -> dict:
 def test_the_simulator_reports_at_the_local_epsilon_the_central_one_allows():
     out = sim("--dataset", "car", "--protocol", "OUE", "--central-eps", "0.5", "--reps", "2", "--mode", "fast")
     people = out["n_train"]
-    assert people == 1382 and out["delta"] == default_delta(people)
-    assert out["eps"] == out["local_epsilon"] == pytest.approx(largest_local_epsilon(0.5, people, out["delta"]))
-    assert out["central_epsilon"] == 0.5 and shuffled_epsilon(out["local_epsilon"], people, out["delta"]) <= 0.5 + 1e-5
+    dummies = default_dummies(people)
+    assert people == 1382 and out["delta"] == default_delta(people) and out["dummies"] == dummies
+    assert out["eps"] == out["local_epsilon"] == pytest.approx(largest_local_epsilon(0.5, people + dummies, out["delta"]))
+    assert out["central_epsilon"] == pytest.approx(0.5, abs=1e-5)
+    assert out["flooded_epsilon"] == pytest.approx(shuffled_epsilon(out["local_epsilon"], dummies + 1, out["delta"]))
+    both = sim("--dataset", "car", "--protocol", "OUE", "--central-eps", "0.5", "--flooded-eps", "0.5", "--dummies", "500",
+               "--reps", "2", "--mode", "fast")  # fmt: skip
+    assert both["local_epsilon"] == pytest.approx(largest_local_epsilon(0.5, 501, both["delta"])) and both["flooded_epsilon"] <= 0.5 + 1e-5
     plan = sim("plan", "--dataset", "car", "--central-eps", "1", "--delta", "1e-6", "--people", "5000", "--reps", "2", "--shares", "0.4")
-    assert plan["eps"] == plan["local_epsilon"] == pytest.approx(largest_local_epsilon(1.0, 5000, 1e-6))
+    assert plan["eps"] == plan["local_epsilon"] == pytest.approx(largest_local_epsilon(1.0, 5000 + default_dummies(5000), 1e-6))
 
 
 def test_a_shuffled_spec_states_both_guarantees_and_its_block_is_part_of_its_identity():
@@ -171,13 +182,21 @@ def test_a_shuffled_spec_states_both_guarantees_and_its_block_is_part_of_its_ide
     other = table_1_spec(protocol="OUE", epsilon=4.0, shuffle={"min_batch": 999, "delta": 1e-6})
     assert other.fingerprint != spec.fingerprint
     central = shuffled_epsilon(4.0, 1000, 1e-6)
-    statement = spec.privacy_statement(central)
+    statement = spec.privacy_statement(central, 4.0)
     assert "epsilon=4-LDP per person for the whole record" in statement and "the shuffler together" in statement
-    assert f"(epsilon={central:.3g}, delta=1e-06)-DP" in statement and "at least 999 others'" in statement
+    assert f"(epsilon={central:.3g}, delta=1e-06)-DP" in statement and "at least 999 other people's reports" in statement
+    assert "no amplification (epsilon=4) when the aggregator sends the shuffler every other report" in statement
+    blanket = table_1_spec(protocol="OUE", epsilon=4.0, shuffle={**block, "dummies": 3000})
+    found = guarantees(4.0, 1000, 3000, 1e-6)
+    assert found["people"] == shuffled_epsilon(4.0, 4000, 1e-6) and found["flooded"] == shuffled_epsilon(4.0, 3001, 1e-6)
+    statement = blanket.privacy_statement(found["people"], found["flooded"])
+    assert f"(epsilon={found['flooded']:.3g}, delta=1e-06)-DP whatever the aggregator sends the shuffler" in statement
+    assert "the shuffler's 3000 dummies alone" in statement and blanket.fingerprint != spec.fingerprint
     for bad, why in [({"min_batch": 1, "delta": 1e-6}, "min_batch"), ({"min_batch": 10, "delta": 1.5}, "delta"),
-                     ({"min_batch": 10}, "needs min_batch"), ({"min_batch": 10, "delta": 0.1, "x": 1}, "unknown"),
-                     ({"min_batch": 10, "delta": 0.1, "url": "ftp://x"}, "url"),
-                     ({"min_batch": 10, "delta": 0.1, "key": {"id": 1, "kem": 16, "kdf": 1, "aead": 1, "public_key": "00" * 32}}, "suite")]:  # fmt: skip
+                     ({"min_batch": 10, "delta": 0.1}, "below 1/min_batch"), ({"min_batch": 10, "delta": 0.01, "dummies": -1}, "dummies"),
+                     ({"min_batch": 10}, "needs min_batch"), ({"min_batch": 10, "delta": 0.01, "x": 1}, "unknown"),
+                     ({"min_batch": 10, "delta": 0.01, "url": "ftp://x"}, "url"),
+                     ({"min_batch": 10, "delta": 0.01, "key": {"id": 1, "kem": 16, "kdf": 1, "aead": 1, "public_key": "00" * 32}}, "suite")]:  # fmt: skip
         with pytest.raises(SpecError, match=why):
             table_1_spec(shuffle=bad)
     with pytest.raises(SpecError, match="one report per person"):
@@ -194,11 +213,77 @@ def test_drafting_a_shuffled_spec_from_a_central_epsilon(tmp_path):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     spec = CollectionSpec.from_json(out.read_text())
-    assert spec.shuffle.min_batch == 10000 and spec.shuffle.delta == default_delta(10000)
-    assert spec.epsilon == pytest.approx(largest_local_epsilon(0.5, 10000, default_delta(10000)))
-    assert "Against the aggregator alone" in result.stderr
+    dummies = default_dummies(10000)
+    assert spec.shuffle.min_batch == 10000 and spec.shuffle.delta == default_delta(10000) and spec.shuffle.dummies == dummies
+    assert spec.epsilon == pytest.approx(largest_local_epsilon(0.5, 10000 + dummies, default_delta(10000)))
+    assert "Against the aggregator alone" in result.stderr and "whatever the aggregator sends the shuffler" in result.stderr
+    # Batches of K smaller than the N people expected: the local ε follows from K (and its dummies),
+    # and a worst case stated for a flooding aggregator bounds it too.
+    result = subprocess.run(
+        [sys.executable, "-m", "aggregator", "spec", "--csv", str(sample), "--label", "class", "--central-eps", "1",
+         "--people", "100000", "--min-batch", "500", "--dummies", "2000", "--flooded-eps", "1", "--out", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    spec = CollectionSpec.from_json(out.read_text())
+    assert (spec.shuffle.min_batch, spec.shuffle.dummies, spec.shuffle.delta) == (500, 2000, default_delta(500))
+    assert spec.epsilon == pytest.approx(local_epsilon_for(1.0, 500, 2000, default_delta(500), 1.0))
+    assert spec.epsilon < largest_local_epsilon(1.0, 2500, default_delta(500))  # the flooded case binds
+    assert guarantees(spec.epsilon, 500, 2000, default_delta(500))["flooded"] <= 1.0 + 1e-4
     refused = subprocess.run(
         [sys.executable, "-m", "aggregator", "spec", "--csv", str(sample), "--label", "class", "--central-eps", "0.5"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert refused.returncode == 2 and "--people" in refused.stderr
+
+
+def test_privacy_says_when_nothing_is_amplified_and_speaks_of_one_person():
+    def privacy(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "aggregator", "privacy", *args], capture_output=True, text=True, timeout=60)
+
+    one = privacy("--local-eps", "0.85", "--people", "1")
+    assert one.returncode == 0 and one.stdout.startswith("1 person,") and "1 people" not in one.stdout
+    assert "no amplification (one report is not shuffled with any other): epsilon 0.85" in one.stdout
+    high = privacy("--local-eps", "30", "--people", "1000", "--dummies", "100", "--json")
+    found = json.loads(high.stdout)
+    assert found["central_epsilon"] == found["flooded_epsilon"] == 30 and not found["amplified"] and not found["flooded_amplified"]
+    text = privacy("--local-eps", "30", "--people", "1000", "--dummies", "100").stdout
+    assert text.count("no amplification") == 2
+    worst = json.loads(privacy("--local-eps", "3.43", "--people", "1382", "--dummies", "1000", "--json").stdout)
+    assert worst["flooded_epsilon"] == pytest.approx(shuffled_epsilon(3.43, 1001, default_delta(1382)))
+    refused = privacy("--local-eps", "1", "--people", "10", "--delta", "0.1")
+    assert refused.returncode == 2 and "below 1/N" in refused.stderr and refused.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("n, local, epsilon", [(30, 2.0, 1.0), (40, 3.0, 1.5)])
+def test_the_mass_of_c_left_out_is_added_to_delta(n, local, epsilon, monkeypatch):
+    """With most of C's mass left out of the sum (a window of it only), the δ the accountant
+    states still bounds the exact divergence: what it leaves out it adds."""
+    from protocols import shuffling
+
+    exact = exact_divergence(epsilon, local, n)
+    shuffling._clones.cache_clear()
+    monkeypatch.setattr(shuffling, "TAIL", 2e3)  # leaves out a fifth of C's mass at δ = 1e-4
+    try:
+        _, _, left_out = shuffling._clones(local, n, 1e-4)
+        assert left_out > 0.01
+        assert shuffled_delta(epsilon, local, n, 1e-4) >= exact
+    finally:
+        shuffling._clones.cache_clear()
+
+
+def test_the_http_api_refuses_a_delta_that_says_nothing(tmp_path):
+    from .servers import AUTH, Server, token_file
+    from .test_shuffler import SPEC, call
+
+    token = token_file(tmp_path / "token.txt")
+    server = Server(tmp_path / "a.sqlite3").start()
+    try:
+        import urllib.error
+
+        body = {"spec": SPEC.to_dict(), "id": "c", "shuffler": {"url": "http://127.0.0.1:9", "token": token, "min_batch": 100, "delta": 0.9}}
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            call(f"{server.url}/collections", "POST", body, AUTH)
+        assert refused.value.code == 400 and "below 1/min_batch" in json.load(refused.value)["error"]
+    finally:
+        server.stop()

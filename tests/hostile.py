@@ -1,0 +1,76 @@
+"""A hostile aggregator for shuffled collections: a proxy in front of a real one that answers some
+requests as an attacker would (another uid or sealing key for one device, another floor for the
+shuffler, a refused batch), and counts what passed through."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections import Counter
+
+import msgpack
+from aiohttp import ClientSession, web
+
+from aggregator.service.app import start_site
+from participant.sealing import new_key_pair
+from participant.spec import CollectionSpec
+
+
+def rewritten(answer: dict, mode: str, uid: str, key: str) -> dict:
+    """A collection's answer as the attacker shows it in ``mode``: ``uid`` (the uid ``uid``, the
+    device's own), ``key`` (the sealing key ``key``, the device's own), ``floor`` (the spec's batch
+    floor lowered to 2)."""
+    answer = dict(answer)
+    if mode == "uid":
+        answer["uid"] = uid
+        return answer
+    raw = json.loads(json.dumps(answer["spec"]))
+    if mode == "key":
+        raw["shuffle"]["key"]["public_key"] = key
+    elif mode == "floor":
+        raw["shuffle"]["min_batch"], raw["shuffle"]["delta"] = 2, 0.01
+    spec = CollectionSpec.from_dict(raw)
+    answer["spec"], answer["fingerprint"] = spec.to_dict(), spec.fingerprint
+    return answer
+
+
+class Proxy:
+    """In front of the aggregator at ``target``: ``mode`` None passes everything through;
+    otherwise collection answers are :func:`rewritten`. ``refuse`` holds collection ids whose
+    shuffled batches are answered 413. ``seen`` counts requests by (method, path)."""
+
+    def __init__(self, target: str):
+        self.target, self.mode, self.refuse = target, None, set()
+        # What the liar tells its mark, the same at every request (a device's own uid or key).
+        self.uid, self.key = secrets.token_hex(16), new_key_pair()[1].hex()
+        self.seen: Counter = Counter()
+        self.url = ""
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.seen[(request.method, request.path)] += 1
+        parts = request.path.strip("/").split("/")
+        if request.path.endswith("/shuffled") and parts[1] in self.refuse:
+            return web.json_response({"error": "refused by the test"}, status=413)
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
+        async with self.session.request(request.method, self.target + request.path_qs, data=await request.read(),
+                                        headers=headers, allow_redirects=False) as answer:  # fmt: skip
+            body, status = await answer.read(), answer.status
+            passed = {k: v for k, v in answer.headers.items() if k.lower() in ("content-type", "access-control-allow-origin", "vary", "etag")}
+        is_answer = request.method == "GET" and len(parts) == 2 and parts[0] == "collections" and status == 200
+        if self.mode is not None and is_answer:
+            packed = "msgpack" in answer.content_type
+            data = rewritten(msgpack.unpackb(body) if packed else json.loads(body), self.mode, self.uid, self.key)
+            body = msgpack.packb(data) if packed else json.dumps(data).encode()
+            passed = {k: v for k, v in passed.items() if k.lower() != "etag"}
+        return web.Response(body=body, status=status, headers=passed)
+
+    async def __aenter__(self) -> Proxy:
+        self.session = ClientSession()
+        app = web.Application(client_max_size=64 * 2**20)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        self.runner, self.url = await start_site(app)
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.runner.cleanup()
+        await self.session.close()

@@ -1,0 +1,124 @@
+"""What one party may cost the shuffler, and when a device hears ``accepted``, against a real
+shuffler process: reports per address, per collection and waiting (429 with ``Retry-After``);
+bodies refused at their declared or streamed length; an unknown collection asked of the
+aggregator once per interval; and no acknowledgement before the report is committed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sqlite3
+import urllib.error
+import urllib.request
+
+import pytest
+
+from participant import AsyncClient, SubmissionFailed
+from participant.sealing import sealed_length
+from participant.view import ShuffledView
+
+from .hostile import Proxy
+from .servers import Server, ShufflerProcess, token_file
+from .test_shuffled_guarantee import post, sealed_under
+from .test_shuffler import RECORD, call, counted, create, wait_for
+
+
+def refusal(shuffler: str, cid: str, body: bytes, ctype: str = "application/ldpnb-sealed") -> tuple[int, dict, dict]:
+    request = urllib.request.Request(f"{shuffler}/collections/{cid}/reports", data=body, method="POST", headers={"Content-Type": ctype})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    return refused.value.code, json.load(refused.value), dict(refused.value.headers)
+
+
+async def test_rates_waiting_reports_and_bodies_are_bounded_and_unknown_collections_cost_one_request(tmp_path):
+    token = token_file(tmp_path / "token.txt")
+    server = Server(tmp_path / "aggregator.sqlite3").start()
+    try:
+        async with Proxy(server.url) as watch:
+            shuffler = ShufflerProcess(
+                tmp_path / "s.sqlite3", watch.url, tmp_path / "token.txt", "--interval", "60", "--min-batch", "2",
+                "--per-address", "5", "--max-waiting", "4", "--max-post", "3",
+            ).start()  # fmt: skip
+            try:
+                for cid in ("a", "b"):
+                    create(server, cid, shuffler.url, token, min_batch=50)
+                # Off the event loop: the proxy the shuffler pins through runs on it.
+                view = ShuffledView.from_dict(await asyncio.to_thread(call, f"{shuffler.url}/collections/a/view"))
+                for _ in range(4):
+                    assert post(shuffler.url, "a", sealed_under(view)) == 201
+                status, answer, _ = refusal(shuffler.url, "a", sealed_under(view))
+                assert status == 429 and "wait for a batch already" in answer["error"]
+                other = ShuffledView.from_dict(await asyncio.to_thread(call, f"{shuffler.url}/collections/b/view"))
+                assert post(shuffler.url, "b", sealed_under(other)) == 201
+                status, answer, headers = refusal(shuffler.url, "b", sealed_under(other))
+                assert status == 429 and "this address" in answer["error"] and int(headers["Retry-After"]) >= 1
+                # An unknown id, asked again and again, is asked of the aggregator once.
+                for _ in range(20):
+                    status, answer, _ = await asyncio.to_thread(refusal, shuffler.url, "nope", b"x")
+                    assert status == 404
+                assert watch.seen[("GET", "/collections/nope")] == 1
+            finally:
+                shuffler.stop()
+            shuffler = ShufflerProcess(
+                tmp_path / "s.sqlite3", watch.url, tmp_path / "token.txt", "--interval", "60", "--max-post", "3",
+            ).start()  # fmt: skip
+            try:
+                length = sealed_length(view.spec)
+                # Declared longer than a sealed report: refused before a byte of it is read.
+                with socket.create_connection(("127.0.0.1", shuffler.port), timeout=10) as conn:
+                    conn.sendall(
+                        b"POST /collections/b/reports HTTP/1.1\r\nHost: x\r\nContent-Type: application/ldpnb-sealed\r\n"
+                        + f"Content-Length: {60 * 2**20}\r\n\r\n".encode()
+                    )
+                    assert conn.recv(200).startswith(b"HTTP/1.1 413")
+                # Streamed past its limit (no length declared): refused as it passes it.
+                def chunks():
+                    yield os.urandom(length)
+                    yield os.urandom(length)
+
+                request = urllib.request.Request(f"{shuffler.url}/collections/b/reports", data=chunks(), method="POST",
+                                                 headers={"Content-Type": "application/ldpnb-sealed", "Transfer-Encoding": "chunked"})  # fmt: skip
+                with pytest.raises(urllib.error.HTTPError) as refused:
+                    urllib.request.urlopen(request, timeout=10)
+                assert refused.value.code == 413
+                import msgpack
+
+                status, answer, _ = refusal(shuffler.url, "b", msgpack.packb({"reports": [sealed_under(other)] * 4}), "application/msgpack")
+                assert status == 413
+            finally:
+                shuffler.stop()
+    finally:
+        server.stop()
+
+
+async def test_a_device_hears_accepted_only_once_its_report_is_committed(tmp_path):
+    """The shuffler's store locked by another process: its commit fails, the device hears no
+    ``accepted`` (SubmissionFailed, the report kept to re-send); once free, the very same report
+    goes in, and counts once."""
+    token = token_file(tmp_path / "token.txt")
+    server = Server(tmp_path / "aggregator.sqlite3").start()
+    shuffler = ShufflerProcess(tmp_path / "s.sqlite3", server.url, tmp_path / "token.txt", "--interval", "0.3", "--min-batch", "2").start()
+    try:
+        create(server, "c", shuffler.url, token, min_batch=2)
+        call(f"{shuffler.url}/collections/c/view")  # pinned before the store is locked
+        lock = sqlite3.connect(tmp_path / "s.sqlite3", isolation_level=None)
+        lock.execute("BEGIN EXCLUSIVE")
+        try:
+            async with AsyncClient(server.url, ledger=tmp_path / "d.json", pace=0.001, retries=0, shuffler=shuffler.url) as device:
+                with pytest.raises(SubmissionFailed, match="503"):
+                    await device.submit("c", RECORD)
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        entry = next(iter(json.loads((tmp_path / "d.json").read_text())["entries"].values()))
+        assert entry["sent"] is False
+        async with AsyncClient(server.url, ledger=tmp_path / "d.json", pace=0.001, shuffler=shuffler.url) as device:
+            assert await device.submit("c", RECORD) == "accepted"
+        async with AsyncClient(server.url, ledger=tmp_path / "e.json", pace=0.001, shuffler=shuffler.url) as device:
+            assert await device.submit("c", RECORD) == "accepted"
+        wait_for(lambda: counted(server, "c") == 2)
+    finally:
+        shuffler.stop()
+        server.stop()
