@@ -119,14 +119,30 @@ def main() -> None:
     problems = args.problems.split(",")
     cells = Parallel(n_jobs=args.jobs)(delayed(cell)(p, e, args.reps) for p in problems for e in centrals)
     rows = [row for c in cells for row in c]
+    counts = {}
+    for r in rows:
+        key = (r["arm"], r["label"])
+        counts[key] = counts.get(key, 0) + beats(r["gain"])
+    labels = [label for label, _ in blankets(1)]
+    cells_per = len(problems) * len(centrals)
     lines = [
         f"# What dummies cost (`python bench/dummies.py --reps {args.reps} --central {args.central}`)",
         "",
-        f"Mean test accuracy ± standard error over {args.reps} paired runs (fast mode, protocol auto, the default "
-        "model), the whole training split one batch of n people's reports and M dummies, δ = 1/(10 n). *people*: the "
-        "local ε meets the central ε when the batch's others are people; *flooded ε*: what that leaves against an "
-        "aggregator that wrote every other report. *both*: the local ε meets the central ε in both cases. "
-        "*Beats*: the paired gain over the constant classifier exceeds one standard error.",
+        f"Test accuracy over {args.reps} paired runs (fast mode, protocol auto, the default model), the whole "
+        "training split one batch of n people's reports and M dummies, δ = 1/(10 n). *people*: the local ε meets the "
+        "central ε when the batch's others are people; *flooded ε*: what that leaves against an aggregator that wrote "
+        "every other report. *both*: the local ε meets the central ε in both cases. *Beats*: the paired gain over the "
+        "constant classifier exceeds one standard error.",
+        "",
+        "<!-- --8<-- [start:summary] -->",
+        f"Cells (of {cells_per}: fourteen problems, central ε {args.central}) that beat the constant, by dummies:",
+        "",
+        "| arm | " + " | ".join(labels) + " |",
+        "|---|" + "---|" * len(labels),
+        *(f"| {arm} | " + " | ".join(str(counts[(arm, label)]) for label in labels) + " |" for arm in ("people", "both")),
+        "",
+        *leave_one_out(rows),
+        "<!-- --8<-- [end:summary] -->",
         "",
         "| problem | n | central ε | M | people: local ε | flooded ε | accuracy | beats | both: local ε | accuracy | beats |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -141,24 +157,8 @@ def main() -> None:
                     f"{p['flooded']:.2f} | {mean_se(p['accuracy'])} | {'yes' if beats(p['gain']) else 'no'} | "
                     f"{b['local']:.2f} | {mean_se(b['accuracy'])} | {'yes' if beats(b['gain']) else 'no'} |"
                 )
-    counts = {}
-    for r in rows:
-        key = (r["arm"], r["label"])
-        counts[key] = counts.get(key, 0) + beats(r["gain"])
-    labels = [label for label, _ in blankets(1)]
-    cells_per = len(problems) * len(centrals)
-    lines += [
-        "",
-        f"Cells (of {cells_per}) that beat the constant, by dummies:",
-        "",
-        "| arm | " + " | ".join(labels) + " |",
-        "|---|" + "---|" * len(labels),
-        *(f"| {arm} | " + " | ".join(str(counts[(arm, label)]) for label in labels) + " |" for arm in ("people", "both")),
-        "",
-        *leave_one_out(rows),
-    ]
     RESULTS.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines[-12:]))
+    print("\n".join(lines[: lines.index("<!-- --8<-- [end:summary] -->")]))
 
 
 if __name__ == "__main__":
