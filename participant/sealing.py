@@ -146,19 +146,46 @@ def open_sealed(sealed: bytes, view: ShuffledView, key) -> bytes:
     key names: its 32 bytes, or :func:`private_key`'s object); raises :class:`ReportError`
     ("sealed") for bytes that do not open as a report sealed for ``view`` (another length, view,
     key, spec or collection; tampered)."""
-    spec = view.spec
-    if len(sealed) != sealed_length(spec):
-        raise ReportError("sealed", f"a sealed report of this collection is {sealed_length(spec)} bytes, got {len(sealed)}")
-    if sealed[:DIGEST_BYTES] != view.digest:
-        raise ReportError("sealed", "the sealed report names another view of the collection than its shuffler's")
-    suite, _ = _hpke()
     if isinstance(key, (bytes, bytearray)):
         key = private_key(bytes(key))
+    return open_raw(sealed, view.digest, sealed_length(view.spec), key)
+
+
+def open_raw(sealed: bytes, view_digest: bytes, length: int, key) -> bytes:
+    """:func:`open_sealed` given the view's digest, the sealed ``length`` and the key object
+    alone: what a process that opens reports needs, without the spec."""
+    if not isinstance(sealed, bytes):
+        raise ReportError("sealed", "a sealed report is bytes")
+    if len(sealed) != length:
+        raise ReportError("sealed", f"a sealed report of this collection is {length} bytes, got {len(sealed)}")
+    if sealed[:DIGEST_BYTES] != view_digest:
+        raise ReportError("sealed", "the sealed report names another view of the collection than its shuffler's")
+    suite, _ = _hpke()
     try:
-        padded = suite.decrypt(sealed[DIGEST_BYTES:], key, info=info(view.digest))
+        padded = suite.decrypt(sealed[DIGEST_BYTES:], key, info=info(view_digest))
     except Exception:  # noqa: BLE001 (cryptography raises InvalidTag, ValueError... for every failure to open)
         raise ReportError("sealed", "the sealed report does not open with this collection's key (tampered or misdirected)") from None
     return unpad(padded)
+
+
+# Private key objects a process has built, by their 32 bytes (see open_many).
+_KEYS: dict[bytes, object] = {}
+
+
+def open_many(raw_key: bytes, view_digest: bytes, length: int, sealed: list) -> list:
+    """Every report of ``sealed`` opened (:func:`open_raw`): its packed report, or the
+    :class:`ReportError`'s message (a str) for one that does not open. Runs in the service's
+    opening processes, each building a key's object once."""
+    key = _KEYS.get(raw_key)
+    if key is None:
+        key = _KEYS[raw_key] = private_key(raw_key)
+    out = []
+    for item in sealed:
+        try:
+            out.append(open_raw(item, view_digest, length, key))
+        except ReportError as exc:
+            out.append(str(exc))
+    return out
 
 
 def new_key_pair() -> tuple[bytes, bytes]:

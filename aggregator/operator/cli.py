@@ -113,6 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--max-batch", type=positive_int, default=10_000, help="most reports in one batch (default 10000)")
     serve.add_argument(
+        "--open-processes", type=positive_int, metavar="N",
+        help="processes that open shuffled batches' sealed reports, per worker (default: the cores, shared among the workers)",
+    )  # fmt: skip
+    serve.add_argument(
         "--max-state",
         type=positive_int,
         default=1_000_000,
@@ -426,6 +430,7 @@ def config_from(args):
     """The service's :class:`~aggregator.service.keys.Config` from the serve options."""
     from ..service.addresses import parse_networks
     from ..service.keys import Config
+    from ..service.opening import default_processes
 
     return Config(
         max_body_bytes=args.max_body,
@@ -442,6 +447,7 @@ def config_from(args):
         db_timeout=args.db_timeout,
         allowed_origins=tuple(args.allow_origin),
         public_origin=args.public_url or "",
+        open_processes=args.open_processes or default_processes(args.workers),
     )
 
 

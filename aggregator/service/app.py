@@ -24,12 +24,14 @@ from .keys import (
     FLAGS,
     LIMITER,
     METRICS,
+    OPENER,
     SPEC_ANSWERS,
     STORE,
     WRITER,
     Config,
 )
 from .metrics import Metrics
+from .opening import Opener, default_processes
 from .origins import cors_headers, origin_middleware
 from .ratelimit import RateLimiter
 from .shuffled_reports import routes as shuffled_routes
@@ -114,7 +116,14 @@ async def create_app(store: Store, config: Config | None = None) -> web.Applicat
     app.add_routes(shuffled_routes)
     app.cleanup_ctx.append(_writer_context)
     app.cleanup_ctx.append(refresher)
+    app.cleanup_ctx.append(_opener_context)
     return app
+
+
+async def _opener_context(app: web.Application):
+    app[OPENER] = Opener(app[CONFIG].open_processes or default_processes())
+    yield
+    app[OPENER].close()
 
 
 @web.middleware

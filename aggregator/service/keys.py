@@ -10,6 +10,7 @@ from aiohttp import web
 from ..store import Store
 from .answers import AnswerCache
 from .metrics import Metrics
+from .opening import Opener
 from .ratelimit import RateLimiter
 from .writer import ReportWriter
 
@@ -33,6 +34,7 @@ class Config:
     db_timeout: float = 5.0  # seconds a request may wait for the database, end to end (queue, pool, lock, link)
     allowed_origins: tuple = ()  # web pages (scheme://host[:port]) whose browsers may call the service (CORS)
     public_origin: str = ""  # the service's own origin as browsers reach it (its status page); "" when not set
+    open_processes: int = 0  # processes opening sealed reports (aggregator.service.opening); 0: the cores
 
 
 CONFIG = web.AppKey("config", Config)
@@ -44,4 +46,5 @@ LIMITER = web.AppKey("limiter", RateLimiter)
 ADMIN_FAILURES = web.AppKey("admin_failures", RateLimiter)
 ANSWERS = web.AppKey("answers", AnswerCache)
 SPEC_ANSWERS = web.AppKey("spec_answers", AnswerCache)  # what each collection publishes, encoded once
+OPENER = web.AppKey("opener", Opener)  # opens shuffled batches in processes of its own
 FLAGS = web.AppKey("flags", dict)  # per collection id: (its report count, its plausibility flag)

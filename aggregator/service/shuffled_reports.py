@@ -10,8 +10,8 @@ counted. Each report must carry that view's digest and open with the sealing key
 (:mod:`participant.sealing`); it is then checked, stored and counted as a report sent directly
 would be (:func:`~aggregator.service.handlers.ingest_reports`), standing for ``M / valid`` of the
 batch's dummies. A report that does not open, or is refused, is *junk*: counted in the batch's
-size, but nobody's; the batch's junk is noted (status, metrics). Opening runs a slice of reports
-at a time between turns of the event loop.
+size, but nobody's; the batch's junk is noted (status, metrics). Reports are opened in processes
+of the service's own (:mod:`.opening`), never on the event loop.
 ``GET /keys`` publishes the current sealing key; ``POST /keys`` (admin) rotates it.
 ``GET /limits`` publishes what one request may carry, so that a shuffler sizes its batches to fit.
 """
@@ -20,24 +20,25 @@ from __future__ import annotations
 
 import asyncio
 import re
+from concurrent.futures.process import BrokenProcessPool
 
 from aiohttp import web
 
 from participant.errors import SpecError
-from participant.sealing import open_sealed, private_key
+from participant.sealing import sealed_length
 from participant.view import ShuffledView
 from participant.wire import ReportError, unpack
 
 from .auth import require_admin
 from .errors import APIError
 from .handlers import admin, batch_answer, get_collection, ingest_reports, read_raw, rejected, respond, source
-from .keys import ADMIN_FAILURES, CONFIG, METRICS, STORE
+from .keys import ADMIN_FAILURES, CONFIG, METRICS, OPENER, STORE
 from .shuffling import current_key, private_key_bytes, rotate, shuffler_setting
 
 routes = web.RouteTableDef()
 
-# Reports opened between two turns of the event loop: about 3.5 ms of HPKE at 55 µs each.
-OPEN_SLICE = 64
+# Opened reports unpacked between two turns of the event loop.
+UNPACK_SLICE = 512
 BATCH_ID = re.compile(r"[0-9a-f]{16,64}")
 FIELDS = {"batch", "size", "dummies", "view", "reports"}
 
@@ -66,22 +67,6 @@ def _batch(obj) -> tuple[str, int, int, int, int, list]:
         obj["batch"], _count(obj["size"], "its size"), _count(obj["dummies"], "its dummies"),
         _count(view["min_batch"], "its view's min_batch"), _count(view["dummies"], "its view's dummies"), obj["reports"],
     )  # fmt: skip
-
-
-# Private key objects by public key: a key pair is the same wherever it is stored.
-_OPENING_KEYS: dict[str, object] = {}
-
-
-async def opening_key(store, key):
-    """The private key object a spec's key names (built once per key: building it costs as much as
-    opening a report), or None when this service does not hold it."""
-    found = _OPENING_KEYS.get(key.public_key)
-    if found is None:
-        raw = await private_key_bytes(store, key)
-        if raw is None:
-            return None
-        found = _OPENING_KEYS[key.public_key] = private_key(raw)
-    return found
 
 
 @routes.post("/collections/{collection_id}/shuffled")
@@ -114,18 +99,23 @@ async def post_shuffled(request: web.Request) -> web.Response:
             f"({floor} people's reports and {view_dummies} dummies at least): nothing counted",
             reason="small_batch",
         )
-    key = await opening_key(app[STORE], shuffle.key)
+    key = await private_key_bytes(app[STORE], shuffle.key)
     if key is None:
         raise APIError(503, "this service no longer holds the key the collection's reports are sealed to")
+    try:
+        packed = await app[OPENER].open(key, view.digest, sealed_length(collection.spec), sealed)
+    except BrokenProcessPool:  # a process died (killed): nothing counted, the shuffler sends it again
+        app[OPENER].close()
+        raise APIError(503, "the service's opening processes failed; retry", {"Retry-After": "1"}) from None
     results: list[dict | None] = [None] * len(sealed)
     opened, positions = [], []
-    for position, item in enumerate(sealed):
-        if position % OPEN_SLICE == OPEN_SLICE - 1:
-            await asyncio.sleep(0)  # a slice opened: let other requests run
+    for position, item in enumerate(packed):
+        if position % UNPACK_SLICE == UNPACK_SLICE - 1:
+            await asyncio.sleep(0)  # a slice unpacked: let other requests run
         try:
-            if not isinstance(item, bytes):
-                raise ReportError("sealed", "a sealed report is bytes")
-            opened.append(unpack(open_sealed(item, view, key)))
+            if isinstance(item, str):
+                raise ReportError("sealed", item)
+            opened.append(unpack(item))
             positions.append(position)
         except ReportError as exc:
             results[position] = rejected(app[METRICS], collection.id, exc.reason, str(exc))
