@@ -4,14 +4,15 @@ Why nothing acknowledged is lost, counted twice, or released in a smaller batch:
 
 - **A report is stored before it is acknowledged.** :meth:`ShufflerStore.add` commits the sealed
   bytes, keyed by (collection, SHA-256 of the bytes), before the device hears ``accepted``. A
-  device re-sending the very same bytes (its retry after a lost answer) finds the key and hears
-  ``duplicate``: one person's report is one row, so it never makes a batch look larger than its
-  people.
+  device re-sending the very same bytes (its retry after a lost answer), even after its batch
+  left, finds the digest and hears ``duplicate``: one person's report is one row, so it never makes
+  a batch look larger than its people.
 - **Batches are drawn in one transaction.** :meth:`ShufflerStore.release` takes the reports
   waiting for a collection, only when there are at least its floor, splits them uniformly at
   random into batches of at least the floor each, adds to each the dummies drawn for it, puts
   every batch in a uniformly random order (the operating system's CSPRNG), writes the batches and
-  empties the reports' bytes, all in one commit: after a crash a batch is whole or was never drawn.
+  deletes the reports from those waiting, all in one commit: after a crash a batch is whole or was
+  never drawn.
 - **A batch is deleted only once the aggregator acknowledged it.** Until then it is forwarded
   again at every round, the same reports in the same order under the same id: the aggregator
   counts each report id once, so a batch forwarded twice counts once.
@@ -20,13 +21,14 @@ Why nothing acknowledged is lost, counted twice, or released in a smaller batch:
   makes the shuffler release early.
 
 What it keeps, and what it keeps nothing of: of a waiting report its collection, digest and sealed
-bytes; of a released one the digest alone (to recognise a re-send). No address, header or time.
-The reports table is keyed by digest (``WITHOUT ROWID``), so a waiting report's place says
-nothing of when it came. Once released and forwarded, no report's bytes remain: deleted content is
-overwritten with zeros (``secure_delete``) and the write-ahead log, which holds pages in the order
-they were written, is checkpointed and truncated to nothing after every release and every
-forwarded batch (:meth:`ShufflerStore.scrub`). While reports wait, the log holds them in arrival
-order (the shuffler sees their arrival anyway; it is the aggregator that must not).
+bytes (``waiting``); of every report received its digest (``seen``, to recognise a re-send). No
+address, header or time. Both tables are keyed by digest (``WITHOUT ROWID``), so a report's place
+says nothing of when it came. Once released and forwarded, no report's bytes remain: deleted
+content is overwritten with zeros (``secure_delete``, set here: builds differ in their default)
+and the write-ahead log, which holds pages in the order they were written, is checkpointed and
+truncated to nothing after every release and every forwarded batch (:meth:`ShufflerStore.scrub`).
+While reports wait, the log holds them in arrival order (the shuffler sees their arrival anyway;
+it is the aggregator that must not).
 """
 
 from __future__ import annotations
@@ -52,10 +54,15 @@ CREATE TABLE IF NOT EXISTS views (
     dummies INTEGER NOT NULL,
     forwarded INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS reports (
+CREATE TABLE IF NOT EXISTS seen (
     collection TEXT NOT NULL,
     digest BLOB NOT NULL,
-    sealed BLOB,
+    PRIMARY KEY (collection, digest)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS waiting (
+    collection TEXT NOT NULL,
+    digest BLOB NOT NULL,
+    sealed BLOB NOT NULL,
     PRIMARY KEY (collection, digest)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS batches (
@@ -158,27 +165,21 @@ class ShufflerStore:
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
             for collection, sealed in items:
-                cursor = self.db.execute(
-                    "INSERT OR IGNORE INTO reports (collection, digest, sealed) VALUES (?, ?, ?)",
-                    (collection, hashlib.sha256(sealed).digest(), sealed),
-                )
-                new.append(cursor.rowcount == 1)
+                digest = hashlib.sha256(sealed).digest()
+                fresh = self.db.execute("INSERT OR IGNORE INTO seen VALUES (?, ?)", (collection, digest)).rowcount == 1
+                if fresh:
+                    self.db.execute("INSERT INTO waiting VALUES (?, ?, ?)", (collection, digest, sealed))
+                new.append(fresh)
         return new
 
     def waiting(self, collection_id: str) -> int:
         """Reports of the collection not yet in a batch."""
-        (count,) = self.db.execute(
-            "SELECT COUNT(*) FROM reports WHERE collection = ? AND sealed IS NOT NULL", (collection_id,)
-        ).fetchone()
+        (count,) = self.db.execute("SELECT COUNT(*) FROM waiting WHERE collection = ?", (collection_id,)).fetchone()
         return count
 
     def waiting_all(self) -> dict[str, int]:
         """Reports not yet in a batch, per collection with any."""
-        return dict(
-            self.db.execute(
-                "SELECT collection, COUNT(*) FROM reports WHERE sealed IS NOT NULL GROUP BY collection"
-            ).fetchall()
-        )
+        return dict(self.db.execute("SELECT collection, COUNT(*) FROM waiting GROUP BY collection").fetchall())
 
     # batches
 
@@ -191,9 +192,7 @@ class ShufflerStore:
         drawn = []
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
-            rows = self.db.execute(
-                "SELECT digest, sealed FROM reports WHERE collection = ? AND sealed IS NOT NULL", (collection_id,)
-            ).fetchall()
+            rows = self.db.execute("SELECT digest, sealed FROM waiting WHERE collection = ?", (collection_id,)).fetchall()
             random.shuffle(rows)
             for people, blanket in zip(split(rows, floor, cap, len(dummies)), dummies):
                 sealed = [s for _, s in people] + list(blanket)
@@ -207,8 +206,7 @@ class ShufflerStore:
                     ((batch, position, item) for position, item in enumerate(sealed)),
                 )
                 self.db.executemany(
-                    "UPDATE reports SET sealed = NULL WHERE collection = ? AND digest = ?",
-                    ((collection_id, digest) for digest, _ in people),
+                    "DELETE FROM waiting WHERE collection = ? AND digest = ?", ((collection_id, digest) for digest, _ in people)
                 )
                 drawn.append(batch)
         return drawn

@@ -43,7 +43,7 @@ FAST = ("--interval", "0.3", "--min-batch", "2", "--per-address", "0")
 def waiting_at_shuffler(db) -> int:
     """Reports waiting in the shuffler's store, read from its file (exact, as no client is told)."""
     with sqlite3.connect(db) as conn:
-        return conn.execute("SELECT count(*) FROM reports WHERE sealed IS NOT NULL").fetchone()[0]
+        return conn.execute("SELECT count(*) FROM waiting").fetchone()[0]
 
 
 async def device(url: str, ledger, shuffler: str | None, cid: str = "c", record=RECORD, **options) -> str:
@@ -249,7 +249,8 @@ async def test_no_answer_is_reused_across_shuffled_collections_and_the_store_kee
             }
         assert columns == {
             "views": ["id", "uid", "spec", "min_batch", "dummies", "forwarded"],
-            "reports": ["collection", "digest", "sealed"],
+            "seen": ["collection", "digest"],
+        "waiting": ["collection", "digest", "sealed"],
             "batches": ["id", "name", "collection", "people", "dummies"],
             "batch_reports": ["batch", "position", "sealed"],
         }
