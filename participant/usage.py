@@ -147,3 +147,19 @@ def listed(choices=None, kind=str, otherwise: str = ""):
         return values
 
     return parse
+
+
+def die_with_parent() -> None:
+    """A worker process's initializer: on Linux, the kernel ends this process when the one that
+    started it ends, even by SIGKILL (a pool's idle worker holds its own queue open and would
+    otherwise outlive its service). Elsewhere nothing."""
+    import signal
+
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    parent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent ended before the signal was asked for
+        os._exit(1)

@@ -8,11 +8,12 @@ A round, for every collection with a pinned view and at least its floor of repor
    batch is one request, so that its people hide among the whole batch, never a part of it;
 3. each batch's dummies are drawn by the collection's own randomiser through the device's code
    (:func:`participant.dummies.draw_dummies`, the operating system's CSPRNG), packed and sealed
-   under the view like a device's report, off the event loop;
+   under the view like a device's report, in a process of their own (the GIL they would hold is
+   the intake's);
 4. the store draws the batches in one transaction (:meth:`~shuffler.store.ShufflerStore.release`).
 
 Then every batch not yet acknowledged is forwarded, each collection on its own (one that the
-aggregator refuses or cannot take never delays another's), its batches oldest first:
+aggregator refuses or cannot take never delays another's), its batches oldest first, two at a time:
 ``{"batch", "size", "dummies", "view": {"min_batch", "dummies"}, "reports"}`` with the shuffler's
 token. A batch acknowledged leaves the store, and the store's log is scrubbed.
 """
@@ -21,6 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 import aiohttp
 import msgpack
@@ -28,6 +32,7 @@ import msgpack
 from participant.dummies import draw_dummies
 from participant.randomness import SecureGenerator
 from participant.sealing import seal, sealed_length
+from participant.usage import die_with_parent
 from participant.view import ShuffledView
 from participant.wire import pack_report
 
@@ -36,6 +41,9 @@ from .views import people_per_batch
 
 log = logging.getLogger("shuffler")
 MSGPACK = "application/msgpack"
+# Batches of one collection in flight to the aggregator at once: it opens one in its processes
+# while it stores the one before.
+IN_FLIGHT = 2
 
 
 def sealed_dummies(view: ShuffledView, count: int) -> list[bytes]:
@@ -53,6 +61,19 @@ class Releaser:
         self.session: aiohttp.ClientSession | None = None
         self.failures: dict[str, str] = {}  # per collection: why its last forward failed
         self.on_release = lambda collection_id: None  # told of every collection batches were drawn of
+        self._drawer: ProcessPoolExecutor | None = None
+
+    def drawer(self) -> ProcessPoolExecutor:
+        """The process dummies are drawn and sealed in (started on first use)."""
+        if self._drawer is None:
+            context = multiprocessing.get_context("spawn")
+            self._drawer = ProcessPoolExecutor(1, mp_context=context, initializer=die_with_parent)
+        return self._drawer
+
+    def close(self) -> None:
+        if self._drawer is not None:
+            self._drawer.shutdown(wait=False, cancel_futures=True)
+            self._drawer = None
 
     def floor(self, view: ShuffledView) -> tuple[int, int]:
         """The floor and dummies a batch of ``view``'s collection is held to now."""
@@ -72,7 +93,15 @@ class Releaser:
             return []
         count = max(1, min(-(-waiting // room), waiting // floor))
         loop = asyncio.get_running_loop()
-        blankets = [await loop.run_in_executor(None, sealed_dummies, view, dummies) for _ in range(count)]
+        blankets = [[] for _ in range(count)]
+        if dummies:  # drawn and sealed in a process of their own: intake never waits on them
+            try:
+                blankets = await asyncio.gather(
+                    *(loop.run_in_executor(self.drawer(), sealed_dummies, view, dummies) for _ in range(count))
+                )
+            except BrokenProcessPool:  # the process died (killed): a new one next round
+                self.close()
+                raise Problem(503, "the process that draws dummies died; drawing again next round") from None
         drawn = await self.call(self.store.release, view.collection, floor, room, blankets)
         self.on_release(view.collection)
         return drawn
@@ -93,18 +122,28 @@ class Releaser:
             await self.call(self.store.scrub)
 
     async def _forward_all(self, collection_id: str, batches: list[int]) -> bool:
-        """Forward a collection's batches oldest first, stopping at the first the aggregator does
-        not acknowledge; whether any was acknowledged."""
-        acknowledged = False
-        for batch_id in batches:
-            batch = await self.call(self.store.batch, batch_id)
-            view = await self.views.get(collection_id)
-            if not await self._forward(view, batch):
-                break
-            await self.call(self.store.forwarded, batch_id)
-            self.failures.pop(collection_id, None)
-            acknowledged = True
-            log.info("forwarded a batch of %d reports (%d dummies) of %s", len(batch.sealed), batch.dummies, collection_id)
+        """Forward a collection's batches oldest first, :data:`IN_FLIGHT` at a time (the aggregator
+        opens one while it stores another), sending no more once one is not acknowledged; whether
+        any was acknowledged."""
+        acknowledged, failed = False, False
+        slots = asyncio.Semaphore(IN_FLIGHT)
+
+        async def one(batch_id: int) -> None:
+            nonlocal acknowledged, failed
+            async with slots:
+                if failed:
+                    return
+                batch = await self.call(self.store.batch, batch_id)
+                view = await self.views.get(collection_id)
+                if not await self._forward(view, batch):
+                    failed = True
+                    return
+                await self.call(self.store.forwarded, batch_id)
+                self.failures.pop(collection_id, None)
+                acknowledged = True
+                log.info("forwarded a batch of %d reports (%d dummies) of %s", len(batch.sealed), batch.dummies, collection_id)
+
+        await asyncio.gather(*(one(batch_id) for batch_id in batches))
         return acknowledged
 
     async def _forward(self, view: ShuffledView, batch) -> bool:

@@ -18,6 +18,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 
 from participant.sealing import open_many
+from participant.usage import die_with_parent
 
 # Reports opened on the event loop rather than in the pool: the trip costs about as much.
 INLINE = 32
@@ -30,7 +31,7 @@ def default_processes(workers: int = 1) -> int:
 
 class Opener:
     """Opens sealed reports in ``processes`` processes (started on first use, with ``spawn``: the
-    service's loop and its connections are not copied into them)."""
+    service's loop and its connections are not copied into them; each ends with the service)."""
 
     def __init__(self, processes: int):
         self.processes = max(1, int(processes))
@@ -39,7 +40,7 @@ class Opener:
     def pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             context = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(self.processes, mp_context=context)
+            self._pool = ProcessPoolExecutor(self.processes, mp_context=context, initializer=die_with_parent)
         return self._pool
 
     async def open(self, raw_key: bytes, view_digest: bytes, length: int, sealed: list) -> list:
