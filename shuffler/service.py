@@ -23,6 +23,7 @@ browser; nothing else carries CORS headers.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -157,6 +158,21 @@ def _origin(request: web.Request) -> str | None:
     return origin
 
 
+# The answers to nearly every request, encoded once.
+_OUTCOMES = {outcome: json.dumps({"status": outcome}).encode() for outcome in ("accepted", "duplicate")}
+
+
+def _outcome(outcome: str, origin: str | None) -> web.Response:
+    """``{"status": outcome}``: 201 for a new report, 200 for one received before."""
+    response = web.Response(
+        body=_OUTCOMES[outcome], status=201 if outcome == "accepted" else 200, content_type="application/json"
+    )
+    if origin is not None:
+        response.headers["Access-Control-Allow-Origin"] = origin
+        response.headers["Vary"] = "Origin"
+    return response
+
+
 def _problem(problem: Problem, origin: str | None = None) -> web.Response:
     return _json(problem.status, {"error": str(problem)}, origin, problem.retry_after)
 
@@ -171,6 +187,8 @@ async def _body(request: web.Request, limit: int) -> bytes:
     reserved = declared if declared is not None else limit
     limits.reserve(reserved)
     try:
+        if declared is not None:  # aiohttp reads exactly the declared length
+            return await request.read()
         chunks, size = [], 0
         async for chunk in request.content.iter_chunked(64 * 1024):
             size += len(chunk)
@@ -206,7 +224,7 @@ async def post_reports(request: web.Request) -> web.StreamResponse:
             outcome = (await shuffler.receive(view, [await _body(request, length)]))[0]
             if outcome == "rejected":
                 raise Problem(400, "not a sealed report of this collection's view (another length, or another view's digest)")
-            return _json(201 if outcome == "accepted" else 200, {"status": outcome}, origin)
+            return _outcome(outcome, origin)
         if request.content_type == MSGPACK:
             most = shuffler.settings.max_post
             body = await _body(request, most * (length + 5) + 64)
@@ -303,6 +321,7 @@ async def _running(app: web.Application):
     yield
     loop.cancel()
     await asyncio.gather(loop, return_exceptions=True)
+    shuffler.releaser.close()
     await session.close()
     shuffler.worker.shutdown(wait=True)
     shuffler.store.close()
