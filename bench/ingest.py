@@ -108,9 +108,10 @@ class _Pipe(asyncio.Protocol):
     """One kept-alive connection of :func:`drive_raw`: sends the next prebuilt request as soon as
     the previous answer is complete."""
 
-    def __init__(self, requests, statuses: list[int], done: asyncio.Future):
-        self.requests, self.statuses, self.done = requests, statuses, done
+    def __init__(self, requests, statuses: list[int], done: asyncio.Future, latencies: list[float] | None = None):
+        self.requests, self.statuses, self.done, self.latencies = requests, statuses, done, latencies
         self.buffer = b""
+        self.sent = 0.0
 
     def connection_made(self, transport):
         self.transport = transport
@@ -121,6 +122,7 @@ class _Pipe(asyncio.Protocol):
         if request is None:
             self.transport.close()
         else:
+            self.sent = time.perf_counter()
             self.transport.write(request)
 
     def data_received(self, data: bytes) -> None:
@@ -131,6 +133,8 @@ class _Pipe(asyncio.Protocol):
             if len(self.buffer) < end + 4 + length:
                 return
             self.statuses.append(int(head[9:12]))
+            if self.latencies is not None:
+                self.latencies.append(time.perf_counter() - self.sent)
             self.buffer = self.buffer[end + 4 + length :]
             self._send_next()
 
@@ -139,20 +143,24 @@ class _Pipe(asyncio.Protocol):
             self.done.set_result(exc)
 
 
-async def drive_raw(url: str, path: str, bodies: list[bytes], concurrency: int) -> float:
+async def drive_raw(
+    url: str, path: str, bodies: list[bytes], concurrency: int, content_type: str = "application/msgpack",
+    latencies: list[float] | None = None,
+) -> float:
     """:func:`drive` with a lean HTTP/1.1 client (prebuilt requests on kept-alive connections, an
     asyncio protocol that parses only the status line and Content-Length): the load generator
     shares this machine's cores with the servers, and every microsecond it spends per request is
-    taken from them, which would hide whether more server processes help."""
+    taken from them, which would hide whether more server processes help. ``latencies``, when
+    given, receives every request's seconds from sent to answered."""
     host, port = url.removeprefix("http://").split(":")
-    head = f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/msgpack\r\nContent-Length: "
+    head = f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: {content_type}\r\nContent-Length: "
     requests = iter([f"{head}{len(body)}\r\n\r\n".encode() + body for body in bodies])
     statuses: list[int] = []
     loop = asyncio.get_running_loop()
     start = time.perf_counter()
     done = [loop.create_future() for _ in range(concurrency)]
     for future in done:
-        await loop.create_connection(lambda f=future: _Pipe(requests, statuses, f), host, int(port))
+        await loop.create_connection(lambda f=future: _Pipe(requests, statuses, f, latencies), host, int(port))
     errors = [e for e in await asyncio.gather(*done) if e is not None]
     elapsed = time.perf_counter() - start
     failures = [s for s in statuses if s not in (200, 201)]

@@ -1,24 +1,34 @@
-"""Ingest through a shuffler beside direct batched ingest, in one run.
+"""Shuffled ingest as devices do it (one sealed report per request), beside direct ingest, in one run.
 
-    python bench/shuffled_ingest.py [--reports 50000] [--batch 5000] [--rounds 3]
+    python bench/shuffled_ingest.py [--people 50000] [--concurrency 64] [--rounds 3] [--min-batch 5000]
+                                    [--dbs sqlite,postgresql] [--clients 5000]
 
-Starts ``python -m aggregator serve`` (SQLite) and ``python -m shuffler serve`` in their own
-processes. Each round, into a fresh collection of one spec (OUE, 3 features, 2 classes):
+For each database the aggregator runs on (SQLite, and PostgreSQL from the ``pgserver`` wheel),
+each round starts ``python -m aggregator serve`` and ``python -m shuffler serve`` (its own SQLite
+file, releasing every 0.2 s) in their own processes, and measures into fresh collections of one
+spec (OUE, 3 features, 2 classes):
 
-- *direct*: the reports posted to the aggregator in batches of ``--batch``, timed from the first
-  request to the last answer (every report then counted);
-- *through the shuffler*: the same number of reports, each sealed (HPKE) before the round
-  starts, posted to the shuffler in batches of ``--batch``, timed from the first request until
-  the aggregator has counted them all (the shuffler releases every 0.2 s, batches of at least
-  1,000; the aggregator opens every report).
+- *direct, batches*: ``--people`` reports posted to the aggregator in batches of 5,000 (8 in flight);
+- *direct, singles*: one report per request, ``--concurrency`` in flight (the lean load generator
+  of ``bench/ingest.py``);
+- *shuffled, singles*: each person's report sealed (HPKE) before the round, one per request to
+  the shuffler, ``--concurrency`` in flight: the shuffler's intake (until every post is answered,
+  and each answer's latency) and end to end (until the aggregator has counted every person's
+  report and the batches' dummies), with the default dummies (as many as the floor) and with none.
 
-Also times opening alone (``participant.sealing.open_sealed``, one core), the bound on what any
-shuffled ingest can reach here. Writes ``bench/results/shuffled_ingest.md``.
+Then, once per database, ``--clients`` sealed reports sent through the participant libraries'
+own senders, 64 at a time: Python's ``AsyncClient.send_report`` and Node's ``Client.sendReport``.
+With ``--baseline REF`` (a git revision), each SQLite round also runs that revision's own
+``bench/shuffled_ingest.py`` in a worktree of it (its servers, its sealing) for its batches posted
+to the shuffler: the same path measured by the code before, in the same run.
+And, on this machine alone, what opening costs: one core with the key's object built once, and the
+aggregator's opening processes against their number. Writes ``bench/results/shuffled_ingest.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import secrets
@@ -29,117 +39,347 @@ import time
 import urllib.request
 from pathlib import Path
 
+import aiohttp
 import msgpack
 import numpy as np
+from ingest import drive, drive_raw, postgres_server, reports, spec, start
 
-from participant import CollectionSpec, Feature, Participant
-from participant.sealing import new_key_pair, open_sealed, seal
-from participant.wire import pack_report
+from participant.client import AsyncClient
+from participant.sealing import new_key_pair, open_many, seal, sealed_length
+from participant.view import ShuffledView
+from participant.wire import pack_batch, pack_report
 
 RESULTS = Path(__file__).with_name("results") / "shuffled_ingest.md"
-SPEC = CollectionSpec(
-    [Feature("a", ["x", "y", "z"]), Feature("b", ["x", "y"]), Feature("c", [str(i) for i in range(6)])],
-    ["yes", "no"], "OUE", 2.0,
-)  # fmt: skip
-ADMIN = secrets.token_urlsafe(24)
+JS = Path(__file__).resolve().parent.parent / "participant-js"
+SEALED = "application/ldpnb-sealed"
+NODE_SENDER = """
+import { readFileSync } from "node:fs";
+import { Client, Ledger } from "%s/dist/src/index.js";
+const [shuffler, cid, file, concurrency] = process.argv.slice(2);
+const bodies = JSON.parse(readFileSync(file, "utf8")).map((hex) => Uint8Array.from(Buffer.from(hex, "hex")));
+const client = new Client(shuffler, { ledger: new Ledger({ update: async () => { throw new Error("no ledger"); } }) });
+let next = 0;
+const start = performance.now();
+await Promise.all(Array.from({ length: Number(concurrency) }, async () => {
+  while (next < bodies.length) await client.sendReport(cid, bodies[next++], shuffler);
+}));
+console.log(JSON.stringify((performance.now() - start) / 1000));
+"""
 
 
-def start(command: list[str], env: dict | None = None) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-    line = process.stdout.readline()
-    if "listening on" not in line:
-        raise SystemExit(f"did not start: {' '.join(command)}: {line}")
-    return process, line.split("listening on ")[1].split()[0]
-
-
-def call(url: str, method: str = "GET", body=None, headers: dict | None = None, raw: bytes | None = None) -> dict:
-    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    request = urllib.request.Request(url, data=data, method=method, headers=headers or {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=300) as answer:
+def call(url: str, method: str = "GET", body=None, token: str | None = None) -> dict:
+    headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {token}"} if token else {})
+    data = None if body is None else json.dumps(body).encode()
+    with urllib.request.urlopen(urllib.request.Request(url, data=data, method=method, headers=headers), timeout=300) as answer:
         return json.load(answer)
 
 
-def reports(spec: CollectionSpec, n: int) -> list[bytes]:
-    """``n`` packed reports of ``spec`` (seeded: the simulator's draws, not a device's)."""
-    participant = Participant(spec, rng=np.random.default_rng(0))
-    record = {"a": "x", "b": "y", "c": "3", "class": "yes"}
-    return [pack_report(participant.report(record), spec) for _ in range(n)]
+class System:
+    """An aggregator on ``db`` and a shuffler in front of it, started for one round."""
+
+    def __init__(self, db: str | None, tmp: str, admin: str, interval: float = 0.2, aggregator=None):
+        self.admin, self.token, self.interval = admin, secrets.token_urlsafe(32), interval
+        token_file = os.path.join(tmp, f"token-{secrets.token_hex(4)}")
+        with open(token_file, "w") as f:
+            f.write(self.token + "\n")
+        os.chmod(token_file, 0o600)
+        if aggregator is None:
+            self.aggregator, self.url = start(
+                [sys.executable, "-m", "aggregator", "serve", "--db", db, "--port", "0"], env={**os.environ, "LDPNB_ADMIN_TOKEN": admin}
+            )
+        else:  # another shuffler before a running aggregator
+            self.aggregator, self.url = aggregator
+        self.shuffler, self.shuffler_url = start([
+            sys.executable, "-m", "shuffler", "serve", "--aggregator", self.url, "--token-file", token_file, "--db",
+            os.path.join(tmp, f"shuffler-{secrets.token_hex(4)}.sqlite3"), "--port", "0", "--interval", str(self.interval),
+            "--min-batch", "2", "--per-address", "0", "--per-collection", "0", "--max-waiting", "10000000", "--max-post", "5000",
+        ])  # fmt: skip
+
+    def create(self, cid: str, min_batch: int | None = None, dummies: int | None = None) -> None:
+        body = {"spec": spec().to_dict(), "id": cid, "min_reports": 0}
+        if min_batch is not None:
+            body["shuffler"] = {"url": self.shuffler_url, "token": self.token, "min_batch": min_batch}
+            if dummies is not None:
+                body["shuffler"]["dummies"] = dummies
+        call(f"{self.url}/collections", "POST", body, self.admin)
+
+    def view(self, cid: str) -> ShuffledView:
+        return ShuffledView.from_dict(call(f"{self.shuffler_url}/collections/{cid}/view"))
+
+    def forwarded(self, cid: str) -> int:
+        return call(f"{self.shuffler_url}/collections/{cid}")["forwarded"]
+
+    def batches(self, cid: str) -> dict:
+        return call(f"{self.url}/collections/{cid}/status", token=self.admin)["batches"]
+
+    def counted(self, cid: str) -> int:
+        """Reports counted (the listing's one query, not a status's statistics)."""
+        listing = call(f"{self.url}/collections?limit=1000", token=self.admin)["collections"]
+        return next(c["reports"] for c in listing if c["id"] == cid)
+
+    def stop_shuffler(self) -> None:
+        self.shuffler.terminate()
+        self.shuffler.wait()
+
+    def stop(self) -> None:
+        self.stop_shuffler()
+        self.aggregator.terminate()
+        self.aggregator.wait()
 
 
-def counted(url: str, cid: str) -> int:
-    return call(f"{url}/collections/{cid}/status", headers={"Authorization": f"Bearer {ADMIN}"})["reports"]
+def sealed_bodies(view: ShuffledView, packed: list[bytes]) -> list[bytes]:
+    return [seal(body, view) for body in packed]
+
+
+async def until(condition, timeout: float = 1800.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not await asyncio.to_thread(condition):
+        if time.monotonic() > deadline:
+            raise RuntimeError("timed out")
+        await asyncio.sleep(0.1)
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds a process and its children (opening and drawing processes) have used so far."""
+    import psutil
+
+    process = psutil.Process(pid)
+    total = sum(process.cpu_times()[:2])
+    for child in process.children(recursive=True):
+        try:
+            total += sum(child.cpu_times()[:2])
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+async def shuffled_round(
+    system: System, cid: str, packed: list[bytes], concurrency: int, min_batch: int, dummies: int, batch: int = 0
+) -> dict:
+    """Sealed reports into the shuffler (one per request, or ``batch`` per request): intake and
+    end-to-end rates, intake latencies, and the CPU seconds per person's report each process took."""
+    system.create(cid, min_batch, dummies)
+    view = system.view(cid)
+    bodies = sealed_bodies(view, packed)
+    latencies: list[float] = []
+    before = {name: cpu_seconds(p.pid) for name, p in (("aggregator", system.aggregator), ("shuffler", system.shuffler))}
+    load_before = time.process_time()
+    start_time = time.perf_counter()
+    if batch:
+        posts = [msgpack.packb({"reports": bodies[i : i + batch]}) for i in range(0, len(bodies), batch)]
+        intake = await drive(system.shuffler_url, f"/collections/{cid}/reports", posts, 8)
+    else:
+        intake = await drive_raw(system.shuffler_url, f"/collections/{cid}/reports", bodies, concurrency, SEALED, latencies)
+    # Forwarded once what is left is too few for a batch; counted once the aggregator's batches hold them.
+    await until(lambda: len(bodies) - system.forwarded(cid) < view.min_batch)
+    forwarded = system.forwarded(cid)
+    await until(lambda: system.batches(cid)["reports"] - system.batches(cid)["dummies"] >= forwarded)
+    total = time.perf_counter() - start_time
+    cpu = {name: (cpu_seconds(p.pid) - before[name]) / forwarded for name, p in (("aggregator", system.aggregator), ("shuffler", system.shuffler))}
+    cpu["load generator"] = (time.process_time() - load_before) / forwarded
+    return {"intake": len(bodies) / intake, "end_to_end": forwarded / total, "p99": float(np.percentile(latencies or [0], 99)),
+            "forwarded": forwarded, "dummies": view.dummies, "cpu": cpu}  # fmt: skip
+
+
+async def python_clients(url: str, cid: str, bodies: list[bytes], concurrency: int) -> float:
+    """Reports/s of the Python participant's own sender, ``concurrency`` at a time."""
+    it = iter(bodies)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
+        client = AsyncClient(url, ledger=None, session=session, retries=3, backoff=0.05)
+
+        async def worker():
+            for body in it:
+                await client.send_report(cid, body, url)
+
+        start_time = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return len(bodies) / (time.perf_counter() - start_time)
+
+
+def node_clients(url: str, cid: str, bodies: list[bytes], concurrency: int, tmp: str) -> float:
+    """Reports/s of the Node participant's own sender, ``concurrency`` at a time."""
+    script, data = os.path.join(tmp, "send.mjs"), os.path.join(tmp, "bodies.json")
+    Path(script).write_text(NODE_SENDER % JS)
+    Path(data).write_text(json.dumps([b.hex() for b in bodies]))
+    out = subprocess.run(["node", script, url, cid, data, str(concurrency)], capture_output=True, text=True, check=True)
+    return len(bodies) / float(out.stdout)
+
+
+def baseline_rate(ref: str, people: int, tmp: str) -> float:
+    """Reports/s of batches posted to the shuffler until counted, as revision ``ref``'s own bench
+    measures it (its servers and sealing, from a worktree of it)."""
+    root = Path(__file__).resolve().parent.parent
+    tree = Path(tmp) / f"baseline-{ref}"
+    if not tree.exists():
+        subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(tree), ref], check=True, capture_output=True)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    subprocess.run(
+        [sys.executable, "bench/shuffled_ingest.py", "--reports", str(people), "--batch", "5000", "--rounds", "1"],
+        cwd=tree, env=env, check=True, capture_output=True,
+    )
+    table = (tree / "bench" / "results" / "shuffled_ingest.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| through the shuffler"))
+    return float(row.split("|")[2].replace(",", ""))
+
+
+def opening_costs(length_spec, n: int = 4000) -> tuple[float, dict[int, float]]:
+    """Seconds to open one report on one core (the key's object built once), and reports/s the
+    aggregator's opening processes reach against their number."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    raw, public = new_key_pair()
+    shuffle = {"min_batch": 1000, "delta": 1e-6, "url": "http://x", "key": {"id": 0, "kem": 32, "kdf": 1, "aead": 1, "public_key": public.hex()}}
+    s = type(length_spec).from_dict({**length_spec.to_dict(), "shuffle": shuffle})
+    view = ShuffledView("c", "u" * 32, s, 1000, 0)
+    bodies = sealed_bodies(view, reports_packed(s, n))
+    length = sealed_length(s)
+    open_many(raw, view.digest, length, bodies[:10])  # the key's object built
+    start_time = time.perf_counter()
+    open_many(raw, view.digest, length, bodies)
+    one = (time.perf_counter() - start_time) / n
+    curve = {}
+    for processes in range(1, (os.cpu_count() or 1) + 1):
+        with ProcessPoolExecutor(processes, mp_context=get_context("spawn")) as pool:
+            list(pool.map(open_many, [raw] * processes, [view.digest] * processes, [length] * processes, [bodies[:64]] * processes))
+            step = -(-len(bodies) // processes)
+            start_time = time.perf_counter()
+            parts = [bodies[i : i + step] for i in range(0, len(bodies), step)]
+            list(pool.map(open_many, [raw] * len(parts), [view.digest] * len(parts), [length] * len(parts), parts))
+            curve[processes] = len(bodies) / (time.perf_counter() - start_time)
+    return one, curve
+
+
+def reports_packed(s, n: int) -> list[bytes]:
+    return [pack_report(r, s) for r in reports(s, n)]
+
+
+async def main_async(args) -> list[str]:
+    s = spec()
+    packed = reports_packed(s, args.people)
+    batches = [pack_batch(reports(s, 5000, seed=1 + b), s) for b in range(max(1, args.people // 5000))]
+    singles = packed[:]
+    admin = secrets.token_urlsafe(24)
+    table: dict[str, dict[str, list]] = {}
+    clients: dict[str, tuple[float, float]] = {}
+    cpu: dict[tuple[str, str], list[dict]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        pg, fresh = postgres_server(tmp) if "postgresql" in args.dbs else (None, None)
+        try:
+            for name in args.dbs:
+                rows = table.setdefault(name, {})
+                for round_ in range(args.rounds):
+                    db = os.path.join(tmp, f"bench-{round_}.sqlite3") if name == "sqlite" else fresh()
+                    system = System(db, tmp, admin)
+                    try:
+                        system.create("batched")
+                        seconds = await drive(system.url, "/collections/batched/reports", batches, 8)
+                        rows.setdefault("direct, batches of 5,000", []).append(5000 * len(batches) / seconds)
+                        system.create("single")
+                        seconds = await drive_raw(system.url, "/collections/single/reports", singles, args.concurrency)
+                        rows.setdefault("direct, singles", []).append(len(singles) / seconds)
+                        # The shuffler's intake alone: a shuffler that releases nothing meanwhile.
+                        idle = System(None, tmp, admin, interval=3600, aggregator=(system.aggregator, system.url))
+                        try:
+                            idle.create("intake", args.min_batch, 0)
+                            bodies = sealed_bodies(idle.view("intake"), packed)
+                            seconds = await drive_raw(idle.shuffler_url, "/collections/intake/reports", bodies, args.concurrency, SEALED)
+                            rows.setdefault("shuffled singles: the shuffler's intake alone", []).append(len(bodies) / seconds)
+                        finally:
+                            idle.stop_shuffler()
+                        for label, dummies in (("default dummies", None), ("no dummies", 0)):
+                            found = await shuffled_round(
+                                system, f"shuffled-{label[:2]}", packed, args.concurrency, args.min_batch, dummies
+                            )
+                            rows.setdefault(f"shuffled singles ({label}): intake", []).append(found["intake"])
+                            rows.setdefault(f"shuffled singles ({label}): until counted", []).append(found["end_to_end"])
+                            rows.setdefault(f"shuffled singles ({label}): intake p99 ms", []).append(1000 * found["p99"])
+                            cpu.setdefault((name, label), []).append(found["cpu"])
+                        found = await shuffled_round(system, "posted", packed, args.concurrency, args.min_batch, 0, batch=5000)
+                        rows.setdefault("shuffled, batches of 5,000 posted (no dummies): until counted", []).append(found["end_to_end"])
+                        if args.baseline and name == "sqlite":
+                            rate = await asyncio.to_thread(baseline_rate, args.baseline, args.people, tmp)
+                            rows.setdefault(f"the same at {args.baseline} (its own bench, servers and sealing)", []).append(rate)
+                        if round_ == 0:
+                            system.create("clients", 2, 0)
+                            view = system.view("clients")
+                            bodies = sealed_bodies(view, packed[: args.clients])
+                            python = await python_clients(system.shuffler_url, "clients", bodies, 64)
+                            system.create("node", 2, 0)
+                            node_bodies = sealed_bodies(system.view("node"), packed[: args.clients])
+                            node = await asyncio.to_thread(node_clients, system.shuffler_url, "node", node_bodies, 64, tmp)
+                            clients[name] = (python, node)
+                    finally:
+                        system.stop()
+                    print(name, {k: f"{v[-1]:,.0f}" for k, v in rows.items()}, flush=True)
+        finally:
+            if pg is not None:
+                pg.cleanup()
+            if args.baseline:  # the worktree goes with the run's folder
+                tree = os.path.join(tmp, f"baseline-{args.baseline}")
+                subprocess.run(["git", "worktree", "remove", "--force", tree], check=False, capture_output=True)
+    one, curve = opening_costs(s)
+    lines = [
+        f"# Shuffled ingest as devices do it (`python bench/shuffled_ingest.py --people {args.people} --concurrency "
+        f"{args.concurrency} --rounds {args.rounds} --min-batch {args.min_batch}`)",
+        "",
+        f"{args.people:,} people, one report each; {args.rounds} rounds per database, medians (and every round). Shuffled "
+        f"collections release in batches of {args.min_batch:,} people's reports, with the default dummies (as many) or "
+        "none; *until counted* is people's reports per second from the first post until the aggregator counted the "
+        "last batch (the remainder below a batch is left out of both). The shuffler keeps its own SQLite file.",
+        "",
+        "| path | " + " | ".join(f"{n}: reports/s" for n in args.dbs) + " |",
+        "|---|" + "---|" * len(args.dbs),
+    ]
+    for label in table[args.dbs[0]]:
+        cells = []
+        for name in args.dbs:
+            values = table[name][label]
+            unit = "{:,.1f}" if "ms" in label else "{:,.0f}"
+            cells.append(f"{unit.format(np.median(values))} ({', '.join(unit.format(v) for v in values)})")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "CPU per person's report counted, end to end with single reports (µs, medians over the rounds; the load "
+        "generator is this benchmark's own process). Two cores give at most 2·10⁶ µs a second, so the sum bounds "
+        "the rate any scheduling could reach here:",
+        "",
+        "| database, dummies | aggregator | shuffler | load generator | sum | bound, reports/s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (name, label), runs in cpu.items():
+        parts = {k: 1e6 * float(np.median([r[k] for r in runs])) for k in runs[0]}
+        total = sum(parts.values())
+        lines.append(
+            f"| {name}, {label} | {parts['aggregator']:.0f} | {parts['shuffler']:.0f} | {parts['load generator']:.0f} "
+            f"| {total:.0f} | {2e6 / total:,.0f} |"
+        )
+    lines += [
+        "",
+        "Single sealed reports through the participant libraries' own senders (64 at a time, "
+        f"{args.clients:,} reports, shuffler intake): "
+        + "; ".join(f"{n}: Python {p:,.0f}/s, Node {q:,.0f}/s" for n, (p, q) in clients.items()) + ".",
+        "",
+        f"Opening one sealed report takes {one * 1e6:.0f} µs on one core (cryptography's HPKE, the key's object built "
+        "once). The aggregator's opening processes against their number (reports/s, batches cut in one slice per "
+        "process): " + ", ".join(f"{k}: {v:,.0f}" for k, v in curve.items()) + ".",
+    ]
+    return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reports", type=int, default=50_000)
-    parser.add_argument("--batch", type=int, default=5_000)
+    parser.add_argument("--people", type=int, default=50_000)
+    parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--min-batch", type=int, default=5000)
+    parser.add_argument("--clients", type=int, default=5000)
+    parser.add_argument("--dbs", type=lambda t: t.split(","), default=["sqlite", "postgresql"])
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--baseline", metavar="REF", help="also measure revision REF's batches posted to the shuffler (a git revision)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        token = secrets.token_urlsafe(32)
-        token_path = Path(tmp) / "token.txt"
-        token_path.write_text(token + "\n")
-        token_path.chmod(0o600)
-        env = {**os.environ, "LDPNB_ADMIN_TOKEN": ADMIN}
-        aggregator, url = start([sys.executable, "-m", "aggregator", "serve", "--db", f"{tmp}/a.sqlite3", "--port", "0"], env)
-        shuffler, shuffler_url = start([sys.executable, "-m", "shuffler", "serve", "--aggregator", url, "--token-file",
-                                        str(token_path), "--db", f"{tmp}/s.sqlite3", "--port", "0", "--interval", "0.2",
-                                        "--min-batch", "1000"])  # fmt: skip
-        auth = {"Authorization": f"Bearer {ADMIN}", "Content-Type": "application/json"}
-        packed = reports(SPEC, args.reports)
-        direct, shuffled = [], []
-        try:
-            for r in range(args.rounds):
-                cid = f"direct{r}"
-                call(f"{url}/collections", "POST", {"spec": SPEC.to_dict(), "id": cid, "min_reports": 0}, auth)
-                started = time.perf_counter()
-                for i in range(0, len(packed), args.batch):
-                    body = msgpack.packb({"reports": [msgpack.unpackb(p) for p in packed[i : i + args.batch]]})
-                    call(f"{url}/collections/{cid}/reports", "POST", raw=body, headers={"Content-Type": "application/msgpack"})
-                direct.append(args.reports / (time.perf_counter() - started))
-                cid = f"shuffled{r}"
-                shuffle = {"url": shuffler_url, "token": token, "min_batch": 1000}
-                call(f"{url}/collections", "POST", {"spec": SPEC.to_dict(), "id": cid, "min_reports": 0, "shuffler": shuffle}, auth)
-                published = call(f"{url}/collections/{cid}")
-                spec = CollectionSpec.from_dict(published["spec"])
-                sealed = [seal(p, spec, published["uid"]) for p in reports(spec, args.reports)]
-                started = time.perf_counter()
-                for i in range(0, len(sealed), args.batch):
-                    call(f"{shuffler_url}/collections/{cid}/reports", "POST", raw=msgpack.packb({"reports": sealed[i : i + args.batch]}),
-                         headers={"Content-Type": "application/msgpack"})  # fmt: skip
-                while counted(url, cid) < args.reports:
-                    time.sleep(0.05)
-                shuffled.append(args.reports / (time.perf_counter() - started))
-                print(f"round {r}: direct {direct[-1]:,.0f}/s, through the shuffler {shuffled[-1]:,.0f}/s", flush=True)
-        finally:
-            shuffler.terminate()
-            aggregator.terminate()
-            shuffler.wait()
-            aggregator.wait()
-    private, public = new_key_pair()
-    key = {"id": 0, "kem": 32, "kdf": 1, "aead": 1, "public_key": public.hex()}
-    spec = CollectionSpec.from_dict({**SPEC.to_dict(), "shuffle": {"min_batch": 2, "delta": 1e-3, "url": "http://x", "key": key}})
-    opened = [seal(p, spec, "u" * 32) for p in packed[:2000]]
-    started = time.perf_counter()
-    for item in opened:
-        open_sealed(item, spec, "u" * 32, private)
-    per_open = (time.perf_counter() - started) / len(opened)
-    ratio = np.median(shuffled) / np.median(direct)
-    lines = [
-        f"# Ingest through a shuffler (`python bench/shuffled_ingest.py --reports {args.reports} --batch {args.batch} "
-        f"--rounds {args.rounds}`)",
-        "",
-        "| path | reports/s (median) | rounds |",
-        "|---|---|---|",
-        f"| direct, batches of {args.batch:,} | {np.median(direct):,.0f} | {', '.join(f'{x:,.0f}' for x in direct)} |",
-        f"| through the shuffler, batches of {args.batch:,} | {np.median(shuffled):,.0f} | {', '.join(f'{x:,.0f}' for x in shuffled)} |",
-        "",
-        f"Through the shuffler: {ratio:.0%} of direct batched ingest. Opening one sealed report takes {per_open * 1e6:.0f} µs on "
-        f"one core (cryptography's HPKE: X25519, HKDF-SHA256, AES-128-GCM), so no shuffled ingest here can pass "
-        f"{1 / per_open:,.0f} reports/s on a core: {1 / per_open / np.median(direct):.0%} of the direct figure.",
-    ]
-    RESULTS.write_text("\n".join(lines) + "\n")
+    lines = asyncio.run(main_async(args))
+    args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
