@@ -1,0 +1,5 @@
+"""The shuffler's persistence."""
+
+from .sqlite import Batch, ShufflerStore, split
+
+__all__ = ["Batch", "ShufflerStore", "split"]
