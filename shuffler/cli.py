@@ -9,7 +9,6 @@ import argparse
 import asyncio
 import logging
 import re
-import sqlite3
 import sys
 from urllib.parse import urlsplit
 
@@ -61,7 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--token-file", required=True, metavar="FILE",
         help="file holding the token presented to the aggregator (its first line; readable by its owner only)",
     )  # fmt: skip
-    serve.add_argument("--db", required=True, metavar="FILE", help="the SQLite file reports wait in (created 0600)")
+    serve.add_argument(
+        "--db", required=True, metavar="FILE|URL",
+        help="where reports wait: a SQLite file (created 0600; one shuffler process), or postgresql://… shared by "
+        "several instances on several machines",
+    )  # fmt: skip
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8081, help="port to listen on; 0 picks a free one (default 8081)")
     serve.add_argument(
@@ -112,16 +115,16 @@ async def serve(args) -> None:
     from aiohttp import web
 
     from .service import Settings, create_app
-    from .store import ShufflerStore
+    from .store import StoreUnavailable, open_store
 
     settings = Settings(
         args.aggregator, read_token(args.token_file), args.min_batch, args.interval, tuple(args.allow_origin),
         args.dummies, args.per_address, args.per_collection, args.max_waiting, args.max_post,
     )  # fmt: skip
     try:
-        store = ShufflerStore(args.db)
-    except (sqlite3.Error, OSError) as exc:
-        raise ValueError(f"cannot open --db {args.db}: {exc}") from None
+        store = await open_store(args.db)
+    except StoreUnavailable as exc:
+        raise ValueError(f"--db: {exc}") from None
     runner = web.AppRunner(create_app(settings, store), access_log=None)
     await runner.setup()
     try:

@@ -37,6 +37,7 @@ from participant.view import ShuffledView
 from participant.wire import pack_report
 
 from .problems import Problem
+from .store import StoreUnavailable
 from .views import people_per_batch
 
 log = logging.getLogger("shuffler")
@@ -53,11 +54,11 @@ def sealed_dummies(view: ShuffledView, count: int) -> list[bytes]:
 
 
 class Releaser:
-    """The release rounds of one shuffler: its settings, its store (through ``call``) and views,
-    and the aggregator's ``session``."""
+    """The release rounds of one shuffler: its settings, its store and views, and the aggregator's
+    ``session``."""
 
-    def __init__(self, call, store, views, settings):
-        self.call, self.store, self.views, self.settings = call, store, views, settings
+    def __init__(self, store, views, settings):
+        self.store, self.views, self.settings = store, views, settings
         self.session: aiohttp.ClientSession | None = None
         self.failures: dict[str, str] = {}  # per collection: why its last forward failed
         self.on_release = lambda collection_id: None  # told of every collection batches were drawn of
@@ -102,24 +103,37 @@ class Releaser:
             except BrokenProcessPool:  # the process died (killed): a new one next round
                 self.close()
                 raise Problem(503, "the process that draws dummies died; drawing again next round") from None
-        drawn = await self.call(self.store.release, view.collection, floor, room, blankets)
+        drawn = await self.store.release(view.collection, floor, room, blankets)
         self.on_release(view.collection)
         return drawn
 
     async def round(self) -> None:
-        """Release what is due, then forward every batch not yet acknowledged."""
-        for collection_id, waiting in (await self.call(self.store.waiting_all)).items():
-            try:
-                view = await self.views.get(collection_id)
-                await self.release(view, waiting)
-            except Problem as problem:
-                log.warning("collection %s: no batch drawn (%s)", collection_id, problem)
+        """Release what is due, then forward every batch not yet acknowledged: each collection on
+        its own, by the one instance that holds it this round."""
+        waiting = await self.store.waiting_all()
         by_collection: dict[str, list[int]] = {}
-        for batch, collection_id in await self.call(self.store.in_flight):
+        for batch, collection_id in await self.store.in_flight():
             by_collection.setdefault(collection_id, []).append(batch)
-        sent = await asyncio.gather(*(self._forward_all(cid, batches) for cid, batches in by_collection.items()))
+        sent = await asyncio.gather(*(self._collection(cid, waiting.get(cid, 0), by_collection.get(cid, []))
+                                      for cid in set(waiting) | set(by_collection)))  # fmt: skip
         if any(sent):
-            await self.call(self.store.scrub)
+            await self.store.scrub()
+
+    async def _collection(self, collection_id: str, waiting: int, batches: list[int]) -> bool:
+        """One collection's round: its release, then its batches (those drawn before and now)
+        forwarded, if this instance holds it; whether any was acknowledged."""
+        try:
+            async with self.store.holding(collection_id) as held:
+                if not held:
+                    return False
+                view = await self.views.get(collection_id)
+                if waiting:
+                    drawn = await self.release(view, waiting)
+                    batches = sorted({*batches, *drawn})
+                return await self._forward_all(collection_id, batches)
+        except (Problem, StoreUnavailable) as problem:
+            log.warning("collection %s: %s", collection_id, problem)
+            return False
 
     async def _forward_all(self, collection_id: str, batches: list[int]) -> bool:
         """Forward a collection's batches oldest first, :data:`IN_FLIGHT` at a time (the aggregator
@@ -133,12 +147,14 @@ class Releaser:
             async with slots:
                 if failed:
                     return
-                batch = await self.call(self.store.batch, batch_id)
+                batch = await self.store.batch(batch_id)
+                if batch is None:  # acknowledged meanwhile (recorded by another instance)
+                    return
                 view = await self.views.get(collection_id)
                 if not await self._forward(view, batch):
                     failed = True
                     return
-                await self.call(self.store.forwarded, batch_id)
+                await self.store.forwarded(batch_id)
                 self.failures.pop(collection_id, None)
                 acknowledged = True
                 log.info("forwarded a batch of %d reports (%d dummies) of %s", len(batch.sealed), batch.dummies, collection_id)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import aiohttp
@@ -38,7 +37,7 @@ from participant.view import DIGEST_BYTES, ShuffledView
 from .limits import Limits
 from .problems import Problem
 from .release import Releaser
-from .store import ShufflerStore
+from .store import Store, StoreUnavailable
 from .views import Views
 
 log = logging.getLogger("shuffler")
@@ -70,14 +69,13 @@ class Settings:
 
 
 class Shuffler:
-    """The running shuffler: its settings, its store (used from one worker thread), its views and
-    release rounds, its limits, and the reports waiting to be committed together."""
+    """The running shuffler: its settings, its store, its views and release rounds, its limits,
+    and the reports waiting to be committed together."""
 
-    def __init__(self, settings: Settings, store: ShufflerStore):
+    def __init__(self, settings: Settings, store: Store):
         self.settings, self.store = settings, store
-        self.worker = ThreadPoolExecutor(1, thread_name_prefix="shuffler-store")
-        self.views = Views(self.call, store, settings)
-        self.releaser = Releaser(self.call, store, self.views, settings)
+        self.views = Views(store, settings)
+        self.releaser = Releaser(store, self.views, settings)
         self.limits = Limits(settings)
         self.queue: list = []
         # Reports waiting per collection, read from the store once and kept as they come (a
@@ -85,10 +83,6 @@ class Shuffler:
         self.waiting: dict[str, int] = {}
         self.releaser.on_release = lambda collection_id: self.waiting.pop(collection_id, None)
         self._committing: asyncio.Task | None = None
-
-    async def call(self, function, *args):
-        """``function(*args)`` on the store's thread."""
-        return await asyncio.get_running_loop().run_in_executor(self.worker, function, *args)
 
     async def receive(self, view: ShuffledView, sealed: list) -> list[str]:
         """Store reports of a collection (committed with whatever else arrived meanwhile); each one's
@@ -118,7 +112,7 @@ class Shuffler:
             queued, self.queue = self.queue, []
             items = [item for reports, _ in queued for item in reports]
             try:
-                outcomes = await self.call(self.store.add, items)
+                outcomes = await self.store.add(items)
             except Exception as exc:  # noqa: BLE001 (every waiting request hears of it; nothing was stored)
                 log.error("the store refused a commit: %s", exc)
                 for _, done in queued:
@@ -133,7 +127,10 @@ class Shuffler:
         """Reports of the collection waiting for a batch."""
         count = self.waiting.get(collection_id)
         if count is None:
-            count = self.waiting[collection_id] = await self.call(self.store.waiting, collection_id)
+            try:
+                count = self.waiting[collection_id] = await self.store.waiting(collection_id)
+            except StoreUnavailable as exc:
+                raise Problem(503, f"{exc}; retry", 1.0) from None
         return count
 
 
@@ -254,7 +251,10 @@ async def get_view(request: web.Request) -> web.Response:
 
 
 async def list_views(request: web.Request) -> web.Response:
-    views = await request.app[SHUFFLER].call(request.app[SHUFFLER].store.views)
+    try:
+        views = await request.app[SHUFFLER].store.views()
+    except StoreUnavailable as exc:
+        return _json(503, {"error": f"{exc}; retry"}, retry_after=1)
     return _json(200, {"views": [
         {"id": v.collection, "digest": v.digest.hex(), "min_batch": v.min_batch, "dummies": v.dummies} for v in views
     ]})  # fmt: skip
@@ -268,16 +268,23 @@ def coarse_step(floor: int) -> int:
 async def get_collection(request: web.Request) -> web.Response:
     shuffler = request.app[SHUFFLER]
     collection_id = request.match_info["collection_id"]
-    view = await shuffler.call(shuffler.store.view, collection_id)
+    try:
+        return await _progress(shuffler, collection_id)
+    except StoreUnavailable as exc:
+        return _json(503, {"error": f"{exc}; retry"}, retry_after=1)
+
+
+async def _progress(shuffler: Shuffler, collection_id: str) -> web.Response:
+    view = await shuffler.store.view(collection_id)
     if view is None:
         return _json(404, {"error": f"this shuffler has pinned no view of collection {collection_id!r}"})
     floor, dummies = shuffler.releaser.floor(view)
     step = coarse_step(floor)
-    waiting = await shuffler.call(shuffler.store.waiting, collection_id)
+    waiting = await shuffler.store.waiting(collection_id)
     answer = {
         "id": collection_id, "uid": view.uid, "fingerprint": view.spec.fingerprint, "digest": view.digest.hex(),
         "waiting": waiting // step * step, "step": step, "min_batch": floor, "dummies": dummies,
-        "forwarded": await shuffler.call(shuffler.store.forwarded_count, collection_id),
+        "forwarded": await shuffler.store.forwarded_count(collection_id),
     }  # fmt: skip
     if collection_id in shuffler.releaser.failures:
         answer["problem"] = shuffler.releaser.failures[collection_id]
@@ -287,8 +294,8 @@ async def get_collection(request: web.Request) -> web.Response:
 async def healthz(request: web.Request) -> web.Response:
     shuffler = request.app[SHUFFLER]
     try:
-        await shuffler.call(shuffler.store.in_flight)
-    except Exception as exc:  # noqa: BLE001
+        await shuffler.store.in_flight()
+    except Exception as exc:  # noqa: BLE001 (whatever the store's trouble, the check answers)
         return _json(503, {"status": "unavailable", "reason": type(exc).__name__})
     return _json(200, {"status": "ok"})
 
@@ -298,7 +305,7 @@ async def healthz(request: web.Request) -> web.Response:
 CLIENT_MAX_SIZE = 64 * 1024 * 1024
 
 
-def create_app(settings: Settings, store: ShufflerStore) -> web.Application:
+def create_app(settings: Settings, store: Store) -> web.Application:
     """The shuffler's application; its release rounds run while the application does."""
     app = web.Application(client_max_size=CLIENT_MAX_SIZE)
     app[SHUFFLER] = Shuffler(settings, store)
@@ -323,5 +330,4 @@ async def _running(app: web.Application):
     await asyncio.gather(loop, return_exceptions=True)
     shuffler.releaser.close()
     await session.close()
-    shuffler.worker.shutdown(wait=True)
-    shuffler.store.close()
+    await shuffler.store.close()

@@ -27,6 +27,7 @@ from participant.spec import CollectionSpec
 from participant.view import ShuffledView
 
 from .problems import Problem
+from .store import StoreUnavailable
 
 UNKNOWN_FOR = 30.0  # seconds an id the aggregator does not know stays unknown here
 UNKNOWN_KEPT = 10_000  # ids remembered as unknown at once (the oldest forgotten first)
@@ -42,11 +43,11 @@ def people_per_batch(limits: dict, length: int, dummies: int) -> int:
 
 
 class Views:
-    """The pinned views of one shuffler: its ``store`` (through ``call``, on the store's thread),
-    kept in memory once read, and the aggregator's ``session`` and ``base`` URL."""
+    """The pinned views of one shuffler: its ``store``, the views kept in memory once read, and the
+    aggregator's ``session``."""
 
-    def __init__(self, call, store, settings):
-        self.call, self.store, self.settings = call, store, settings
+    def __init__(self, store, settings):
+        self.store, self.settings = store, settings
         self.session: aiohttp.ClientSession | None = None
         self.known: dict[str, ShuffledView] = {}
         self.unknown: OrderedDict[str, float] = OrderedDict()
@@ -58,7 +59,10 @@ class Views:
         view = self.known.get(collection_id)
         if view is not None:
             return view
-        view = await self.call(self.store.view, collection_id)
+        try:
+            view = await self.store.view(collection_id)
+        except StoreUnavailable as exc:
+            raise Problem(503, f"{exc}; retry later", 1.0) from None
         if view is None:
             if self.unknown.get(collection_id, 0.0) > time.monotonic():
                 raise Problem(404, f"the aggregator has no shuffled collection {collection_id!r}")
@@ -124,4 +128,7 @@ class Views:
                 f"a batch of {view.min_batch} reports and {view.dummies} dummies of {sealed_length(spec)} bytes does not fit "
                 "in one request to the aggregator: its operator must raise --max-body (or lower the floor)",
             )
-        return await self.call(self.store.pin, view)
+        try:
+            return await self.store.pin(view)
+        except StoreUnavailable as exc:
+            raise Problem(503, f"{exc}; retry later", 1.0) from None

@@ -1,49 +1,30 @@
-"""The shuffler's store: one SQLite file (mode 0600, WAL, every commit synced before it returns).
+"""The embedded store: one SQLite file (mode 0600, WAL, every commit synced before it returns), for
+one shuffler process. Its queries run on one worker thread of its own, in order.
 
-Why nothing acknowledged is lost, counted twice, or released in a smaller batch:
-
-- **A report is stored before it is acknowledged.** :meth:`ShufflerStore.add` commits the sealed
-  bytes, keyed by (collection, SHA-256 of the bytes), before the device hears ``accepted``. A
-  device re-sending the very same bytes (its retry after a lost answer), even after its batch
-  left, finds the digest and hears ``duplicate``: one person's report is one row, so it never makes
-  a batch look larger than its people.
-- **Batches are drawn in one transaction.** :meth:`ShufflerStore.release` takes the reports
-  waiting for a collection, only when there are at least its floor, splits them uniformly at
-  random into batches of at least the floor each, adds to each the dummies drawn for it, puts
-  every batch in a uniformly random order (the operating system's CSPRNG), writes the batches and
-  deletes the reports from those waiting, all in one commit: after a crash a batch is whole or was
-  never drawn.
-- **A batch is deleted only once the aggregator acknowledged it.** Until then it is forwarded
-  again at every round, the same reports in the same order under the same id: the aggregator
-  counts each report id once, so a batch forwarded twice counts once.
-- **The floor is the shuffler's to keep.** A collection's view (:mod:`shuffler.views`) is pinned
-  once, and every release applies the larger of its floor and the shuffler's own; no request
-  makes the shuffler release early.
-
-What it keeps, and what it keeps nothing of: of a waiting report its collection, digest and sealed
-bytes (``waiting``); of every report received its digest (``seen``, to recognise a re-send). No
-address, header or time. Both tables are keyed by digest (``WITHOUT ROWID``), so a report's place
-says nothing of when it came. Once released and forwarded, no report's bytes remain: deleted
-content is overwritten with zeros (``secure_delete``, set here: builds differ in their default)
-and the write-ahead log, which holds pages in the order they were written, is checkpointed and
-truncated to nothing after every release and every forwarded batch (:meth:`ShufflerStore.scrub`).
-While reports wait, the log holds them in arrival order (the shuffler sees their arrival anyway;
-it is the aggregator that must not).
+Beside the guarantees of :mod:`.base`, this store keeps nothing of a forwarded report on disk.
+Both its report tables are keyed by digest (``WITHOUT ROWID``), so a report's place says nothing of
+when it came. Deleted content is overwritten with zeros (``secure_delete``, set here: builds
+differ in their default), and the write-ahead log, which holds pages in the order they were
+written, is checkpointed and truncated to nothing after every release and every forwarded batch
+(:meth:`SQLiteStore.scrub`). While reports wait, the log holds them in arrival order (the
+shuffler sees their arrival anyway; it is the aggregator that must not).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
-import math
 import os
 import secrets
 import sqlite3
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from participant.spec import CollectionSpec
 from participant.view import ShuffledView
+
+from .base import Batch, Store, StoreUnavailable, split
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS views (
@@ -81,36 +62,8 @@ CREATE TABLE IF NOT EXISTS batch_reports (
 """
 
 
-@dataclass(frozen=True)
-class Batch:
-    """A drawn batch waiting for the aggregator's acknowledgement: its local ``id``, the ``name``
-    the aggregator knows it by (random), its ``collection``, how many of its reports are
-    ``people``'s and how many ``dummies``, and its sealed reports in their drawn order."""
-
-    id: int
-    name: str
-    collection: str
-    people: int
-    dummies: int
-    sealed: list[bytes]
-
-
-def split(rows: list, floor: int, cap: int, batches: int) -> list[list]:
-    """``rows`` (already in a uniformly random order) cut into at most ``batches`` consecutive
-    batches of near-equal size, each of at least ``floor`` and at most ``cap`` rows; the rows that
-    do not fit stay out. Empty when fewer than ``floor`` rows or ``cap < floor``."""
-    waiting = len(rows)
-    if waiting < floor or cap < floor:
-        return []
-    count = max(1, min(batches, math.ceil(waiting / cap), waiting // floor))
-    taken = min(waiting, count * cap)
-    edges = [round(b * taken / count) for b in range(count + 1)]
-    return [rows[edges[b] : edges[b + 1]] for b in range(count)]
-
-
-class ShufflerStore:
-    """The store at ``path`` (created mode 0600). Not thread-safe: the service calls it from one
-    worker thread."""
+class Tables:
+    """The file's tables, queried synchronously: :class:`SQLiteStore` calls them from one thread."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -211,18 +164,16 @@ class ShufflerStore:
                 drawn.append(batch)
         return drawn
 
-    def in_flight(self, collection_id: str | None = None) -> list[tuple[int, str]]:
-        """Every batch drawn and not yet acknowledged (of one collection if given): ``(batch id,
-        collection)``, oldest first."""
-        if collection_id is None:
-            return self.db.execute("SELECT id, collection FROM batches ORDER BY id").fetchall()
-        return self.db.execute("SELECT id, collection FROM batches WHERE collection = ? ORDER BY id", (collection_id,)).fetchall()
+    def in_flight(self) -> list[tuple[int, str]]:
+        """Every batch drawn and not yet acknowledged: ``(batch id, collection)``, oldest first."""
+        return self.db.execute("SELECT id, collection FROM batches ORDER BY id").fetchall()
 
-    def batch(self, batch: int) -> Batch:
-        """A drawn batch, its sealed reports in their drawn order."""
-        name, collection, people, dummies = self.db.execute(
-            "SELECT name, collection, people, dummies FROM batches WHERE id = ?", (batch,)
-        ).fetchone()
+    def batch(self, batch: int) -> Batch | None:
+        """A drawn batch, its sealed reports in their drawn order (None once acknowledged)."""
+        row = self.db.execute("SELECT name, collection, people, dummies FROM batches WHERE id = ?", (batch,)).fetchone()
+        if row is None:
+            return None
+        name, collection, people, dummies = row
         sealed = [row[0] for row in self.db.execute("SELECT sealed FROM batch_reports WHERE batch = ? ORDER BY position", (batch,))]
         return Batch(batch, name, collection, people, dummies, sealed)
 
@@ -241,3 +192,60 @@ class ShufflerStore:
         """Copy the write-ahead log into the database and truncate it to nothing: the log holds
         pages in the order they were written, the database in key order."""
         self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+class SQLiteStore(Store):
+    """The store in the file at ``path`` (created mode 0600)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.location = str(path)
+        try:
+            self.tables = Tables(path)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreUnavailable(f"cannot open {path}: {exc}") from None
+        self.worker = ThreadPoolExecutor(1, thread_name_prefix="shuffler-store")
+
+    async def _call(self, method: str, *args):
+        function = getattr(self.tables, method)
+        return await asyncio.get_running_loop().run_in_executor(self.worker, function, *args)
+
+    async def close(self) -> None:
+        await self._call("close")
+        self.worker.shutdown(wait=True)
+
+    async def view(self, collection_id):
+        return await self._call("view", collection_id)
+
+    async def pin(self, view):
+        return await self._call("pin", view)
+
+    async def views(self):
+        return await self._call("views")
+
+    async def forwarded_count(self, collection_id):
+        return await self._call("forwarded_count", collection_id)
+
+    async def add(self, items):
+        return await self._call("add", items)
+
+    async def waiting(self, collection_id):
+        return await self._call("waiting", collection_id)
+
+    async def waiting_all(self):
+        return await self._call("waiting_all")
+
+    async def release(self, collection_id, floor, cap, dummies):
+        return await self._call("release", collection_id, floor, cap, dummies)
+
+    async def in_flight(self):
+        return await self._call("in_flight")
+
+    async def batch(self, batch):
+        return await self._call("batch", batch)
+
+    async def forwarded(self, batch):
+        return await self._call("forwarded", batch)
+
+    async def scrub(self):
+        """Copy the write-ahead log into the database and truncate it to nothing."""
+        return await self._call("scrub")

@@ -1,0 +1,155 @@
+"""The shuffler's store interface, and why nothing acknowledged is lost, counted twice, released in
+a smaller batch, or kept once forwarded.
+
+- **A report is stored before it is acknowledged.** :meth:`Store.add` commits the sealed bytes,
+  keyed by (collection, SHA-256 of the bytes), before the device hears ``accepted``. A device
+  re-sending the very same bytes (its retry after a lost answer), even after its batch left, finds
+  the digest and hears ``duplicate``: one person's report is one row, so it never makes a batch
+  look larger than its people.
+- **Batches are drawn in one transaction.** :meth:`Store.release` takes the reports waiting for a
+  collection, only when there are at least its floor, splits them uniformly at random into
+  batches of at least the floor each (:func:`split`), adds to each the dummies drawn for it, puts
+  every batch in a uniformly random order (the operating system's CSPRNG), writes the batches and
+  deletes their reports from those waiting, all in one commit: after a crash a batch is whole or
+  was never drawn, and a report is either waiting or in exactly one batch.
+- **A batch is deleted only once the aggregator acknowledged it.** Until then it is forwarded
+  again, the same reports in the same order under the same id: the aggregator counts each report
+  id once, so a batch forwarded twice (its answer lost, its shuffler killed after the aggregator
+  counted it, or two instances forwarding it) counts once.
+- **The floor is the shuffler's to keep.** A collection's view (:mod:`shuffler.views`) is pinned
+  once, the first pin winning when several instances pin at once, and every release applies the
+  larger of its floor and the shuffler's own.
+- **One instance releases and forwards a collection at a time** (:meth:`Store.holding`): others
+  skip it for that round. Correctness does not rest on it (the two points above hold whatever
+  runs at once); it keeps instances from drawing thin batches side by side and from sending one
+  batch twice.
+
+What a store keeps: of a waiting report its collection, digest and sealed bytes; of every report
+received its digest; of a drawn batch its reports in their drawn order until acknowledged. No
+address, header or time. Two implementations: :class:`~shuffler.store.sqlite.SQLiteStore`, one
+process and one file, which also keeps nothing of a forwarded report's bytes on disk; and
+:class:`~shuffler.store.postgres.PostgresStore`, for several instances on one database, whose
+files do not promise that (see there).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+
+from participant.view import ShuffledView
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A drawn batch waiting for the aggregator's acknowledgement: its local ``id``, the ``name``
+    the aggregator knows it by (random), its ``collection``, how many of its reports are
+    ``people``'s and how many ``dummies``, and its sealed reports in their drawn order."""
+
+    id: int
+    name: str
+    collection: str
+    people: int
+    dummies: int
+    sealed: list[bytes]
+
+
+def split(rows: list, floor: int, cap: int, batches: int) -> list[list]:
+    """``rows`` (already in a uniformly random order) cut into at most ``batches`` consecutive
+    batches of near-equal size, each of at least ``floor`` and at most ``cap`` rows; the rows that
+    do not fit stay out. Empty when fewer than ``floor`` rows or ``cap < floor``."""
+    waiting = len(rows)
+    if waiting < floor or cap < floor:
+        return []
+    count = max(1, min(batches, math.ceil(waiting / cap), waiting // floor))
+    taken = min(waiting, count * cap)
+    edges = [round(b * taken / count) for b in range(count + 1)]
+    return [rows[edges[b] : edges[b + 1]] for b in range(count)]
+
+
+class StoreUnavailable(Exception):
+    """The store cannot serve the request now (its database is away or refusing)."""
+
+
+class Store(ABC):
+    """The shuffler's persistence; every method is a coroutine (see the module's text)."""
+
+    #: what the store is, for messages (a path, or a URL without its password)
+    location: str
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    # views
+
+    @abstractmethod
+    async def view(self, collection_id: str) -> ShuffledView | None:
+        """The view pinned for the collection, or None."""
+
+    @abstractmethod
+    async def pin(self, view: ShuffledView) -> ShuffledView:
+        """Pin ``view`` for its collection unless one is pinned already; the pinned view."""
+
+    @abstractmethod
+    async def views(self) -> list[ShuffledView]:
+        """Every pinned view, in id order."""
+
+    @abstractmethod
+    async def forwarded_count(self, collection_id: str) -> int:
+        """People's reports of the collection forwarded and acknowledged so far."""
+
+    # reports
+
+    @abstractmethod
+    async def add(self, items: list[tuple[str, bytes]]) -> list[bool]:
+        """Store every ``(collection, sealed)`` in one commit; for each, whether it is new (False:
+        these very bytes were received before, or earlier in ``items``)."""
+
+    @abstractmethod
+    async def waiting(self, collection_id: str) -> int:
+        """Reports of the collection not yet in a batch."""
+
+    @abstractmethod
+    async def waiting_all(self) -> dict[str, int]:
+        """Reports not yet in a batch, per collection with any."""
+
+    # batches
+
+    @abstractmethod
+    async def release(self, collection_id: str, floor: int, cap: int, dummies: list[list[bytes]]) -> list[int]:
+        """Draw batches of the collection's waiting reports, in one transaction: at most
+        ``len(dummies)`` batches, each of at least ``floor`` and at most ``cap`` people's reports
+        and the dummies ``dummies[b]``, in a uniformly random order; returns their ids (none when
+        fewer than ``floor`` wait). Reports left out wait for the next release."""
+
+    @abstractmethod
+    async def in_flight(self) -> list[tuple[int, str]]:
+        """Every batch drawn and not yet acknowledged: ``(batch id, collection)``, oldest first."""
+
+    @abstractmethod
+    async def batch(self, batch: int) -> Batch | None:
+        """A drawn batch, its sealed reports in their drawn order (None once acknowledged)."""
+
+    @abstractmethod
+    async def forwarded(self, batch: int) -> None:
+        """The aggregator acknowledged ``batch``: it leaves the store (its people's digests stay)."""
+
+    async def scrub(self) -> None:
+        """Leave on disk nothing of what was just deleted, where the store can (see the implementations)."""
+
+    def holding(self, collection_id: str) -> AbstractAsyncContextManager[bool]:
+        """A context in which this instance alone releases and forwards the collection, if it
+        gets it (the context's value says whether)."""
+        return _Always()
+
+
+class _Always:
+    """:meth:`Store.holding` of a store one process owns: always held."""
+
+    async def __aenter__(self) -> bool:
+        return True
+
+    async def __aexit__(self, *exc) -> None:
+        return None
