@@ -37,10 +37,11 @@ def rewritten(answer: dict, mode: str, uid: str, key: str) -> dict:
 class Proxy:
     """In front of the aggregator at ``target``: ``mode`` None passes everything through;
     otherwise collection answers are :func:`rewritten`. ``refuse`` holds collection ids whose
-    shuffled batches are answered 413. ``seen`` counts requests by (method, path)."""
+    shuffled batches are answered 413; the next ``lose`` shuffled batches reach the aggregator and
+    their answers are lost (the connection cut). ``seen`` counts requests by (method, path)."""
 
     def __init__(self, target: str):
-        self.target, self.mode, self.refuse = target, None, set()
+        self.target, self.mode, self.refuse, self.lose = target, None, set(), 0
         # What the liar tells its mark, the same at every request (a device's own uid or key).
         self.uid, self.key = secrets.token_hex(16), new_key_pair()[1].hex()
         self.seen: Counter = Counter()
@@ -56,6 +57,10 @@ class Proxy:
                                         headers=headers, allow_redirects=False) as answer:  # fmt: skip
             body, status = await answer.read(), answer.status
             passed = {k: v for k, v in answer.headers.items() if k.lower() in ("content-type", "access-control-allow-origin", "vary", "etag")}
+        if request.path.endswith("/shuffled") and self.lose > 0:
+            self.lose -= 1
+            request.transport.abort()  # counted there, and the answer never arrives
+            return web.Response(status=500)
         is_answer = request.method == "GET" and len(parts) == 2 and parts[0] == "collections" and status == 200
         if self.mode is not None and is_answer:
             packed = "msgpack" in answer.content_type
