@@ -62,6 +62,8 @@ class Releaser:
         self.session: aiohttp.ClientSession | None = None
         self.failures: dict[str, str] = {}  # per collection: why its last forward failed
         self.on_release = lambda collection_id: None  # told of every collection batches were drawn of
+        # Collections closed (by this instance, or learnt from the store at a round): they take no reports.
+        self.closed: set[str] = set()
         self._drawer: ProcessPoolExecutor | None = None
 
     def drawer(self) -> ProcessPoolExecutor:
@@ -71,7 +73,8 @@ class Releaser:
             self._drawer = ProcessPoolExecutor(1, mp_context=context, initializer=die_with_parent)
         return self._drawer
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Stop the process dummies are drawn in."""
         if self._drawer is not None:
             self._drawer.shutdown(wait=False, cancel_futures=True)
             self._drawer = None
@@ -93,24 +96,56 @@ class Releaser:
             log.error("collection %s: %s", view.collection, self.failures[view.collection])
             return []
         count = max(1, min(-(-waiting // room), waiting // floor))
-        loop = asyncio.get_running_loop()
         blankets = [[] for _ in range(count)]
         if dummies:  # drawn and sealed in a process of their own: intake never waits on them
-            try:
-                blankets = await asyncio.gather(
-                    *(loop.run_in_executor(self.drawer(), sealed_dummies, view, dummies) for _ in range(count))
-                )
-            except BrokenProcessPool:  # the process died (killed): a new one next round
-                self.close()
-                raise Problem(503, "the process that draws dummies died; drawing again next round") from None
+            blankets = await asyncio.gather(*(self._dummies(view, dummies) for _ in range(count)))
         drawn = await self.store.release(view.collection, floor, room, blankets)
         self.on_release(view.collection)
         return drawn
+
+    async def close(self, view: ShuffledView, pad: bool) -> dict:
+        """Release every report of the collection now and take no more: in batches of at least the
+        floor, and, with ``pad``, a last one of the fewer left, padded to the floor with dummies in
+        place of the people it lacks (drawn like any dummy: the shuffle bound counts them alike).
+        Without ``pad``, refused (409) while fewer than a batch wait, nothing done. Returns what
+        was drawn: ``{"batches", "people", "padding"}``."""
+        floor, dummies = self.floor(view)
+        async with self.store.holding(view.collection) as held:
+            if not held:
+                raise Problem(503, "another instance is releasing this collection now; retry", 1.0)
+            waiting = await self.store.waiting(view.collection)
+            if 0 < waiting < floor and not pad:
+                step = max(10, floor // 10)
+                raise Problem(
+                    409, f"at least {waiting // step * step} and fewer than {floor} reports wait, less than a batch: "
+                    f"close with pad to release them with dummies in place of the people missing, or wait for more",
+                )  # fmt: skip
+            drawn = await self.release(view, waiting) if waiting >= floor else []
+            left = await self.store.waiting(view.collection)
+            padding = 0
+            if left and pad:
+                padding = floor - left
+                blanket = await self._dummies(view, dummies + padding)
+                drawn += await self.store.release(view.collection, 1, left, [blanket], padding)
+            await self.store.close(view.collection)
+        self.on_release(view.collection)
+        self.closed.add(view.collection)
+        return {"batches": len(drawn), "people": waiting - (0 if padding else left), "padding": padding}
+
+    async def _dummies(self, view: ShuffledView, count: int) -> list[bytes]:
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.drawer(), sealed_dummies, view, count)
+        except BrokenProcessPool:
+            self.stop()
+            raise Problem(503, "the process that draws dummies died; retry", 1.0) from None
 
     async def round(self) -> None:
         """Release what is due, then forward every batch not yet acknowledged: each collection on
         its own, by the one instance that holds it this round."""
         waiting = await self.store.waiting_all()
+        for collection_id in set(waiting) - self.closed:  # closed by another instance meanwhile?
+            if await self.store.closed(collection_id):
+                self.closed.add(collection_id)
         by_collection: dict[str, list[int]] = {}
         for batch, collection_id in await self.store.in_flight():
             by_collection.setdefault(collection_id, []).append(batch)
@@ -167,7 +202,7 @@ class Releaser:
         url = f"{self.settings.aggregator}/collections/{view.collection}/shuffled"
         headers = {"Authorization": f"Bearer {self.settings.token}", "Content-Type": MSGPACK, "Accept": MSGPACK}
         body = msgpack.packb({
-            "batch": batch.name, "size": len(batch.sealed), "dummies": batch.dummies,
+            "batch": batch.name, "size": len(batch.sealed), "dummies": batch.dummies, "padding": batch.padding,
             "view": {"min_batch": view.min_batch, "dummies": view.dummies}, "reports": batch.sealed,
         })  # fmt: skip
         try:

@@ -12,8 +12,11 @@
   ``Retry-After``); a body is read against its limit as it arrives.
 - ``GET /collections/{id}``: how many reports wait, in coarse steps only (a tenth of the floor,
   at least 10: an exact count, read every few milliseconds, would tell an aggregator the moment
-  one person's report arrived), the floor and dummies batches are held to, and how many people's
-  reports were forwarded.
+  one person's report arrived) and at most how many more the next batch needs, the floor and
+  dummies batches are held to, how many people's reports were forwarded, and whether it is closed.
+- ``POST /collections/{id}/close`` (the token the shuffler presents to the aggregator): release
+  what waits now and take no more reports (410); ``{"pad": true}`` pads a last batch short of the
+  floor with dummies (:meth:`~shuffler.release.Releaser.close`), else fewer than a batch is refused.
 - ``GET /healthz``: whether the store answers.
 
 A web page the operator names (``--allow-origin``) may read views and post reports from a
@@ -23,6 +26,7 @@ browser; nothing else carries CORS headers.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 from dataclasses import dataclass
@@ -214,6 +218,8 @@ async def post_reports(request: web.Request) -> web.StreamResponse:
     try:
         origin = _origin(request)
         view = await shuffler.views.get(request.match_info["collection_id"])
+        if view.collection in shuffler.releaser.closed:
+            raise Problem(410, f"collection {view.collection!r} is closed: it takes no more reports")
         length = sealed_length(view.spec)
         address = request.remote or ""
         if request.content_type == SEALED:
@@ -239,6 +245,30 @@ async def post_reports(request: web.Request) -> web.StreamResponse:
         raise Problem(415, f"send one sealed report as {SEALED}, or a batch as {MSGPACK}")
     except Problem as problem:
         return _problem(problem, origin)
+
+
+async def close_collection(request: web.Request) -> web.Response:
+    """Release every report of a collection now and take no more (the token the shuffler presents
+    to the aggregator, whose operator holds it too): ``{"pad": true}`` pads a last batch short of
+    the floor with dummies; without it, fewer than a batch left is refused (409)."""
+    shuffler = request.app[SHUFFLER]
+    given = request.headers.get("Authorization", "")
+    if not hmac.compare_digest(given.encode(), f"Bearer {shuffler.settings.token}".encode()):
+        return _json(403, {"error": "closing a collection takes the token this shuffler presents to its aggregator"})
+    try:
+        try:
+            data = json.loads(await _body(request, 1024) or b"{}")
+        except ValueError:
+            data = None
+        if not isinstance(data, dict) or set(data) - {"pad"} or not isinstance(data.get("pad", False), bool):
+            raise Problem(400, "send {'pad': true or false}")
+        view = await shuffler.views.get(request.match_info["collection_id"])
+        done = await shuffler.releaser.close(view, data.get("pad", False))
+    except Problem as problem:
+        return _problem(problem)
+    except StoreUnavailable as exc:
+        return _json(503, {"error": f"{exc}; retry"}, retry_after=1)
+    return _json(200, {"id": view.collection, "closed": True, **done})
 
 
 async def get_view(request: web.Request) -> web.Response:
@@ -281,10 +311,12 @@ async def _progress(shuffler: Shuffler, collection_id: str) -> web.Response:
     floor, dummies = shuffler.releaser.floor(view)
     step = coarse_step(floor)
     waiting = await shuffler.store.waiting(collection_id)
+    told = waiting // step * step
     answer = {
         "id": collection_id, "uid": view.uid, "fingerprint": view.spec.fingerprint, "digest": view.digest.hex(),
-        "waiting": waiting // step * step, "step": step, "min_batch": floor, "dummies": dummies,
+        "waiting": told, "step": step, "needed": max(0, floor - told), "min_batch": floor, "dummies": dummies,
         "forwarded": await shuffler.store.forwarded_count(collection_id),
+        "closed": await shuffler.store.closed(collection_id),
     }  # fmt: skip
     if collection_id in shuffler.releaser.failures:
         answer["problem"] = shuffler.releaser.failures[collection_id]
@@ -312,6 +344,7 @@ def create_app(settings: Settings, store: Store) -> web.Application:
     app.router.add_route("POST", "/collections/{collection_id}/reports", post_reports)
     app.router.add_route("OPTIONS", "/collections/{collection_id}/reports", preflight)
     app.router.add_get("/collections/{collection_id}/view", get_view)
+    app.router.add_post("/collections/{collection_id}/close", close_collection)
     app.router.add_route("OPTIONS", "/collections/{collection_id}/view", preflight)
     app.router.add_get("/collections/{collection_id}", get_collection)
     app.router.add_get("/views", list_views)
@@ -328,6 +361,6 @@ async def _running(app: web.Application):
     yield
     loop.cancel()
     await asyncio.gather(loop, return_exceptions=True)
-    shuffler.releaser.close()
+    shuffler.releaser.stop()
     await session.close()
-    await shuffler.store.close()
+    await shuffler.store.shut()

@@ -90,7 +90,10 @@ async def test_python_and_node_devices_report_through_the_shuffler_only_in_batch
     assert await submit_all(server.url, "py", [RECORD], tmp_path / "tenth", shuffler.url) == ["accepted"]
     await asyncio.to_thread(wait_for, lambda: counted(server, "py") == 10)
     status = call(f"{server.url}/collections/py/status", headers=AUTH)
-    assert status["shuffler"] == {"url": shuffler.url, "waiting": 0, "step": 10, "min_batch": 10, "dummies": 0, "forwarded": 10}
+    assert status["shuffler"] == {
+        "url": shuffler.url, "waiting": 0, "step": 10, "needed": 10, "min_batch": 10, "dummies": 0, "forwarded": 10,
+        "closed": False,
+    }  # fmt: skip
     assert status["batches"] == {"batches": 1, "reports": 10, "dummies": 0, "junk": 0, "smallest": 10}
     # A report sent to the aggregator directly is refused, naming the shuffler.
     with pytest.raises(urllib.error.HTTPError) as refused:

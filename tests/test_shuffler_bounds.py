@@ -122,3 +122,52 @@ async def test_a_device_hears_accepted_only_once_its_report_is_committed(tmp_pat
     finally:
         shuffler.stop()
         server.stop()
+
+
+async def test_closing_releases_what_waits_padded_with_dummies_or_says_how_many_wait(tmp_path):
+    """Seven reports wait for a batch of ten: closing without --pad is refused, one line, naming
+    the floor and nothing changes; with --pad they leave at once, three dummies in place of the
+    people missing and the batch's own two, counted as such; the collection then takes no more."""
+    import subprocess
+    import sys
+
+    from participant import ReportRejected
+
+    from .servers import ADMIN
+
+    token = token_file(tmp_path / "token.txt")
+    server = Server(tmp_path / "aggregator.sqlite3").start()
+    shuffler = ShufflerProcess(tmp_path / "s.sqlite3", server.url, tmp_path / "token.txt", "--interval", "0.3", "--min-batch", "2").start()
+    try:
+        create(server, "c", shuffler.url, token, min_batch=10, dummies=2)
+        for i in range(7):
+            async with AsyncClient(server.url, ledger=tmp_path / f"d{i}.json", pace=0.001, shuffler=shuffler.url) as device:
+                assert await device.submit("c", RECORD) == "accepted"
+        progress = call(f"{shuffler.url}/collections/c")
+        assert (progress["waiting"], progress["needed"], progress["closed"]) == (0, 10, False)
+
+        def close(*extra: str) -> subprocess.CompletedProcess:
+            env = {**os.environ, "LDPNB_ADMIN_TOKEN": ADMIN}
+            command = [sys.executable, "-m", "aggregator", "close", "c", "--url", server.url, "--shuffler-token-file", str(tmp_path / "token.txt"), *extra]
+            return subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, check=False)
+
+        refused = await asyncio.to_thread(close)
+        assert refused.returncode == 2 and "fewer than 10 reports wait" in refused.stderr and refused.stderr.count("\n") == 1
+        assert counted(server, "c") == 0 and waiting_exact(tmp_path / "s.sqlite3") == 7
+        done = await asyncio.to_thread(close, "--pad")
+        assert done.returncode == 0 and "7 people's reports released in 1 batches, 3 dummies in place of people" in done.stdout
+        wait_for(lambda: counted(server, "c") == 12)
+        status = call(f"{server.url}/collections/c/status", headers={"Authorization": f"Bearer {ADMIN}"})
+        assert status["batches"] == {"batches": 1, "reports": 12, "dummies": 5, "junk": 0, "smallest": 7}
+        assert status["shuffler"]["closed"] is True
+        async with AsyncClient(server.url, ledger=tmp_path / "late.json", pace=0.001, retries=0, shuffler=shuffler.url) as device:
+            with pytest.raises(ReportRejected, match="410"):
+                await device.submit("c", RECORD)
+    finally:
+        shuffler.stop()
+        server.stop()
+
+
+def waiting_exact(db) -> int:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT count(*) FROM waiting").fetchone()[0]

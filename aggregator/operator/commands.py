@@ -1,5 +1,6 @@
 """The operator's subcommands of ``python -m aggregator``: thin clients of a running service's
-HTTP API (create, list, status, model, enroll). Each takes ``--url`` (default ``$LDPNB_URL``,
+HTTP API (create, list, status, model, enroll, keys, and close, which asks a shuffled
+collection's shuffler). Each takes ``--url`` (default ``$LDPNB_URL``,
 else http://127.0.0.1:8080) and reads the admin token from ``$LDPNB_ADMIN_TOKEN`` or
 ``--admin-token-file``, never from the command line."""
 
@@ -76,6 +77,21 @@ def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
     )  # fmt: skip
 
     common(sub.add_parser("list", help="every collection with its progress", allow_abbrev=False))
+
+    close = common(sub.add_parser(
+        "close", help="release what waits at a shuffled collection's shuffler now, and take no more reports",
+        description="Ask a shuffled collection's shuffler to release every report waiting there now, in batches of "
+        "at least the floor, and to take no more (its devices then hear 410). With --pad, a last batch short of the "
+        "floor is released with dummy reports in place of the people it lacks (the shuffle bound counts them as any "
+        "report); without it, fewer than a batch is refused, saying how many wait, and nothing changes.",
+        allow_abbrev=False,
+    ))  # fmt: skip
+    close.add_argument("id", help="the collection")
+    close.add_argument(
+        "--shuffler-token-file", required=True, metavar="FILE",
+        help="file holding the token the shuffler presents (the one the collection was created with)",
+    )  # fmt: skip
+    close.add_argument("--pad", action="store_true", help="release fewer than a batch, padded to the floor with dummies")
 
     status = common(sub.add_parser("status", help="a collection's progress, ingest rate and flags", allow_abbrev=False))
     status.add_argument("id", help="the collection's id (as `list` shows it)")
@@ -185,6 +201,20 @@ async def _keys(service: Service, session, args) -> str:
     return f"current sealing key {key['id']}: {key['public_key']} (X25519, HKDF-SHA256, AES-128-GCM)"
 
 
+async def _close(service: Service, session, args) -> str:
+    published = await service.call(session, "GET", f"/collections/{args.id}", admin=False)
+    shuffle = published["spec"].get("shuffle")
+    if not shuffle or not shuffle.get("url"):
+        raise OperatorError(f"collection {args.id!r} is not shuffled: there is nothing waiting elsewhere to release")
+    shuffler = Service(shuffle["url"], _secret_file(args.shuffler_token_file))
+    done = await shuffler.call(session, "POST", f"/collections/{args.id}/close", {"pad": args.pad})
+    padded = f", {done['padding']:,} dummies in place of people missing from the last" if done["padding"] else ""
+    return (
+        f"closed {args.id} at {shuffle['url']}: {done['people']:,} people's reports released in {done['batches']:,} "
+        f"batches{padded}; it takes no more reports"
+    )
+
+
 async def _list(service: Service, session, args) -> str:
     rows, path = [], "/collections?limit=1000"
     while path:
@@ -246,8 +276,9 @@ async def _status(service: Service, session, args) -> str:
     shuffler = second.get("shuffler")
     if shuffler is not None:
         waiting = (
-            f"at least {shuffler['waiting']:,} reports waiting there (it tells in steps of {shuffler['step']:,}) for a "
-            f"batch of {shuffler['min_batch']:,} and its {shuffler['dummies']:,} dummies"
+            f"at least {shuffler['waiting']:,} reports waiting there (it tells in steps of {shuffler['step']:,}); the next "
+            f"batch needs at most {shuffler['needed']:,} more people for its floor of {shuffler['min_batch']:,} (and "
+            f"{shuffler['dummies']:,} dummies){'; closed' if shuffler.get('closed') else ''}"
             if "waiting" in shuffler else shuffler["error"]
         )
         lines.append(f"shuffler {shuffler['url']}: {waiting}; {second['reports']:,} counted here")
@@ -444,7 +475,9 @@ async def _enroll(service: Service, session, args) -> str:
     return f"wrote {len(tokens)} tokens to {args.out}"
 
 
-COMMANDS = {"create": _create, "list": _list, "status": _status, "model": _model, "enroll": _enroll, "keys": _keys}
+COMMANDS = {
+    "create": _create, "list": _list, "status": _status, "model": _model, "enroll": _enroll, "keys": _keys, "close": _close,
+}  # fmt: skip
 
 
 def run(args) -> str:

@@ -1,12 +1,12 @@
 """What a shuffler sends, and the keys devices seal to: the routes of shuffled collections.
 
 ``POST /collections/{id}/shuffled`` takes one batch from the collection's shuffler (its token,
-never a device): ``{"batch": ID, "size": S, "dummies": M, "view": {"min_batch": K, "dummies":
-Mv}, "reports": [sealed, ...]}``. The view is the one the shuffler pinned for the collection
-(:class:`~participant.view.ShuffledView`): its floor and dummies may not be below the spec's, and
-the batch's may not be below the view's (S − M people's reports at least K, M at least Mv), or the
-whole batch is refused (409): a shuffler that released less than it promised gets nothing
-counted. Each report must carry that view's digest and open with the sealing key the spec names
+never a device): ``{"batch": ID, "size": S, "dummies": M, "padding": P, "view": {"min_batch": K,
+"dummies": Mv}, "reports": [sealed, ...]}``. The view is the one the shuffler pinned for the
+collection (:class:`~participant.view.ShuffledView`): its floor and dummies may not be below the
+spec's, and the batch's may not be below the view's (S − M + P reports at least K, of which P
+dummies stand in for people a closing batch lacks; M − P at least Mv), or the whole batch is
+refused (409): a shuffler that released less than it promised gets nothing counted. Each report must carry that view's digest and open with the sealing key the spec names
 (:mod:`participant.sealing`); it is then checked, stored and counted as a report sent directly
 would be (:func:`~aggregator.service.handlers.ingest_reports`), standing for ``M / valid`` of the
 batch's dummies. A report that does not open, or is refused, is *junk*: counted in the batch's
@@ -40,7 +40,7 @@ routes = web.RouteTableDef()
 # Opened reports unpacked between two turns of the event loop.
 UNPACK_SLICE = 512
 BATCH_ID = re.compile(r"[0-9a-f]{16,64}")
-FIELDS = {"batch", "size", "dummies", "view", "reports"}
+FIELDS = {"batch", "size", "dummies", "view", "reports"}  # and "padding", a closing batch's
 
 
 def _count(value, what: str) -> int:
@@ -49,9 +49,10 @@ def _count(value, what: str) -> int:
     return value
 
 
-def _batch(obj) -> tuple[str, int, int, int, int, list]:
-    """``(batch id, size, dummies, view floor, view dummies, reports)`` of a shuffler's batch; 400 otherwise."""
-    if not isinstance(obj, dict) or set(obj) != FIELDS:
+def _batch(obj) -> tuple[str, int, int, int, int, int, list]:
+    """``(batch id, size, dummies, padding, view floor, view dummies, reports)`` of a shuffler's
+    batch; 400 otherwise."""
+    if not isinstance(obj, dict) or not FIELDS <= set(obj) <= FIELDS | {"padding"}:
         raise APIError(
             400, "a shuffler's batch is {'batch', 'size', 'dummies', 'view': {'min_batch', 'dummies'}, 'reports'}",
             reason="malformed",
@@ -65,7 +66,8 @@ def _batch(obj) -> tuple[str, int, int, int, int, list]:
         raise APIError(400, "a shuffler's batch carries its reports as a list", reason="malformed")
     return (
         obj["batch"], _count(obj["size"], "its size"), _count(obj["dummies"], "its dummies"),
-        _count(view["min_batch"], "its view's min_batch"), _count(view["dummies"], "its view's dummies"), obj["reports"],
+        _count(obj.get("padding", 0), "its padding"), _count(view["min_batch"], "its view's min_batch"),
+        _count(view["dummies"], "its view's dummies"), obj["reports"],
     )  # fmt: skip
 
 
@@ -85,18 +87,19 @@ async def post_shuffled(request: web.Request) -> web.Response:
         obj = unpack(await read_raw(request), app[CONFIG].max_batch)
     except ReportError as exc:
         raise APIError(413 if exc.reason == "batch_too_large" else 400, str(exc), reason=exc.reason) from None
-    batch, size, dummies, floor, view_dummies, sealed = _batch(obj)
+    batch, size, dummies, padding, floor, view_dummies, sealed = _batch(obj)
     try:
         view = ShuffledView(collection.id, collection.uid, collection.spec, floor, view_dummies)
     except SpecError as exc:
         raise APIError(409, f"the shuffler's view of {collection.id!r} is not this collection's: {exc}", reason="view") from None
     if size != len(sealed):
         raise APIError(400, f"a batch said to hold {size} reports holds {len(sealed)}", reason="malformed")
-    if size - dummies < floor or dummies < view_dummies:
+    # A closing batch's padding stands in for people it lacks: dummies, which the bound counts as any report.
+    if size - dummies + padding < floor or dummies - padding < view_dummies or padding > dummies:
         raise APIError(
             409,
-            f"a batch of {size} reports with {dummies} dummies is below what the shuffler's view promises devices "
-            f"({floor} people's reports and {view_dummies} dummies at least): nothing counted",
+            f"a batch of {size} reports with {dummies} dummies ({padding} in place of people) is below what the shuffler's "
+            f"view promises devices ({floor} reports besides its {view_dummies} dummies at least): nothing counted",
             reason="small_batch",
         )
     key = await private_key_bytes(app[STORE], shuffle.key)

@@ -134,7 +134,7 @@ async def shuffler_progress(collection, timeout: float = 2.0) -> dict:
                 data = await answer.json(content_type=None) if answer.status == 200 else None
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
         return {"url": spec.shuffle.url, "error": f"the shuffler did not answer: {type(exc).__name__}"}
-    fields = ("waiting", "step", "min_batch", "dummies", "forwarded")
+    fields = ("waiting", "step", "needed", "min_batch", "dummies", "forwarded")
     if not isinstance(data, dict) or not all(isinstance(data.get(f), int) for f in fields):
         return {"url": spec.shuffle.url, "error": "the shuffler has pinned no view of this collection yet"}
     if (data.get("uid"), data.get("fingerprint")) != (collection.uid, spec.fingerprint):
@@ -143,7 +143,7 @@ async def shuffler_progress(collection, timeout: float = 2.0) -> dict:
             "error": "the shuffler pinned another collection under this id (one created before under the same id): "
             "devices refuse to report to it; create the collection under a new id",
         }
-    return {"url": spec.shuffle.url, **{f: data[f] for f in fields}}
+    return {"url": spec.shuffle.url, **{f: data[f] for f in fields}, "closed": bool(data.get("closed"))}
 
 
 def stated_privacy(spec: CollectionSpec) -> str:

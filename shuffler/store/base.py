@@ -46,7 +46,8 @@ from participant.view import ShuffledView
 class Batch:
     """A drawn batch waiting for the aggregator's acknowledgement: its local ``id``, the ``name``
     the aggregator knows it by (random), its ``collection``, how many of its reports are
-    ``people``'s and how many ``dummies``, and its sealed reports in their drawn order."""
+    ``people``'s and how many ``dummies`` (``padding`` of them in a closing batch), and its
+    sealed reports in their drawn order."""
 
     id: int
     name: str
@@ -54,6 +55,7 @@ class Batch:
     people: int
     dummies: int
     sealed: list[bytes]
+    padding: int = 0  # of the dummies, those that stand in for people a closing batch lacked
 
 
 def split(rows: list, floor: int, cap: int, batches: int) -> list[list]:
@@ -80,7 +82,8 @@ class Store(ABC):
     location: str
 
     @abstractmethod
-    async def close(self) -> None: ...
+    async def shut(self) -> None:
+        """Let go of the database (the service is stopping)."""
 
     # views
 
@@ -118,11 +121,22 @@ class Store(ABC):
     # batches
 
     @abstractmethod
-    async def release(self, collection_id: str, floor: int, cap: int, dummies: list[list[bytes]]) -> list[int]:
+    async def release(
+        self, collection_id: str, floor: int, cap: int, dummies: list[list[bytes]], padding: int = 0
+    ) -> list[int]:
         """Draw batches of the collection's waiting reports, in one transaction: at most
         ``len(dummies)`` batches, each of at least ``floor`` and at most ``cap`` people's reports
-        and the dummies ``dummies[b]``, in a uniformly random order; returns their ids (none when
-        fewer than ``floor`` wait). Reports left out wait for the next release."""
+        and the dummies ``dummies[b]`` (of which the first batch's last ``padding`` stand in for
+        people), in a uniformly random order; returns their ids (none when fewer than ``floor``
+        wait). Reports left out wait for the next release."""
+
+    @abstractmethod
+    async def close(self, collection_id: str) -> None:
+        """The collection takes no more reports here."""
+
+    @abstractmethod
+    async def closed(self, collection_id: str) -> bool:
+        """Whether the collection was closed."""
 
     @abstractmethod
     async def in_flight(self) -> list[tuple[int, str]]:

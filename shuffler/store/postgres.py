@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS waiting (
     collection text NOT NULL, digest bytea NOT NULL, sealed bytea NOT NULL, PRIMARY KEY (collection, digest));
 CREATE TABLE IF NOT EXISTS batches (
     id bigserial PRIMARY KEY, name text NOT NULL, collection text NOT NULL, people integer NOT NULL,
-    dummies integer NOT NULL);
+    dummies integer NOT NULL, padding integer NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS closed (collection text PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS batch_reports (
     batch bigint NOT NULL, position integer NOT NULL, sealed bytea NOT NULL, PRIMARY KEY (batch, position));
 """
@@ -79,7 +80,7 @@ class PostgresStore(Store):
             raise StoreUnavailable(f"cannot open the shuffler's database: {type(exc).__name__}: {exc}"[:300]) from None
         return cls(url, pool)
 
-    async def close(self) -> None:
+    async def shut(self) -> None:
         await self.pool.close()
 
     async def _run(self, work):
@@ -156,7 +157,7 @@ class PostgresStore(Store):
 
     # batches
 
-    async def release(self, collection_id, floor, cap, dummies):
+    async def release(self, collection_id, floor, cap, dummies, padding=0):
         random = secrets.SystemRandom()
 
         async def work(conn):
@@ -168,12 +169,12 @@ class PostgresStore(Store):
                 rows = [(bytes(r["digest"]), bytes(r["sealed"])) for r in rows]
                 random.shuffle(rows)
                 taken = []
-                for people, blanket in zip(split(rows, floor, cap, len(dummies)), dummies):
+                for b, (people, blanket) in enumerate(zip(split(rows, floor, cap, len(dummies)), dummies)):
                     sealed = [s for _, s in people] + list(blanket)
                     random.shuffle(sealed)
                     batch = await conn.fetchval(
-                        "INSERT INTO batches (name, collection, people, dummies) VALUES ($1, $2, $3, $4) RETURNING id",
-                        secrets.token_hex(16), collection_id, len(people), len(blanket),
+                        "INSERT INTO batches (name, collection, people, dummies, padding) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                        secrets.token_hex(16), collection_id, len(people), len(blanket), padding if b == 0 else 0,
                     )  # fmt: skip
                     await conn.execute(
                         "INSERT INTO batch_reports SELECT $1, p, s FROM unnest($2::int[], $3::bytea[]) AS t(p, s)",
@@ -189,6 +190,12 @@ class PostgresStore(Store):
 
         return await self._run(work)
 
+    async def close(self, collection_id):
+        await self._run(lambda c: c.execute("INSERT INTO closed VALUES ($1) ON CONFLICT DO NOTHING", collection_id))
+
+    async def closed(self, collection_id):
+        return bool(await self._run(lambda c: c.fetchval("SELECT 1 FROM closed WHERE collection = $1", collection_id)))
+
     async def in_flight(self):
         rows = await self._run(lambda c: c.fetch("SELECT id, collection FROM batches ORDER BY id"))
         return [(r["id"], r["collection"]) for r in rows]
@@ -199,7 +206,10 @@ class PostgresStore(Store):
             if head is None:
                 return None
             sealed = await conn.fetch("SELECT sealed FROM batch_reports WHERE batch = $1 ORDER BY position", batch)
-            return Batch(batch, head["name"], head["collection"], head["people"], head["dummies"], [bytes(r["sealed"]) for r in sealed])
+            return Batch(
+                batch, head["name"], head["collection"], head["people"], head["dummies"],
+                [bytes(r["sealed"]) for r in sealed], head["padding"],
+            )  # fmt: skip
 
         return await self._run(work)
 

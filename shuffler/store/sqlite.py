@@ -51,8 +51,10 @@ CREATE TABLE IF NOT EXISTS batches (
     name TEXT NOT NULL,
     collection TEXT NOT NULL,
     people INTEGER NOT NULL,
-    dummies INTEGER NOT NULL
+    dummies INTEGER NOT NULL,
+    padding INTEGER NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS closed (collection TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS batch_reports (
     batch INTEGER NOT NULL,
     position INTEGER NOT NULL,
@@ -136,7 +138,7 @@ class Tables:
 
     # batches
 
-    def release(self, collection_id: str, floor: int, cap: int, dummies: list[list[bytes]]) -> list[int]:
+    def release(self, collection_id: str, floor: int, cap: int, dummies: list[list[bytes]], padding: int = 0) -> list[int]:
         """Draw batches of the collection's waiting reports, in one transaction: at most
         ``len(dummies)`` batches, each of at least ``floor`` and at most ``cap`` people's reports
         and the dummies ``dummies[b]``, in a uniformly random order; returns their ids (none when
@@ -147,12 +149,12 @@ class Tables:
             self.db.execute("BEGIN IMMEDIATE")
             rows = self.db.execute("SELECT digest, sealed FROM waiting WHERE collection = ?", (collection_id,)).fetchall()
             random.shuffle(rows)
-            for people, blanket in zip(split(rows, floor, cap, len(dummies)), dummies):
+            for b, (people, blanket) in enumerate(zip(split(rows, floor, cap, len(dummies)), dummies)):
                 sealed = [s for _, s in people] + list(blanket)
                 random.shuffle(sealed)
                 batch = self.db.execute(
-                    "INSERT INTO batches (name, collection, people, dummies) VALUES (?, ?, ?, ?)",
-                    (secrets.token_hex(16), collection_id, len(people), len(blanket)),
+                    "INSERT INTO batches (name, collection, people, dummies, padding) VALUES (?, ?, ?, ?, ?)",
+                    (secrets.token_hex(16), collection_id, len(people), len(blanket), padding if b == 0 else 0),
                 ).lastrowid
                 self.db.executemany(
                     "INSERT INTO batch_reports (batch, position, sealed) VALUES (?, ?, ?)",
@@ -170,12 +172,12 @@ class Tables:
 
     def batch(self, batch: int) -> Batch | None:
         """A drawn batch, its sealed reports in their drawn order (None once acknowledged)."""
-        row = self.db.execute("SELECT name, collection, people, dummies FROM batches WHERE id = ?", (batch,)).fetchone()
+        row = self.db.execute("SELECT name, collection, people, dummies, padding FROM batches WHERE id = ?", (batch,)).fetchone()
         if row is None:
             return None
-        name, collection, people, dummies = row
+        name, collection, people, dummies, padding = row
         sealed = [row[0] for row in self.db.execute("SELECT sealed FROM batch_reports WHERE batch = ? ORDER BY position", (batch,))]
-        return Batch(batch, name, collection, people, dummies, sealed)
+        return Batch(batch, name, collection, people, dummies, sealed, padding)
 
     def forwarded(self, batch: int) -> None:
         """The aggregator acknowledged ``batch``: it leaves the store (its people's digests stay)."""
@@ -187,6 +189,14 @@ class Tables:
             self.db.execute("DELETE FROM batch_reports WHERE batch = ?", (batch,))
             self.db.execute("DELETE FROM batches WHERE id = ?", (batch,))
             self.db.execute("UPDATE views SET forwarded = forwarded + ? WHERE id = ?", (row[1], row[0]))
+
+    def close_collection(self, collection_id: str) -> None:
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.execute("INSERT OR IGNORE INTO closed VALUES (?)", (collection_id,))
+
+    def closed(self, collection_id: str) -> bool:
+        return self.db.execute("SELECT 1 FROM closed WHERE collection = ?", (collection_id,)).fetchone() is not None
 
     def scrub(self) -> None:
         """Copy the write-ahead log into the database and truncate it to nothing: the log holds
@@ -209,7 +219,7 @@ class SQLiteStore(Store):
         function = getattr(self.tables, method)
         return await asyncio.get_running_loop().run_in_executor(self.worker, function, *args)
 
-    async def close(self) -> None:
+    async def shut(self) -> None:
         await self._call("close")
         self.worker.shutdown(wait=True)
 
@@ -234,8 +244,14 @@ class SQLiteStore(Store):
     async def waiting_all(self):
         return await self._call("waiting_all")
 
-    async def release(self, collection_id, floor, cap, dummies):
-        return await self._call("release", collection_id, floor, cap, dummies)
+    async def release(self, collection_id, floor, cap, dummies, padding=0):
+        return await self._call("release", collection_id, floor, cap, dummies, padding)
+
+    async def close(self, collection_id):
+        return await self._call("close_collection", collection_id)
+
+    async def closed(self, collection_id):
+        return await self._call("closed", collection_id)
 
     async def in_flight(self):
         return await self._call("in_flight")
