@@ -75,9 +75,11 @@ def call(url: str, method: str = "GET", body=None, token: str | None = None) -> 
 
 
 class System:
-    """An aggregator on ``db`` and a shuffler in front of it, started for one round."""
+    """An aggregator on ``db`` and ``instances`` shufflers in front of it (on ``shuffler_db``, a
+    PostgreSQL URL they share, else a SQLite file of the first's own), started for one round."""
 
-    def __init__(self, db: str | None, tmp: str, admin: str, interval: float = 0.2, aggregator=None):
+    def __init__(self, db: str | None, tmp: str, admin: str, interval: float = 0.2, aggregator=None,
+                 shuffler_db: str | None = None, instances: int = 1):  # fmt: skip
         self.admin, self.token, self.interval = admin, secrets.token_urlsafe(32), interval
         token_file = os.path.join(tmp, f"token-{secrets.token_hex(4)}")
         with open(token_file, "w") as f:
@@ -89,11 +91,16 @@ class System:
             )
         else:  # another shuffler before a running aggregator
             self.aggregator, self.url = aggregator
-        self.shuffler, self.shuffler_url = start([
-            sys.executable, "-m", "shuffler", "serve", "--aggregator", self.url, "--token-file", token_file, "--db",
-            os.path.join(tmp, f"shuffler-{secrets.token_hex(4)}.sqlite3"), "--port", "0", "--interval", str(self.interval),
-            "--min-batch", "2", "--per-address", "0", "--per-collection", "0", "--max-waiting", "10000000", "--max-post", "5000",
-        ])  # fmt: skip
+        store = shuffler_db or os.path.join(tmp, f"shuffler-{secrets.token_hex(4)}.sqlite3")
+        self.shufflers = [
+            start([
+                sys.executable, "-m", "shuffler", "serve", "--aggregator", self.url, "--token-file", token_file, "--db",
+                store, "--port", "0", "--interval", str(self.interval), "--min-batch", "2", "--per-address", "0",
+                "--per-collection", "0", "--max-waiting", "10000000", "--max-post", "5000",
+            ])  # fmt: skip
+            for _ in range(instances)
+        ]
+        self.shuffler, self.shuffler_url = self.shufflers[0]
 
     def create(self, cid: str, min_batch: int | None = None, dummies: int | None = None) -> None:
         body = {"spec": spec().to_dict(), "id": cid, "min_reports": 0}
@@ -118,8 +125,9 @@ class System:
         return next(c["reports"] for c in listing if c["id"] == cid)
 
     def stop_shuffler(self) -> None:
-        self.shuffler.terminate()
-        self.shuffler.wait()
+        for process, _ in self.shufflers:
+            process.terminate()
+            process.wait()
 
     def stop(self) -> None:
         self.stop_shuffler()
@@ -129,6 +137,18 @@ class System:
 
 def sealed_bodies(view: ShuffledView, packed: list[bytes]) -> list[bytes]:
     return [seal(body, view) for body in packed]
+
+
+async def drive_spread(urls: list[str], path: str, bodies: list[bytes], concurrency: int) -> float:
+    """Seconds to post ``bodies`` spread evenly over the shuffler instances at ``urls`` (as a load
+    balancer would), ``concurrency`` in flight in all."""
+    start_time = time.perf_counter()
+    share = -(-len(bodies) // len(urls))
+    await asyncio.gather(*(
+        drive_raw(url, path, bodies[i * share : (i + 1) * share], max(1, concurrency // len(urls)), SEALED)
+        for i, url in enumerate(urls)
+    ))  # fmt: skip
+    return time.perf_counter() - start_time
 
 
 async def until(condition, timeout: float = 1800.0) -> None:
@@ -270,7 +290,8 @@ async def main_async(args) -> list[str]:
                 rows = table.setdefault(name, {})
                 for round_ in range(args.rounds):
                     db = os.path.join(tmp, f"bench-{round_}.sqlite3") if name == "sqlite" else fresh()
-                    system = System(db, tmp, admin)
+                    shuffler_db = None if name == "sqlite" else fresh()  # the shuffler on the same kind of database
+                    system = System(db, tmp, admin, shuffler_db=shuffler_db)
                     try:
                         system.create("batched")
                         seconds = await drive(system.url, "/collections/batched/reports", batches, 8)
@@ -279,14 +300,18 @@ async def main_async(args) -> list[str]:
                         seconds = await drive_raw(system.url, "/collections/single/reports", singles, args.concurrency)
                         rows.setdefault("direct, singles", []).append(len(singles) / seconds)
                         # The shuffler's intake alone: a shuffler that releases nothing meanwhile.
-                        idle = System(None, tmp, admin, interval=3600, aggregator=(system.aggregator, system.url))
-                        try:
-                            idle.create("intake", args.min_batch, 0)
-                            bodies = sealed_bodies(idle.view("intake"), packed)
-                            seconds = await drive_raw(idle.shuffler_url, "/collections/intake/reports", bodies, args.concurrency, SEALED)
-                            rows.setdefault("shuffled singles: the shuffler's intake alone", []).append(len(bodies) / seconds)
-                        finally:
-                            idle.stop_shuffler()
+                        for instances in (1, 2) if name == "postgresql" else (1,):
+                            idle = System(None, tmp, admin, interval=3600, aggregator=(system.aggregator, system.url),
+                                          shuffler_db=None if name == "sqlite" else fresh(), instances=instances)  # fmt: skip
+                            try:
+                                cid = f"intake{instances}"
+                                idle.create(cid, args.min_batch, 0)
+                                bodies = sealed_bodies(idle.view(cid), packed)
+                                seconds = await drive_spread([u for _, u in idle.shufflers], f"/collections/{cid}/reports", bodies, args.concurrency)
+                                label = "the shuffler's intake alone" + (f", {instances} instances" if instances > 1 else "")
+                                rows.setdefault(f"shuffled singles: {label}", []).append(len(bodies) / seconds)
+                            finally:
+                                idle.stop_shuffler()
                         for label, dummies in (("default dummies", None), ("no dummies", 0)):
                             found = await shuffled_round(
                                 system, f"shuffled-{label[:2]}", packed, args.concurrency, args.min_batch, dummies
@@ -326,23 +351,25 @@ async def main_async(args) -> list[str]:
         f"{args.people:,} people, one report each; {args.rounds} rounds per database, medians (and every round). Shuffled "
         f"collections release in batches of {args.min_batch:,} people's reports, with the default dummies (as many) or "
         "none; *until counted* is people's reports per second from the first post until the aggregator counted the "
-        "last batch (the remainder below a batch is left out of both). The shuffler keeps its own SQLite file.",
+        "last batch (the remainder below a batch is left out of both). The shuffler keeps its reports in the same kind "
+        "of database as the aggregator (its own SQLite file, or its own PostgreSQL database on the same server).",
         "",
         "| path | " + " | ".join(f"{n}: reports/s" for n in args.dbs) + " |",
         "|---|" + "---|" * len(args.dbs),
     ]
-    for label in table[args.dbs[0]]:
+    labels = list(dict.fromkeys(label for name in args.dbs for label in table[name]))
+    for label in labels:
         cells = []
         for name in args.dbs:
-            values = table[name][label]
+            values = table[name].get(label)
             unit = "{:,.1f}" if "ms" in label else "{:,.0f}"
-            cells.append(f"{unit.format(np.median(values))} ({', '.join(unit.format(v) for v in values)})")
+            cells.append(f"{unit.format(np.median(values))} ({', '.join(unit.format(v) for v in values)})" if values else "")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "CPU per person's report counted, end to end with single reports (µs, medians over the rounds; the load "
-        "generator is this benchmark's own process). Two cores give at most 2·10⁶ µs a second, so the sum bounds "
-        "the rate any scheduling could reach here:",
+        "generator is this benchmark's own process; PostgreSQL's own processes are not counted). Two cores give at "
+        "most 2·10⁶ µs a second, so the sum bounds the rate any scheduling could reach here:",
         "",
         "| database, dummies | aggregator | shuffler | load generator | sum | bound, reports/s |",
         "|---|---|---|---|---|---|",
