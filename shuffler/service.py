@@ -117,7 +117,8 @@ class Shuffler:
             items = [item for reports, _ in queued for item in reports]
             try:
                 outcomes = await self.store.add(items)
-            except Exception as exc:  # noqa: BLE001 (every waiting request hears of it; nothing was stored)
+            except Exception as exc:  # noqa: BLE001 (every waiting request hears of it: none is acknowledged,
+                # and a re-send of the same bytes is a duplicate if the commit landed after all)
                 log.error("the store refused a commit: %s", exc)
                 for _, done in queued:
                     done.set_exception(Problem(503, f"the shuffler's store failed ({type(exc).__name__}); retry", 1.0))

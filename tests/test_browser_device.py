@@ -85,8 +85,15 @@ async def test_a_draw_never_holds_the_pages_main_thread_more_than_a_tenth_of_a_s
     create(server, she(200), "fits")  # 400 noise draws: estimated at 0.08 s on a slow device
     create(server, she(300), "over")  # 600: over
     page = await (await browser.new_context()).new_page()
+    said = []  # what the page says, to tell why it did not load
+    page.on("console", lambda message: said.append(f"console: {message.text}"))
+    page.on("pageerror", lambda error: said.append(f"error: {error}"))
+    page.on("requestfailed", lambda request: said.append(f"failed: {request.url} {request.failure}"))
     await page.goto(survey(port, server, "fits"))
-    await expect(page.locator("#send")).to_be_enabled(timeout=20_000)
+    try:  # loading is not what is timed here: a minute, in case a request of the page's has to be retried
+        await expect(page.locator("#send")).to_be_enabled(timeout=60_000)
+    except AssertionError:
+        raise AssertionError(f"the page did not load the spec: {said} {await page.locator('#status').text_content()!r}") from None
     await page.evaluate(
         """() => { window.longest = 0;
                    new PerformanceObserver(list => list.getEntries().forEach(e => { window.longest = Math.max(window.longest, e.duration); }))

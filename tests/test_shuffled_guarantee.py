@@ -251,8 +251,9 @@ async def test_no_answer_is_reused_across_shuffled_collections_and_the_store_kee
             "views": ["id", "uid", "spec", "min_batch", "dummies", "forwarded"],
             "seen": ["collection", "digest"],
         "waiting": ["collection", "digest", "sealed"],
-            "batches": ["id", "name", "collection", "people", "dummies"],
+            "batches": ["id", "name", "collection", "people", "dummies", "padding"],
             "batch_reports": ["batch", "position", "sealed"],
+            "closed": ["collection"],
         }
     finally:
         shuffler.stop()
