@@ -25,12 +25,10 @@ the constant classifier on the other thirteen, scored on the one left out. Write
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
-from joblib import Parallel, delayed
-from problems import PROBLEMS, load_problem
+from problems import grid, load_problem
 
 from participant.spec import EPSILON_RANGE
 from protocols.shuffling import default_delta, guarantees, local_epsilon_for
@@ -109,15 +107,7 @@ def leave_one_out(rows: list[dict]) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reps", type=int, default=20)
-    parser.add_argument("--central", default="0.5,1,2")
-    parser.add_argument("--problems", default=",".join(PROBLEMS))
-    parser.add_argument("--jobs", type=int, default=2)
-    args = parser.parse_args()
-    centrals = [float(x) for x in args.central.split(",")]
-    problems = args.problems.split(",")
-    cells = Parallel(n_jobs=args.jobs)(delayed(cell)(p, e, args.reps) for p in problems for e in centrals)
+    args, centrals, problems, cells = grid(cell, __doc__.split("\n\n")[0])
     rows = [row for c in cells for row in c]
     counts = {}
     for r in rows:

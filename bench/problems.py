@@ -68,3 +68,23 @@ def load_problem(name: str) -> Dataset:
     X = np.column_stack([binned(frame[c].str.strip()) for c in features])
     y = frame[frame.columns[-1]].str.strip().to_numpy(dtype=object)
     return Dataset(name, X, y, tuple(features), frame.columns[-1])
+
+
+def grid(cell, description: str):
+    """The command line every per-problem grid shares (``--reps``, ``--central``, ``--problems``,
+    ``--jobs``) parsed, and ``cell(problem, central, reps)`` run for every problem and central ε
+    on ``--jobs`` processes: ``(args, centrals, problems, cells)``."""
+    import argparse
+
+    from joblib import Parallel, delayed
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--central", default="0.5,1,2")
+    parser.add_argument("--problems", default=",".join(PROBLEMS))
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    centrals = [float(x) for x in args.central.split(",")]
+    problems = args.problems.split(",")
+    cells = Parallel(n_jobs=args.jobs)(delayed(cell)(p, e, args.reps) for p in problems for e in centrals)
+    return args, centrals, problems, cells

@@ -17,12 +17,10 @@ Writes ``bench/results/shuffling.md``.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
-from joblib import Parallel, delayed
-from problems import PROBLEMS, load_problem
+from problems import grid, load_problem
 
 from protocols.shuffling import default_delta, largest_local_epsilon
 from sim.cli_options import training_people
@@ -55,15 +53,7 @@ def mean_se(values: np.ndarray) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reps", type=int, default=20)
-    parser.add_argument("--central", default="0.5,1,2")
-    parser.add_argument("--problems", default=",".join(PROBLEMS))
-    parser.add_argument("--jobs", type=int, default=2)
-    args = parser.parse_args()
-    centrals = [float(x) for x in args.central.split(",")]
-    problems = args.problems.split(",")
-    cells = Parallel(n_jobs=args.jobs)(delayed(cell)(p, e, args.reps) for p in problems for e in centrals)
+    args, centrals, problems, cells = grid(cell, __doc__.split("\n\n")[0])
     lines = [
         f"# What shuffling buys (`python bench/shuffling.py --reps {args.reps} --central {args.central}`)",
         "",
