@@ -143,7 +143,8 @@ def test_against_an_aggregator_that_wrote_every_other_report_the_dummies_alone_k
     (beyond its own) how many of the person's report and the M dummies fall on each output. For a
     small spec its distribution under every two records is computed outright, the dummies' from
     what the shuffler draws (:func:`dummy_expectation`), and their hockey-stick divergence at the
-    ε the accountant states for M + 1 reports is at most the δ it states."""
+    ε the accountant states for M + 1 reports is at most the δ it states. (The bound is loose at
+    this size: an accountant that counted three times the dummies would pass here, ten times not.)"""
     from scipy.stats import multinomial
 
     from protocols.shuffling import flooded_epsilon
