@@ -77,21 +77,25 @@ def she(categories: int) -> CollectionSpec:
 
 
 async def test_a_draw_never_holds_the_pages_main_thread_more_than_a_tenth_of_a_second(browser_and_service):
-    """The largest SHE spec a page admits draws without a long task over 100 ms; a larger one
-    is refused as the page loads it, nothing drawn."""
+    """A SHE spec the page admits draws without a long task over 100 ms; one past the slow-device
+    figure is refused as the page loads it, nothing drawn. The page estimates with the larger of
+    that figure and twice its own measured speed, so what it admits depends on how loaded the
+    machine is when it measures: the spec that fits is well inside (240 noise draws, 0.048 s on a
+    slow device; a loaded test machine measured itself at 1.6 times slower than that figure and
+    refused 400), the one that does not is past the figure whatever the machine measures."""
     from playwright.async_api import expect
 
     browser, server, port = browser_and_service
-    create(server, she(200), "fits")  # 400 noise draws: estimated at 0.08 s on a slow device
-    create(server, she(300), "over")  # 600: over
+    create(server, she(120), "fits")  # 240 noise draws
+    create(server, she(300), "over")  # 600: 0.12 s at the slow-device figure alone
     page = await (await browser.new_context()).new_page()
     said = []  # what the page says, to tell why it did not load
     page.on("console", lambda message: said.append(f"console: {message.text}"))
     page.on("pageerror", lambda error: said.append(f"error: {error}"))
     page.on("requestfailed", lambda request: said.append(f"failed: {request.url} {request.failure}"))
     await page.goto(survey(port, server, "fits"))
-    try:  # loading is not what is timed here: a minute, in case a request of the page's has to be retried
-        await expect(page.locator("#send")).to_be_enabled(timeout=60_000)
+    try:
+        await expect(page.locator("#send")).to_be_enabled(timeout=20_000)
     except AssertionError:
         raise AssertionError(f"the page did not load the spec: {said} {await page.locator('#status').text_content()!r}") from None
     await page.evaluate(
