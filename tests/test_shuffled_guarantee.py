@@ -171,12 +171,13 @@ async def test_the_floor_is_the_shufflers_and_nobody_lowers_it(tmp_path):
         server.stop()
 
 
-async def test_junk_is_counted_per_batch_and_shown_and_dummies_travel_inside_every_batch(tmp_path):
+async def test_junk_is_counted_per_batch_and_shown_and_dummies_travel_inside_every_batch(database, tmp_path):
     """Nine reports of random bytes (the view's public digest in front, the right length) and one
     person's make a batch of ten: one person counted, nine junk in status and metrics. With
-    dummies, every batch carries them, counted as reports and noted as dummies."""
+    dummies, every batch carries them, counted as reports and noted as dummies; the estimates take
+    them out (an aggregator on SQLite and on PostgreSQL)."""
     token = token_file(tmp_path / "token.txt")
-    server = Server(tmp_path / "aggregator.sqlite3").start()
+    server = Server(database).start()
     shuffler = ShufflerProcess(tmp_path / "s.sqlite3", server.url, tmp_path / "token.txt", *FAST, "--dummies", "3").start()
     try:
         create(server, "c", shuffler.url, token, min_batch=10, dummies=2)
