@@ -54,7 +54,11 @@ class Limits:
         """Raise :class:`Problem` (429) unless ``count`` more reports from ``address`` to a
         collection with ``waiting`` reports waiting are within the limits; spends their tokens."""
         if waiting + count > self.settings.max_waiting:
-            raise Problem(429, f"{waiting:,} reports of {collection_id!r} wait for a batch already, the most this shuffler keeps; retry later", 5.0)
+            # The cap, not the count: an exact count would tell when one more report arrived.
+            raise Problem(
+                429, f"as many reports of {collection_id!r} as this shuffler keeps ({self.settings.max_waiting:,}) "
+                "wait for a batch already; retry later", 5.0,
+            )  # fmt: skip
         wait = self.addresses.take(address, count)
         if wait:
             raise Problem(429, f"too many reports from this address (at most {self.settings.per_address} a minute)", _seconds(wait))

@@ -126,7 +126,8 @@ class Views:
             raise Problem(
                 409,
                 f"a batch of {view.min_batch} reports and {view.dummies} dummies of {sealed_length(spec)} bytes does not fit "
-                "in one request to the aggregator: its operator must raise --max-body (or lower the floor)",
+                "in one request to the aggregator: its operator must raise --max-body or --max-batch (or lower the floor "
+                "or the dummies)",
             )
         try:
             return await self.store.pin(view)
