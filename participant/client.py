@@ -410,7 +410,11 @@ class AsyncClient:
                 f"collection {collection_id!r} is shuffled through {spec.shuffle.url}; this app pins no shuffler "
                 "(shuffler=URL), so it reports to none: nothing was sent"
             )
-        if shuffler_url(spec.shuffle.url) != self.shuffler:
+        try:
+            named = shuffler_url(spec.shuffle.url)
+        except ValueError:  # a URL the spec's shape admits but no device can call: the service's doing
+            raise SpecError(f"collection {collection_id!r} names a shuffler no device can call; nothing was sent") from None
+        if named != self.shuffler:
             raise SpecError(
                 f"collection {collection_id!r} names the shuffler {spec.shuffle.url}; this app trusts {self.shuffler}: "
                 "nothing was sent"

@@ -289,7 +289,13 @@ export class Client {
       await checkSealable(spec);
       if (this.shuffler === null)
         throw new SpecError(`collection '${id}' is shuffled through ${spec.shuffle.url}; this app pins no shuffler, so it reports to none: nothing was sent`);
-      if (normaliseOrigin(spec.shuffle.url!) !== this.shuffler)
+      let named: string;
+      try {
+        named = normaliseOrigin(spec.shuffle.url!);
+      } catch {
+        throw new SpecError(`collection '${id}' names a shuffler no device can call; nothing was sent`);
+      }
+      if (named !== this.shuffler)
         throw new SpecError(`collection '${id}' names the shuffler ${spec.shuffle.url}; this app trusts ${this.shuffler}: nothing was sent`);
       view = await this.fetchView(id);
       view.checkPublished(id, published.uid, published.fingerprint);
