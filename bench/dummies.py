@@ -134,8 +134,9 @@ def main() -> None:
         *leave_one_out(rows),
         "<!-- --8<-- [end:summary] -->",
         "",
-        "| problem | n | central ε | M | people: local ε | flooded ε | accuracy | beats | both: local ε | accuracy | beats |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| problem | n | central ε | M | people: local ε | flooded ε | accuracy | beats | both: local ε | accuracy | beats "
+        "| constant |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     by_key = {(r["problem"], r["central"], r["label"], r["arm"]): r for r in rows}
     for problem in problems:
@@ -145,7 +146,8 @@ def main() -> None:
                 lines.append(
                     f"| {problem} | {p['people']:,} | {central:g} | {label} ({p['dummies']:,}) | {p['local']:.2f} | "
                     f"{p['flooded']:.2f} | {mean_se(p['accuracy'])} | {'yes' if beats(p['gain']) else 'no'} | "
-                    f"{b['local']:.2f} | {mean_se(b['accuracy'])} | {'yes' if beats(b['gain']) else 'no'} |"
+                    f"{b['local']:.2f} | {mean_se(b['accuracy'])} | {'yes' if beats(b['gain']) else 'no'} | "
+                    f"{(p['accuracy'] - p['gain']).mean():.3f} |"
                 )
     RESULTS.write_text("\n".join(lines) + "\n")
     print("\n".join(lines[: lines.index("<!-- --8<-- [end:summary] -->")]))
