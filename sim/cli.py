@@ -48,7 +48,8 @@ examples:
   python -m sim --dataset mushroom --protocol DE --eps 1 --reps 20 --estimator paper --json
   python -m sim --csv survey.csv --label outcome --protocol SUE --eps 2
 
-data: files are read from --data-dir, ${ENV_VAR}, ../shared/datasets, or downloaded from UCI."""
+data: the paper's six data sets ship inside the package (they work offline); other files are
+read from --data-dir, ${ENV_VAR}, ../shared/datasets, or downloaded from UCI."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the collection this spec describes (the JSON a service accepts; it fixes the protocol, "
         "epsilon, budget and model); the built-in data sets' specs are in sim/specs/",
     )
-    parser.add_argument("--data-dir", metavar="DIR", help=f"folder holding the UCI files (or set ${ENV_VAR})")
+    parser.add_argument("--data-dir", metavar="DIR", help=f"folder holding data files the package does not ship (or set ${ENV_VAR})")
     add_csv_options(parser)
     add_central_options(parser)
     parser.add_argument(

@@ -1,9 +1,12 @@
 """Loading the UCI data sets the paper evaluates on, and any categorical CSV.
 
-Where data files are looked for, in order: the folder passed as ``data_dir`` (``--data-dir``), the
-folder in the ``LDPNB_DATA`` environment variable, ``../shared/datasets`` beside the project (and
-beside the working directory), and the download cache ``~/.cache/ldpnb``. When none holds the file
-and the machine is online, it is downloaded from the UCI repository into the cache.
+The paper's six data sets ship inside this package (``sim/data/``, gzip-compressed, with their
+licence and citation in ``sim/data/README.md``) and are read from there first: they work offline.
+Other data files (the corpus, a file the package does not hold) are looked for, in order, in the
+folder passed as ``data_dir`` (``--data-dir``), the folder in the ``LDPNB_DATA`` environment
+variable, ``../shared/datasets`` beside the project (and beside the working directory), and the
+download cache ``~/.cache/ldpnb``. When none holds the file and the machine is online, it is
+downloaded from the UCI repository into the cache.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from aggregator.operator.csvdata import Table
 
 ENV_VAR = "LDPNB_DATA"
 CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ldpnb"
+PACKAGED_DIR = Path(__file__).resolve().parent / "data"  # the six data sets, gzip-compressed
 _UCI = "https://archive.ics.uci.edu/ml/machine-learning-databases/"
 
 
@@ -217,8 +221,19 @@ def search_dirs(data_dir: str | os.PathLike | None = None) -> list[Path]:
     return unique
 
 
+def packaged_file(info: DatasetInfo) -> Path | None:
+    """The package's compressed copy of the data set's file (``<filename>.gz``), or None."""
+    path = PACKAGED_DIR / f"{info.filename}.gz"
+    return path if path.is_file() else None
+
+
 def find_data_file(info: DatasetInfo, data_dir=None, download: bool = True) -> Path:
-    """The path of ``info``'s file, downloading it into the cache if allowed and possible."""
+    """The path of ``info``'s file: the package's own copy (gzip-compressed) when it holds one,
+    else the first of :func:`search_dirs` that does, else a download into the cache if allowed
+    and possible; raises :class:`DatasetNotFound` naming every place looked in."""
+    packaged = packaged_file(info)
+    if packaged is not None:
+        return packaged
     dirs = search_dirs(data_dir)
     for d in dirs:
         if (d / info.filename).is_file():

@@ -74,9 +74,8 @@ def pytest_configure(config):
 
 
 def pytest_sessionstart(session):
-    # Many tests replay the paper's data sets: find them (downloading what UCI still serves into
-    # the cache) before anything runs, so a machine without them gets one line, not a failure
-    # per test. A run that selects none of those tests still starts the check: it is quick.
+    # Many tests replay the paper's data sets, which ship inside the package: an install that lost
+    # them gets one line before anything runs, not a failure per test.
     from sim.datasets import DATASETS, DatasetNotFound, find_data_file
 
     for info in DATASETS.values():
