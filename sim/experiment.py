@@ -318,6 +318,20 @@ class Runner:
         # keys[p, i]: person p's value of input i, offset into one flat histogram of all inputs.
         joint = self.codes * self.k + self.labels[:, None]
         self.keys = np.column_stack([self.labels, joint]) + self.input_offsets[:-1]
+        self._fixed: tuple[np.ndarray, np.ndarray] | None = None  # every seed's split, when set
+
+    def on_rows(self, train: np.ndarray, test: np.ndarray) -> Runner:
+        """A runner whose every repetition trains on this one's rows ``train`` (repeats allowed: a
+        population grown from a sample) and is scored on its rows ``test``, sharing this one's
+        encoding (nothing is encoded again)."""
+        child = object.__new__(Runner)
+        child.__dict__.update(self.__dict__)
+        rows = np.concatenate([train, test])
+        child.codes, child.labels, child.keys = self.codes[rows], self.labels[rows], self.keys[rows]
+        child._all_counts = category_counts(child.codes, child.labels, self.n_categories, self.k)
+        child._fixed = (np.arange(len(train)), np.arange(len(train), len(rows)))
+        child._splits, child._test_rows, child._histograms, child._chosen = {}, None, {}, {}
+        return child
 
     def spec(self, protocol: str, epsilon: float, theta: float, budget: str) -> CollectionSpec:
         key = (protocol, epsilon, theta, budget)
@@ -329,7 +343,10 @@ class Runner:
         """Train and test row indices of repetition ``seed`` (the same split as :func:`split`),
         and the non-private accuracy on it."""
         if seed not in self._splits:
-            train, test = train_test_split(np.arange(len(self.labels)), test_size=TEST_SIZE, random_state=seed)
+            if self._fixed is not None:
+                train, test = self._fixed
+            else:
+                train, test = train_test_split(np.arange(len(self.labels)), test_size=TEST_SIZE, random_state=seed)
             # The training rows' counts are all rows' less the test rows' (a fifth of the work).
             counts = self._all_counts - category_counts(self.codes[test], self.labels[test], self.n_categories, self.k)
             class_count = np.bincount(self.labels[train], minlength=self.k).astype(float)
@@ -490,6 +507,33 @@ def runner_for(dataset: Dataset) -> Runner:
     if key not in _RUNNERS or _RUNNERS[key].dataset is not dataset:
         _RUNNERS[key] = Runner(dataset)
     return _RUNNERS[key]
+
+
+def run_grown(
+    sample: Dataset,
+    people: int,
+    protocol: str,
+    epsilon: float,
+    seed: int,
+    estimators: tuple[str, ...] = ("normsub",),
+    setup: Setup | None = None,
+    mode: str = "fast",
+    class_share: float | None = None,
+    dummies: int = 0,
+) -> RunResult:
+    """Repetition ``seed`` of a collection of ``people`` participants drawn with replacement from
+    the training rows of ``sample``'s split ``seed``, scored on that split's test rows, which no
+    draw takes: what the sample holds by chance is not scored as signal the people have. The
+    other arguments as :func:`run_once` (accuracy alone is scored)."""
+    train, test = train_test_split(np.arange(len(sample.y)), test_size=TEST_SIZE, random_state=seed)
+    drawn = np.random.default_rng([seed, 1]).choice(train, size=people)
+    if not sample.continuous:
+        runner = runner_for(sample).on_rows(drawn, test)
+        return runner.run(protocol, epsilon, seed, estimators, mode=mode, class_share=class_share, dummies=dummies)
+    X_train, X_test, y_train, y_test = sample.X[drawn], sample.X[test], sample.y[drawn], sample.y[test]
+    spec = spec_for(sample, protocol, epsilon, DEFAULT_THETA, setup, X_train, y_train)
+    stats = with_dummies(collect(spec, X_train, y_train, np.random.default_rng(seed), mode, class_share), dummies, seed)
+    return scored(spec, stats, seed, estimators, X_train, X_test, y_train, y_test)
 
 
 def run_with_spec(

@@ -37,7 +37,6 @@ from .cli_options import (
     training_people,
 )
 from .datasets import Dataset, dataset_names
-from .verdict import population
 
 SHARES = (0.25, 0.4, 0.55, 0.7)
 # Standard errors of the paired gain a share must clear: with four candidates, a share that helps
@@ -100,13 +99,13 @@ def plan_class_share(
     """The :class:`SharePlan` for a collection under ``protocol`` at ``epsilon`` (one report per
     person) of a population like ``sample``: ``reps`` repetitions (seeds ``seed, seed + 1, …``,
     fast mode) at the uniform choice and each of ``shares``, scored with ``estimator``; with
-    ``people``, of that many participants drawn from the sample (:func:`population`), else of the
+    ``people``, of that many participants drawn from each split's training rows and scored on its
+    test rows (:func:`~sim.experiment.run_grown`), else of the
     sample's own training splits; with ``dummies``, a shuffler's dummy reports in each collection."""
     from tqdm import tqdm
 
-    from .experiment import run_once, spec_for
+    from .experiment import run_grown, run_once, spec_for
 
-    data = sample if people is None else population(sample, people, seed)
     estimators = (estimator,)
     candidates = [None, *shares]
     forecasts = []
@@ -117,9 +116,12 @@ def plan_class_share(
     for share in candidates:
         runs = []
         for r in range(reps):
-            # Accuracy alone is compared, so the models skip the temperature's bootstrap.
-            options = {"setup": setup, "mode": "fast", "class_share": share, "log_loss": False, "dummies": dummies}
-            runs.append(run_once(data, protocol, epsilon, seed + r, estimators, **options))
+            options = {"setup": setup, "mode": "fast", "class_share": share, "dummies": dummies}
+            if people is None:
+                # Accuracy alone is compared, so the models skip the temperature's bootstrap.
+                runs.append(run_once(sample, protocol, epsilon, seed + r, estimators, log_loss=False, **options))
+            else:
+                runs.append(run_grown(sample, people, protocol, epsilon, seed + r, estimators, **options))
             bar.update()
         n_train = runs[0].n_train
         forecasts.append(
@@ -130,7 +132,7 @@ def plan_class_share(
             )
         )
     bar.close()
-    uniform_share = 1.0 / spec_for(data, "DE", 1.0, setup=setup).n_inputs
+    uniform_share = 1.0 / spec_for(sample, "DE", 1.0, setup=setup).n_inputs
     return SharePlan(forecasts, choose(forecasts, z), uniform_share, n_train)
 
 

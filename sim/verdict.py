@@ -11,12 +11,8 @@ accuracy) learned nothing a reader should rely on, and the output says so in one
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from .datasets import Dataset
 
 # Collections simulated per population size when searching for the people a collection needs,
 # and the sizes tried, as multiples of the data set's training split.
@@ -49,42 +45,31 @@ def verdict(accuracy, majority, n_test: int) -> Verdict:
     return Verdict(float(diff.mean()), se)
 
 
-def population(sample: Dataset, people: int, seed: int) -> Dataset:
-    """``sample`` resampled with replacement (seeded) to the rows whose 80/20 splits give
-    ``people`` participants; its domain stays the sample's (a category the draw misses is still
-    declared)."""
-    from .experiment import TEST_SIZE
-
-    rows = np.random.default_rng(seed).integers(len(sample.y), size=int(np.ceil(people / (1 - TEST_SIZE))))
-    return sample.rows(rows)
-
-
 def people_needed(data, protocol: str, epsilon, estimator: str, setup=None, seed: int = 0) -> int | None:
     """The fewest people (among the training split times :data:`PEOPLE_FACTORS`) whose simulated
-    collections (fast mode, :data:`PEOPLE_REPS` each, drawn from ``data`` with replacement as
-    ``sim plan`` draws them) give a model that beats the constant classifier by more than one
-    standard error; None when none of them does (more people do not help at this ε, or not
-    within 256 times the data). ``epsilon`` is each person's ε, or a function of the number of
+    collections (fast mode, :data:`PEOPLE_REPS` each) give a model that beats the constant
+    classifier by more than one standard error; None when none of them does (more people do not
+    help at this ε, or not within 256 times the data). Each repetition splits ``data`` 80/20 as
+    ``sim plan`` does, draws the people with replacement from its training rows alone and scores on
+    its test rows (:func:`~sim.experiment.run_grown`): a dependence the sample holds by chance is
+    not one the people have. ``epsilon`` is each person's ε, or a function of the number of
     people giving it, or giving how they are shuffled (a :class:`~sim.cli_options.Shuffled`: a
     larger collection reports at a larger local ε, with more dummies)."""
-    from .experiment import run_once, test_rows
+    from .experiment import run_grown, test_rows
 
     for factor in PEOPLE_FACTORS:
         people = int(len(data.y) * 0.8 * factor)
-        grown = population(data, people, seed)
         local = epsilon(people) if callable(epsilon) else epsilon
         dummies = 0
         if hasattr(local, "dummies"):
             local, dummies = local.local, local.dummies
         runs = [
-            run_once(grown, protocol, local, seed + r, (estimator,), setup=setup, mode="fast", dummies=dummies)
+            run_grown(data, people, protocol, local, seed + r, (estimator,), setup=setup, dummies=dummies)
             for r in range(PEOPLE_REPS)
         ]
-        found = verdict(
-            [r.accuracy[estimator] for r in runs], [r.majority_accuracy for r in runs], test_rows(runs[0].n_train)
-        )
+        found = verdict([r.accuracy[estimator] for r in runs], [r.majority_accuracy for r in runs], test_rows(round(len(data.y) * 0.8)))
         if found.learned:
-            return runs[0].n_train
+            return people
     return None
 
 

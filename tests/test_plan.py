@@ -11,7 +11,9 @@ import pytest
 from sim.cli import main
 from sim.datasets import load_dataset
 from sim.plan import ShareForecast, choose, plan_class_share
-from sim.verdict import population
+from sim.datasets import Dataset
+from sim.experiment import run_grown, run_once
+from sim.verdict import people_needed
 
 
 def forecast(share, gains, base):
@@ -49,14 +51,35 @@ def test_car_at_half_an_epsilon_is_sent_to_the_class_and_chess_at_two_is_not():
     assert chess.forecasts[1].gain(chess.forecasts[0])[0] < -0.02  # the features lose their reports
 
 
-def test_a_population_of_the_expected_size_keeps_the_samples_domain():
+def test_a_grown_population_keeps_the_samples_domain():
     car = load_dataset("car")
-    small = population(car, 8, seed=3)
-    assert len(small.y) == 10  # 8 to train on, 2 to test
-    assert set(small.y) < set(car.classes)  # the draw missed car's rare classes ...
-    assert small.categories == car.categories and small.classes == car.classes  # ... which are still declared
+    small = run_grown(car, 8, "OUE", 4.0, seed=3)
+    assert small.n_train == 8  # 8 people drawn; the draw misses car's rare classes, still declared
     plan = plan_class_share(car, "auto", 4.0, shares=(0.4,), reps=3, people=400)
     assert plan.people == 400
+
+
+def memorable(rows: int = 400, seed: int = 0) -> Dataset:
+    """A sample whose one feature names each row (a category of its own) and whose class is a fair
+    coin: a model can memorise it, and nothing in it carries to another person."""
+    rng = np.random.default_rng(seed)
+    X = np.array([[f"r{i}"] for i in range(rows)], dtype=object)
+    y = rng.choice(np.array(["a", "b"], dtype=object), rows)
+    return Dataset("memorable", X, y, ("who",), "class")
+
+
+def test_a_grown_population_is_scored_on_rows_no_person_was_drawn_from():
+    """Grown from a sample, its people must not be the test rows' copies: a model that memorised
+    the sample would beat the constant on them, and more people would seem to help where nothing
+    can (issue 68). Scored on held-out rows, it beats the constant on none of ten splits."""
+    sample = memorable()
+    grown = [run_grown(sample, 64 * 320, "DE", 8.0, seed=s) for s in range(10)]
+    gains = np.array([r.accuracy["normsub"] - r.majority_accuracy for r in grown])
+    assert gains.mean() < 0.0, gains
+    assert people_needed(sample, "DE", 8.0, "normsub") is None
+    # The sample's own collections (no growth) see the same: nothing to learn.
+    own = [run_once(sample, "DE", 8.0, s, ("normsub",), mode="fast") for s in range(10)]
+    assert np.mean([r.accuracy["normsub"] - r.majority_accuracy for r in own]) < 0.0
 
 
 def test_the_command_prints_the_plan_as_json(capsys):
