@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import sys
 
 import numpy as np
@@ -374,6 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.via == "http":
         summary["reports_per_second"] = float(np.mean([r.reports_per_second for r in results]))
     summary.update(learned(results, args.estimator, data, args, setup))
+    if summary.get("beats_constant") is False and shuffled is None and args.via != "http" and args.budget == "one-report":
+        summary.update(through_shuffler(data, args, setup, argv))
     if args.json:
         print(json.dumps(summary))
     else:
@@ -415,6 +418,49 @@ def learned(results: list, estimator: str, data, args, setup=None, search: bool 
     return out
 
 
+def through_shuffler(data, args, setup, argv: list[str]) -> dict:
+    """What the same people would give reporting through a shuffler at the same ε against the
+    aggregator (``--central-eps`` with the default dummies, each input's protocol chosen for the
+    local ε), when that beats the constant classifier: ``{"through_shuffler": {...}}`` with the
+    accuracy, its gain and the command that shows it, else nothing. Its collections run in fast
+    mode, so this costs a fraction of the replay it follows."""
+    from .experiment import run_once, test_rows
+    from .verdict import verdict
+
+    shuffled = shuffled_for(args.eps, training_people(data))
+    if shuffled.local <= args.eps:  # too few people for a shuffler to amplify anything
+        return {}
+    results = [
+        run_once(data, "auto", shuffled.local, args.seed + r, (args.estimator,), args.theta, setup,
+                 args.budget, "fast", args.class_share, False, shuffled.dummies)  # fmt: skip
+        for r in range(args.reps)
+    ]
+    accuracy = np.array([r.accuracy[args.estimator] for r in results])
+    found = verdict(accuracy, [r.majority_accuracy for r in results], test_rows(results[0].n_train))
+    if not found.learned:
+        return {}
+    command, skip = [], False
+    for a in argv:  # --eps becomes --central-eps; --protocol goes: the shuffled spec chooses
+        if skip or a.startswith("--protocol="):
+            skip = False
+        elif a == "--protocol":
+            skip = True
+        else:
+            command.append("--central-eps" if a == "--eps" else a.replace("--eps=", "--central-eps=", 1))
+    return {
+        "through_shuffler": {
+            "central_eps": args.eps,
+            "local_eps": shuffled.local,
+            "dummies": shuffled.dummies,
+            "accuracy_mean": float(accuracy.mean()),
+            "accuracy_std": float(accuracy.std()),
+            "gain_over_constant": found.gain,
+            "gain_over_constant_se": found.se,
+            "command": "python -m sim " + shlex.join(command),
+        }
+    }
+
+
 def shuffled_rule(args):
     """How a shuffled collection of ``people`` reports, as the command line asked (a function of
     the people: the default dummies grow with them, and so may the local ε)."""
@@ -428,7 +474,15 @@ def verdict_line(summary: dict) -> str | None:
     if "beats_constant" not in summary:
         return None
     found = Verdict(summary["gain_over_constant"], summary["gain_over_constant_se"])
-    return describe(found, summary.get("people_needed"), searched="people_needed" in summary)
+    line = describe(found, summary.get("people_needed"), searched="people_needed" in summary)
+    if line is not None and "through_shuffler" in summary:
+        via = summary["through_shuffler"]
+        line += (
+            f"\n  through a shuffler, at the same epsilon {via['central_eps']:g} against the aggregator, the same "
+            f"{summary['n_train']:,} people give {via['accuracy_mean']:.4f} ({via['gain_over_constant']:+.4f} ± "
+            f"{via['gain_over_constant_se']:.4f} over the constant): {via['command']}"
+        )
+    return line
 
 
 def accuracy_summary(results: list, estimator: str) -> dict:

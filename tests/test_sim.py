@@ -401,6 +401,26 @@ def test_a_model_that_learned_nothing_is_told_with_the_people_it_would_need(caps
     assert summary["beats_constant"] is True and "people_needed" not in summary
 
 
+def test_a_model_that_learned_nothing_names_the_shuffler_when_it_would_beat_the_constant(capsys):
+    """Car, OUE at ε = 1, 1,382 people: the model learns nothing, and the same people through a
+    shuffler at the same ε against the aggregator would (issue 66): the run names that accuracy and
+    the command, and the command run says the same model beats the constant."""
+    argv = ["--dataset", "car", "--protocol", "OUE", "--eps", "1", "--reps", "5"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    (line,) = [line for line in out.splitlines() if "through a shuffler" in line]
+    assert line.endswith("python -m sim --dataset car --central-eps 1 --reps 5"), line
+    assert main([*argv, "--json"]) == 0
+    via = json.loads(capsys.readouterr().out)["through_shuffler"]
+    assert via["gain_over_constant"] > via["gain_over_constant_se"] and via["local_eps"] > 1
+    assert main(["--dataset", "car", "--central-eps", "1", "--reps", "5", "--json"]) == 0
+    shuffled = json.loads(capsys.readouterr().out)
+    assert shuffled["beats_constant"] is True and abs(shuffled["accuracy_mean"] - via["accuracy_mean"]) < 0.03
+    # Where the shuffler does not help either (ε = 0.05), nothing is named.
+    assert main(["--dataset", "car", "--protocol", "OUE", "--eps", "0.05", "--reps", "3", "--mode", "fast", "--json"]) == 0
+    assert "through_shuffler" not in json.loads(capsys.readouterr().out)
+
+
 def test_the_verdict_is_the_paired_gain_against_its_standard_error():
     from sim.verdict import verdict
 
