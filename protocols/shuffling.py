@@ -147,8 +147,8 @@ def closed_form_epsilon(local_epsilon: float, people: int, delta: float) -> floa
 def largest_local_epsilon(central_epsilon: float, people: int, delta: float, ceiling: float = 50.0) -> float:
     """The largest ε₀ (at most ``ceiling``) whose ``people`` shuffled reports are
     (``central_epsilon``, ``delta``)-DP by :func:`shuffled_delta`; at least ``central_epsilon``
-    itself. Returns a value whose shuffled ε is within the target (it errs low, by at most 10^-5
-    relative)."""
+    itself. Returns a value whose shuffled ε, as :func:`shuffled_epsilon` states it, is within the
+    target (it errs low, by a few 10^-5 relative)."""
     _check(central_epsilon, people, delta)
     if people < 2:  # nothing to shuffle with: see shuffled_epsilon
         return float(central_epsilon)
@@ -156,6 +156,10 @@ def largest_local_epsilon(central_epsilon: float, people: int, delta: float, cei
     if shuffled_delta(central_epsilon, high, people, delta) <= delta:
         return high
     low, _ = _bisect(low, high, lambda middle: shuffled_delta(central_epsilon, middle, people, delta) > delta)
+    # shuffled_epsilon states a bound that errs high by up to its own resolution: step down until
+    # the central ε it states for this ε₀ is within the target too.
+    while low > central_epsilon and shuffled_epsilon(low, people, delta) > central_epsilon:
+        low = max(float(central_epsilon), low * (1 - _RESOLUTION))
     return low
 
 
