@@ -5,8 +5,9 @@
 
 For every cell (protocol ``auto``, fast mode), :func:`sim.plan.plan_class_share` plans from the
 whole data set as the operator's sample (or, with ``--sample-rows N``, a pilot of N rows drawn
-without replacement, seeded by ``--plan-seed``, resampled to the training split's number of
-people), on seeds ``--plan-seed`` onward (not the seeds it is measured on). Then ``normsub`` at
+without replacement, seeded by ``--plan-seed``, each simulated collection that split's training rows
+grown to the training split's number of people and scored on its test rows), on seeds
+``--plan-seed`` onward (not the seeds it is measured on). Then ``normsub`` at
 the planned share is measured against the uniform choice and against the majority class on seeds
 0 to ``--reps`` − 1, the splits of ``bench/estimators.py``.
 Where the plan keeps the uniform choice the collection is the table's, run for run. Diabetes is
@@ -71,7 +72,7 @@ def main() -> None:
             f"--plan-seed {args.plan_seed}{f' --sample-rows {args.sample_rows}' if args.sample_rows else ''} "
             f"--cells {args.cells}`: protocol `auto`, fast mode. Each plan: `python -m sim plan` on "
             + (
-                f"a pilot of {args.sample_rows} rows resampled to the training split's people"
+                f"a pilot of {args.sample_rows} rows, each split's training rows grown to the training split's people"
                 if args.sample_rows
                 else "the whole data set"
             )
