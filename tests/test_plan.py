@@ -82,6 +82,16 @@ def test_a_grown_population_is_scored_on_rows_no_person_was_drawn_from():
     assert np.mean([r.accuracy["normsub"] - r.majority_accuracy for r in own]) < 0.0
 
 
+@pytest.mark.parametrize("prior", [(0.5, 0.5), (0.7, 0.3)])
+def test_no_number_of_people_is_named_for_a_file_without_signal(prior):
+    """Five features of four values and a class independent of them, 500 rows (the files an
+    outside check was told 'with about 102,400 people it would'): more people would not help."""
+    rng = np.random.default_rng(11)
+    X = np.array([[f"v{v}" for v in row] for row in rng.integers(4, size=(500, 5))], dtype=object)
+    y = rng.choice(np.array(["a", "b"], dtype=object), 500, p=prior)
+    assert people_needed(Dataset("no-signal", X, y, tuple("abcde"), "class"), "auto", 1.0, "normsub") is None
+
+
 def test_the_command_prints_the_plan_as_json(capsys):
     assert main(["plan", "--dataset", "car", "--eps", "4", "--reps", "3", "--shares", "0.4", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
