@@ -103,3 +103,29 @@ def test_the_reported_class_variance_is_unbiased_where_the_predictive_one_is_not
     assert abs(estimates.mean() - truth) < 2 * standard_error
     assert 0.5 < np.mean(errors) / estimates.std(ddof=1) < 2
     assert np.mean(predictive) - truth > 2 * standard_error
+
+
+@pytest.mark.parametrize("approach", [2, 3])
+def test_the_class_variance_estimate_adds_back_what_the_squared_mean_overstates(approach):
+    """Few people at a low ε (2,000 at ε = 0.5), 1,500 collections: the mean's own variance Var(θ̂)
+    is about 0.2, many times the band the mean estimate is judged within, so the estimate is unbiased
+    only with its ``+ Var(θ̂)`` term (``Ê[z²] − θ̂²`` alone lies far below the truth; issue 67)."""
+    from aggregator.estimation.gaussian import class_means_and_noise
+
+    spec = CollectionSpec(
+        [], ["a", "b"], "DE", 0.5, continuous=Preparation([ContinuousFeature("x", -1, 1)]), model="gaussian",
+        approach=approach,
+    )  # fmt: skip
+    rng = np.random.default_rng(3)
+    truths, estimates, noise = [], [], []
+    for _ in range(1500):
+        y = np.where(rng.random(2000) < 0.5, "b", "a")
+        x = np.clip(np.where(y == "b", rng.normal(-0.2, 0.3, y.size), rng.normal(0.3, 0.2, y.size)), -1, 1)
+        truths.append(x[y == "b"].var())
+        stats = simulate_collection(spec, population_inputs(spec, x[:, None], y), rng, "fast")
+        estimates.append(gaussian_estimator(stats).variance_estimate[1, 0])
+        noise.append(class_means_and_noise(stats)[2][1, 0])
+    estimates, truth = np.array(estimates), float(np.mean(truths))
+    standard_error = estimates.std(ddof=1) / np.sqrt(len(estimates))
+    assert abs(estimates.mean() - truth) < 2 * standard_error
+    assert np.mean(noise) > 10 * standard_error  # the term the test is there to catch

@@ -12,7 +12,7 @@ from sim.cli import main
 from sim.datasets import load_dataset
 from sim.plan import ShareForecast, choose, plan_class_share
 from sim.datasets import Dataset
-from sim.experiment import run_grown, run_once
+from sim.experiment import run_grown, run_once, runner_for
 from sim.verdict import people_needed
 
 
@@ -149,3 +149,17 @@ def test_a_plan_of_ten_thousand_rows_answers_within_half_a_minute(tmp_path, caps
     assert main(["plan", "--csv", str(path), "--label", "class", "--eps", "1"]) == 0
     assert time.monotonic() - started < 30
     assert capsys.readouterr().out.startswith("people: ")
+
+
+def test_the_constant_to_beat_is_the_test_rows_majority_not_the_training_splits():
+    """Training rows mostly 'a', test rows mostly 'b': always answering 'a' (the training split's
+    majority) scores 0.25 on the test rows, the best constant there 0.75, and the verdict must
+    weigh the model against 0.75 (a model without signal passes 0.25 by chance)."""
+    from sim.experiment import majority_accuracy
+
+    y = np.array(["a"] * 70 + ["b"] * 10 + ["b"] * 15 + ["a"] * 5, dtype=object)
+    X = np.array([["x"], ["y"]] * 50, dtype=object)
+    train, test = np.arange(80), np.arange(80, 100)
+    assert majority_accuracy(y[train], y[test]) == 0.75
+    runner = runner_for(Dataset("shifted", X, y, ("f",), "class")).on_rows(train, test)
+    assert runner.run("DE", 1.0, 0, ("normsub",), mode="fast").majority_accuracy == 0.75
