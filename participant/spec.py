@@ -193,6 +193,14 @@ class CollectionSpec:
             object.__setattr__(self, "shuffle", Shuffle.from_dict(self.shuffle))
             if self.budget != "one-report":
                 raise SpecError("a shuffled collection takes one report per person (budget one-report)")
+            if self.input_selection != "uniform":
+                # An assigned input tells the aggregator which device reports which input, so a
+                # report would hide only among its batch's reports of that input: not the batch
+                # the accountant counts.
+                raise SpecError(
+                    "a shuffled collection's devices choose their input at random (input_selection uniform): "
+                    "an assigned input hides a report only among the batch's reports of the same input"
+                )
         object.__setattr__(self, "epsilon", epsilon)
         object.__setattr__(self, "theta", theta)
         k = len(self.classes)

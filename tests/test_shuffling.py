@@ -204,6 +204,8 @@ def test_a_shuffled_spec_states_both_guarantees_and_its_block_is_part_of_its_ide
             table_1_spec(shuffle=bad)
     with pytest.raises(SpecError, match="one report per person"):
         table_1_spec(shuffle=block, budget="split")
+    with pytest.raises(SpecError, match="choose their input at random"):
+        table_1_spec(shuffle=block, input_selection="assigned")
 
 
 def test_drafting_a_shuffled_spec_from_a_central_epsilon(tmp_path):

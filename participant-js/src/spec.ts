@@ -134,6 +134,8 @@ export class CollectionSpec {
     }
     this.shuffle = data.shuffle === undefined || data.shuffle === null ? null : Shuffle.fromDict(data.shuffle);
     if (this.shuffle !== null && budget !== "one-report") throw new SpecError("a shuffled collection takes one report per person (budget one-report)");
+    if (this.shuffle !== null && selection !== "uniform")
+      throw new SpecError("a shuffled collection's devices choose their input at random (input_selection uniform): an assigned input hides a report only among the batch's reports of the same input");
     const r = this.continuous?.outputs.length ?? 0;
     const count = model === "discrete" ? this.features.length + 1 : approach === 3 ? 2 * r + 1 : 3;
     const eps = budget === "split" ? epsilon / count : epsilon;

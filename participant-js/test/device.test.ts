@@ -58,3 +58,10 @@ test("on a browser page's main thread no draw may take longer than a tenth of a 
   }
   limits.checkSpec(she(largest + 2), "fits in Node");
 });
+
+test("a shuffled spec whose inputs are assigned is refused: an assigned input hides a report only among its own", () => {
+  const shuffled = { ...she(4), protocol: "DE", shuffle: { min_batch: 100, delta: 1e-4 } };
+  assert.doesNotThrow(() => CollectionSpec.fromDict(shuffled));
+  assert.throws(() => CollectionSpec.fromDict({ ...shuffled, input_selection: "assigned" }), /choose their input at random/);
+  assert.doesNotThrow(() => CollectionSpec.fromDict({ ...she(4), protocol: "DE", input_selection: "assigned" }));
+});
