@@ -108,7 +108,8 @@ class Releaser:
         floor, and, with ``pad``, a last one of the fewer left, padded to the floor with dummies in
         place of the people it lacks (drawn like any dummy: the shuffle bound counts them alike).
         Without ``pad``, refused (409) while fewer than a batch wait, nothing done. Returns what
-        was drawn: ``{"batches", "people", "padding"}``."""
+        was drawn, and what still waits (fewer than a batch that arrived as it closed, unpadded):
+        ``{"batches", "people", "padding", "waiting"}``."""
         floor, dummies = self.floor(view)
         async with self.store.holding(view.collection) as held:
             if not held:
@@ -120,6 +121,12 @@ class Releaser:
                     409, f"at least {waiting // step * step} and fewer than {floor} reports wait, less than a batch: "
                     f"close with pad to release them with dummies in place of the people missing, or wait for more",
                 )  # fmt: skip
+            # Closed first: once the store says so no report can land after the count below, so
+            # every report acknowledged before the close is in it (more can only have arrived
+            # since the check above: a batch's worth stays one).
+            await self.store.close(view.collection)
+            self.closed.add(view.collection)
+            waiting = await self.store.waiting(view.collection)
             drawn = await self.release(view, waiting) if waiting >= floor else []
             left = await self.store.waiting(view.collection)
             padding = 0
@@ -127,10 +134,11 @@ class Releaser:
                 padding = floor - left
                 blanket = await self._dummies(view, dummies + padding)
                 drawn += await self.store.release(view.collection, 1, left, [blanket], padding)
-            await self.store.close(view.collection)
         self.on_release(view.collection)
-        self.closed.add(view.collection)
-        return {"batches": len(drawn), "people": waiting - (0 if padding else left), "padding": padding}
+        # Fewer than a batch can still wait unpadded: those that arrived between the check and
+        # the close; a close with pad releases them.
+        return {"batches": len(drawn), "people": waiting - (0 if padding else left), "padding": padding,
+                "waiting": 0 if padding else left}  # fmt: skip
 
     async def _dummies(self, view: ShuffledView, count: int) -> list[bytes]:
         try:

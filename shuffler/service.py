@@ -90,7 +90,8 @@ class Shuffler:
 
     async def receive(self, view: ShuffledView, sealed: list) -> list[str]:
         """Store reports of a collection (committed with whatever else arrived meanwhile); each one's
-        outcome: ``accepted``, ``duplicate``, or ``rejected`` (another length or view)."""
+        outcome: ``accepted``, ``duplicate``, ``rejected`` (another length or view) or ``closed``
+        (the collection closed before they were stored, here or at another instance)."""
         length = sealed_length(view.spec)
         outcomes = [None] * len(sealed)
         fresh = []
@@ -105,7 +106,7 @@ class Shuffler:
             if self._committing is None or self._committing.done():
                 self._committing = asyncio.ensure_future(self._commit())
             for i, new in zip(fresh, await done):
-                outcomes[i] = "accepted" if new else "duplicate"
+                outcomes[i] = "closed" if new is None else "accepted" if new else "duplicate"
             if view.collection in self.waiting:
                 self.waiting[view.collection] += sum(1 for o in outcomes if o == "accepted")
         return outcomes
@@ -226,6 +227,8 @@ async def post_reports(request: web.Request) -> web.StreamResponse:
         if request.content_type == SEALED:
             shuffler.limits.admit(address, view.collection, 1, await shuffler.waiting_now(view.collection))
             outcome = (await shuffler.receive(view, [await _body(request, length)]))[0]
+            if outcome == "closed":
+                raise Problem(410, f"collection {view.collection!r} is closed: it takes no more reports")
             if outcome == "rejected":
                 raise Problem(400, "not a sealed report of this collection's view (another length, or another view's digest)")
             return _outcome(outcome, origin)
@@ -241,6 +244,8 @@ async def post_reports(request: web.Request) -> web.StreamResponse:
             reports = data["reports"]
             shuffler.limits.admit(address, view.collection, len(reports), await shuffler.waiting_now(view.collection))
             outcomes = await shuffler.receive(view, reports)
+            if "closed" in outcomes:
+                raise Problem(410, f"collection {view.collection!r} is closed: it takes no more reports")
             counts = {key: outcomes.count(key) for key in ("accepted", "duplicate", "rejected")}
             return _json(200, {**counts, "results": outcomes}, origin)
         raise Problem(415, f"send one sealed report as {SEALED}, or a batch as {MSGPACK}")

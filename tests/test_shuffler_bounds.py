@@ -168,6 +168,47 @@ async def test_closing_releases_what_waits_padded_with_dummies_or_says_how_many_
         server.stop()
 
 
+async def test_a_report_acknowledged_while_its_collection_closes_is_released_not_stranded(tmp_path):
+    """Reports keep arriving, eight at a time, while the collection closes with pad: each is
+    answered 201 and then counted by the aggregator, or 410 and never stored; none is
+    acknowledged and left waiting (the close marks the collection closed before it counts what
+    waits, and the store refuses reports of a closed collection in the same commit order)."""
+    import aiohttp
+
+    token = token_file(tmp_path / "token.txt")
+    server = Server(tmp_path / "aggregator.sqlite3").start()
+    shuffler = ShufflerProcess(tmp_path / "s.sqlite3", server.url, tmp_path / "token.txt", "--interval", "0.3", "--min-batch", "2",
+                               "--per-address", "0", "--per-collection", "0").start()  # fmt: skip
+    try:
+        create(server, "c", shuffler.url, token, min_batch=10, dummies=0)
+        view = ShuffledView.from_dict(await asyncio.to_thread(call, f"{shuffler.url}/collections/c/view"))
+        bodies = iter([sealed_under(view) for _ in range(400)])
+        statuses: list[int] = []
+        url = f"{shuffler.url}/collections/c/reports"
+        async with aiohttp.ClientSession() as session:
+
+            async def sender() -> None:
+                for body in bodies:
+                    async with session.post(url, data=body, headers={"Content-Type": "application/ldpnb-sealed"}) as answer:
+                        statuses.append(answer.status)
+
+            senders = [asyncio.ensure_future(sender()) for _ in range(8)]
+            while len(statuses) < 40:
+                await asyncio.sleep(0.005)
+            async with session.post(f"{shuffler.url}/collections/c/close", json={"pad": True},
+                                    headers={"Authorization": f"Bearer {token}"}) as answer:  # fmt: skip
+                assert answer.status == 200, await answer.text()
+                done = await answer.json()
+            await asyncio.gather(*senders)
+        accepted, refused = statuses.count(201), statuses.count(410)
+        assert accepted + refused == 400 and refused > 0, (accepted, refused)
+        assert done["waiting"] == 0 and waiting_exact(tmp_path / "s.sqlite3") == 0
+        wait_for(lambda: counted(server, "c") == accepted + done["padding"], timeout=60)
+    finally:
+        shuffler.stop()
+        server.stop()
+
+
 def waiting_exact(db) -> int:
     with sqlite3.connect(db) as conn:
         return conn.execute("SELECT count(*) FROM waiting").fetchone()[0]

@@ -124,3 +124,52 @@ async def test_several_instances_on_postgresql_count_every_report_once_through_k
     assert found["reports"] == batches["reports"] - batches["junk"], found  # no report in two batches
     assert batches["junk"] == 0 and batches["smallest"] >= FLOOR, found
     assert liar.seen[("POST", "/collections/c/shuffled")] > batches["batches"]  # lost answers were forwarded again
+
+
+async def test_a_collection_closed_at_one_instance_takes_no_report_another_acknowledges_and_strands(tmp_path, postgres):
+    """Two instances on one database: devices post to the second, eight at a time, while the
+    first closes the collection with pad. Every report the second answered 201 is counted by the
+    aggregator; the rest were answered 410 and never stored (the second learns of the close from
+    the store, in the commit that would have stored them)."""
+    from .test_shuffler import counted, wait_for
+
+    token = token_file(tmp_path / "token.txt")
+    server = Server(tmp_path / "aggregator.sqlite3").start()
+    url = postgres.create_database("closing")
+    instances = [
+        ShufflerProcess(url, server.url, tmp_path / "token.txt", "--interval", "0.3", "--min-batch", "2", "--per-address", "0",
+                        "--per-collection", "0")  # fmt: skip
+        for _ in range(2)
+    ]
+    try:
+        for instance in instances:
+            await asyncio.to_thread(instance.start)
+        create(server, "c", instances[0].url, token, min_batch=10, dummies=0)
+        view = ShuffledView.from_dict(await asyncio.to_thread(call, f"{instances[1].url}/collections/c/view"))
+        participant = Participant(view.spec)
+        bodies = iter([seal(pack_report(participant.report(RECORD), view.spec), view) for _ in range(400)])
+        statuses: list[int] = []
+        async with aiohttp.ClientSession() as session:
+
+            async def sender() -> None:
+                for body in bodies:
+                    async with session.post(f"{instances[1].url}/collections/c/reports", data=body,
+                                            headers={"Content-Type": "application/ldpnb-sealed"}) as answer:  # fmt: skip
+                        statuses.append(answer.status)
+
+            senders = [asyncio.ensure_future(sender()) for _ in range(8)]
+            while len(statuses) < 40:
+                await asyncio.sleep(0.005)
+            async with session.post(f"{instances[0].url}/collections/c/close", json={"pad": True},
+                                    headers={"Authorization": f"Bearer {token}"}) as answer:  # fmt: skip
+                assert answer.status == 200, await answer.text()
+                done = await answer.json()
+            await asyncio.gather(*senders)
+        accepted, refused = statuses.count(201), statuses.count(410)
+        assert accepted + refused == 400 and refused > 0, (accepted, refused)
+        assert done["waiting"] == 0
+        await asyncio.to_thread(wait_for, lambda: counted(server, "c") == accepted + done["padding"], 60)
+    finally:
+        for instance in instances:
+            instance.stop()
+        server.stop()

@@ -212,6 +212,7 @@ async def _close(service: Service, session, args) -> str:
     return (
         f"closed {args.id} at {shuffle['url']}: {done['people']:,} people's reports released in {done['batches']:,} "
         f"batches{padded}; it takes no more reports"
+        + (f"; {done['waiting']:,} arrived as it closed and wait: close with --pad to release them" if done.get("waiting") else "")
     )
 
 

@@ -106,9 +106,11 @@ class Store(ABC):
     # reports
 
     @abstractmethod
-    async def add(self, items: list[tuple[str, bytes]]) -> list[bool]:
+    async def add(self, items: list[tuple[str, bytes]]) -> list[bool | None]:
         """Store every ``(collection, sealed)`` in one commit; for each, whether it is new (False:
-        these very bytes were received before, or earlier in ``items``)."""
+        these very bytes were received before, or earlier in ``items``; None: its collection is
+        closed, and it is not stored). Atomic with :meth:`close`: a report is either stored before
+        the collection closes, and so released by its close, or refused."""
 
     @abstractmethod
     async def waiting(self, collection_id: str) -> int:
@@ -132,7 +134,8 @@ class Store(ABC):
 
     @abstractmethod
     async def close(self, collection_id: str) -> None:
-        """The collection takes no more reports here."""
+        """The collection takes no more reports, at any instance: once this returns, every
+        :meth:`add` that stored one of its reports has committed, and none will store another."""
 
     @abstractmethod
     async def closed(self, collection_id: str) -> bool:

@@ -133,20 +133,28 @@ class PostgresStore(Store):
             first.setdefault(key, i)
         unique = list(first)
 
+        collections = sorted({k[0] for k in unique})
+
         async def work(conn):
             async with conn.transaction():
-                rows = await conn.fetch(NEW_SEEN, [k[0] for k in unique], [k[1] for k in unique])
+                # A share lock on each view's row: adds run side by side, and close (FOR UPDATE)
+                # waits for those under way and holds back those after it until it commits.
+                await conn.execute("SELECT 1 FROM views WHERE id = ANY($1::text[]) ORDER BY id FOR SHARE", collections)
+                rows = await conn.fetch("SELECT collection FROM closed WHERE collection = ANY($1::text[])", collections)
+                closed = {r["collection"] for r in rows}
+                open_ = [k for k in unique if k[0] not in closed]
+                rows = await conn.fetch(NEW_SEEN, [k[0] for k in open_], [k[1] for k in open_])
                 new = {(r["collection"], bytes(r["digest"])) for r in rows}
-                fresh = [k for k in unique if k in new]
+                fresh = [k for k in open_ if k in new]
                 if fresh:
                     await conn.execute(
                         "INSERT INTO waiting SELECT * FROM unnest($1::text[], $2::bytea[], $3::bytea[])",
                         [k[0] for k in fresh], [k[1] for k in fresh], [items[first[k]][1] for k in fresh],
                     )  # fmt: skip
-                return new
+                return new, closed
 
-        new = await self._run(work)
-        return [key in new and first[key] == i for i, key in enumerate(keys)]
+        new, closed = await self._run(work)
+        return [None if key[0] in closed else key in new and first[key] == i for i, key in enumerate(keys)]
 
     async def waiting(self, collection_id):
         return await self._run(lambda c: c.fetchval("SELECT count(*) FROM waiting WHERE collection = $1", collection_id))
@@ -191,7 +199,12 @@ class PostgresStore(Store):
         return await self._run(work)
 
     async def close(self, collection_id):
-        await self._run(lambda c: c.execute("INSERT INTO closed VALUES ($1) ON CONFLICT DO NOTHING", collection_id))
+        async def work(conn):
+            async with conn.transaction():
+                await conn.execute("SELECT 1 FROM views WHERE id = $1 FOR UPDATE", collection_id)
+                await conn.execute("INSERT INTO closed VALUES ($1) ON CONFLICT DO NOTHING", collection_id)
+
+        await self._run(work)
 
     async def closed(self, collection_id):
         return bool(await self._run(lambda c: c.fetchval("SELECT 1 FROM closed WHERE collection = $1", collection_id)))

@@ -113,13 +113,17 @@ class Tables:
 
     # reports
 
-    def add(self, items: list[tuple[str, bytes]]) -> list[bool]:
+    def add(self, items: list[tuple[str, bytes]]) -> list[bool | None]:
         """Store every ``(collection, sealed)`` in one commit; for each, whether it is new (False:
-        these very bytes were received before)."""
+        these very bytes were received before; None: its collection is closed, nothing stored)."""
         new = []
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
+            closed = {row[0] for row in self.db.execute("SELECT collection FROM closed")}
             for collection, sealed in items:
+                if collection in closed:
+                    new.append(None)
+                    continue
                 digest = hashlib.sha256(sealed).digest()
                 fresh = self.db.execute("INSERT OR IGNORE INTO seen VALUES (?, ?)", (collection, digest)).rowcount == 1
                 if fresh:
