@@ -145,3 +145,74 @@ async def test_a_version_1_sqlite_database_is_migrated_at_start(tmp_path):
         np.testing.assert_array_equal(recomputed.states[1].support, support)
     finally:
         await store.close()
+
+
+def copy(source, target, *extra: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "aggregator", "copy", "--from", str(source), "--to", target, *extra]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def admin_status(server, token: str) -> int:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(f"{server.url}/collections", headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status
+    except urllib.error.HTTPError as refused:
+        return refused.code
+
+
+async def test_the_postgresql_guides_commands_leave_the_operator_with_the_token_they_exported(tmp_path, postgres):
+    """docs/guides/postgresql.md, in its order: a new token exported, the SQLite file copied into a
+    database no service has started on, then serve with --rotate-admin-token: the new token is the
+    admin's, the file's is refused. Started the other way round (a service on the target first),
+    the copy is refused in one line naming both choices, nothing copied; keeping the target's
+    settings is refused while a copied collection needs the file's enrollment key, and works
+    without one; taking the file's says so."""
+    import secrets
+
+    from .servers import Server
+
+    source = tmp_path / "ldpnb.sqlite3"
+    await fill(str(source))
+    exported = secrets.token_urlsafe(32)
+    target = fresh_postgres_url(postgres)
+    done = copy(source, target)
+    assert done.returncode == 0 and "copied 2 collections" in done.stdout and "replaced" not in done.stdout, done.stderr
+    server = Server(target, None, 1, "--rotate-admin-token", admin=exported).start()
+    try:
+        assert admin_status(server, exported) == 200 and admin_status(server, ADMIN) == 403
+    finally:
+        server.stop()
+
+    started = fresh_postgres_url(postgres)
+    Server(started, admin=exported).start().stop()  # a service ran on the target: it has settings of its own
+    refused = copy(source, started)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "its admin token" in refused.stderr and "--keep-target-settings" in refused.stderr and "--take-source-settings" in refused.stderr
+    kept = copy(source, started, "--keep-target-settings")
+    assert kept.returncode == 2 and "enrolled" in kept.stderr and "enrollment key" in kept.stderr, kept.stderr
+    store, _ = await open_store(started, exported)  # nothing was copied: the exported token still opens it
+    try:
+        assert await store.list_collections() == []
+    finally:
+        await store.close()
+    taken = copy(source, started, "--take-source-settings")
+    assert taken.returncode == 0 and "(the file's admin token, enrollment key replaced the target's)" in taken.stdout
+
+    plain = tmp_path / "plain.sqlite3"
+    store, _ = await open_store(str(plain), ADMIN)
+    try:
+        await store.create_collection("plain", table_1_spec(), 5, False)
+    finally:
+        await store.close()
+    other = fresh_postgres_url(postgres)
+    Server(other, admin=exported).start().stop()
+    assert copy(plain, other, "--keep-target-settings").returncode == 0
+    server = Server(other, admin=exported).start()
+    try:
+        assert admin_status(server, exported) == 200 and admin_status(server, ADMIN) == 403
+    finally:
+        server.stop()

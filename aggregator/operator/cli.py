@@ -216,10 +216,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="copy a SQLite database into PostgreSQL",
         description="Copy collections, reports and settings from a SQLite file into a PostgreSQL database "
         "(created or migrated first); statistics are recomputed from the copied reports. Stop the service "
-        "on the file first.",
+        "on the file first. Settings (the admin token, the enrollment key, the sealing keys) go to a target "
+        "that has none; where the target has its own and they differ, the copy is refused until "
+        "--keep-target-settings or --take-source-settings says whose to keep.",
     )
     copy.add_argument("--from", dest="source", required=True, help="the SQLite file")
     copy.add_argument("--to", dest="target", required=True, help="postgresql://USER@HOST:PORT/DB")
+    whose = copy.add_mutually_exclusive_group()
+    whose.add_argument(
+        "--keep-target-settings", dest="settings", action="store_const", const="target",
+        help="where the target already has settings of its own (a service started on it): keep its admin token, "
+        "enrollment key and sealing keys (refused if a copied collection needs the file's)",
+    )  # fmt: skip
+    whose.add_argument(
+        "--take-source-settings", dest="settings", action="store_const", const="source",
+        help="replace the target's settings with the file's (its admin token among them)",
+    )  # fmt: skip
     add_operator_parsers(sub, read_admin_token)
     add_privacy_parser(sub)
 
@@ -648,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
             print(run_operator(args), flush=True)
             return 0
         if args.command == "copy":
-            summary = asyncio.run(copy_database(args.source, args.target))
+            summary = asyncio.run(copy_database(args.source, args.target, args.settings))
             print(summary, flush=True)
             return 0
         args.db = database_address(args)

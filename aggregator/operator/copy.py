@@ -15,23 +15,47 @@ class CopyError(Exception):
     """The copy cannot proceed; nothing was written to the target."""
 
 
-async def copy_database(source: str, target: str) -> str:
+# What each setting is, for the one line that names a clash.
+SETTING_NAMES = {
+    "admin_token_sha256": "admin token",
+    "enrollment_hmac_key": "enrollment key",
+    "sealing_keys": "sealing keys",
+}
+
+
+def _named(key: str) -> str:
+    return SETTING_NAMES.get(key, key)
+
+
+async def copy_database(source: str, target: str, settings: str | None = None) -> str:
     """Copy every setting, collection, report and enrollment-token use of the SQLite file
     ``source`` into the PostgreSQL database ``target``, in one transaction; the statistics there
     are recomputed from the copied reports. Refuses (:class:`CopyError`) a target that already
-    holds one of the collections. Returns a one-line summary."""
+    holds one of the collections, and a target whose own settings (its admin token, enrollment
+    key, sealing keys) differ from the file's unless ``settings`` says whose to keep: ``"target"``
+    (refused if a copied collection needs the file's enrollment or sealing key) or ``"source"``.
+    Returns a one-line summary."""
     sqlite = await SQLiteStore.open(source)
     try:
         postgres = await PostgresStore.open(target)
         try:
-            return await _copy(sqlite, postgres)
+            return await _copy(sqlite, postgres, settings)
         finally:
             await postgres.close()
     finally:
         await sqlite.close()
 
 
-async def _copy(sqlite: SQLiteStore, postgres: PostgresStore) -> str:
+def _needing(collections, key: str) -> list[str]:
+    """The copied collections that cannot work without the file's own value of ``key``."""
+    if key == "enrollment_hmac_key":
+        return [c.id for c in collections if c.enrollment]
+    if key == "sealing_keys":
+        return [c.id for c in collections if c.spec.shuffle is not None]
+    return []
+
+
+async def _copy(sqlite: SQLiteStore, postgres: PostgresStore, keep: str | None = None) -> str:
     collections = await sqlite.list_collections()
     settings = sqlite.db.execute("SELECT key, value FROM settings WHERE key != 'schema_version'").fetchall()
     reports = 0
@@ -40,9 +64,24 @@ async def _copy(sqlite: SQLiteStore, postgres: PostgresStore) -> str:
         if clash:
             names = ", ".join(r["id"] for r in clash)
             raise CopyError(f"{postgres.location} already holds collections {names}; nothing was copied")
-        await conn.executemany(
-            "INSERT INTO settings VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value", settings
-        )
+        held = dict(await conn.fetch("SELECT key, value FROM settings WHERE key = ANY($1::text[])", [k for k, _ in settings]))
+        differ = [k for k, v in settings if k in held and held[k] != v]
+        if differ and keep is None:
+            raise CopyError(
+                f"{postgres.location} has settings of its own that differ from the file's (its {', '.join(map(_named, differ))}); "
+                "nothing was copied: pass --keep-target-settings to keep the target's (its admin token stays) or "
+                "--take-source-settings to replace them with the file's"
+            )
+        if keep == "target":
+            needs = {k: _needing(collections, k) for k in differ if _needing(collections, k)}
+            if needs:
+                k, ids = next(iter(needs.items()))
+                raise CopyError(
+                    f"collections {', '.join(ids)} need the file's {_named(k)}; nothing was copied: "
+                    "pass --take-source-settings, then serve with --rotate-admin-token to set your admin token"
+                )
+        conflict = "DO NOTHING" if keep == "target" else "(key) DO UPDATE SET value = excluded.value"
+        await conn.executemany(f"INSERT INTO settings VALUES ($1, $2) ON CONFLICT {conflict}", settings)
         for collection in collections:
             key = await conn.fetchval(
                 "INSERT INTO collections (id, uid, spec, min_reports, created_at, enrollment) "
@@ -85,4 +124,9 @@ async def _copy(sqlite: SQLiteStore, postgres: PostgresStore) -> str:
             ).fetchall()
             if batches:
                 await conn.executemany("INSERT INTO shuffled_batches VALUES ($1, $2, $3, $4, $5)", [(key, *b) for b in batches])
-    return f"copied {len(collections)} collections, {reports} reports and {len(settings)} settings to {postgres.location}"
+    kept = f" (kept the target's {', '.join(map(_named, differ))})" if differ and keep == "target" else ""
+    taken = f" (the file's {', '.join(map(_named, differ))} replaced the target's)" if differ and keep == "source" else ""
+    return (
+        f"copied {len(collections)} collections, {reports} reports and {len(settings)} settings to "
+        f"{postgres.location}{kept}{taken}"
+    )
