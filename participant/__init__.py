@@ -36,7 +36,7 @@ _HOMES = {
     ),
     ".errors": (
         "AlreadyReported", "BudgetExceeded", "ClientError", "CollectionChanged", "LedgerError", "LimitExceeded",
-        "ParticipantError", "RecordError", "ReportRejected", "SpecError", "SubmissionFailed",
+        "ParticipantError", "RecordError", "ReportRejected", "SpecError", "SubmissionFailed", "UnknownFields",
     ),
     ".ledger": ("Ledger",),
     ".limits": ("Budget", "Limits"),
@@ -69,6 +69,7 @@ if TYPE_CHECKING:
         ReportRejected,
         SpecError,
         SubmissionFailed,
+        UnknownFields,
     )
     from .ledger import Ledger
     from .limits import Budget, Limits
@@ -97,6 +98,7 @@ __all__ = [
     "Participant",
     "PerturbedInputs",
     "RecordError",
+    "UnknownFields",
     "Report",
     "SecureGenerator",
     "SpecError",

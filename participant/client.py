@@ -371,7 +371,7 @@ class AsyncClient:
         participant.validate(record, group)  # nothing drawn yet
 
         def draw() -> bytes:
-            return pack_report(participant.report(record, group), spec, token)
+            return pack_report(participant.draw(record, group), spec, token)
 
         if self.ledger is None:
             self.limits.check_collection(spec.epsilon_per_person, collection_id)

@@ -23,6 +23,14 @@ class RecordError(ParticipantError, ValueError):
         self.field = field
 
 
+class UnknownFields(UserWarning):
+    """A record holds keys its collection's spec does not know (a misspelt field, or a field the
+    spec left out). Warned on the device only, never refused: the report is drawn and sent as for
+    any record (a field the keys were meant to fill is reported as a value drawn uniformly), so
+    nothing the service sees depends on them. Pin field names with ``expected=`` to refuse a spec
+    that lacks them before any record is read."""
+
+
 class ClientError(ParticipantError):
     """Base of the errors of talking to a service (the client and its ledger)."""
 

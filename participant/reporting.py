@@ -7,13 +7,14 @@ population of thousands, so the simulator exercises exactly the code an app runs
 from __future__ import annotations
 
 import secrets
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .encoding import record_input
-from .errors import RecordError
+from .encoding import raw_field_names, record_input
+from .errors import RecordError, UnknownFields
 from .randomness import SecureGenerator
 from .spec import CollectionSpec
 
@@ -117,11 +118,22 @@ class Participant:
     def validate(self, record: Mapping[str, object], group: int | None = None) -> None:
         """Raise :class:`~participant.errors.RecordError` when :meth:`report` would refuse
         ``group`` or a ``record`` that is not a mapping; draws nothing. What the record holds is
-        never refused: see :func:`~participant.encoding.record_input`."""
+        never refused (see :func:`~participant.encoding.record_input`); keys the spec does not know
+        are warned of (:class:`~participant.errors.UnknownFields`), on the device only."""
         self._one_report()
         self._chosen(group)
         if not isinstance(record, Mapping):
             raise RecordError("record", "must be a mapping of field name to value")
+        fields = raw_field_names(self.spec)
+        unknown = [str(key) for key in record if key not in fields]
+        if unknown:  # the app developer's to hear; what is drawn and sent does not change
+            warnings.warn(
+                UnknownFields(
+                    f"the record holds {_listed(unknown)}, which this spec does not know (its fields: {_listed(fields)}): "
+                    "not reported; a field meant instead is reported as a value drawn uniformly from its declared ones"
+                ),
+                stacklevel=3,
+            )
 
     def _one_report(self) -> None:
         if self.spec.budget != "one-report":
@@ -137,10 +149,13 @@ class Participant:
         (:func:`~participant.encoding.record_input`), so every record gets a report. Only the input
         reported is randomised (one mechanism call).
         """
-        self._one_report()
+        self.validate(record, group)
+        return self.draw(record, group)
+
+    def draw(self, record: Mapping[str, object], group: int | None = None) -> Report:
+        """:meth:`report` for a ``record`` and ``group`` that :meth:`validate` passed (the client
+        validates before it touches the ledger, then draws: one warning, not two)."""
         chosen = self._chosen(group)
-        if not isinstance(record, Mapping):
-            raise RecordError("record", "must be a mapping of field name to value")
         i = int(choose_inputs(self.spec, 1, self.rng)[0]) if chosen is None else chosen
         value = record_input(record, self.spec, i, self.rng)
         return Report(input=i, payload=self.spec.oracles[i].perturb(value, self.rng)[0])
@@ -156,3 +171,9 @@ class Participant:
             Report(i, oracle.perturb(record_input(record, self.spec, i, self.rng), self.rng)[0])
             for i, oracle in enumerate(self.spec.oracles)
         ]
+
+
+def _listed(names, most: int = 12) -> str:
+    """``names`` quoted and comma-separated, the first ``most`` of them."""
+    shown = ", ".join(repr(n) for n in list(names)[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")

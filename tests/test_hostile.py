@@ -101,13 +101,13 @@ async def hostile(sqlite_service):  # noqa: F811
 def draws(monkeypatch) -> list[float]:
     """The ε of every report the device draws (a fresh draw spends its collection's ε)."""
     spent: list[float] = []
-    real = Participant.report
+    real = Participant.draw  # what the client calls, once it validated the record
 
     def counted(self, record, group=None):
         spent.append(self.spec.epsilon_per_person)
         return real(self, record, group)
 
-    monkeypatch.setattr(Participant, "report", counted)
+    monkeypatch.setattr(Participant, "draw", counted)
     return spent
 
 
@@ -261,7 +261,7 @@ async def test_a_report_leaves_a_whole_number_of_paces_after_the_spec_whatever_t
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", service.handle)
     runner, url = await start_site(app)
-    real = Participant.report
+    real = Participant.draw
 
     def slow(self, record, group=None):
         import time
@@ -269,7 +269,7 @@ async def test_a_report_leaves_a_whole_number_of_paces_after_the_spec_whatever_t
         time.sleep({"Young": 0.0, "Old": 0.12, "Medium": 0.33}[record["age"]])
         return real(self, record, group)
 
-    monkeypatch.setattr(Participant, "report", slow)
+    monkeypatch.setattr(Participant, "draw", slow)
     pace = 0.25
     try:
         for n, age in enumerate(["Young", "Old", "Medium"]):

@@ -342,3 +342,28 @@ async def test_a_python_form_that_passes_what_it_showed_refuses_a_collection_cha
     finally:
         await runner.cleanup()
     assert len(posts) == 1
+
+
+async def test_keys_the_spec_does_not_know_are_warned_of_on_the_device_and_change_no_request(recorder, tmp_path):
+    """An app that misspells its field names ('Age' for 'age') hears of it in a warning naming the
+    keys and the spec's fields; the devices with and without the misspelling make the same
+    requests, each accepted (whether and what a device sends never depends on the record's keys:
+    a person may skip a question)."""
+    from participant import UnknownFields
+
+    service, proxy, url = recorder
+    spec = table_1_spec(protocol="OUE")
+    for j in range(2):
+        await service.create(spec, f"keys-d{j}")
+    good = {"age": "Young", "income": "Low", "gender": "Male", "missed_payment": "Yes"}
+    misspelt = {"Age": "Young", "Income": "Low", "Gender": "Male", "Missed_Payment": "Yes"}
+    for j, record in enumerate((good, misspelt)):
+        rng = HashWords(b"keys")
+        async with AsyncClient(url, ledger=tmp_path / f"keys-{j}.json", pace=0.01, backoff=0.01, rng=rng) as device:
+            if record is misspelt:
+                with pytest.warns(UnknownFields, match=r"'Age', 'Income'.*its fields: 'age', 'income'"):
+                    assert await device.submit(f"keys-d{j}", record) == "accepted"
+            else:
+                assert await device.submit(f"keys-d{j}", record) == "accepted"
+    (devices,) = proxy.per_device().values()
+    assert len(devices) == 2 and devices[0] == devices[1], devices

@@ -321,7 +321,7 @@ export class Client {
     const claim = await this.ledger.claim(
       asked,
       this.limits,
-      () => packReport(participant.report(record, group), digest, token),
+      () => packReport(participant.draw(record, group), digest, token),
       (old) => rewrap(old, digest, token),
       sealer,
     );

@@ -103,11 +103,22 @@ export class Participant {
     return null;
   }
 
-  /** Throw the RecordError {@link report} would (a group the spec does not take, a record that is not a mapping), drawing nothing. */
+  /**
+   * Throw the RecordError {@link report} would (a group the spec does not take, a record that is
+   * not a mapping), drawing nothing. Keys the spec does not know (a misspelt field) are warned of
+   * on the console, on the device only: what is drawn and sent does not change.
+   */
   validate(record: RawRecord, group?: number): void {
     this.chosen(group);
     if (typeof record !== "object" || record === null || Array.isArray(record))
       throw new RecordError("record", "must be a mapping of field name to value");
+    const fields = [...(this.spec.continuous === null ? this.spec.features : this.spec.continuous.inputs).map((f) => f.name), this.spec.label];
+    const unknown = Object.keys(record).filter((key) => !fields.includes(key));
+    if (unknown.length)
+      console.warn(
+        `ldpnb: the record holds ${listed(unknown)}, which this spec does not know (its fields: ${listed(fields)}): ` +
+          "not reported; a field meant instead is reported as a value drawn uniformly from its declared ones",
+      );
   }
 
   /**
@@ -118,6 +129,11 @@ export class Participant {
    */
   report(record: RawRecord, group?: number, reportId?: Uint8Array): Report {
     this.validate(record, group);
+    return this.draw(record, group, reportId);
+  }
+
+  /** {@link report} for a record and group {@link validate} passed (the client validates first, then draws: one warning, not two). */
+  draw(record: RawRecord, group?: number, reportId?: Uint8Array): Report {
     const input = this.chosen(group) ?? chooseInput(this.spec, this.source);
     const payload = this.spec.oracles[input].perturb(recordInput(record, this.spec, input, this.source), this.source);
     const id = reportId ?? globalThis.crypto.getRandomValues(new Uint8Array(16));
@@ -153,4 +169,10 @@ export function packReport(report: Report, specDigest: Uint8Array, token?: strin
   const wire: Record<string, unknown> = { id: report.reportId, spec: specDigest, input: report.input, value };
   if (token !== undefined) wire.token = token;
   return encode(wire);
+}
+
+/** `names` quoted and comma-separated, the first `most` of them. */
+function listed(names: string[], most = 12): string {
+  const shown = names.slice(0, most).map((n) => `'${n}'`).join(", ");
+  return names.length > most ? `${shown} and ${names.length - most} more` : shown;
 }

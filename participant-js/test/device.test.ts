@@ -65,3 +65,19 @@ test("a shuffled spec whose inputs are assigned is refused: an assigned input hi
   assert.throws(() => CollectionSpec.fromDict({ ...shuffled, input_selection: "assigned" }), /choose their input at random/);
   assert.doesNotThrow(() => CollectionSpec.fromDict({ ...she(4), protocol: "DE", input_selection: "assigned" }));
 });
+
+test("a record's keys the spec does not know are warned of on the console, and the report is drawn as for any record", () => {
+  const spec = CollectionSpec.fromDict({ features: [{ name: "age", categories: ["Young", "Old"] }], classes: ["a", "b"], protocol: "DE", epsilon: 1, label: "y" });
+  const warned: string[] = [];
+  const real = console.warn;
+  console.warn = (message: string) => void warned.push(message);
+  try {
+    const report = new Participant(spec).report({ Age: "Young", y: "a" });
+    assert.ok(report.input === 0 || report.input === 1);
+    new Participant(spec).report({ age: "Young", y: "a" });
+  } finally {
+    console.warn = real;
+  }
+  assert.equal(warned.length, 1);
+  assert.match(warned[0], /'Age'.*its fields: 'age', 'y'/);
+});
