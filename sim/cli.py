@@ -216,6 +216,9 @@ def given(argv: list[str], option: str) -> bool:
     return any(a == option or a.startswith(option + "=") for a in argv)
 
 
+SUBCOMMANDS = ("sweep", "compare", "plan")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["sweep"]:
@@ -231,6 +234,12 @@ def main(argv: list[str] | None = None) -> int:
 
         return plan(argv[1:])
     parser = build_parser()
+    if argv[:1] and not argv[0].startswith("-"):  # the main command takes no word: a subcommand, mistyped
+        import difflib
+
+        close = difflib.get_close_matches(argv[0], SUBCOMMANDS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (the subcommands: {', '.join(SUBCOMMANDS)})"
+        parser.error(f"unknown command {argv[0]!r}{hint}")
     args = parser.parse_args(argv)
     check_common(parser, args)
     args.admin_token = os.environ.get("LDPNB_ADMIN_TOKEN")

@@ -466,3 +466,11 @@ def test_a_file_without_signal_is_told_it_learned_nothing(tmp_path, capsys, seed
     out = capsys.readouterr().out
     (line,) = [line for line in out.splitlines() if "does not beat the best constant classifier on the test rows" in line]
     assert "it learned nothing to rely on" in line and ("more people would not help" in line or "people it would" in line)
+
+
+@pytest.mark.parametrize("typed, meant", [("plann", "'plan'"), ("swep", "'sweep'"), ("zzz", "sweep, compare, plan")])
+def test_a_mistyped_subcommand_is_named_with_the_one_meant(typed, meant, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main([typed, "--dataset", "car"])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and err.count("\n") == 1 and f"unknown command {typed!r}" in err and meant in err
