@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["discrete", "gaussian"],
         default="discrete",
         help="discrete (default, and recommended: best on 26 of 32 data set and epsilon cells of "
-        "bench/results/continuous_models.md, every one at epsilon >= 2): equal-width bins, then the categorical "
+        "research/results/continuous_models.md, every one at epsilon >= 2): equal-width bins, then the categorical "
         "pipeline; gaussian: LDP Gaussian NB",
     )
     cont.add_argument("--bins", type=number(2, whole=True), help="bins per coordinate (default: the paper's, 2 australian, 4 diabetes)")

@@ -10,7 +10,7 @@ and one without any (:func:`null_truth`). Everything reads only the aggregated s
 (post-processing): no privacy is spent.
 
 The smoothing strength is not chosen here: a bootstrap choice of it per collection gained nothing
-out of sample (``python bench/default_choice.py``; documentation, *The default model*).
+out of sample (``python research/default_choice.py``; documentation, *The default model*).
 """
 
 from __future__ import annotations

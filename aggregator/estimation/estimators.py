@@ -15,7 +15,7 @@ Every estimator reads only the aggregated statistics (post-processing), so none 
   smaller of an empirical-Bayes weight (the share of the counts' spread that the noise explains)
   and a pseudo-count of one standard deviation per cell, both at strength 1 (the empirical-Bayes
   weight itself; a bootstrap choice of the strength per collection gained nothing out of sample,
-  ``bench/default_choice.py``). The class probabilities are then softened by a temperature chosen
+  ``research/default_choice.py``). The class probabilities are then softened by a temperature chosen
   by a parametric bootstrap of the collection's own reports (:mod:`aggregator.estimation.calibration`),
   which changes no prediction and keeps the noise of many features from making the model sure of
   anything.

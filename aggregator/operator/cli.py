@@ -286,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["discrete", "gaussian"],
         default="discrete",
         help="discrete (default, and recommended: it beat Gaussian NB on 26 of 32 data set and epsilon cells, "
-        "bench/results/continuous_models.md): numeric columns binned, a categorical Naive Bayes; gaussian: numeric columns "
+        "research/results/continuous_models.md): numeric columns binned, a categorical Naive Bayes; gaussian: numeric columns "
         "as they are, a Gaussian Naive Bayes over the declared ranges",
     )
     draft.add_argument("--bins", type=number(2, whole=True), default=4, help="bins per numeric column, discrete model (default 4)")

@@ -1,7 +1,7 @@
 """Which model for continuous features: the binned discrete model against Gaussian NB with
 approaches 1, 2 and 3, on every continuous data set at hand.
 
-    python bench/continuous_models.py [--reps 20] [--eps 0.5,1,2,4] [--jobs 2]
+    python research/continuous_models.py [--reps 20] [--eps 0.5,1,2,4] [--jobs 2]
 
 The data sets: the paper's two (Australian, Diabetes, with their declared ranges) and the six
 continuous sets of ``shared/datasets/corpus`` (letter, shuttle, sonar, wheat-seeds, glass,
@@ -9,19 +9,21 @@ winequality-white: every column numeric, ranges the data's own, as a bench may).
 no reduction; the discrete model bins each into the simulator's default bins with protocol
 ``auto``; the Gaussian approaches report with DE. ``--reps`` paired runs per cell (the same splits
 for every model), fast mode, the default estimator; beside the best constant classifier on the test
-rows. Writes ``bench/results/continuous_models.md``: accuracy per cell, then per ε the model that
+rows. Writes ``research/results/continuous_models.md``: accuracy per cell, then per ε the model that
 is best on most data sets, and each model's mean paired gain over the discrete one.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the benchmarks' helpers: problems, ingest, estimators
 from problems import corpus_file
 
 RESULTS = Path(__file__).with_name("results") / "continuous_models.md"
@@ -68,7 +70,7 @@ def cell(name: str, epsilon: float, reps: int) -> list[dict]:
 
 def report(runs: pd.DataFrame, reps: int, eps: str) -> str:
     lines = [
-        f"# Continuous features: binned or Gaussian (`python bench/continuous_models.py --reps {reps} --eps {eps}`)",
+        f"# Continuous features: binned or Gaussian (`python research/continuous_models.py --reps {reps} --eps {eps}`)",
         "",
         f"Mean test accuracy over {reps} paired runs (original features, fast mode, the default estimator); "
         "**bold**: the best model of the cell.",

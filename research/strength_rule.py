@@ -1,5 +1,5 @@
 """The bootstrap's choice of a smoothing strength, kept here as a candidate that
-``bench/default_choice.py`` compares with the default (strength 1), which it did not beat out of
+``research/default_choice.py`` compares with the default (strength 1), which it did not beat out of
 sample; the aggregator no longer runs it.
 
 The rule: strength 1 unless another strength's expected accuracy, over :data:`DRAWS` collections

@@ -1,7 +1,7 @@
 """Which default model earns its machinery: four candidates on the fourteen problems, chosen leave
 one data set out.
 
-    python bench/default_choice.py [--reps 40] [--eps 0.5,1,2,4] [--problems car,adult,...] [--jobs 2]
+    python research/default_choice.py [--reps 40] [--eps 0.5,1,2,4] [--problems car,adult,...] [--jobs 2]
 
 For every problem of ``bench/problems.py`` and every ε, ``--reps`` paired runs (seeds 0, 1, …; a
 random 80/20 split, every training row one person with one report, protocol ``auto``, exact fast
@@ -11,7 +11,7 @@ mode). On each run's reports, the test accuracy of:
 - ``fallback``: ``strength 1``, or the class the reports name most common (the constant classifier
   the reports give) where the dependence test finds no feature depending on the class at 5 %
   (:func:`aggregator.estimation.dependence.dependence_p_value`);
-- ``rule``: the bootstrap's pick of one strength (``bench/strength_rule.py``, which the aggregator ran before);
+- ``rule``: the bootstrap's pick of one strength (``research/strength_rule.py``, which the aggregator ran before);
 - ``averaged``: the models at every strength, their class probabilities averaged with weights the
   share of the bootstrap's draws in which each strength scored best;
 
@@ -20,13 +20,14 @@ class and the best constant on the test rows (the most common class among them, 
 labels: a bound, not a classifier). Candidates are ordered by what they add, simplest first; for
 each held-out problem the default is the simplest candidate that no other beats by more than one
 standard error of the mean paired gain over the other thirteen problems' cells, and it is scored on
-the held-out problem. Runs are kept per cell in ``bench/results/default_choice/`` (a cell already
-there is not run again); the tables go to ``bench/results/default_choice.md``.
+the held-out problem. Runs are kept per cell in ``research/results/default_choice/`` (a cell already
+there is not run again); the tables go to ``research/results/default_choice.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
 from functools import partial
 from pathlib import Path
@@ -34,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the benchmarks' helpers: problems, ingest, estimators
 from problems import PROBLEMS, load_problem
 from tqdm import tqdm
 
@@ -127,7 +129,7 @@ def simplest_unbeaten(runs: pd.DataFrame) -> str:
 
 def report(runs: pd.DataFrame) -> str:
     lines = [
-        f"# Which default model pays (`python bench/default_choice.py --reps {runs['seed'].max() + 1}`)",
+        f"# Which default model pays (`python research/default_choice.py --reps {runs['seed'].max() + 1}`)",
         "",
         "Protocol auto, one report per person, exact fast mode; accuracy on the held-out 20 %, means over "
         f"{runs['seed'].max() + 1} paired runs per cell. *Best constant*: the most common class of the test rows "
