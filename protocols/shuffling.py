@@ -178,7 +178,7 @@ def _bisect(low: float, high: float, high_side) -> tuple[float, float]:
 
 
 #: The dummies a shuffled collection's shuffler adds to every batch when its operator names no
-#: number: this share of the batch floor. Chosen in ``bench/results/dummies.md`` on the fourteen
+#: number: this share of the batch floor. Chosen in ``research/results/dummies.md`` on the fourteen
 #: problems, for the local ε that meets a central ε whatever the aggregator sends the shuffler,
 #: leaving one data set out: 12 of the 14 folds chose as many dummies as people (shares 0 to 8 tried).
 DUMMY_SHARE = 1.0

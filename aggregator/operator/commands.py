@@ -67,7 +67,7 @@ def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
         "--dummies", type=non_negative_int, metavar="M",
         help="dummy reports the shuffler adds to every batch, so that a person's report hides among them even if "
         "the aggregator sent every other report of the batch (default: the spec's, else as many as the floor K; "
-        "bench/results/dummies.md says what they cost)",
+        "research/results/dummies.md says what they cost)",
     )  # fmt: skip
 
     keys = common(sub.add_parser("keys", help="the sealing key shuffled collections name; --rotate makes a new one", allow_abbrev=False))

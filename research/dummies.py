@@ -1,6 +1,6 @@
 """What the shuffler's dummy reports cost, and the default share of them.
 
-    python bench/dummies.py [--reps 20] [--central 0.5,1,2] [--problems car,adult,...]
+    python research/dummies.py [--reps 20] [--central 0.5,1,2] [--problems car,adult,...]
 
 A shuffled batch of ``n`` people's reports and ``M`` dummies gives two guarantees against the
 aggregator alone (``protocols.shuffling.guarantees``): the bound for ``n + M`` reports when the
@@ -20,14 +20,16 @@ draws whatever ``M``) of two arms:
 The default share is chosen on the *both* arm (the guarantee that holds whatever the aggregator
 does), leaving one data set out: for each problem, the share with the best mean paired gain over
 the constant classifier on the other thirteen, scored on the one left out. Writes
-``bench/results/dummies.md``.
+``research/results/dummies.md``.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the benchmarks' helpers: problems, ingest, estimators
 from problems import grid, load_problem
 
 from participant.spec import EPSILON_RANGE
@@ -116,7 +118,7 @@ def main() -> None:
     labels = [label for label, _ in blankets(1)]
     cells_per = len(problems) * len(centrals)
     lines = [
-        f"# What dummies cost (`python bench/dummies.py --reps {args.reps} --central {args.central}`)",
+        f"# What dummies cost (`python research/dummies.py --reps {args.reps} --central {args.central}`)",
         "",
         f"Test accuracy over {args.reps} paired runs (fast mode, protocol auto, the default model), the whole "
         "training split one batch of n people's reports and M dummies, δ = 1/(10 n). *people*: the local ε meets the "
