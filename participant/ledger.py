@@ -37,7 +37,7 @@ threads and processes alike), is written to a fresh temporary file (mode 0600), 
 over the ledger, so a reader sees the old or the new ledger, never half of one. A report is drawn
 with no lock held, so a long draw never holds up another submission: the entry is recorded after
 the draw under the lock, and a draw that lost the race to another is dropped unsent. A file of
-any other shape than the one a device writes (:func:`ledger_problem`) is refused, never guessed at.
+any other shape than the one a device writes (:mod:`participant.ledger_format`) is refused, never guessed at.
 """
 
 from __future__ import annotations
@@ -46,9 +46,7 @@ import base64
 import copy
 import fcntl
 import json
-import math
 import os
-import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -58,10 +56,10 @@ from fractions import Fraction
 from pathlib import Path
 
 from .errors import BudgetExceeded, CollectionChanged, LedgerError, LimitExceeded
+from .ledger_format import VERSION, _no_constant, _valid_v1, entry_key, entry_problem, ledger_problem  # noqa: F401 (entry_problem: imported from here)
 from .limits import Budget, Limits  # noqa: F401 (Budget: an app imports it from here)
 from .origin import normalise_origin
 
-VERSION = 2
 SECONDS_PER_DAY = 86_400.0
 
 
@@ -101,96 +99,6 @@ class Claim:
 
 
 Sealer = Callable[[bytes], bytes]
-
-
-def entry_key(origin: str, collection: str) -> str:
-    return f"{origin} {collection}"
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _finite(value) -> bool:
-    """A finite JSON number (bools are not numbers)."""
-    if not _is_number(value):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # an integer past a float's range
-        return False
-
-
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not a JSON number")
-
-
-_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
-
-
-def _base64(value) -> bool:
-    """Standard base64 whose padding completes its last quantum (no more: JavaScript's reading)."""
-    return isinstance(value, str) and len(value) % 4 == 0 and _BASE64.fullmatch(value) is not None
-
-
-# The fields of an entry as a device writes them, and what each must hold. ``question``,
-# ``group``, ``memo_of`` and ``sent_at`` are absent from entries of earlier formats, and
-# ``epsilon`` is None for a first-format entry (its spend unknown: counted at the cap); ``record``
-# is an earlier format's field, dropped at the next write. Any other field or type is not a
-# ledger this library wrote, and the device refuses it rather than guess. ``sealed`` holds the
-# sealed body of a report to a shuffled collection (base64), sent instead of ``report``.
-_REQUIRED = {
-    "origin": lambda v: isinstance(v, str),
-    "collection": lambda v: isinstance(v, str),
-    "uid": lambda v: isinstance(v, str),
-    "fingerprint": lambda v: isinstance(v, str),
-    "epsilon": lambda v: v is None or (_finite(v) and v >= 0),
-    "report": _base64,
-    "sent": lambda v: isinstance(v, bool),
-    "reserved_at": lambda v: _finite(v) and v >= 0,
-}
-_OPTIONAL = {
-    "question": lambda v: isinstance(v, str),
-    "group": lambda v: v is None or (_finite(v) and v >= 0 and float(v).is_integer()),
-    "memo_of": lambda v: v is None or isinstance(v, str),
-    "sent_at": _finite,
-    "record": lambda v: isinstance(v, str),
-    "sealed": _base64,
-}
-
-
-def entry_problem(key: str, entry) -> str | None:
-    """What is wrong with the ledger entry ``entry`` under ``key``, or None when it has the shape
-    a device writes (the rules of ``participant-js/src/ledger.ts`` too)."""
-    if not isinstance(entry, dict):
-        return f"entry {key!r} is not a mapping"
-    for name, ok in _REQUIRED.items():
-        if name not in entry:
-            return f"entry {key!r} lacks {name!r}"
-        if not ok(entry[name]):
-            return f"entry {key!r} holds an invalid {name!r}"
-    for name, value in entry.items():
-        if name not in _REQUIRED and (name not in _OPTIONAL or not _OPTIONAL[name](value)):
-            return f"entry {key!r} holds an invalid or unknown {name!r}"
-    if key != entry_key(entry["origin"], entry["collection"]):
-        return f"entry {key!r} is not keyed by its origin and collection"
-    return None
-
-
-def ledger_problem(data) -> str | None:
-    """What is wrong with a parsed ledger file, or None when it is a ledger a device writes."""
-    if not isinstance(data, dict):
-        return "not a mapping"
-    if not _finite(data.get("version")) or data["version"] != VERSION:
-        return f"not version {VERSION}"
-    if not set(data) <= {"version", "entries", "salt"} or not isinstance(data.get("entries"), dict):
-        return "not a mapping of version and entries"
-    return next((p for key, e in data["entries"].items() if (p := entry_problem(key, e)) is not None), None)
-
-
-def _valid_v1(entry) -> bool:
-    """An entry of the first format (keyed by the published uid)."""
-    return isinstance(entry, dict) and isinstance(entry.get("sent"), bool) and _base64(entry.get("report"))
 
 
 class Ledger:
