@@ -95,13 +95,16 @@ def plan_class_share(
     z: float = Z,
     progress: bool = False,
     dummies: int = 0,
+    first=None,
 ) -> SharePlan:
     """The :class:`SharePlan` for a collection under ``protocol`` at ``epsilon`` (one report per
     person) of a population like ``sample``: ``reps`` repetitions (seeds ``seed, seed + 1, …``,
     fast mode) at the uniform choice and each of ``shares``, scored with ``estimator``; with
     ``people``, of that many participants drawn from each split's training rows and scored on its
     test rows (:func:`~sim.experiment.run_grown`), else of the
-    sample's own training splits; with ``dummies``, a shuffler's dummy reports in each collection."""
+    sample's own training splits; with ``dummies``, a shuffler's dummy reports in each collection.
+    ``first(uniform, people)``, if given, is called with the uniform choice's forecast before any
+    share is simulated (and before the progress bar): what the plan says first."""
     from tqdm import tqdm
 
     from .experiment import run_grown, run_once, spec_for
@@ -109,11 +112,14 @@ def plan_class_share(
     estimators = (estimator,)
     candidates = [None, *shares]
     forecasts = []
-    bar = tqdm(
-        total=len(candidates) * reps, desc=f"{sample.name} eps={epsilon:g}", unit="run", delay=1.0, disable=not progress
-    )
+    bar = None
     n_train = 0
     for share in candidates:
+        if share is not None and bar is None:  # the uniform choice first, then a bar for the shares
+            if first is not None:
+                first(forecasts[0], n_train)
+            bar = tqdm(total=len(shares) * reps, desc=f"{sample.name} eps={epsilon:g}", unit="run", delay=1.0,
+                       disable=not progress)  # fmt: skip
         runs = []
         for r in range(reps):
             options = {"setup": setup, "mode": "fast", "class_share": share, "dummies": dummies}
@@ -122,7 +128,8 @@ def plan_class_share(
                 runs.append(run_once(sample, protocol, epsilon, seed + r, estimators, log_loss=False, **options))
             else:
                 runs.append(run_grown(sample, people, protocol, epsilon, seed + r, estimators, **options))
-            bar.update()
+            if bar is not None:
+                bar.update()
         n_train = runs[0].n_train
         forecasts.append(
             ShareForecast(
@@ -131,7 +138,10 @@ def plan_class_share(
                 np.array([run.majority_accuracy for run in runs]),
             )
         )
-    bar.close()
+    if bar is not None:
+        bar.close()
+    elif first is not None:  # no shares asked: what the plan says first is all it says
+        first(forecasts[0], n_train)
     uniform_share = 1.0 / spec_for(sample, "DE", 1.0, setup=setup).n_inputs
     return SharePlan(forecasts, choose(forecasts, z), uniform_share, n_train)
 
@@ -144,19 +154,19 @@ class PeopleVerdict:
     fields: dict
 
 
-def people_line(sample: Dataset, args, setup, plan: SharePlan, shuffled) -> PeopleVerdict:
-    """Whether the uniform choice's collections of ``plan.people`` beat the best constant on their
-    test rows; when they do not, the people a collection would need (:func:`sim.verdict.people_needed`,
-    simulated as the plan simulates, None when more people would not help)."""
+def people_line(sample: Dataset, args, setup, uniform: ShareForecast, people: int, shuffled) -> PeopleVerdict:
+    """Whether the uniform choice's collections of ``people`` (its forecast ``uniform``) beat the
+    best constant on their test rows; when they do not, the people a collection would need
+    (:func:`sim.verdict.people_needed`, simulated as the plan simulates, None when more people
+    would not help)."""
     from .experiment import test_rows
     from .verdict import PEOPLE_FACTORS, people_needed, verdict
 
-    uniform = plan.forecasts[0]
-    found = verdict(uniform.accuracy, uniform.majority, test_rows(plan.people))
+    found = verdict(uniform.accuracy, uniform.majority, test_rows(people))
     fields = {"beats_constant": found.learned, "gain_over_constant": found.gain, "gain_over_constant_se": found.se}
     if found.learned:
         line = (
-            f"people: {plan.people:,} are enough; the model beats the best constant classifier by "
+            f"people: {people:,} are enough; the model beats the best constant classifier by "
             f"{found.gain:+.3f} ± {found.se:.3f}"
         )
         return PeopleVerdict(line, fields)
@@ -167,11 +177,11 @@ def people_line(sample: Dataset, args, setup, plan: SharePlan, shuffled) -> Peop
     fields["people_needed"] = needed
     if needed is None:
         line = (
-            f"people: with {plan.people:,} the model does not beat the best constant classifier, and more people "
+            f"people: with {people:,} the model does not beat the best constant classifier, and more people "
             f"would not help at this epsilon (tried up to {PEOPLE_FACTORS[-1]}x)"
         )
     else:
-        line = f"people: about {needed:,} needed; with {plan.people:,} the model does not beat the best constant classifier"
+        line = f"people: about {needed:,} needed; with {people:,} the model does not beat the best constant classifier"
     return PeopleVerdict(line, fields)
 
 
@@ -269,11 +279,18 @@ def main(argv: list[str]) -> int:
     elif args.delta is not None or args.flooded_eps is not None or args.dummies is not None:
         parser.error("--delta, --flooded-eps and --dummies go with --central-eps")
     args.eps = 1.0 if args.eps is None else args.eps
+    said: list[PeopleVerdict] = []
+
+    def first(uniform: ShareForecast, count: int) -> None:
+        said.append(people_line(sample, args, setup, uniform, count, shuffled))
+        if not args.json:
+            print(said[0].line, flush=True)
+
     plan = plan_class_share(
         sample, args.protocol, args.eps, args.shares, args.reps, args.seed, setup, people=args.people,
-        progress=not args.json, dummies=shuffled.dummies if shuffled is not None else 0,
+        progress=not args.json, dummies=shuffled.dummies if shuffled is not None else 0, first=first,
     )  # fmt: skip
-    people = people_line(sample, args, setup, plan, shuffled)
+    people = said[0]
     if args.json:
         uniform = plan.forecasts[0]
         print(
@@ -303,7 +320,6 @@ def main(argv: list[str]) -> int:
             )
         )
         return 0
-    print(people.line)
     print(
         f"{sample.name}: {args.protocol}, eps={args.eps:g} per person (one report each), {plan.people} participants "
         f"a collection, {args.reps} simulated collections per share (seeds {args.seed}–{args.seed + args.reps - 1})"

@@ -163,3 +163,15 @@ def test_the_constant_to_beat_is_the_test_rows_majority_not_the_training_splits(
     assert majority_accuracy(y[train], y[test]) == 0.75
     runner = runner_for(Dataset("shifted", X, y, ("f",), "class")).on_rows(train, test)
     assert runner.run("DE", 1.0, 0, ("normsub",), mode="fast").majority_accuracy == 0.75
+
+
+def test_what_the_plan_says_first_comes_before_any_share_is_simulated(monkeypatch):
+    """The people line is computed and printed from the uniform choice's runs alone, before the
+    shares' runs and their progress bar start."""
+    import sim.experiment
+
+    runs, seen = [], []
+    real = sim.experiment.run_once
+    monkeypatch.setattr(sim.experiment, "run_once", lambda *a, **k: runs.append(k.get("class_share")) or real(*a, **k))
+    plan_class_share(load_dataset("car"), "auto", 1.0, shares=(0.4, 0.7), reps=3, first=lambda uniform, n: seen.append(list(runs)))
+    assert seen == [[None] * 3] and runs == [None] * 3 + [0.4] * 3 + [0.7] * 3
