@@ -302,6 +302,18 @@ class CollectionSpec:
         input, whichever has the smaller variance)."""
         return {name: oracle.name for name, oracle in zip(self.input_names, self.oracles)}
 
+    def _protocols_named(self) -> str:
+        """The protocol the reports use, as the spec resolved it: one name (``auto`` resolved to
+        the one every input got), or each protocol with the inputs it serves."""
+        if self.model != "discrete" or self.protocol != "auto":
+            return self.protocol
+        by_protocol: dict[str, list[str]] = {}
+        for name, protocol in self.protocols.items():
+            by_protocol.setdefault(protocol, []).append(name)
+        if len(by_protocol) == 1:
+            return next(iter(by_protocol))
+        return "; ".join(f"{protocol} for {', '.join(names)}" for protocol, names in by_protocol.items())
+
     @property
     def reports_per_person(self) -> int:
         return 1 if self.budget == "one-report" else self.n_inputs
@@ -323,14 +335,18 @@ class CollectionSpec:
         people's (its ``min_batch − 1`` others and the shuffler's dummies), ``flooded_epsilon``
         when the aggregator wrote every other report but the dummies; left out, the statement
         names how each is computed."""
-        how = f"one {self.protocol} report"
+        named = self._protocols_named()
+        one, many = (f"one {named} report", f"{self.n_inputs} {named} reports") if " " not in named else (
+            f"one report ({named})", f"{self.n_inputs} reports ({named})"
+        )  # fmt: skip
+        how = one
         if self.model == "gaussian":
             mechanism = self.oracles[1]
             detail = f"scale {mechanism.scale:g}" if isinstance(mechanism, LaplaceMean) else "one bit"
             how = f"one report (class by {self.protocol}, values by {mechanism.name}, {detail})"
         if self.budget != "one-report":
             return (
-                f"Each person sends {self.n_inputs} {self.protocol} reports, one per input, each with "
+                f"Each person sends {many}, one per input, each with "
                 f"epsilon={self.epsilon_per_input:g}: epsilon={self.epsilon_per_person:g}-LDP per person "
                 f"for the whole record (budget {self.budget})."
             )

@@ -435,3 +435,17 @@ def test_gaussian_inputs_are_named_for_what_they_carry():
         2: ("class", "values", "squares"),
         3: ("class", "h:value", "h:square"),
     }
+
+
+def test_the_privacy_statement_names_the_protocol_each_input_uses():
+    """``auto`` is resolved per input: the statement says which protocol serves which input
+    ("one auto report" told a person nothing)."""
+    from sim.datasets import load_dataset
+    from sim.experiment import spec_for
+
+    car = spec_for(load_dataset("car"), "auto", 0.5)
+    assert "one report (DE for class; OUE for buying, maint, doors, persons, lug_boot, safety)" in car.privacy_statement()
+    assert "Each person sends one DE report" in table_1_spec(protocol="auto").privacy_statement()
+    assert "auto" not in car.privacy_statement() and "7 reports (DE for class; OUE" in spec_for(
+        load_dataset("car"), "auto", 0.5, budget="split"
+    ).privacy_statement()
