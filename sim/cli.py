@@ -689,7 +689,8 @@ def run_collection(parser: argparse.ArgumentParser, args) -> int:
         else:
             print(f"  LDP Naive Bayes accuracy  {run.accuracy[args.estimator]:.4f} (estimator {args.estimator})")
         print(f"  non-private Naive Bayes   {run.nonprivate_accuracy:.4f}")
-        print(f"  best constant (test rows) {run.majority_accuracy:.4f}")
+        rows = "(every row)" if args.all_rows else "(test rows)"
+        print(f"  best constant {rows:<11} {run.majority_accuracy:.4f}")
         if line := verdict_line(summary):
             print(line)
         if run.log_loss:

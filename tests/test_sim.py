@@ -323,7 +323,7 @@ def test_replay_into_the_operators_enrolled_collection(tmp_path, capsys):
         assert main([*everything, "--all-rows"]) == 0
         out, err = capsys.readouterr()
         assert "sending every row" in err and "1728 reports sent" in out and "scored on every row it learned from" in out
-        assert "best constant (test rows) 0.7002" in out
+        assert "best constant (every row) 0.7002" in out
         for extra, words in [
             (["--eps", "2"], "the collection's published spec fixes eps"),
             (["--reps", "3"], "one repetition"),
