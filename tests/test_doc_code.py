@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs" / "guides").glob("*.md"))]
-NOT_RUN = "<!-- not run by tests/test_doc_code.py: it needs a service at that address -->"
+NOT_RUN = "<!-- not run: it needs a service at that address -->"
 
 
 def blocks(path: Path) -> tuple[list[str], int]:
