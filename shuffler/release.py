@@ -31,6 +31,7 @@ import msgpack
 
 from participant.dummies import draw_dummies
 from participant.randomness import SecureGenerator
+from participant.reasons import failure_reason
 from participant.sealing import seal, sealed_length
 from participant.usage import die_with_parent
 from participant.view import ShuffledView
@@ -220,7 +221,7 @@ class Releaser:
                     return True
                 reason = f"the aggregator answered {answer.status}: {text[:300].decode(errors='replace')}"
         except (aiohttp.ClientError, TimeoutError) as exc:
-            reason = f"the aggregator cannot be reached ({type(exc).__name__})"
+            reason = f"the aggregator cannot be reached: {failure_reason(exc)}"
         self.failures[view.collection] = reason
         log.warning("collection %s: %s; retrying next round", view.collection, reason)
         return False

@@ -35,6 +35,7 @@ import aiohttp
 import msgpack
 from aiohttp import web
 
+from participant.reasons import failure_reason
 from participant.sealing import sealed_length
 from participant.view import DIGEST_BYTES, ShuffledView
 
@@ -122,7 +123,7 @@ class Shuffler:
                 # and a re-send of the same bytes is a duplicate if the commit landed after all)
                 log.error("the store refused a commit: %s", exc)
                 for _, done in queued:
-                    done.set_exception(Problem(503, f"the shuffler's store failed ({type(exc).__name__}); retry", 1.0))
+                    done.set_exception(Problem(503, f"the shuffler's store failed: {failure_reason(exc)}; retry", 1.0))
                 continue
             at = 0
             for reports, done in queued:
@@ -334,7 +335,7 @@ async def healthz(request: web.Request) -> web.Response:
     try:
         await shuffler.store.in_flight()
     except Exception as exc:  # noqa: BLE001 (whatever the store's trouble, the check answers)
-        return _json(503, {"status": "unavailable", "reason": type(exc).__name__})
+        return _json(503, {"status": "unavailable", "reason": failure_reason(exc)})
     return _json(200, {"status": "ok"})
 
 

@@ -22,6 +22,7 @@ from collections import OrderedDict
 import aiohttp
 
 from participant.errors import ParticipantError
+from participant.reasons import failure_reason
 from participant.sealing import sealed_length
 from participant.spec import CollectionSpec
 from participant.view import ShuffledView
@@ -85,7 +86,7 @@ class Views:
             async with self.session.get(url, headers={"Accept": "application/json"}, allow_redirects=False) as answer:
                 return answer.status, (await answer.json(content_type=None) if answer.status == 200 else None)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            raise Problem(503, f"the aggregator cannot be reached ({type(exc).__name__}); retry later") from None
+            raise Problem(503, f"the aggregator cannot be reached: {failure_reason(exc)}; retry later") from None
 
     async def aggregator_limits(self) -> dict:
         """What one request to the aggregator may carry (``GET {aggregator}/limits``), fetched

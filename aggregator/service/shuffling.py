@@ -23,6 +23,7 @@ import time
 from dataclasses import replace
 
 from participant.errors import SpecError
+from participant.reasons import failure_reason
 from participant.sealing import new_key_pair
 from participant.shuffled import SealingKey, Shuffle
 from participant.spec import CollectionSpec
@@ -133,7 +134,7 @@ async def shuffler_progress(collection, timeout: float = 2.0) -> dict:
             async with session.get(url, allow_redirects=False) as answer:
                 data = await answer.json(content_type=None) if answer.status == 200 else None
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-        return {"url": spec.shuffle.url, "error": f"the shuffler did not answer: {type(exc).__name__}"}
+        return {"url": spec.shuffle.url, "error": f"the shuffler did not answer: {failure_reason(exc)}"}
     fields = ("waiting", "step", "needed", "min_batch", "dummies", "forwarded")
     if not isinstance(data, dict) or not all(isinstance(data.get(f), int) for f in fields):
         return {"url": spec.shuffle.url, "error": "the shuffler has pinned no view of this collection yet"}
