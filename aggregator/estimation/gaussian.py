@@ -153,9 +153,9 @@ def gaussian_estimator(stats: CollectionStatistics, estimator: str = "normsub") 
     spec = stats.spec
     prior = class_prior(stats, estimator)
     theta, mean_square = class_moments(stats, prior)
-    # For reading: the unbiased estimate from the unclipped moments (clipping θ̂ and Ê[z²] to
-    # their ranges biases it where a variance is small beside the noise).
-    estimate, estimate_se = corrected_variances(stats, prior, theta, mean_square)
+    # For reading: the estimate from the unclipped moments (clipping θ̂ and Ê[z²] to their ranges
+    # biases it where a variance is small beside the noise), with the class prior's noise.
+    estimate, estimate_se = reported_variances(stats, prior, theta, mean_square)
     if estimator == "paper":
         var = np.maximum(mean_square - theta**2, VARIANCE_FLOOR)
         return GaussianModel(spec, prior, theta, var, estimate, estimate_se)
@@ -222,6 +222,31 @@ def corrected_variances(
     if var_theta is None or var_square is None:
         var_theta, var_square = moment_variances(stats, prior, theta, mean_square)
     return mean_square - theta**2 + var_theta, np.sqrt(var_square + 4 * theta**2 * var_theta)
+
+
+def reported_variances(stats: CollectionStatistics, prior, theta, mean_square) -> tuple[np.ndarray, np.ndarray]:
+    """``(variance, standard error)`` per class and coordinate as reported for reading:
+    :func:`corrected_variances`, with what the class prior's own noise adds. ``θ̂`` and ``Ê[z²]``
+    are sums over ``P̂``, which other people's reports estimate: to first order it adds
+    ``((2θ² − E[z²]) / P)² · Var(P̂)`` to the variance of the estimate, and to second order a bias
+    of ``(E[z²] − 3θ²) · Var(P̂) / P²``, taken out. Where few people report the class (approach 3
+    with many coordinates: one in ``2r + 1``) ``Var(P̂)`` dominates and the standard error says so.
+    The estimate is not kept within [0, 1], where a prepared coordinate's variance lies: it is
+    unbiased, so that estimates of many collections average to the truth; one outside [0, 1] says
+    its collection's noise dominates, as its standard error does."""
+    var_theta, var_square = moment_variances(stats, prior, np.clip(theta, -1.0, 1.0), np.clip(mean_square, 0.0, 1.0))
+    estimate, se = corrected_variances(stats, prior, theta, mean_square, var_theta, var_square)
+    # θ̂²'s variance is 4θ²·Var(θ̂) + 2·Var(θ̂)² for a normal θ̂: the second term rules where the
+    # noise exceeds the mean, and leaving it out understated the error exactly there.
+    se = np.sqrt(se**2 + 2 * var_theta**2)
+    n = max(stats.states[0].n, 1)
+    counts = prior * n
+    var_prior = (stats.spec.oracles[0].variance(n, counts) / n**2)[:, None]  # (k, 1): P̂'s variance
+    p = prior[:, None]
+    first, second = np.clip(theta, -1.0, 1.0), np.clip(mean_square, 0.0, 1.0)
+    estimate = estimate - (second - 3 * first**2) * var_prior / p**2
+    se = np.sqrt(se**2 + ((2 * first**2 - second) / p) ** 2 * var_prior)
+    return estimate, se
 
 
 def moment_variances(stats: CollectionStatistics, prior, theta, mean_square) -> tuple[np.ndarray, np.ndarray]:
