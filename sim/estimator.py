@@ -12,6 +12,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from aggregator import build_model
 from participant.encoding import encode_features, encode_labels
+from participant.errors import RecordError
 from participant.spec import CollectionSpec, Feature
 from protocols import DEFAULT_THETA
 
@@ -27,7 +28,11 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
     reports (``mode="fast"`` draws the aggregates from their exact distribution, ``"replay"``
     every report), and assembles the model with ``estimator``. Features are categorical: every
     distinct value is a category (``categories="auto"``) or the lists given in ``categories``
-    are the declared domains. Unknown categories at prediction time contribute no evidence.
+    are the declared domains. A category unknown at prediction time is refused
+    (:class:`~participant.errors.RecordError` naming the feature, as the exported pipeline and a
+    device refuse it) when the domains were declared (``spec``), and contributes no evidence when
+    they came from the training data, where a cross-validation fold can miss a rare value;
+    ``handle_unknown="error"`` or ``"ignore"`` says which whatever the domains.
 
     **A fit is a simulation, not an LDP release.** With ``categories="auto"`` the domains (and
     with them the model's shape) and the classes come from the training data itself: a value held
@@ -57,6 +62,7 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         categories="auto",
         random_state=None,
         spec: CollectionSpec | None = None,
+        handle_unknown: str | None = None,
     ):
         self.protocol = protocol
         self.epsilon = epsilon
@@ -67,6 +73,7 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         self.categories = categories
         self.random_state = random_state
         self.spec = spec
+        self.handle_unknown = handle_unknown
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -152,11 +159,31 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         if self.spec is not None:  # declared categories are compared as written, as a device does
             X = np.asarray(X, dtype=object).astype(str)
         codes = self.encoder_.transform(X)
+        self._refuse_unknown(X, codes)
         jll = np.tile(self.model_.class_log_prior, (codes.shape[0], 1))
         for i, table in enumerate(self.model_.feature_log_prob):
             known = codes[:, i] >= 0
             jll[known] += table[:, codes[known, i]].T
         return jll
+
+    def _refuse_unknown(self, X, codes: np.ndarray) -> None:
+        """Raise :class:`RecordError` for the first value outside its feature's categories, unless
+        unknown values are ignored (``handle_unknown``; by default, when the domains were inferred)."""
+        handle = self.handle_unknown or ("error" if self.spec is not None else "ignore")
+        if handle not in ("error", "ignore"):
+            raise ValueError(f"handle_unknown must be 'error' or 'ignore', got {handle!r}")
+        if handle == "ignore" or (codes >= 0).all():
+            return
+        row, column = np.argwhere(codes < 0)[0]
+        names = getattr(self, "feature_names_in_", None)
+        name = self.spec_.features[column].name if self.spec is not None else (
+            str(names[column]) if names is not None else f"x{column}"
+        )  # fmt: skip
+        categories = [str(c) for c in self.encoder_.categories_[column]]
+        raise RecordError(
+            name, f"unknown value {str(np.asarray(X, dtype=object)[row, column])!r}; expected one of {categories} "
+            "(handle_unknown='ignore' leaves such values out of the prediction)",
+        )  # fmt: skip
 
     def predict_log_proba(self, X) -> np.ndarray:
         """Log posterior class probabilities at the model's temperature, shape ``(m, k)``."""

@@ -343,3 +343,27 @@ def test_the_non_private_baseline_is_categorical_nb(name):
     class_count = np.bincount(labels[train], minlength=k).astype(float)
     got = categorical_nb_accuracy(counts, class_count, one_hot(codes[rare], n_categories), labels[rare], n_categories)
     assert got == sklearn_accuracy(train, rare)
+
+
+def test_an_unknown_category_is_refused_as_the_exported_pipeline_refuses_it_when_the_domains_are_declared():
+    """With a declared spec, LDPNaiveBayes.predict refuses a value outside a feature's categories
+    (RecordError naming the feature), as the pipeline the service exports does; with domains from
+    the data it leaves the value out (a fold can miss a rare one), and handle_unknown says which."""
+    from participant import RecordError
+
+    from .conftest import TABLE_1, table_1_spec
+
+    spec = table_1_spec(protocol="DE", epsilon=4.0)
+    X = np.array([row[:3] for row in TABLE_1 * 20], dtype=object)
+    y = np.array([row[3] for row in TABLE_1 * 20], dtype=object)
+    odd = np.array([["Ancient", "Low", "Male"]], dtype=object)
+    declared = LDPNaiveBayes(spec=spec, random_state=0).fit(X, y)
+    with pytest.raises(RecordError, match="age: unknown value 'Ancient'"):
+        declared.predict(odd)
+    with pytest.raises(RecordError, match="age"):
+        declared.model_.to_sklearn_pipeline().predict(odd)
+    assert len(LDPNaiveBayes(spec=spec, random_state=0, handle_unknown="ignore").fit(X, y).predict(odd)) == 1
+    inferred = LDPNaiveBayes(random_state=0).fit(X, y)
+    assert len(inferred.predict(odd)) == 1
+    with pytest.raises(RecordError, match="x0: unknown value 'Ancient'"):
+        LDPNaiveBayes(random_state=0, handle_unknown="error").fit(X, y).predict(odd)
