@@ -96,3 +96,38 @@ def test_the_database_address_can_come_from_a_file(tmp_path):
         assert (tmp_path / "from-file.sqlite3").exists()
     finally:
         server.stop()
+
+
+def test_sigterm_ends_the_service_in_seconds_while_models_its_clients_left_are_building(tmp_path):
+    """Seventeen /model keys of a 998,002-entry collection asked by clients that leave at once (each a
+    build of seconds, queued on the worker threads): SIGTERM ends the process within its request
+    deadline and a few seconds, not after every build (more than 60 s before), exit code 0."""
+    import json
+    import socket
+    import time
+    import urllib.request
+
+    from participant import CollectionSpec, Feature
+
+    values = [f"v{i}" for i in range(1000)]
+    spec = CollectionSpec([Feature(f"q{i}", values) for i in range(499)], ["a", "b"], "DE", 1.0)
+    server = Server(tmp_path / "big.sqlite3").start()
+    try:
+        body = json.dumps({"spec": spec.to_dict(), "id": "big", "min_reports": 0}).encode()
+        request = urllib.request.Request(f"{server.url}/collections", data=body, method="POST",
+                                         headers={**AUTH, "Content-Type": "application/json"})  # fmt: skip
+        urllib.request.urlopen(request, timeout=120).close()
+        port = int(server.url.rsplit(":", 1)[1])
+        from aggregator.estimation.smoothing import STRENGTHS
+
+        keys = ["estimator=paper"] + [f"estimator={e}&strength={g:g}" for e in ("normsub", "ibu") for g in STRENGTHS]
+        for key in keys:  # each a build of its own
+            with socket.create_connection(("127.0.0.1", port)) as sock:
+                sock.sendall(f"GET /collections/big/model?{key} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        time.sleep(1.0)  # the builds are under way
+        started = time.monotonic()
+        server.proc.terminate()
+        assert server.proc.wait(60) == 0
+        assert time.monotonic() - started < 15
+    finally:
+        server.stop()

@@ -501,6 +501,13 @@ async def serve_worker(args, sock: socket.socket | None, announce: bool, ready_f
     finally:
         await runner.cleanup()
         await store.close()
+    # Stopped cleanly: every connection closed, every write committed, the store closed. Models
+    # still building on worker threads (their clients gone) would hold the exit for as long as
+    # they take, since Python joins those threads at exit; nothing of theirs is kept.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(0)
 
 
 def run_loop(coroutine, loop: str = "auto"):

@@ -163,6 +163,9 @@ async def start_site(
         # inside the parser, before any handler could refuse it.
         auto_decompress=False,
         keepalive_timeout=config.keepalive_timeout,
+        # On stop, a request under way has the database deadline and a second to finish; a model
+        # still building past that is not waited for.
+        shutdown_timeout=config.db_timeout + 1.0,
         max_line_size=config.max_header_bytes,
         max_field_size=config.max_header_bytes,
     )
