@@ -333,7 +333,7 @@ async def _progress(shuffler: Shuffler, collection_id: str) -> web.Response:
 async def healthz(request: web.Request) -> web.Response:
     shuffler = request.app[SHUFFLER]
     try:
-        await shuffler.store.in_flight()
+        await shuffler.store.writable()
     except Exception as exc:  # noqa: BLE001 (whatever the store's trouble, the check answers)
         return _json(503, {"status": "unavailable", "reason": failure_reason(exc)})
     return _json(200, {"status": "ok"})

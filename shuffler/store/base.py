@@ -142,6 +142,12 @@ class Store(ABC):
         """Whether the collection was closed."""
 
     @abstractmethod
+    async def writable(self) -> None:
+        """Raise (the database's own error, or :class:`StoreUnavailable`) unless a write could
+        start now: what ``/healthz`` asks, so that a store that takes reads but not writes (a
+        foreign lock, a read-only database) is not called healthy."""
+
+    @abstractmethod
     async def in_flight(self) -> list[tuple[int, str]]:
         """Every batch drawn and not yet acknowledged: ``(batch id, collection)``, oldest first."""
 

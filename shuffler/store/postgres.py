@@ -209,6 +209,10 @@ class PostgresStore(Store):
     async def closed(self, collection_id):
         return bool(await self._run(lambda c: c.fetchval("SELECT 1 FROM closed WHERE collection = $1", collection_id)))
 
+    async def writable(self):
+        if await self._run(lambda c: c.fetchval("SHOW transaction_read_only")) == "on":
+            raise StoreUnavailable("the shuffler's database is read-only")
+
     async def in_flight(self):
         rows = await self._run(lambda c: c.fetch("SELECT id, collection FROM batches ORDER BY id"))
         return [(r["id"], r["collection"]) for r in rows]

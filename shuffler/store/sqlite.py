@@ -170,6 +170,11 @@ class Tables:
                 drawn.append(batch)
         return drawn
 
+    def writable(self) -> None:
+        """Raise ``sqlite3.OperationalError`` unless a write transaction could start now."""
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.execute("ROLLBACK")
+
     def in_flight(self) -> list[tuple[int, str]]:
         """Every batch drawn and not yet acknowledged: ``(batch id, collection)``, oldest first."""
         return self.db.execute("SELECT id, collection FROM batches ORDER BY id").fetchall()
@@ -256,6 +261,9 @@ class SQLiteStore(Store):
 
     async def closed(self, collection_id):
         return await self._call("closed", collection_id)
+
+    async def writable(self):
+        return await self._call("writable")
 
     async def in_flight(self):
         return await self._call("in_flight")
