@@ -30,7 +30,8 @@ publishes (its ``uid``, its spec) can only make the device refuse more, never sp
 - **A small ledger.** At most ``Limits.max_collections`` collections within the budget's window
   (memoised answers included: they cost nothing, but each is an entry). An acknowledged entry
   drawn before the window leaves the ledger at the next write unless it is the newest holding
-  its question's answer, which the memo keeps.
+  its question's answer, which the memo keeps for ``Limits.memo_days`` after it was last given
+  (then the question is answered afresh, its ε counted): a year's questions at most, by default.
 
 Every change happens under an exclusive file lock on the ledger's real file (symlinks resolved;
 threads and processes alike), is written to a fresh temporary file (mode 0600), fsynced and renamed
@@ -281,7 +282,11 @@ class Ledger:
                 f"this device reported to {recent} collections in the last {limits.budget.per_days:g} days; this app "
                 f"reports to at most {limits.max_collections} (Limits.max_collections); nothing was drawn or sent"
             )
-        memo = next((k for k, e in entries.items() if asked.question and self._answers(e, asked)), None)
+        remembered = now - limits.memo_days * SECONDS_PER_DAY
+        memo = next(
+            (k for k, e in entries.items() if asked.question and e["reserved_at"] > remembered and self._answers(e, asked)),
+            None,
+        )  # fmt: skip
         if memo is not None:
             body = resend(base64.b64decode(entries[memo]["report"]))
             sealed = None if seal is None else seal(body)
@@ -299,9 +304,11 @@ class Ledger:
     def _expire(entries: dict, limits: Limits, now: float) -> None:
         """Drop, from ``entries``, what the device no longer needs: entries acknowledged, drawn
         before the budget's window (so they count toward no spend) and whose randomised answer
-        the memo holds in another entry (for each question, the newest entry answering it stays;
-        see :meth:`_answers`). Entries of unknown spend stay: they count at the cap forever."""
+        the memo does not keep (for each question, the newest entry answering it stays, for
+        ``limits.memo_days`` after it was given; see :meth:`_answers`). Entries of unknown spend
+        stay: they count at the cap forever."""
         since = now - limits.budget.per_days * SECONDS_PER_DAY
+        remembered = now - limits.memo_days * SECONDS_PER_DAY
         newest: dict[tuple, tuple[float, str]] = {}
         for key, e in entries.items():
             if "sealed" in e:  # a shuffled answer holds no memo: it leaves like any other
@@ -309,7 +316,7 @@ class Ledger:
             question = (e.get("question") or "fingerprint " + e["fingerprint"], e.get("group"))
             if newest.get(question, (-1.0, ""))[0] < e["reserved_at"]:
                 newest[question] = (e["reserved_at"], key)
-        memo = {key for _, key in newest.values()}
+        memo = {key for reserved, key in newest.values() if reserved > remembered}
         for key in [
             k for k, e in entries.items()
             if e["sent"] and e["epsilon"] is not None and e["reserved_at"] <= since and k not in memo

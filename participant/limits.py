@@ -106,7 +106,10 @@ class Limits:
     - ``max_draw_seconds``: the longest a draw may be estimated to take on a slow device
       (:data:`SECONDS_PER_NOISE`, :data:`SECONDS_PER_COIN`);
     - ``max_collections``: the most collections the device reports to within the budget's window,
-      memoised answers included (they cost no ε, but each is an entry its ledger keeps).
+      memoised answers included (they cost no ε, but each is an entry its ledger keeps);
+    - ``memo_days``: the longest the memo keeps a question's answer after it was last given (days):
+      a question not asked for that long is answered afresh, its ε counted, and its entry leaves
+      the ledger, so a service asking a new question every day leaves at most this many entries.
     """
 
     max_epsilon: float = 2.0
@@ -117,6 +120,7 @@ class Limits:
     max_total_domain: int = 1_048_576
     max_draw_seconds: float = 1.0
     max_collections: int = 1_000
+    memo_days: float = 365.0
 
     def __post_init__(self):
         _positive(self.max_epsilon, "max_epsilon")
@@ -125,6 +129,7 @@ class Limits:
         for name in ("max_spec_bytes", "max_answer_bytes", "max_domain", "max_total_domain", "max_collections"):
             _positive(getattr(self, name), name, integer=True)
         _positive(self.max_draw_seconds, "max_draw_seconds")
+        _positive(self.memo_days, "memo_days")
 
     def check_collection(self, epsilon: float, collection: str) -> None:
         """Raise :class:`BudgetExceeded` when a collection's ``epsilon`` is above :attr:`max_epsilon`."""

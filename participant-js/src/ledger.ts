@@ -234,7 +234,8 @@ export class Ledger {
         `this device reported to ${recent} collections in the last ${limits.budget.perDays} days; this app reports to at most ` +
           `${limits.maxCollections} (maxCollections); nothing was drawn or sent`,
       );
-    const memo = asked.question ? Object.entries(entries).find(([, e]) => answers(e, asked)) : undefined;
+    const remembered = now - limits.memoDays * SECONDS_PER_DAY;
+    const memo = asked.question ? Object.entries(entries).find(([, e]) => e.reserved_at > remembered && answers(e, asked)) : undefined;
     if (memo) return { kind: "memo", key: memo[0], report: fromBase64(memo[1].report) };
     const used = spent(entries, limits, now);
     const asking = rationalOf(asked.epsilon);
@@ -250,18 +251,20 @@ export class Ledger {
 
   /**
    * Drop what the device no longer needs: entries acknowledged, drawn before the budget's window
-   * and whose randomised answer the memo holds in another entry (for each question the newest
-   * entry answering it stays). Entries of unknown spend stay: they count at the cap forever.
+   * and whose randomised answer the memo does not keep (for each question the newest entry
+   * answering it stays, for `memoDays` after it was given). Entries of unknown spend stay: they
+   * count at the cap forever.
    */
   private expire(entries: Record<string, Entry>, limits: Limits, now: number): void {
     const since = now - limits.budget.perDays * SECONDS_PER_DAY;
+    const remembered = now - limits.memoDays * SECONDS_PER_DAY;
     const newest = new Map<string, [number, string]>();
     for (const [key, e] of Object.entries(entries)) {
       if (e.sealed !== undefined) continue; // a shuffled answer holds no memo: it leaves like any other
       const question = JSON.stringify([e.question || `fingerprint ${e.fingerprint}`, e.group ?? null]);
       if ((newest.get(question)?.[0] ?? -1) < e.reserved_at) newest.set(question, [e.reserved_at, key]);
     }
-    const memo = new Set([...newest.values()].map(([, key]) => key));
+    const memo = new Set([...newest.values()].filter(([reserved]) => reserved > remembered).map(([, key]) => key));
     for (const [key, e] of Object.entries(entries))
       if (e.sent && e.epsilon !== null && e.epsilon !== undefined && e.reserved_at <= since && !memo.has(key)) delete entries[key];
   }

@@ -31,6 +31,11 @@ export interface LimitsOptions {
   maxDrawSeconds?: number;
   /** The most collections the device reports to within the budget's window, memoised answers included. */
   maxCollections?: number;
+  /**
+   * The longest (days) the memo keeps a question's answer after it was last given: a question not
+   * asked for that long is answered afresh, its ε counted, and its entry leaves the ledger.
+   */
+  memoDays?: number;
 }
 
 function positive(value: number, name: string): number {
@@ -86,6 +91,7 @@ export class Limits {
   readonly maxTotalDomain: number;
   readonly maxDrawSeconds: number;
   readonly maxCollections: number;
+  readonly memoDays: number;
 
   /** The defaults protect a person whose app never sets them: 2 per collection, 8 over 30 days. */
   constructor(options: LimitsOptions = {}) {
@@ -98,6 +104,7 @@ export class Limits {
     this.maxTotalDomain = positive(options.maxTotalDomain ?? 1_048_576, "maxTotalDomain");
     this.maxDrawSeconds = positive(options.maxDrawSeconds ?? 1, "maxDrawSeconds");
     this.maxCollections = positive(options.maxCollections ?? 1000, "maxCollections");
+    this.memoDays = positive(options.memoDays ?? 365, "memoDays");
   }
 
   checkCollection(epsilon: number, collection: string): void {

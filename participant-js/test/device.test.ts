@@ -81,3 +81,29 @@ test("a record's keys the spec does not know are warned of on the console, and t
   assert.equal(warned.length, 1);
   assert.match(warned[0], /'Age'.*its fields: 'age', 'y'/);
 });
+
+test("the memo forgets a question not asked for memoDays, even on a ledger nothing was written to since", async () => {
+  let stored: unknown = { version: 2, entries: {} };
+  const storage = {
+    async update<T>(change: (data: any) => { result: T; write: boolean }): Promise<T> {
+      const copy = JSON.parse(JSON.stringify(stored));
+      const { result, write } = change(copy);
+      if (write) stored = copy;
+      return result;
+    },
+  };
+  let clock = 1_000_000_000;
+  const ledger = new Ledger(storage as any, () => clock);
+  const limits = new Limits();
+  const asked = (collection: string) => ({ origin: "https://a.example", collection, uid: collection.padEnd(32, "u"), fingerprint: "f".repeat(64), epsilon: 0.25, question: "q".repeat(64), group: null });
+  const first = await ledger.claim(asked("c1"), limits, () => new Uint8Array([1]), () => assert.fail("no memo yet"));
+  assert.equal(first.spent, 0.25);
+  await ledger.markSent(first.key);
+  clock += 30 * 86_400;
+  const within = await ledger.claim(asked("c2"), limits, () => assert.fail("the memo answers"), (old) => old);
+  assert.equal(within.spent, 0);
+  await ledger.markSent(within.key);
+  clock += 400 * 86_400;
+  const later = await ledger.claim(asked("c3"), limits, () => new Uint8Array([2]), () => assert.fail("forgotten"));
+  assert.equal(later.spent, 0.25);
+});
