@@ -153,18 +153,17 @@ def gaussian_estimator(stats: CollectionStatistics, estimator: str = "normsub") 
     spec = stats.spec
     prior = class_prior(stats, estimator)
     theta, mean_square = class_moments(stats, prior)
+    first, second = np.clip(theta, -1.0, 1.0), np.clip(mean_square, 0.0, 1.0)  # the ranges they cannot leave
+    var_theta, var_square = moment_variances(stats, prior, first, second)
     # For reading: the estimate from the unclipped moments (clipping θ̂ and Ê[z²] to their ranges
     # biases it where a variance is small beside the noise), with the class prior's noise.
-    estimate, estimate_se = reported_variances(stats, prior, theta, mean_square)
+    estimate, estimate_se = reported_variances(stats, prior, theta, mean_square, var_theta, var_square)
     if estimator == "paper":
         var = np.maximum(mean_square - theta**2, VARIANCE_FLOOR)
         return GaussianModel(spec, prior, theta, var, estimate, estimate_se)
-    theta = np.clip(theta, -1.0, 1.0)
-    mean_square = np.clip(mean_square, 0.0, 1.0)
-    var_theta, var_square = moment_variances(stats, prior, theta, mean_square)
-    var, se = corrected_variances(stats, prior, theta, mean_square, var_theta, var_square)
+    var, se = corrected_variances(stats, prior, first, second, var_theta, var_square)
     var = np.clip(shrunk_toward_pooled(var, se, prior), VARIANCE_FLOOR, 1.0)
-    return GaussianModel(spec, prior, theta, np.clip(var + var_theta, VARIANCE_FLOOR, 1.0), estimate, estimate_se)
+    return GaussianModel(spec, prior, first, np.clip(var + var_theta, VARIANCE_FLOOR, 1.0), estimate, estimate_se)
 
 
 def shrunk_toward_pooled(var: np.ndarray, se: np.ndarray, prior: np.ndarray) -> np.ndarray:
@@ -224,7 +223,9 @@ def corrected_variances(
     return mean_square - theta**2 + var_theta, np.sqrt(var_square + 4 * theta**2 * var_theta)
 
 
-def reported_variances(stats: CollectionStatistics, prior, theta, mean_square) -> tuple[np.ndarray, np.ndarray]:
+def reported_variances(
+    stats: CollectionStatistics, prior, theta, mean_square, var_theta, var_square
+) -> tuple[np.ndarray, np.ndarray]:
     """``(variance, standard error)`` per class and coordinate as reported for reading:
     :func:`corrected_variances`, with what the class prior's own noise adds. ``θ̂`` and ``Ê[z²]``
     are sums over ``P̂``, which other people's reports estimate: to first order it adds
@@ -233,8 +234,8 @@ def reported_variances(stats: CollectionStatistics, prior, theta, mean_square) -
     with many coordinates: one in ``2r + 1``) ``Var(P̂)`` dominates and the standard error says so.
     The estimate is not kept within [0, 1], where a prepared coordinate's variance lies: it is
     unbiased, so that estimates of many collections average to the truth; one outside [0, 1] says
-    its collection's noise dominates, as its standard error does."""
-    var_theta, var_square = moment_variances(stats, prior, np.clip(theta, -1.0, 1.0), np.clip(mean_square, 0.0, 1.0))
+    its collection's noise dominates, as its standard error does. ``var_theta`` and
+    ``var_square``: :func:`moment_variances` at the moments clipped to their ranges."""
     estimate, se = corrected_variances(stats, prior, theta, mean_square, var_theta, var_square)
     # θ̂²'s variance is 4θ²·Var(θ̂) + 2·Var(θ̂)² for a normal θ̂: the second term rules where the
     # noise exceeds the mean, and leaving it out understated the error exactly there.
