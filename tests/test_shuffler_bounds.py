@@ -173,8 +173,6 @@ async def test_a_report_acknowledged_while_its_collection_closes_is_released_not
     answered 201 and then counted by the aggregator, or 410 and never stored; none is
     acknowledged and left waiting (the close marks the collection closed before it counts what
     waits, and the store refuses reports of a closed collection in the same commit order)."""
-    import aiohttp
-
     token = token_file(tmp_path / "token.txt")
     server = Server(tmp_path / "aggregator.sqlite3").start()
     shuffler = ShufflerProcess(tmp_path / "s.sqlite3", server.url, tmp_path / "token.txt", "--interval", "0.3", "--min-batch", "2",
@@ -182,24 +180,10 @@ async def test_a_report_acknowledged_while_its_collection_closes_is_released_not
     try:
         create(server, "c", shuffler.url, token, min_batch=10, dummies=0)
         view = ShuffledView.from_dict(await asyncio.to_thread(call, f"{shuffler.url}/collections/c/view"))
-        bodies = iter([sealed_under(view) for _ in range(400)])
-        statuses: list[int] = []
-        url = f"{shuffler.url}/collections/c/reports"
-        async with aiohttp.ClientSession() as session:
-
-            async def sender() -> None:
-                for body in bodies:
-                    async with session.post(url, data=body, headers={"Content-Type": "application/ldpnb-sealed"}) as answer:
-                        statuses.append(answer.status)
-
-            senders = [asyncio.ensure_future(sender()) for _ in range(8)]
-            while len(statuses) < 40:
-                await asyncio.sleep(0.005)
-            async with session.post(f"{shuffler.url}/collections/c/close", json={"pad": True},
-                                    headers={"Authorization": f"Bearer {token}"}) as answer:  # fmt: skip
-                assert answer.status == 200, await answer.text()
-                done = await answer.json()
-            await asyncio.gather(*senders)
+        statuses, done = await posting_while_closing(
+            f"{shuffler.url}/collections/c/reports", f"{shuffler.url}/collections/c/close", token,
+            [sealed_under(view) for _ in range(400)],
+        )  # fmt: skip
         accepted, refused = statuses.count(201), statuses.count(410)
         assert accepted + refused == 400 and refused > 0, (accepted, refused)
         assert done["waiting"] == 0 and waiting_exact(tmp_path / "s.sqlite3") == 0
@@ -207,6 +191,29 @@ async def test_a_report_acknowledged_while_its_collection_closes_is_released_not
     finally:
         shuffler.stop()
         server.stop()
+
+
+async def posting_while_closing(reports: str, close: str, token: str, bodies: list[bytes]) -> tuple[list[int], dict]:
+    """Post ``bodies`` as single sealed reports to ``reports``, eight at a time, and once 40 are
+    answered close the collection with pad at ``close``: every post's status, and the close's answer."""
+    import aiohttp
+
+    pending, statuses = iter(bodies), []
+    async with aiohttp.ClientSession() as session:
+
+        async def sender() -> None:
+            for body in pending:
+                async with session.post(reports, data=body, headers={"Content-Type": "application/ldpnb-sealed"}) as answer:
+                    statuses.append(answer.status)
+
+        senders = [asyncio.ensure_future(sender()) for _ in range(8)]
+        while len(statuses) < 40:
+            await asyncio.sleep(0.005)
+        async with session.post(close, json={"pad": True}, headers={"Authorization": f"Bearer {token}"}) as answer:
+            assert answer.status == 200, await answer.text()
+            done = await answer.json()
+        await asyncio.gather(*senders)
+    return statuses, done
 
 
 def waiting_exact(db) -> int:

@@ -132,6 +132,7 @@ async def test_a_collection_closed_at_one_instance_takes_no_report_another_ackno
     aggregator; the rest were answered 410 and never stored (the second learns of the close from
     the store, in the commit that would have stored them)."""
     from .test_shuffler import counted, wait_for
+    from .test_shuffler_bounds import posting_while_closing
 
     token = token_file(tmp_path / "token.txt")
     server = Server(tmp_path / "aggregator.sqlite3").start()
@@ -147,24 +148,10 @@ async def test_a_collection_closed_at_one_instance_takes_no_report_another_ackno
         create(server, "c", instances[0].url, token, min_batch=10, dummies=0)
         view = ShuffledView.from_dict(await asyncio.to_thread(call, f"{instances[1].url}/collections/c/view"))
         participant = Participant(view.spec)
-        bodies = iter([seal(pack_report(participant.report(RECORD), view.spec), view) for _ in range(400)])
-        statuses: list[int] = []
-        async with aiohttp.ClientSession() as session:
-
-            async def sender() -> None:
-                for body in bodies:
-                    async with session.post(f"{instances[1].url}/collections/c/reports", data=body,
-                                            headers={"Content-Type": "application/ldpnb-sealed"}) as answer:  # fmt: skip
-                        statuses.append(answer.status)
-
-            senders = [asyncio.ensure_future(sender()) for _ in range(8)]
-            while len(statuses) < 40:
-                await asyncio.sleep(0.005)
-            async with session.post(f"{instances[0].url}/collections/c/close", json={"pad": True},
-                                    headers={"Authorization": f"Bearer {token}"}) as answer:  # fmt: skip
-                assert answer.status == 200, await answer.text()
-                done = await answer.json()
-            await asyncio.gather(*senders)
+        statuses, done = await posting_while_closing(
+            f"{instances[1].url}/collections/c/reports", f"{instances[0].url}/collections/c/close", token,
+            [seal(pack_report(participant.report(RECORD), view.spec), view) for _ in range(400)],
+        )  # fmt: skip
         accepted, refused = statuses.count(201), statuses.count(410)
         assert accepted + refused == 400 and refused > 0, (accepted, refused)
         assert done["waiting"] == 0
