@@ -17,7 +17,7 @@ def failure_reason(exc: BaseException) -> str:
         return "it did not answer in time"
     if isinstance(exc, (ssl.SSLError, aiohttp.ClientSSLError)):
         return "the TLS connection failed"
-    if isinstance(exc, aiohttp.ClientConnectorError) or isinstance(exc, ConnectionRefusedError):
+    if isinstance(exc, (aiohttp.ClientConnectorError, ConnectionRefusedError)):
         return "nothing answers at that address (the connection was refused or could not be made)"
     if isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, ConnectionResetError)):
         return "the connection closed before the answer"

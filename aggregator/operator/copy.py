@@ -73,7 +73,7 @@ async def _copy(sqlite: SQLiteStore, postgres: PostgresStore, keep: str | None =
                 "--take-source-settings to replace them with the file's"
             )
         if keep == "target":
-            needs = {k: _needing(collections, k) for k in differ if _needing(collections, k)}
+            needs = {k: ids for k in differ if (ids := _needing(collections, k))}
             if needs:
                 k, ids = next(iter(needs.items()))
                 raise CopyError(
