@@ -142,7 +142,7 @@ class Published:
         if not isinstance(collection_id, str) or not isinstance(fingerprint, str):
             raise ClientError("the service published a collection id or fingerprint that is not text")
         (limits or Limits()).check_spec(raw, collection_id)
-        spec = CollectionSpec.from_dict(raw)
+        spec = CollectionSpec.published(raw)
         if fingerprint != spec.fingerprint:
             raise ClientError("the published spec does not match its fingerprint; refusing to report")
         return cls(collection_id, uid, spec)

@@ -148,13 +148,15 @@ class CollectionSpec:
             if features and features != derived:
                 raise SpecError("features are derived from the continuous preparation; leave them out")
             features = derived
+        # Checked whatever the model, as participant-js checks it: a field one device ignores and
+        # another refuses would tell the two apart.
+        if isinstance(self.approach, bool) or self.approach not in APPROACHES:
+            raise SpecError(f"approach must be one of {APPROACHES}, got {self.approach!r}")
         if self.model == "gaussian":
             if continuous is None:
                 raise SpecError("a gaussian model needs continuous features (the 'continuous' field)")
             if features:
                 raise SpecError("a gaussian model takes continuous features only; leave 'features' out")
-            if self.approach not in APPROACHES:
-                raise SpecError(f"approach must be one of {APPROACHES}, got {self.approach!r}")
         elif not features:
             raise SpecError("features must list at least one feature")
         names = [f.name for f in features] or list(continuous.output_names)
@@ -438,6 +440,16 @@ class CollectionSpec:
         except KeyError as exc:
             raise SpecError(f"every feature needs a {exc.args[0]!r} field") from None
         return cls(features=feats, **data)
+
+    @classmethod
+    def published(cls, data: Any) -> CollectionSpec:
+        """A spec as a service publishes it, read as a device reads it (and as
+        ``participant-js`` does): :meth:`from_dict`, but every field a service resolves stated.
+        THE's ``theta`` is one: a device that filled in its own default would answer a spec
+        another device refuses, so the spec could tell the two apart. Raises :class:`SpecError`."""
+        if isinstance(data, dict) and data.get("protocol") == "THE" and data.get("theta") is None:
+            raise SpecError("a THE spec must state theta (the service publishes it)")
+        return cls.from_dict(data)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())

@@ -104,7 +104,7 @@ class ShuffledView:
             raise ClientError("the shuffler's view names a collection, fingerprint or digest that is not text")
         if limits is not None:
             limits.check_spec(raw, collection)
-        spec = CollectionSpec.from_dict(raw)
+        spec = CollectionSpec.published(raw)
         if fingerprint != spec.fingerprint:
             raise ClientError("the shuffler's view does not match its spec's fingerprint; refusing to report")
         view = cls(collection, uid, spec, min_batch, dummies)

@@ -24,6 +24,7 @@ import numpy as np
 from scipy import stats
 
 from participant import CollectionSpec, Feature, Participant
+from participant.errors import SpecError
 from participant.encoding import record_input
 from participant.origin import normalise_origin
 from participant.randomness import SecureGenerator
@@ -195,8 +196,62 @@ def vectors() -> dict:
                 "spec": spec.to_dict(), "id": collection, "uid": uid, "min_batch": view.min_batch,
                 "dummies": view.dummies, "digest": view.digest.hex(), "info": info(view.digest).hex(),
             })  # fmt: skip
+    out["spec_shapes"] = spec_shapes()
     # χ² critical values at 1 − 10⁻⁶ for the JavaScript mechanisms' own draws (scipy here, none there).
     out["chi2"] = {str(dof): float(stats.chi2.ppf(1 - 1e-6, dof)) for dof in (1, 4, 7, 8, 12, 16)}
+    return out
+
+
+def spec_shapes() -> list[dict]:
+    """Spec mappings a service might publish, each with whether a device reads it
+    (:meth:`CollectionSpec.published`) and, when it does, the fingerprint: the JavaScript device
+    must read the same ones to the same fingerprints and refuse the rest, so that no spec tells
+    the two apart."""
+    base = {"features": [{"name": "colour", "categories": ["red", "blue"]}], "classes": ["yes", "no"], "protocol": "THE",
+            "epsilon": 1.0, "theta": 0.5}  # fmt: skip
+    shapes = [base, {**base, "protocol": "SHE"}]
+    for theta in (MISSING, None, 0, 1, 0.25, 1e-300, -0.5, "0.5", True, []):
+        for protocol in ("THE", "SHE", "DE"):
+            shapes.append(_with(base, protocol=protocol, theta=theta))
+    for field, values in {
+        "epsilon": (MISSING, None, 0, 1e-4, 1e-3, 50, 50.5, "1", True, 2**70, 1e300),
+        "protocol": (MISSING, None, "the", "auto", "", 3),
+        "classes": (MISSING, None, [], ["yes"], ["yes", "yes"], ["yes", 2], "yes", ["", "no"]),
+        "label": (None, "", "colour", "class", 5),
+        "features": (MISSING, None, [], [{"name": "colour"}], [{"name": "c", "categories": []}],
+                     [{"name": "c", "categories": ["a", "a"]}], [{"name": "c", "categories": [1, 2]}],
+                     [{"name": "c", "categories": ["a"]}, {"name": "c", "categories": ["b"]}],
+                     [{"name": "", "categories": ["a"]}], [{"name": "c", "categories": ["a"], "extra": 1}]),
+        "budget": (None, "split", "per-input", "one-report", "two"),
+        "input_selection": (None, "assigned", "random"),
+        "class_share": (None, 0, 0.5, 1, "0.5"),
+        "version": (1, 2, "1", None),
+        "unknown": ("x",),
+        "model": ("gaussian", "discrete", None),
+        "approach": (None, 1, 3, 4, "3", True, 3.0),
+        "continuous": (None, {}),
+        "shuffle": (None, {}, {"min_batch": 2, "delta": 0.25}),
+    }.items():  # fmt: skip
+        shapes.extend(_with(base, **{field: v}) for v in values)
+    out = []
+    for shape in shapes:
+        try:
+            spec = CollectionSpec.published(json.loads(json.dumps(shape)))
+            out.append({"dict": shape, "reads": True, "fingerprint": spec.fingerprint})
+        except SpecError as exc:
+            out.append({"dict": shape, "reads": False, "why": str(exc)})
+    return out
+
+
+MISSING = object()
+
+
+def _with(base: dict, **fields) -> dict:
+    """``base`` with ``fields`` set (removed where the value is :data:`MISSING`)."""
+    out = {**base, **{k: v for k, v in fields.items() if v is not MISSING}}
+    for k, v in fields.items():
+        if v is MISSING:
+            out.pop(k, None)
     return out
 
 

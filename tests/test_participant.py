@@ -416,6 +416,20 @@ def test_the_spec_passes_its_threshold_to_every_oracle_and_reads_versionless_spe
         assert str(refused.value) == f"epsilon must be a number from 0.001 to 50, got {shown}"
 
 
+def test_a_device_reads_a_published_the_spec_only_with_its_threshold_stated():
+    """An operator may leave THE's threshold out (the service resolves and publishes it); a device
+    reading what a service published refuses a THE spec without it, as participant-js does: a
+    device that filled in its own would answer a spec the other refuses."""
+    operator = {**table_1_spec(protocol="THE").to_dict(), "theta": None}
+    assert CollectionSpec.from_dict(operator).theta is not None
+    for theta in (None, "absent"):
+        published = {k: v for k, v in operator.items() if theta is None or k != "theta"}
+        with pytest.raises(SpecError, match="a THE spec must state theta"):
+            CollectionSpec.published(published)
+    assert CollectionSpec.published({**operator, "theta": 0.4}).theta == 0.4
+    assert CollectionSpec.published({**table_1_spec(protocol="SHE").to_dict(), "theta": None}).protocol == "SHE"
+
+
 def test_an_unknown_value_is_named_wherever_it_sorts_and_whichever_row_holds_it():
     spec = table_1_spec()
     X = np.array([["Old", "High", "Female"], ["Zebra", "Low", "Male"]], dtype=object)

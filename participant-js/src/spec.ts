@@ -36,6 +36,11 @@ function finite(value: unknown): number | null {
   return typeof value === "number" && Number.isFinite(value) ? value : null;
 }
 
+/** A field's value, or `fallback` when it is absent. A null is a value (refused where not
+ * allowed), as the Python device reads it: only `theta`, `class_share`, `continuous` and
+ * `shuffle` take null for absent, in both. */
+const orDefault = (value: unknown, fallback: unknown): unknown => (value === undefined ? fallback : value);
+
 export class CollectionSpec {
   readonly features: Feature[];
   readonly classes: string[];
@@ -62,9 +67,9 @@ export class CollectionSpec {
   private constructor(data: Record<string, unknown>) {
     const unknown = Object.keys(data).filter((k) => !KNOWN.has(k));
     if (unknown.length) throw new SpecError(`unknown spec fields: ${unknown.sort().join(", ")}`);
-    const version = data.version ?? SPEC_VERSION;
+    const version = orDefault(data.version, SPEC_VERSION);
     if (version !== SPEC_VERSION) throw new SpecError(`unsupported spec version ${String(version)}`);
-    const model = data.model ?? "discrete";
+    const model = orDefault(data.model, "discrete");
     if (model !== "discrete" && model !== "gaussian") throw new SpecError("model must be discrete or gaussian");
     this.model = model;
     this.continuous = data.continuous === undefined || data.continuous === null ? null : new Preparation(data.continuous);
@@ -91,14 +96,14 @@ export class CollectionSpec {
       if (!features.length) throw new SpecError("features must list at least one feature");
       this.features = features;
     }
-    const approach = data.approach ?? 3;
+    const approach = orDefault(data.approach, 3);
     if (approach !== 1 && approach !== 2 && approach !== 3) throw new SpecError("approach must be one of 1, 2, 3");
     this.approach = approach;
     const featureNames = this.features.length ? this.features.map((f) => f.name) : this.continuous!.outputs.map((o) => o.name);
     if (new Set(featureNames).size !== featureNames.length) throw new SpecError("feature names must be unique");
     this.classes = names(data.classes, "classes");
     if (this.classes.length < 2) throw new SpecError("classes must list at least two class labels");
-    const label = data.label ?? "class";
+    const label = orDefault(data.label, "class");
     if (typeof label !== "string" || !label || featureNames.includes(label))
       throw new SpecError("label must be a non-empty name distinct from the features");
     this.label = label;
@@ -116,11 +121,11 @@ export class CollectionSpec {
     // THE's threshold, when left out, is the variance-optimal one the service resolves and publishes.
     if (theta === null && this.protocol === "THE") throw new SpecError("a THE spec must state theta (the service publishes it)");
     this.theta = theta ?? PAPER_THETA;
-    const budget = data.budget ?? "one-report";
+    const budget = orDefault(data.budget, "one-report");
     if (budget !== "one-report" && budget !== "per-input" && budget !== "split")
       throw new SpecError("budget must be one of one-report, per-input, split");
     this.budget = budget;
-    const selection = data.input_selection ?? "uniform";
+    const selection = orDefault(data.input_selection, "uniform");
     if (selection !== "uniform" && selection !== "assigned") throw new SpecError("input_selection must be uniform or assigned");
     this.inputSelection = selection;
     if (data.class_share === undefined || data.class_share === null) {

@@ -140,3 +140,18 @@ test("a shuffled collection's view digest and HPKE info are Python's, byte for b
     assert.equal(hex(view.digest), v.digest);
   }
 });
+
+test("every spec shape a service might publish is read or refused as the Python device reads or refuses it", async () => {
+  const differ: string[] = [];
+  for (const v of vectors.spec_shapes) {
+    let fingerprint: string | null = null;
+    try {
+      fingerprint = await CollectionSpec.fromDict(v.dict).fingerprint();
+    } catch (exc) {
+      if (!(exc instanceof SpecError)) throw exc;
+    }
+    if ((fingerprint !== null) !== v.reads || (v.reads && fingerprint !== v.fingerprint))
+      differ.push(`${JSON.stringify(v.dict)}: ${v.why ?? "read by Python"}`);
+  }
+  assert.deepEqual(differ, []);
+});
