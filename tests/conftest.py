@@ -1,3 +1,5 @@
+import ctypes
+import fcntl
 import itertools
 import os
 import signal
@@ -71,6 +73,12 @@ def pytest_configure(config):
     # A run stopped by a timeout's SIGTERM tears down like Ctrl-C: every fixture and finally block
     # stops what it started (servers, PostgreSQL), instead of the process vanishing around them.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # A worker whose controller is gone (killed, or stopped before it could stop its workers)
+        # gets the same SIGTERM, so that it too stops what it started.
+        from .postgres import PR_SET_PDEATHSIG
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def pytest_sessionstart(session):
@@ -118,16 +126,28 @@ JS_ROOT = os.path.join(os.path.dirname(__file__), "..", "participant-js")
 
 
 @pytest.fixture(scope="session")
-def built():
-    """participant-js installed from its lock file (``npm ci``) and compiled; its directory."""
+def built(testrun_uid):
+    """participant-js installed from its lock file (``npm ci``) and compiled once per run, whichever
+    of the run's worker processes asks first (the others wait on the lock and find it built: a
+    second build would rewrite files a first worker's tests are reading); its directory."""
     from .postgres import die_with_parent
 
     def run(*command: str) -> subprocess.CompletedProcess:
-        return subprocess.run(command, cwd=JS_ROOT, capture_output=True, text=True, timeout=300, preexec_fn=die_with_parent)
+        return subprocess.run(
+            command, cwd=JS_ROOT, capture_output=True, text=True, timeout=300, preexec_fn=die_with_parent
+        )
 
-    if not os.path.isdir(os.path.join(JS_ROOT, "node_modules")):
-        installed = run("npm", "ci", "--no-audit", "--no-fund")
-        assert installed.returncode == 0, installed.stderr[-3000:]
-    compiled = run("npm", "run", "build")  # tsc, and the single-file browser build the survey page loads
-    assert compiled.returncode == 0, compiled.stdout[-3000:] + compiled.stderr[-3000:]
+    with open(os.path.join(JS_ROOT, ".build.lock"), "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.seek(0)
+        if lock.read() == testrun_uid:
+            return JS_ROOT
+        if not os.path.isdir(os.path.join(JS_ROOT, "node_modules")):
+            installed = run("npm", "ci", "--no-audit", "--no-fund")
+            assert installed.returncode == 0, installed.stderr[-3000:]
+        compiled = run("npm", "run", "build")  # tsc, and the single-file browser build the survey page loads
+        assert compiled.returncode == 0, compiled.stdout[-3000:] + compiled.stderr[-3000:]
+        lock.seek(0)
+        lock.truncate()
+        lock.write(testrun_uid)
     return JS_ROOT
