@@ -32,6 +32,16 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
+# The latest time (seconds since the epoch, in the year 2242) an entry may record: no device's
+# clock shows a later one, and an entry drawn "later" would count toward the budget, and be
+# remembered, for ever.
+LATEST_TIME = 2.0**33
+
+
+def _time(value) -> bool:
+    return _finite(value) and 0 <= value <= LATEST_TIME
+
+
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 
 
@@ -42,7 +52,7 @@ def _base64(value) -> bool:
 
 # The fields of an entry as a device writes them, and what each must hold. ``question``,
 # ``group``, ``memo_of`` and ``sent_at`` are absent from entries of earlier formats, and
-# ``epsilon`` is None for a first-format entry (its spend unknown: counted at the cap); ``record``
+# ``epsilon`` is None for a first-format entry alone (its spend unknown: counted at the cap); ``record``
 # is an earlier format's field, dropped at the next write. Any other field or type is not a
 # ledger this library wrote, and the device refuses it rather than guess. ``sealed`` holds the
 # sealed body of a report to a shuffled collection (base64), sent instead of ``report``.
@@ -54,13 +64,13 @@ _REQUIRED = {
     "epsilon": lambda v: v is None or (_finite(v) and v >= 0),
     "report": _base64,
     "sent": lambda v: isinstance(v, bool),
-    "reserved_at": lambda v: _finite(v) and v >= 0,
+    "reserved_at": _time,
 }
 _OPTIONAL = {
     "question": lambda v: isinstance(v, str),
     "group": lambda v: v is None or (_finite(v) and v >= 0 and float(v).is_integer()),
     "memo_of": lambda v: v is None or isinstance(v, str),
-    "sent_at": _finite,
+    "sent_at": _time,
     "record": lambda v: isinstance(v, str),
     "sealed": _base64,
 }
@@ -79,6 +89,9 @@ def entry_problem(key: str, entry) -> str | None:
     for name, value in entry.items():
         if name not in _REQUIRED and (name not in _OPTIONAL or not _OPTIONAL[name](value)):
             return f"entry {key!r} holds an invalid or unknown {name!r}"
+    if entry["epsilon"] is None and ("question" in entry or "memo_of" in entry):
+        # Only an entry of the first format, which states no question, has an unknown spend.
+        return f"entry {key!r} holds an invalid 'epsilon'"
     if key != entry_key(entry["origin"], entry["collection"]):
         return f"entry {key!r} is not keyed by its origin and collection"
     return None

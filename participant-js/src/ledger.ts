@@ -79,6 +79,10 @@ export function entryKey(origin: string, collection: string): string {
 const isNumber = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
 const isText = (v: unknown) => typeof v === "string";
 
+/** The latest time (seconds since the epoch, in the year 2242) an entry may record: as in `participant/ledger_format.py`. */
+const LATEST_TIME = 2 ** 33;
+const isTime = (v: unknown) => isNumber(v) && v >= 0 && v <= LATEST_TIME;
+
 function isBase64(v: unknown): boolean {
   return typeof v === "string" && v.length % 4 === 0 && /^[A-Za-z0-9+/]*={0,2}$/.test(v);
 }
@@ -87,7 +91,7 @@ function isBase64(v: unknown): boolean {
  * The fields of an entry as a device writes them, and what each must hold: the rules of the
  * Python participant's `participant/ledger.py`, case for case. `question`, `group`, `memo_of` and
  * `sent_at` are absent from entries of earlier formats, and `epsilon` is null for a first-format
- * entry (counted at the cap); `record` is an earlier format's field. Any other field or type is
+ * entry alone (counted at the cap); `record` is an earlier format's field. Any other field or type is
  * not a ledger this library wrote, and the device refuses it rather than guess.
  */
 const REQUIRED: Record<string, (v: unknown) => boolean> = {
@@ -98,13 +102,13 @@ const REQUIRED: Record<string, (v: unknown) => boolean> = {
   epsilon: (v) => v === null || (isNumber(v) && v >= 0),
   report: isBase64,
   sent: (v) => typeof v === "boolean",
-  reserved_at: (v) => isNumber(v) && v >= 0,
+  reserved_at: isTime,
 };
 const OPTIONAL: Record<string, (v: unknown) => boolean> = {
   question: isText,
   group: (v) => v === null || (isNumber(v) && v >= 0 && Number.isInteger(v)),
   memo_of: (v) => v === null || isText(v),
-  sent_at: isNumber,
+  sent_at: isTime,
   record: isText,
   sealed: isBase64,
 };
@@ -123,6 +127,7 @@ export function entryProblem(key: string, entry: unknown): string | null {
     const ok = Object.prototype.hasOwnProperty.call(REQUIRED, name) || (Object.prototype.hasOwnProperty.call(OPTIONAL, name) && OPTIONAL[name](value));
     if (!ok) return `entry '${key}' holds an invalid or unknown '${name}'`;
   }
+  if (entry.epsilon === null && ("question" in entry || "memo_of" in entry)) return `entry '${key}' holds an invalid 'epsilon'`;
   if (key !== entryKey(entry.origin as string, entry.collection as string)) return `entry '${key}' is not keyed by its origin and collection`;
   return null;
 }
