@@ -53,6 +53,8 @@ class Proxy:
         self.chaos = 0.0  # per forwarded chunk: the chance of a cut (half of them swallowing a reply)
         self.frozen = False
         self.refusing = False  # new links are cut at once (while the test takes PostgreSQL's slots)
+        # The next query holding these bytes (a report's id) reaches PostgreSQL, then its link is cut.
+        self.lose_reply_to: bytes | None = None
         self.links: set[asyncio.StreamWriter] = set()
         self.cuts = 0
 
@@ -98,6 +100,15 @@ class Proxy:
                     other.transport.abort()
                     return
                 target.write(data)
+                if self.lose_reply_to is not None and self.lose_reply_to in data:
+                    # The write (one statement, its own commit) is PostgreSQL's to finish; the
+                    # client's side goes before the loop can forward any answer.
+                    self.lose_reply_to = None
+                    other.transport.abort()
+                    await asyncio.sleep(0.3)
+                    self.cuts += 1
+                    target.transport.abort()
+                    return
                 await target.drain()
         except (ConnectionError, OSError):
             pass
@@ -341,6 +352,14 @@ async def named_faults(pg: PostgreSQL, db: str) -> dict:
                 if found["after_lock"][0] in (200, 201):
                     break
                 await asyncio.sleep(0.5)
+            # A write sent whose answer is lost: stored, and the device is told it may have been.
+            proxy.lose_reply_to = marker(4)["id"]
+            found["lost_reply_post"] = await timed_post(session, server.url, msgpack.packb(marker(4)))
+            for _ in range(20):
+                found["after_lost_reply"] = await timed_post(session, server.url, msgpack.packb(marker(4)))
+                if found["after_lost_reply"][0] in (200, 201):
+                    break
+                await asyncio.sleep(0.5)
             # A frozen link.
             await asyncio.sleep(2 * NAMED_TIMEOUT)
             proxy.frozen = True
@@ -380,5 +399,10 @@ def test_a_database_that_refuses_or_holds_writes_is_a_503_named_within_the_timeo
     for name in ("locked_healthz", "frozen_healthz"):
         assert found[name][0] == 503 and found[name][1] < bound, (name, found[name])
     assert found["after_lock"][0] in (200, 201)
-    assert found["stored"] == [1, 2]  # the held report, re-sent, stored once; the frozen one never acknowledged
+    status, answer, seconds, retry = found["lost_reply_post"]
+    assert status == 503 and retry and "may have been stored" in answer["error"], found["lost_reply_post"]
+    assert found["after_lost_reply"][:2] == (200, {"status": "duplicate"}), found["after_lost_reply"]
+    # The held report and the one whose commit answer was lost, re-sent, each stored once; the
+    # frozen one never acknowledged.
+    assert found["stored"] == [1, 2, 4]
     assert "Traceback" not in found["log"] and "unhandled error" not in found["log"]
