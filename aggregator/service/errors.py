@@ -112,6 +112,8 @@ async def error_middleware(request: web.Request, handler):
         if exc.status < 400:
             raise
         headers = {k: v for k, v in exc.headers.items() if k.lower() in _PASSED_HEADERS}
+        if isinstance(exc, web.HTTPRequestEntityTooLarge):  # a body without a declared length, read past the limit
+            return json_error(413, f"the request body passes the limit of {request.app[MAX_BODY]} bytes", headers)
         return json_error(exc.status, exc.text or exc.reason, headers)
     except ConnectionError:
         # The client went away while its body was read: nothing to answer it, a line in the log
