@@ -8,7 +8,7 @@ import asyncio
 import numpy as np
 
 from aggregator.service.writer import ReportWriter
-from aggregator.store import NEW
+from aggregator.store import DUPLICATE, NEW, IncomingBatch
 
 
 class Recording:
@@ -139,3 +139,60 @@ async def test_a_held_write_fails_within_the_timeout_and_a_queued_one_is_taken_b
     await asyncio.sleep(0.05)
     await writer.stop()
     assert store.seen == [["a"]]  # "b" never reached a transaction
+
+
+async def test_two_multi_input_requests_crossing_the_cap_share_a_commit_and_each_hears_its_own_outcomes(database):
+    """Two requests of 2,500 reports over two inputs each, arriving together, and a third just
+    after, against a real store: the first two go in one transaction (together past the
+    4,000-report cap: a request is never split), the third in the next. The second re-sends 300 of
+    the first's reports: it hears those as duplicates, at their places, and everything else is
+    new; the statistics count every report once."""
+    from aggregator.service.app import open_store
+    from aggregator.service.writer import MAX_REPORTS_PER_TRANSACTION
+    from participant import CollectionSpec, Feature
+    from participant.wire import decode_values
+
+    markers = 6_000  # input 1's value marks its report: a double count shows as a 2
+    spec = CollectionSpec([Feature("tag", [f"t{i}" for i in range(markers // 2)])], ["a", "b"], "DE", 1.0)
+    store, _ = await open_store(database, "writer-test-admin-token-0123456789")
+    collection = await store.create_collection("m", spec, 0)
+    writer = ReportWriter(store, timeout=30)
+    sizes: list[int] = []
+    for lane in writer.lanes:
+        real = lane.ingest
+
+        async def ingest(batches, real=real):
+            sizes.append(sum(map(len, batches)))
+            return await real(batches)
+
+        lane.ingest = ingest
+
+    def batch(index: int, ids: list[int], values: list[int]) -> IncomingBatch:
+        rows = decode_values(spec.oracles[index], values, index)[0]
+        return IncomingBatch("m", index, [i.to_bytes(16, "big") for i in ids], values, rows)
+
+    def request(first: int, count: int, resent: list[int] = ()) -> list[IncomingBatch]:
+        marked = [*resent, *range(first, first + count - len(resent))]
+        classes = [batch(0, [10**6 + i for i in range(first, first + count)], [i % 2 for i in range(count)])]
+        return classes + [batch(1, marked, marked)]
+
+    a, b, c = request(0, 1_250), request(1_250, 1_250, resent=list(range(300))), request(2_500, 5)
+    assert sum(map(len, a)) + sum(map(len, b)) > MAX_REPORTS_PER_TRANSACTION > sum(map(len, a))
+    writer.start()
+    try:
+        outcomes = await asyncio.gather(writer.submit(a), writer.submit(b), writer.submit(c))
+    finally:
+        await writer.stop()
+    try:
+        assert sorted(sizes) == [10, 5_000]
+        assert [o.tolist() for o in outcomes[0]] == [[NEW] * 1_250] * 2
+        assert outcomes[1][0].tolist() == [NEW] * 1_250
+        assert outcomes[1][1].tolist() == [DUPLICATE] * 300 + [NEW] * 950
+        assert [o.tolist() for o in outcomes[2]] == [[NEW] * 5] * 2
+        state = (await store.statistics(collection)).states[1]
+        expected = np.zeros(markers)
+        expected[:2_200] = expected[2_500:2_505] = 1  # a's 1,250, b's 950 new, c's 5
+        np.testing.assert_array_equal(state.support, expected)
+        assert await store.count_reports(collection) == 2_505 + 2_205
+    finally:
+        await store.close()
