@@ -141,6 +141,40 @@ async def test_a_held_write_fails_within_the_timeout_and_a_queued_one_is_taken_b
     assert store.seen == [["a"]]  # "b" never reached a transaction
 
 
+class Slow:
+    """A store whose every transaction takes ``seconds`` and commits."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.groups = seconds, []
+
+    def lanes(self):
+        return [self]
+
+    async def ingest(self, batches):
+        self.groups.append(len(batches))
+        await asyncio.sleep(self.seconds)
+        return [np.full(len(b), NEW, dtype=np.int8) for b in batches]
+
+
+async def test_requests_queued_behind_commits_that_keep_coming_wait_and_are_all_stored():
+    """Twelve requests of a full transaction each (a large request's parts), every commit taking
+    a quarter of the timeout: the last is stored after three timeouts, and none is refused, since
+    the database never stopped taking writes (once it does, the held-write test below holds)."""
+    from aggregator.service.writer import MAX_GROUPS_PER_TRANSACTION
+
+    store = Slow(0.05)
+    writer = ReportWriter(store, timeout=0.2)
+    writer.start()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    part = [[1]] * MAX_GROUPS_PER_TRANSACTION  # a full transaction's worth of inputs
+    outcomes = await asyncio.gather(*(writer.submit(part) for _ in range(12)), return_exceptions=True)
+    took = loop.time() - started
+    await writer.stop()
+    assert not [o for o in outcomes if isinstance(o, BaseException)], outcomes
+    assert store.groups == [MAX_GROUPS_PER_TRANSACTION] * 12 and took >= 0.6
+
+
 async def test_two_multi_input_requests_crossing_the_cap_share_a_commit_and_each_hears_its_own_outcomes(database):
     """Two requests of 2,500 reports over two inputs each, arriving together, and a third just
     after, against a real store: the first two go in one transaction (together past the
