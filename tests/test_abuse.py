@@ -189,13 +189,61 @@ async def test_cached_answers_are_built_once_and_bounded_in_bytes():
         return b"x" * size
 
     cache = AnswerCache(size=8, max_bytes=1000)
-    answers = await asyncio.gather(*(cache.get("a", lambda: produce(400)) for _ in range(5)))
+    answers = await asyncio.gather(*(cache.get("a", lambda stop: produce(400)) for _ in range(5)))
     assert builds == [400] and all(a == b"x" * 400 for a in answers)  # four waited on the one build
-    await cache.get("b", lambda: produce(400))
-    await cache.get("c", lambda: produce(400))  # 1,200 bytes held: the oldest goes
+    await cache.get("b", lambda stop: produce(400))
+    await cache.get("c", lambda stop: produce(400))  # 1,200 bytes held: the oldest goes
     assert list(cache._answers) == ["b", "c"]
-    await cache.get("b", lambda: produce(400))
+    await cache.get("b", lambda stop: produce(400))
     assert builds == [400, 400, 400]  # b served from the cache
+
+
+async def test_a_build_no_client_waits_for_is_stopped_and_one_still_awaited_is_not(monkeypatch):
+    """Two clients wait for one build: the first leaving changes nothing; once the second leaves
+    too, the build is cancelled and its encoding, on a worker thread, stops at the next slice;
+    asked again, it is built afresh."""
+    import threading
+
+    from aggregator.service import answers
+    import numpy as np
+
+    from aggregator.service.answers import AnswerCache, Cancelled, encode_json
+
+    monkeypatch.setattr(answers, "POLL_SECONDS", 0.02)
+    ended = []
+    started, gate = threading.Event(), threading.Event()
+
+    def encode(stop):
+        started.set()
+        gate.wait(10)  # the build is under way while the clients come and go
+        try:
+            return encode_json(np.arange(answers.SLICE * 100), stop)
+        except Cancelled:
+            ended.append("stopped")
+            raise
+
+    async def produce(stop):
+        return await asyncio.to_thread(encode, stop)
+
+    cache = AnswerCache()
+    present = {"first": True, "second": True}
+    first = asyncio.create_task(cache.get("m", produce, lambda: not present["first"]))
+    second = asyncio.create_task(cache.get("m", produce, lambda: not present["second"]))
+    await asyncio.to_thread(started.wait, 10)
+    present["first"] = False
+    with pytest.raises(Cancelled):
+        await first
+    assert not second.done() and "m" in cache._answers  # still built for the second
+    present["second"] = False
+    with pytest.raises(Cancelled):
+        await second
+    assert "m" not in cache._answers
+    gate.set()
+    async with asyncio.timeout(10):
+        while not ended:
+            await asyncio.sleep(0.01)
+    assert ended == ["stopped"]  # the thread saw the stop at its first slice
+    assert await cache.get("m", lambda stop: asyncio.sleep(0, b"again")) == b"again"
 
 
 def _idle_keep_alive(host: str, port: int, source: str) -> socket.socket:

@@ -49,6 +49,19 @@ class CollectionStatistics:
         other.removed = self.removed + self.dummies
         return other
 
+    def derived(self, name: str, compute):
+        """``compute(self)``, computed once for these statistics as they are now (an answer's
+        parts that depend on the statistics alone, shared by every answer built from them):
+        computed again once a state or the dummies changed (states are replaced, never changed
+        in place, once built)."""
+        memo = self.__dict__.setdefault("_derived", {})
+        held = memo.get(name)
+        if held is None or held[1] != self.dummies or len(held[0]) != len(self.states) or any(
+            a is not b for a, b in zip(held[0], self.states)
+        ):
+            held = memo[name] = (tuple(self.states), self.dummies, compute(self))
+        return held[2]
+
     @property
     def n_reports(self) -> int:
         return sum(s.n for s in self.states)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
@@ -21,6 +22,8 @@ import msgpack
 import numpy as np
 
 SLICE = 4096  # values encoded per call: about 10 ms of JSON on one core
+POLL_SECONDS = 0.5  # how often a request waiting for an answer checks that its client is still there
+_dumps = json.JSONEncoder(separators=(",", ":")).encode  # compact: a wide model's answer is tens of MB
 
 
 def _slices(values) -> list:
@@ -31,19 +34,36 @@ def _long(value) -> bool:
     return isinstance(value, np.ndarray) or (isinstance(value, list) and len(value) > SLICE)
 
 
-def encode_json(data) -> bytes:
-    """``data`` (dicts, lists, numpy arrays, scalars) as JSON bytes, as ``json.dumps`` would."""
+def _flat(values: list) -> bool:
+    """Whether a list holds only JSON scalars (no numpy values, which json and msgpack do not take)."""
+    return all(v is None or type(v) in (float, int, str, bool) for v in values)
+
+
+class Cancelled(Exception):
+    """A build stopped between two slices: no request waits for its answer any more."""
+
+
+def _yield(stop: threading.Event | None) -> None:
+    """Between two slices: let the event loop's thread have the GIL, and stop if asked to."""
+    time.sleep(0)
+    if stop is not None and stop.is_set():
+        raise Cancelled
+
+
+def encode_json(data, stop: threading.Event | None = None) -> bytes:
+    """``data`` (dicts, lists, numpy arrays, scalars) as JSON bytes, as ``json.dumps`` would
+    (compact separators); raises :class:`Cancelled` between slices once ``stop`` is set."""
     parts: list[str] = []
-    _json(data, parts)
+    _json(data, parts, stop)
     return "".join(parts).encode()
 
 
-def _json(data, parts: list[str]) -> None:
+def _json(data, parts: list[str], stop: threading.Event | None) -> None:
     if isinstance(data, dict):
         parts.append("{")
         for n, (key, value) in enumerate(data.items()):
-            parts.append(("," if n else "") + json.dumps(str(key)) + ":")
-            _json(value, parts)
+            parts.append(("," if n else "") + _dumps(str(key)) + ":")
+            _json(value, parts, stop)
         parts.append("}")
     elif _long(data):
         parts.append("[")
@@ -52,41 +72,45 @@ def _json(data, parts: list[str]) -> None:
             if any(isinstance(v, (dict, list, np.ndarray)) for v in items):
                 for m, item in enumerate(items):
                     parts.append("," if n or m else "")
-                    _json(item, parts)
+                    _json(item, parts, stop)
             else:
-                parts.append(("," if n else "") + json.dumps(items)[1:-1])
-            time.sleep(0)  # let the event loop's thread have the GIL between slices
+                parts.append(("," if n else "") + _dumps(items)[1:-1])
+            _yield(stop)
         parts.append("]")
-    elif isinstance(data, list):
+    elif isinstance(data, list) and not _flat(data):
         parts.append("[")
         for n, item in enumerate(data):
             parts.append("," if n else "")
-            _json(item, parts)
+            _json(item, parts, stop)
         parts.append("]")
-    else:
-        parts.append(json.dumps(data.item() if isinstance(data, np.generic) else data))
+        _yield(stop)
+    else:  # a scalar, or a short list of them: one call (a model's rows are thousands of such lists)
+        parts.append(_dumps(data.item() if isinstance(data, np.generic) else data))
 
 
-def encode_msgpack(data) -> bytes:
-    """``data`` as msgpack bytes, as ``msgpack.packb`` would pack its lists."""
+def encode_msgpack(data, stop: threading.Event | None = None) -> bytes:
+    """``data`` as msgpack bytes, as ``msgpack.packb`` would pack its lists; raises
+    :class:`Cancelled` between slices once ``stop`` is set."""
     packer = msgpack.Packer()
     parts: list[bytes] = []
-    _msgpack(data, packer, parts)
+    _msgpack(data, packer, parts, stop)
     return b"".join(parts)
 
 
-def _msgpack(data, packer: msgpack.Packer, parts: list[bytes]) -> None:
+def _msgpack(data, packer: msgpack.Packer, parts: list[bytes], stop: threading.Event | None) -> None:
     if isinstance(data, dict):
         parts.append(packer.pack_map_header(len(data)))
         for key, value in data.items():
             parts.append(packer.pack(key))
-            _msgpack(value, packer, parts)
+            _msgpack(value, packer, parts, stop)
+    elif isinstance(data, list) and not _long(data) and _flat(data):
+        parts.append(packer.pack(data))
     elif isinstance(data, (list, np.ndarray)):
         parts.append(packer.pack_array_header(len(data)))
         for chunk in _slices(data) if _long(data) else [data]:
             for item in chunk.tolist() if isinstance(chunk, np.ndarray) else chunk:
-                _msgpack(item, packer, parts)
-            time.sleep(0)
+                _msgpack(item, packer, parts, stop)
+            _yield(stop)
     else:
         parts.append(packer.pack(data.item() if isinstance(data, np.generic) else data))
 
@@ -109,6 +133,8 @@ class AnswerCache:
         self._answers: OrderedDict[Hashable, asyncio.Future] = OrderedDict()
         self._building = asyncio.Semaphore(max_building)
         self.statistics: OrderedDict[Hashable, asyncio.Future] = OrderedDict()
+        self._shared: OrderedDict[Hashable, asyncio.Future] = OrderedDict()
+        self.closed = False
 
     def _trim(self) -> None:
         """Drop the least recent answers past ``size`` or ``max_bytes`` (the newest always stays)."""
@@ -118,28 +144,75 @@ class AnswerCache:
             if oldest.done() and not oldest.exception():
                 held -= len(oldest.result())
 
-    async def _built(self, produce: Callable[[], Awaitable[bytes]]) -> bytes:
+    async def _built(self, produce: Callable[[threading.Event], Awaitable[bytes]], stop: threading.Event) -> bytes:
         async with self._building:
-            return await produce()
+            return await produce(stop)
 
-    async def get(self, key: Hashable, produce: Callable[[], Awaitable[bytes]]) -> bytes:
-        """The answer for ``key``: cached, or awaited from ``produce()`` (once, however many ask)."""
+    async def get(
+        self,
+        key: Hashable,
+        produce: Callable[[threading.Event], Awaitable[bytes]],
+        gone: Callable[[], bool] | None = None,
+    ) -> bytes:
+        """The answer for ``key``: cached, or awaited from ``produce(stop)`` (once, however many
+        ask). ``gone()`` says whether the asking client has left (polled every
+        :data:`POLL_SECONDS`): it stops waiting (:class:`Cancelled`), and a build no client waits
+        for any more is cancelled, ``stop`` set for the encoding on its worker thread."""
         future = self._answers.get(key)
         if future is None:
             if sum(not f.done() for f in self._answers.values()) >= self.max_waiting:
                 raise Busy(f"{self.max_waiting} answers are waiting to be built; ask again in a moment")
-            future = asyncio.ensure_future(self._built(produce))
+            stop = threading.Event()
+            future = asyncio.ensure_future(self._built(produce, stop))
+            future.stop = stop  # type: ignore[attr-defined]
             self._answers[key] = future
         else:
             self._answers.move_to_end(key)
+        future.waiting = getattr(future, "waiting", 0) + 1  # type: ignore[attr-defined]  (requests awaiting it)
         try:
-            body = await asyncio.shield(future)
+            while not future.done():
+                await asyncio.wait([future], timeout=POLL_SECONDS if gone is not None else None)
+                if not future.done() and gone is not None and gone():
+                    raise Cancelled
+            if future.cancelled() and self.closed:
+                raise Busy("the service is stopping; ask again in a moment")
+            body = future.result()
         except BaseException:
             if future.done() and self._answers.get(key) is future:
                 del self._answers[key]  # a failed build is not served again
             raise
+        finally:
+            future.waiting -= 1  # type: ignore[attr-defined]
+            if future.waiting == 0 and not future.done():
+                future.stop.set()  # type: ignore[attr-defined]
+                future.cancel()
+                if self._answers.get(key) is future:
+                    del self._answers[key]
         self._trim()
         return body
+
+    def close(self) -> None:
+        """Stop every build under way (the service is stopping): their requests get :class:`Busy`."""
+        self.closed = True
+        for future in self._answers.values():
+            if not future.done():
+                future.stop.set()
+                future.cancel()
+
+    async def shared(self, key: Hashable, make: Callable[[], Awaitable]):
+        """What ``make()`` gives for ``key``, made once for every answer that needs it (a model
+        both formats encode); the two most recent kept."""
+        future = self._shared.get(key)
+        if future is None:
+            future = self._shared[key] = asyncio.ensure_future(make())
+            while len(self._shared) > 2:
+                self._shared.popitem(last=False)
+        try:
+            return await asyncio.shield(future)
+        except BaseException:
+            if future.done() and self._shared.get(key) is future:
+                del self._shared[key]
+            raise
 
     async def statistics_of(self, key: Hashable, read: Callable[[], Awaitable]):
         """A collection's statistics at one release state (``key``), read once by ``read()`` for

@@ -110,6 +110,7 @@ async def create_app(store: Store, config: Config | None = None) -> web.Applicat
     app[ANSWERS] = AnswerCache()
     app[SPEC_ANSWERS] = AnswerCache(size=256, max_bytes=128 * 2**20)
     app[FLAGS] = {}
+    app.on_shutdown.append(_stop_builds)
     # aiohttp tries the routes that share a prefix ("/collections") in the order they were added:
     # the reports route, which nearly every request takes, goes first.
     app.add_routes(sorted(routes, key=lambda route: getattr(route, "path", "") != REPORTS_PATH))
@@ -118,6 +119,13 @@ async def create_app(store: Store, config: Config | None = None) -> web.Applicat
     app.cleanup_ctx.append(refresher)
     app.cleanup_ctx.append(_opener_context)
     return app
+
+
+async def _stop_builds(app: web.Application) -> None:
+    """On stop, before requests under way are waited for: no answer still being built is
+    finished (a wide model takes seconds of a core); its requests are told to come back."""
+    app[ANSWERS].close()
+    app[SPEC_ANSWERS].close()
 
 
 async def _opener_context(app: web.Application):

@@ -28,7 +28,7 @@ from ..estimation.statistics import CollectionStatistics
 from ..store import CONFLICT, NEW, TOKEN_USED, Collection, CollectionExists, IncomingBatch
 from ..store.base import COLLECTION_ID
 from .addresses import client_address
-from .answers import Busy, encode_json, encode_msgpack
+from .answers import Busy, Cancelled, encode_json, encode_msgpack
 from .auth import SETTING_KEY, enrollment_nonce, hash_token, issue_enrollment_tokens, require_admin
 from .errors import RETRY_AFTER, APIError
 from .flags import REFRESHER
@@ -347,7 +347,7 @@ async def get_spec(request: web.Request) -> web.StreamResponse:
 
         return await off_loop(answer)
 
-    body = await request.app[SPEC_ANSWERS].get((collection.key, as_msgpack), produce)
+    body = await request.app[SPEC_ANSWERS].get((collection.key, as_msgpack), lambda stop: produce())
     return await send_in_slices(request, body, MSGPACK if as_msgpack else "application/json", {"ETag": etag})
 
 
@@ -736,7 +736,7 @@ def _model(collection: Collection, stats: CollectionStatistics, estimator: str, 
         "reports": stats.n_reports,
         **build_model(stats, estimator, strength=strength).to_dict(),
     }
-    answer["evidence"] = evidence(stats)
+    answer["evidence"] = stats.derived("evidence", evidence)
     return answer
 
 
@@ -750,15 +750,24 @@ async def cached_answer(request: web.Request, collection: Collection, build, *ex
     encode = encode_msgpack if as_msgpack else encode_json
     store = request.app[STORE]
 
-    async def produce() -> bytes:
-        stats = await request.app[ANSWERS].statistics_of((collection.key, counted), lambda: store.statistics(collection))
-        return await off_loop(lambda: encode(build(collection, stats, *extra)))
+    answers = request.app[ANSWERS]
+    built = (build.__name__, collection.key, counted, *extra)
 
-    key = (build.__name__, collection.key, counted, *extra, as_msgpack)
+    async def produce(stop) -> bytes:
+        stats = await answers.statistics_of((collection.key, counted), lambda: store.statistics(collection))
+        # Built once for both formats (and the statistics' evidence once for every answer).
+        data = await answers.shared(built, lambda: off_loop(build, collection, stats, *extra))
+        return await off_loop(encode, data, stop)
+
+    def gone() -> bool:
+        return request.transport is None or request.transport.is_closing()
+
     try:
-        body = await request.app[ANSWERS].get(key, produce)
+        body = await answers.get((*built, as_msgpack), produce, gone)
     except Busy as exc:
         raise APIError(503, str(exc), {"Retry-After": "2"}) from None
+    except Cancelled:
+        raise APIError(499, "the client left before its answer was built") from None
     return await send_in_slices(request, body, MSGPACK if as_msgpack else "application/json")
 
 
