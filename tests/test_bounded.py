@@ -202,4 +202,26 @@ async def test_a_spec_is_served_encoded_once_with_an_etag(sqlite_service):
     assert json.loads(first)["fingerprint"] == wide.fingerprint
 
 
+async def test_a_model_is_gzipped_when_asked_and_built_once_for_both_formats(sqlite_service):
+    import gzip
+
+    service = sqlite_service
+    spec = CollectionSpec([Feature(f"f{j}", [str(i) for i in range(50)]) for j in range(40)], ["a", "b"], "DE", 1.0)
+    await service.create(spec, "m")
+    url = f"{service.url}/collections/m/model"
+    bodies = {}
+    for encoding in ("identity", "gzip", "br, gzip;q=0.5", "gzip;q=0", "deflate"):
+        async with service.session.get(url, headers={"Accept-Encoding": encoding}, auto_decompress=False) as r:
+            assert r.status == 200 and "Accept-Encoding" in r.headers["Vary"]
+            raw = await r.read()
+            zipped = r.headers.get("Content-Encoding") == "gzip"
+            assert zipped == (encoding in ("gzip", "br, gzip;q=0.5")), encoding
+            bodies[encoding] = json.loads(gzip.decompress(raw) if zipped else raw)
+            assert int(r.headers["Content-Length"]) == len(raw)
+    assert all(body == bodies["identity"] for body in bodies.values())
+    async with service.session.get(url, headers={"Accept": "application/msgpack"}) as r:
+        assert msgpack.unpackb(await r.read()) == bodies["identity"]
+    assert len(gzip.compress(json.dumps(bodies["identity"]).encode())) < len(json.dumps(bodies["identity"])) / 2
+
+
 from .test_service import sqlite_service  # noqa: E402, F401 (the fixture)
