@@ -245,8 +245,6 @@ class Ledger:
         assigned."""
         if "sealed" in entry:  # sent through a shuffler: never sent again anywhere
             return False
-        if not entry["report"]:  # repeated since by a newer entry, which holds the answer
-            return False
         if entry.get("question"):
             return entry["question"] == asked.question and entry.get("group") == asked.group
         return entry["fingerprint"] == asked.fingerprint and entry.get("group") == asked.group
@@ -397,17 +395,4 @@ class Ledger:
                 raise LedgerError(f"the ledger {self.path} lost the entry {key!r} while its report was sent")
             entry["sent"] = True
             entry["sent_at"] = time.time()
-            self._drop_acknowledged(data["entries"], entry)
             self._write(data)
-
-    @staticmethod
-    def _drop_acknowledged(entries: dict, entry: dict) -> None:
-        """Empty, once ``entry`` is acknowledged, the copies of a report the device needs no
-        more (the rules of ``participant-js/src/ledger.ts`` too): a shuffled entry's report and
-        sealed copy (never sent again, never an answer to repeat), and the report of the sent
-        entry ``entry`` repeated (``memo_of``: its answer lives on in ``entry``, the newer)."""
-        if "sealed" in entry:
-            entry["report"] = entry["sealed"] = ""
-        source = entries.get(entry.get("memo_of") or "")
-        if source is not None and source["sent"] and "sealed" not in source:
-            source["report"] = ""

@@ -241,27 +241,6 @@ def test_the_memo_answers_a_question_once_at_every_origin_and_the_budget_counts_
     assert ledger.spent(LIMITS, now=time.time() + 31 * 86400) == 0.0
 
 
-def test_an_acknowledged_entry_keeps_only_what_the_device_may_need_again(tmp_path):
-    """A shuffled entry, acknowledged, keeps neither its report nor its sealed copy (never sent
-    again, never an answer to repeat); a repeated answer lives in the newest entry alone once that
-    one is acknowledged, and is repeated from there. Until then, a retry has its bytes."""
-    ledger = Ledger(tmp_path / "ledger.json")
-    shuffled = ledger.claim(replace(ASKED, collection="s", uid="s" * 32, question=""), LIMITS,
-                            lambda: b"report", pytest.fail, lambda body: b"sealed:" + body)  # fmt: skip
-    assert ledger.entries()["http://x s"]["sealed"] and ledger.entries()["http://x s"]["report"]
-    ledger.mark_sent(shuffled.key)
-    assert (ledger.entries()["http://x s"]["report"], ledger.entries()["http://x s"]["sealed"]) == ("", "")
-    first = claim(ledger, body=b"drawn")
-    ledger.mark_sent(first.key)
-    copy = claim(ledger, replace(ASKED, collection="copy", uid="k" * 32))
-    assert copy.body == b"memo:drawn" and ledger.entries()[first.key]["report"], "kept until the copy is acknowledged"
-    ledger.mark_sent(copy.key)
-    assert ledger.entries()[first.key]["report"] == "" and ledger.entries()[copy.key]["report"]
-    again = claim(ledger, replace(ASKED, collection="again", uid="a" * 32))
-    assert (again.body, again.spent) == (b"memo:memo:drawn", 0.0)
-    assert claim(ledger).sent and claim(ledger).body == b""  # its own entry still says it was sent
-
-
 def test_the_budget_window_is_counted_in_days(tmp_path):
     ledger = Ledger(tmp_path / "ledger.json")
     claim(ledger)

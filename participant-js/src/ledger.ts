@@ -33,12 +33,12 @@ export interface Entry {
   question: string;
   group: number | null;
   epsilon: number | null;
-  report: string; // base64 of the packed report (empty once acknowledged and needed no more)
+  report: string; // base64 of the packed report
   sent: boolean;
   memo_of: string | null;
   reserved_at: number; // seconds since the epoch
   sent_at?: number;
-  sealed?: string; // base64 of the report as sealed for a shuffler (empty once acknowledged)
+  sealed?: string; // base64 of the report as sealed for a shuffler
 }
 
 export interface LedgerData {
@@ -198,7 +198,6 @@ function spent(entries: Record<string, Entry>, limits: Limits, now: number): Rat
 
 function answers(entry: Entry, asked: Asked): boolean {
   if (entry.sealed !== undefined) return false; // sent through a shuffler: never sent again anywhere
-  if (!entry.report) return false; // repeated since by a newer entry, which holds the answer
   const group = entry.group ?? null;
   if (entry.question) return entry.question === asked.question && group === asked.group;
   return entry.fingerprint === asked.fingerprint && group === asked.group;
@@ -352,15 +351,7 @@ export class Ledger {
     await this.storage.update((data) => {
       const entry = Object.prototype.hasOwnProperty.call(data.entries, key) ? data.entries[key] : undefined;
       if (entry === undefined) throw new LedgerError(`the ledger lost the entry '${key}' while its report was sent`);
-      // New objects: a changed entry is encoded anew. Copies of a report the device needs no more
-      // are emptied, as in participant/ledger.py: a shuffled entry's report and sealed copy (never
-      // sent again, never an answer to repeat), and the report of the sent entry this one repeated
-      // (its answer lives on here).
-      const done: Entry = { ...entry, sent: true, sent_at: this.now() };
-      if (done.sealed !== undefined) Object.assign(done, { report: "", sealed: "" });
-      data.entries[key] = done;
-      const source = typeof entry.memo_of === "string" && Object.prototype.hasOwnProperty.call(data.entries, entry.memo_of) ? data.entries[entry.memo_of] : undefined;
-      if (source !== undefined && source.sent && source.sealed === undefined) data.entries[entry.memo_of as string] = { ...source, report: "" };
+      data.entries[key] = { ...entry, sent: true, sent_at: this.now() }; // a new object: a changed entry is encoded anew
       return { result: undefined, write: true };
     });
   }

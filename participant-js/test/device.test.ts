@@ -107,34 +107,3 @@ test("the memo forgets a question not asked for memoDays, even on a ledger nothi
   const later = await ledger.claim(asked("c3"), limits, () => new Uint8Array([2]), () => assert.fail("forgotten"));
   assert.equal(later.spent, 0.25);
 });
-
-test("an acknowledged entry keeps only what the device may need again, as the Python device's", async () => {
-  let stored: any = { version: 2, entries: {} };
-  const storage = {
-    async update<T>(change: (data: any) => { result: T; write: boolean }): Promise<T> {
-      const copy = JSON.parse(JSON.stringify(stored));
-      const { result, write } = change(copy);
-      if (write) stored = copy;
-      return result;
-    },
-  };
-  const ledger = new Ledger(storage as any);
-  const limits = new Limits();
-  const asked = (collection: string, question = "q".repeat(64)) => ({ origin: "https://a.example", collection, uid: collection.padEnd(32, "u"), fingerprint: "f".repeat(64), epsilon: 0.25, question, group: null });
-  const bytes = (text: string) => new TextEncoder().encode(text);
-  const text = (body: Uint8Array) => new TextDecoder().decode(body);
-  const shuffled = await ledger.claim(asked("s", ""), limits, () => bytes("report"), () => assert.fail("never memoised"), async (body) => bytes(`sealed:${text(body)}`));
-  assert.ok(stored.entries[shuffled.key].report && stored.entries[shuffled.key].sealed);
-  await ledger.markSent(shuffled.key);
-  assert.deepEqual([stored.entries[shuffled.key].report, stored.entries[shuffled.key].sealed], ["", ""]);
-  const memo = (old: Uint8Array) => bytes(`memo:${text(old)}`);
-  const first = await ledger.claim(asked("c1"), limits, () => bytes("drawn"), memo);
-  await ledger.markSent(first.key);
-  const copy = await ledger.claim(asked("copy"), limits, () => assert.fail("the memo answers"), memo);
-  assert.equal(text(copy.body), "memo:drawn");
-  assert.ok(stored.entries[first.key].report, "kept until the copy is acknowledged");
-  await ledger.markSent(copy.key);
-  assert.equal(stored.entries[first.key].report, "");
-  const again = await ledger.claim(asked("again"), limits, () => assert.fail("the memo answers"), memo);
-  assert.equal(text(again.body), "memo:memo:drawn");
-});
