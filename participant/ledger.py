@@ -395,4 +395,14 @@ class Ledger:
                 raise LedgerError(f"the ledger {self.path} lost the entry {key!r} while its report was sent")
             entry["sent"] = True
             entry["sent_at"] = time.time()
+            self._drop_acknowledged(data["entries"], entry)
             self._write(data)
+
+    @staticmethod
+    def _drop_acknowledged(entries: dict, entry: dict) -> None:
+        """Empty, once ``entry`` is acknowledged, the copies of a report the device needs no
+        more (the rules of ``participant-js/src/ledger.ts`` too): a shuffled entry's report and
+        sealed copy, never sent again and never an answer to repeat. (A direct entry keeps its
+        report: the memo may repeat it.)"""
+        if "sealed" in entry:
+            entry["report"] = entry["sealed"] = ""

@@ -241,6 +241,23 @@ def test_the_memo_answers_a_question_once_at_every_origin_and_the_budget_counts_
     assert ledger.spent(LIMITS, now=time.time() + 31 * 86400) == 0.0
 
 
+def test_an_acknowledged_shuffled_entry_keeps_neither_its_report_nor_its_sealed_copy(tmp_path):
+    """A shuffled report is never sent again and never an answer to repeat: once acknowledged its
+    entry keeps what the budget counts and nothing of the report. Until then, a retry has its
+    bytes; a direct entry keeps its report for the memo."""
+    ledger = Ledger(tmp_path / "ledger.json")
+    shuffled = ledger.claim(replace(ASKED, collection="s", uid="s" * 32, question=""), LIMITS,
+                            lambda: b"report", pytest.fail, lambda body: b"sealed:" + body)  # fmt: skip
+    assert ledger.entries()["http://x s"]["sealed"] and ledger.entries()["http://x s"]["report"]
+    ledger.mark_sent(shuffled.key)
+    entry = ledger.entries()["http://x s"]
+    assert (entry["report"], entry["sealed"], entry["sent"], entry["epsilon"]) == ("", "", True, 1.0)
+    assert ledger.spent(LIMITS) == 1.0
+    direct = claim(ledger, body=b"drawn")
+    ledger.mark_sent(direct.key)
+    assert claim(ledger, replace(ASKED, collection="copy", uid="k" * 32)).body == b"memo:drawn"
+
+
 def test_the_budget_window_is_counted_in_days(tmp_path):
     ledger = Ledger(tmp_path / "ledger.json")
     claim(ledger)

@@ -233,8 +233,11 @@ async def test_no_answer_is_reused_across_shuffled_collections_and_the_store_kee
         with urllib.request.urlopen(request, timeout=10) as answer:
             assert json.load(answer)["accepted"] == 60
         shuffler.stop()
-        sealed = [base64_bytes(e["sealed"]) for i in range(3) for e in Ledger(tmp_path / f"d{i}.json").entries().values()]
-        sealed += more
+        # The devices' sealed reports, as the shuffler holds them (their ledgers keep none once
+        # acknowledged), and the ones posted together.
+        with sqlite3.connect(db) as conn:
+            sealed = [bytes(row[0]) for row in conn.execute("SELECT sealed FROM waiting")]
+        assert len(sealed) == 66 and all(item in sealed for item in more)
         assert all(item[32:80] in read_all(db) for item in sealed)  # waiting, in the file: what the check would find
         shuffler = ShufflerProcess(db, server.url, tmp_path / "token.txt", "--interval", "0.3", "--min-batch", "2", port=shuffler.port).start()
         await asyncio.to_thread(wait_for, lambda: counted(server, "a") == 63 and counted(server, "b") == 3)
@@ -264,12 +267,6 @@ async def test_no_answer_is_reused_across_shuffled_collections_and_the_store_kee
 def read_all(db) -> bytes:
     """Every byte of the shuffler's store files (the database, its log and shared memory)."""
     return b"".join(open(p, "rb").read() for p in (str(db), str(db) + "-wal", str(db) + "-shm") if os.path.exists(p))
-
-
-def base64_bytes(text: str) -> bytes:
-    import base64
-
-    return base64.b64decode(text)
 
 
 async def test_one_collections_refused_batches_never_delay_anothers_and_batches_fit_the_aggregators_body(tmp_path):

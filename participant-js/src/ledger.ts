@@ -33,12 +33,12 @@ export interface Entry {
   question: string;
   group: number | null;
   epsilon: number | null;
-  report: string; // base64 of the packed report
+  report: string; // base64 of the packed report (empty once acknowledged, for a shuffled entry)
   sent: boolean;
   memo_of: string | null;
   reserved_at: number; // seconds since the epoch
   sent_at?: number;
-  sealed?: string; // base64 of the report as sealed for a shuffler
+  sealed?: string; // base64 of the report as sealed for a shuffler (empty once acknowledged)
 }
 
 export interface LedgerData {
@@ -351,7 +351,11 @@ export class Ledger {
     await this.storage.update((data) => {
       const entry = Object.prototype.hasOwnProperty.call(data.entries, key) ? data.entries[key] : undefined;
       if (entry === undefined) throw new LedgerError(`the ledger lost the entry '${key}' while its report was sent`);
-      data.entries[key] = { ...entry, sent: true, sent_at: this.now() }; // a new object: a changed entry is encoded anew
+      // A new object: a changed entry is encoded anew. A shuffled entry's report and sealed copy
+      // are emptied, as in participant/ledger.py: never sent again, never an answer to repeat.
+      const done: Entry = { ...entry, sent: true, sent_at: this.now() };
+      if (done.sealed !== undefined) Object.assign(done, { report: "", sealed: "" });
+      data.entries[key] = done;
       return { result: undefined, write: true };
     });
   }

@@ -107,3 +107,23 @@ test("the memo forgets a question not asked for memoDays, even on a ledger nothi
   const later = await ledger.claim(asked("c3"), limits, () => new Uint8Array([2]), () => assert.fail("forgotten"));
   assert.equal(later.spent, 0.25);
 });
+
+test("an acknowledged shuffled entry keeps neither its report nor its sealed copy, as the Python device's", async () => {
+  let stored: any = { version: 2, entries: {} };
+  const storage = {
+    async update<T>(change: (data: any) => { result: T; write: boolean }): Promise<T> {
+      const copy = JSON.parse(JSON.stringify(stored));
+      const { result, write } = change(copy);
+      if (write) stored = copy;
+      return result;
+    },
+  };
+  const ledger = new Ledger(storage as any);
+  const bytes = (text: string) => new TextEncoder().encode(text);
+  const asked = { origin: "https://a.example", collection: "s", uid: "s".repeat(32), fingerprint: "f".repeat(64), epsilon: 0.25, question: "", group: null };
+  const claim = await ledger.claim(asked, new Limits(), () => bytes("report"), () => assert.fail("never memoised"), async (body) => bytes(`sealed:${body.length}`));
+  assert.ok(stored.entries[claim.key].report && stored.entries[claim.key].sealed, "a retry has its bytes");
+  await ledger.markSent(claim.key);
+  const entry = stored.entries[claim.key];
+  assert.deepEqual([entry.report, entry.sealed, entry.sent, entry.epsilon], ["", "", true, 0.25]);
+});
