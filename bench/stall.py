@@ -6,8 +6,10 @@ Starts ``python -m aggregator serve --db-timeout 2`` on a SQLite file, then on a
 ``pgserver`` wheel starts (loopback), creates the largest collection the default limits allow (10^6
 statistics entries), two wide ones (499 features of 1,000 values, a 3.95 MB spec; 55,000 features
 of 9 values, 55,001 inputs) and ten collections of 10^6 entries every cell of which is counted,
-then runs each attack for ``--seconds`` while a prober asks ``/healthz`` every 20 ms, and prints
-the worst and the 99th percentile latency of the probes under each (``bench/results/stall.md``).
+then runs each attack for ``--seconds`` (and until its last round ends) while a prober asks
+``/healthz`` every 20 ms for as long as the load lasts, and prints the worst and the 99th percentile
+latency of the probes under each, and the answers to its posts by status
+(``bench/results/stall.md``). The model attacks post a new report before each round, as users do.
 An event loop blocked by a request shows as a probe that waits. Only 127.0.0.1 is contacted;
 everything stops by itself.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections import Counter
 import gzip
 import json
 import os
@@ -67,6 +70,38 @@ async def probe(url: str, seconds: float) -> list[float]:
     return latencies
 
 
+async def probe_until(url: str, until: Path) -> list[float]:
+    """``/healthz`` latencies (s), one ask every 20 ms until the file ``until`` exists."""
+    latencies = []
+    async with aiohttp.ClientSession() as session:
+        while not until.exists():
+            start = time.perf_counter()
+            async with session.get(f"{url}/healthz") as r:
+                await r.read()
+            latencies.append(time.perf_counter() - start)
+            await asyncio.sleep(0.02)
+    return latencies
+
+
+class Prober:
+    """:func:`probe_until` in a process of its own, from entry to exit; ``latencies`` (s)."""
+
+    def __init__(self, url: str):
+        self.url = url
+
+    async def __aenter__(self) -> Prober:
+        self.until = Path(tempfile.mkdtemp()) / "stop"
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--probe", self.url, "--until", str(self.until), stdout=asyncio.subprocess.PIPE
+        )
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.until.touch()
+        out, _ = await self.proc.communicate()
+        self.latencies = json.loads(out)
+
+
 async def probe_elsewhere(url: str, seconds: float) -> list[float]:
     """:func:`probe` in a process of its own, so the attackers' work here never delays a probe."""
     prober = await asyncio.create_subprocess_exec(
@@ -82,11 +117,7 @@ async def fetch(session, url: str, path: str) -> None:
 
 
 async def post(session, url: str, body: bytes, headers=MSGPACK) -> None:
-    try:
-        async with session.post(f"{url}/collections/big/reports", data=body, headers=headers) as r:
-            await r.read()
-    except aiohttp.ClientError:
-        pass
+    await post_to(session, f"{url}/collections/big/reports", body, headers)
 
 
 async def drip(host: str, port: int, stop: asyncio.Event) -> None:
@@ -273,9 +304,14 @@ async def repeat_fresh(url: str, supply, stop, path: str = "/collections/big/rep
 
 
 async def repeat_all(url: str, paths: list[str], stop) -> None:
-    """Every one of ``paths`` at once, again and again until ``stop``."""
+    """Every one of ``paths`` at once, again and again until ``stop``, a new report into each
+    wide collection before each round (what users do: no answer is ever served from the cache)."""
+    rng = np.random.default_rng(5)
     async with aiohttp.ClientSession() as session:
         while not stop.is_set():
+            for cid, spec in (("wide", WIDE), ("verywide", VERY_WIDE)):
+                report = {"id": rng.bytes(16), "spec": spec.fingerprint_digest, "input": 0, "value": 0}
+                await post_to(session, f"{url}/collections/{cid}/reports", msgpack.packb(report))
             await asyncio.gather(*(fetch(session, url, p) for p in paths))
 
 
@@ -284,12 +320,17 @@ async def fetch_as_admin(session, url: str, path: str) -> None:
         await r.read()
 
 
+# The answers to the attack under way's posts, by status ("error": no answer).
+OUTCOMES: Counter = Counter()
+
+
 async def post_to(session, url: str, body: bytes, headers=MSGPACK) -> None:
     try:
         async with session.post(url, data=body, headers=headers) as r:
             await r.read()
+            OUTCOMES[str(r.status)] += 1
     except aiohttp.ClientError:
-        pass
+        OUTCOMES["error"] += 1
 
 
 async def measure(url: str, seconds: float, db: str | None = None, only: str = "") -> list[tuple[str, float, float, int]]:
@@ -298,13 +339,18 @@ async def measure(url: str, seconds: float, db: str | None = None, only: str = "
         if only and only not in name:
             continue
         stop = asyncio.Event()
+        OUTCOMES.clear()
         running = asyncio.create_task(attack(stop))
         await asyncio.sleep(0.2)  # the attack under way
-        latencies = await probe_elsewhere(url, seconds)
-        stop.set()
-        await asyncio.wait_for(asyncio.gather(running, return_exceptions=True), 120)
-        rows.append((name, max(latencies), float(np.percentile(latencies, 99)), len(latencies)))
-        print(f"{name}: worst {rows[-1][1] * 1e3:.0f} ms, p99 {rows[-1][2] * 1e3:.0f} ms", flush=True)
+        # Probed for ``seconds`` and then until the attack's last round has ended: as long as the load lasts.
+        async with Prober(url) as prober:
+            await asyncio.sleep(seconds)
+            stop.set()
+            await asyncio.wait_for(asyncio.gather(running, return_exceptions=True), 180)
+        latencies = prober.latencies
+        answers = ", ".join(f"{status}: {n:,}" for status, n in sorted(OUTCOMES.items())) or "-"
+        rows.append((name, max(latencies), float(np.percentile(latencies, 99)), len(latencies), answers))
+        print(f"{name}: worst {rows[-1][1] * 1e3:.0f} ms, p99 {rows[-1][2] * 1e3:.0f} ms, posts {answers}", flush=True)
     return rows
 
 
@@ -352,9 +398,9 @@ def serve_and_measure(db: str, seconds: float, only: str, sqlite_file: str | Non
 
 def table(rows: list) -> list[str]:
     return [
-        "| attack | worst | 99th percentile | probes |",
-        "|---|---|---|---|",
-        *(f"| {name} | {worst * 1e3:.0f} ms | {p99 * 1e3:.0f} ms | {n} |" for name, worst, p99, n in rows),
+        "| attack | worst | 99th percentile | probes | answers to its posts |",
+        "|---|---|---|---|---|",
+        *(f"| {name} | {worst * 1e3:.0f} ms | {p99 * 1e3:.0f} ms | {n} | {answers} |" for name, worst, p99, n, answers in rows),
     ]
 
 
@@ -362,11 +408,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="per attack (default 4)")
     parser.add_argument("--probe", metavar="URL", help=argparse.SUPPRESS)  # the prober's own process
+    parser.add_argument("--until", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--only", default="", help="run only the attacks whose name holds this text")
     parser.add_argument("--backends", default="sqlite,postgres", help="sqlite, postgres or both (default both)")
     args = parser.parse_args()
     if args.probe:
-        print(json.dumps(asyncio.run(probe(args.probe, args.seconds))))
+        until = probe_until(args.probe, args.until) if args.until else probe(args.probe, args.seconds)
+        print(json.dumps(asyncio.run(until)))
         return
     sections = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -386,7 +434,8 @@ def main() -> None:
     lines = [
         f"# /healthz latency while an anonymous attack runs (`python bench/stall.py --seconds {args.seconds:g}`)",
         "",
-        "A prober in another process asks `/healthz` every 20 ms; the service runs with `--db-timeout 2`. Goal: "
+        "A prober in another process asks `/healthz` every 20 ms for as long as each attack's load lasts; the "
+        "service runs with `--db-timeout 2`; the last column counts the answers to the attack's posts. Goal: "
         "a 99th percentile of at most 50 ms and a worst of at most 100 ms under every attack.",
         "",
         *sections,

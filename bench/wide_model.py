@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -34,7 +33,7 @@ import aiohttp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from stall import AUTH, MSGPACK, TOKEN, WIDE, free_port, probe_elsewhere  # noqa: E402
+from stall import AUTH, MSGPACK, TOKEN, WIDE, Prober, free_port, probe_elsewhere  # noqa: E402
 
 from participant import Participant  # noqa: E402
 from participant.wire import pack_batch, pack_report  # noqa: E402
@@ -82,37 +81,6 @@ class Service:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(30)
-
-
-class Prober:
-    """``/healthz`` asked every 20 ms from another process, from entry to exit; ``latencies`` (s)."""
-
-    def __init__(self, url: str):
-        self.url = url
-
-    async def __aenter__(self) -> Prober:
-        self.until = Path(tempfile.mkdtemp()) / "stop"
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--probe", self.url, "--until", str(self.until), stdout=asyncio.subprocess.PIPE
-        )
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        self.until.touch()
-        out, _ = await self.proc.communicate()
-        self.latencies = json.loads(out)
-
-
-async def probe_until(url: str, until: Path) -> list[float]:
-    latencies = []
-    async with aiohttp.ClientSession() as session:
-        while not until.exists():
-            start = time.perf_counter()
-            async with session.get(f"{url}/healthz") as r:
-                await r.read()
-            latencies.append(time.perf_counter() - start)
-            await asyncio.sleep(0.02)
-    return latencies
 
 
 class Reports:
@@ -213,12 +181,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", metavar="REV", help="also measure the code at this commit, first")
     parser.add_argument("--backends", default="sqlite", help="sqlite, postgres or both (default sqlite)")
-    parser.add_argument("--probe", metavar="URL", help=argparse.SUPPRESS)  # the prober's own process
-    parser.add_argument("--until", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.probe:
-        print(json.dumps(asyncio.run(probe_until(args.probe, args.until))))
-        return
     sections = []
     with tempfile.TemporaryDirectory() as tmp:
         codes = [("this code", ROOT)]
