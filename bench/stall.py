@@ -58,23 +58,20 @@ def free_port() -> int:
 
 async def probe(url: str, seconds: float) -> list[float]:
     """``/healthz`` latencies (s), one ask every 20 ms for ``seconds``."""
-    latencies = []
     end = time.perf_counter() + seconds
-    async with aiohttp.ClientSession() as session:
-        while time.perf_counter() < end:
-            start = time.perf_counter()
-            async with session.get(f"{url}/healthz") as r:
-                await r.read()
-            latencies.append(time.perf_counter() - start)
-            await asyncio.sleep(0.02)
-    return latencies
+    return await probe_while(url, lambda: time.perf_counter() < end)
 
 
 async def probe_until(url: str, until: Path) -> list[float]:
     """``/healthz`` latencies (s), one ask every 20 ms until the file ``until`` exists."""
+    return await probe_while(url, lambda: not until.exists())
+
+
+async def probe_while(url: str, going) -> list[float]:
+    """``/healthz`` latencies (s), one ask every 20 ms while ``going()``."""
     latencies = []
     async with aiohttp.ClientSession() as session:
-        while not until.exists():
+        while going():
             start = time.perf_counter()
             async with session.get(f"{url}/healthz") as r:
                 await r.read()

@@ -202,29 +202,25 @@ class AnswerCache:
     async def shared(self, key: Hashable, make: Callable[[], Awaitable]):
         """What ``make()`` gives for ``key``, made once for every answer that needs it (a model
         both formats encode); the two most recent kept."""
-        future = self._shared.get(key)
-        if future is None:
-            future = self._shared[key] = asyncio.ensure_future(make())
-            while len(self._shared) > 2:
-                self._shared.popitem(last=False)
-        try:
-            return await asyncio.shield(future)
-        except BaseException:
-            if future.done() and self._shared.get(key) is future:
-                del self._shared[key]
-            raise
+        return await _once(self._shared, key, make)
 
     async def statistics_of(self, key: Hashable, read: Callable[[], Awaitable]):
         """A collection's statistics at one release state (``key``), read once by ``read()`` for
         every answer built from them; the two most recent states kept."""
-        future = self.statistics.get(key)
-        if future is None:
-            future = self.statistics[key] = asyncio.ensure_future(read())
-            while len(self.statistics) > 2:
-                self.statistics.popitem(last=False)
-        try:
-            return await asyncio.shield(future)
-        except BaseException:
-            if future.done() and self.statistics.get(key) is future:
-                del self.statistics[key]
-            raise
+        return await _once(self.statistics, key, read)
+
+
+async def _once(held: OrderedDict[Hashable, asyncio.Future], key: Hashable, make: Callable[[], Awaitable], keep: int = 2):
+    """What ``make()`` gives for ``key``, made once however many ask and kept in ``held`` (the
+    ``keep`` most recent); a failure is not kept."""
+    future = held.get(key)
+    if future is None:
+        future = held[key] = asyncio.ensure_future(make())
+        while len(held) > keep:
+            held.popitem(last=False)
+    try:
+        return await asyncio.shield(future)
+    except BaseException:
+        if future.done() and held.get(key) is future:
+            del held[key]
+        raise

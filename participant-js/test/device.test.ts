@@ -82,9 +82,11 @@ test("a record's keys the spec does not know are warned of on the console, and t
   assert.match(warned[0], /'Age'.*its fields: 'age', 'y'/);
 });
 
-test("the memo forgets a question not asked for memoDays, even on a ledger nothing was written to since", async () => {
-  let stored: unknown = { version: 2, entries: {} };
-  const storage = {
+/** A ledger storage kept in memory from one call to the next, as a file or IndexedDB keeps it; `data()` is what it holds. */
+const kept = () => {
+  let stored: any = { version: 2, entries: {} };
+  return {
+    data: () => stored,
     async update<T>(change: (data: any) => { result: T; write: boolean }): Promise<T> {
       const copy = JSON.parse(JSON.stringify(stored));
       const { result, write } = change(copy);
@@ -92,6 +94,10 @@ test("the memo forgets a question not asked for memoDays, even on a ledger nothi
       return result;
     },
   };
+};
+
+test("the memo forgets a question not asked for memoDays, even on a ledger nothing was written to since", async () => {
+  const storage = kept();
   let clock = 1_000_000_000;
   const ledger = new Ledger(storage as any, () => clock);
   const limits = new Limits();
@@ -109,21 +115,13 @@ test("the memo forgets a question not asked for memoDays, even on a ledger nothi
 });
 
 test("an acknowledged shuffled entry keeps neither its report nor its sealed copy, as the Python device's", async () => {
-  let stored: any = { version: 2, entries: {} };
-  const storage = {
-    async update<T>(change: (data: any) => { result: T; write: boolean }): Promise<T> {
-      const copy = JSON.parse(JSON.stringify(stored));
-      const { result, write } = change(copy);
-      if (write) stored = copy;
-      return result;
-    },
-  };
+  const storage = kept();
   const ledger = new Ledger(storage as any);
   const bytes = (text: string) => new TextEncoder().encode(text);
   const asked = { origin: "https://a.example", collection: "s", uid: "s".repeat(32), fingerprint: "f".repeat(64), epsilon: 0.25, question: "", group: null };
   const claim = await ledger.claim(asked, new Limits(), () => bytes("report"), () => assert.fail("never memoised"), async (body) => bytes(`sealed:${body.length}`));
-  assert.ok(stored.entries[claim.key].report && stored.entries[claim.key].sealed, "a retry has its bytes");
+  assert.ok(storage.data().entries[claim.key].report && storage.data().entries[claim.key].sealed, "a retry has its bytes");
   await ledger.markSent(claim.key);
-  const entry = stored.entries[claim.key];
+  const entry = storage.data().entries[claim.key];
   assert.deepEqual([entry.report, entry.sealed, entry.sent, entry.epsilon], ["", "", true, 0.25]);
 });
