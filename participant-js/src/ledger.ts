@@ -46,9 +46,15 @@ export interface LedgerData {
   entries: Record<string, Entry>;
 }
 
-/** Where a ledger lives: each call runs `change` on the current ledger atomically, writing it when asked. */
+/**
+ * Where a ledger lives: each `update` runs `change` on the current ledger atomically, writing it
+ * when asked. A storage that keeps reports apart from the entries (IndexedDB) hands `change`
+ * each entry with its `report` (and `sealed`) empty, and gives one entry whole from `entry`;
+ * the ledger reads a report only through `entry`.
+ */
 export interface LedgerStorage {
   update<T>(change: (data: LedgerData) => { result: T; write: boolean }): Promise<T>;
+  entry?(key: string): Promise<Entry | undefined>;
 }
 
 export interface Asked {
@@ -70,7 +76,7 @@ export interface Claim {
   sealed: Uint8Array | null;
 }
 
-type Settled = { kind: "entry"; claim: Claim } | { kind: "memo"; key: string; report: Uint8Array } | { kind: "draw" };
+type Settled = { kind: "entry" | "memo"; key: string } | { kind: "draw" };
 
 export function entryKey(origin: string, collection: string): string {
   return `${origin} ${collection}`;
@@ -113,19 +119,25 @@ const OPTIONAL: Record<string, (v: unknown) => boolean> = {
   sealed: isBase64,
 };
 
+// The same tables as maps: an entry is checked thousands of times in a large ledger.
+const REQUIRED_CHECKS = new Map(Object.entries(REQUIRED));
+const OPTIONAL_CHECKS = new Map(Object.entries(OPTIONAL));
+
 const isMapping = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null && !Array.isArray(v) && Object.getPrototypeOf(v) === Object.prototype;
 
 /** What is wrong with the entry `entry` under `key`, or null when it has the shape a device writes. */
 export function entryProblem(key: string, entry: unknown): string | null {
   if (!isMapping(entry)) return `entry '${key}' is not a mapping`;
-  for (const [name, ok] of Object.entries(REQUIRED)) {
+  for (const [name, ok] of REQUIRED_CHECKS) {
     if (!Object.prototype.hasOwnProperty.call(entry, name)) return `entry '${key}' lacks '${name}'`;
     if (!ok(entry[name])) return `entry '${key}' holds an invalid '${name}'`;
   }
-  for (const [name, value] of Object.entries(entry)) {
-    const ok = Object.prototype.hasOwnProperty.call(REQUIRED, name) || (Object.prototype.hasOwnProperty.call(OPTIONAL, name) && OPTIONAL[name](value));
-    if (!ok) return `entry '${key}' holds an invalid or unknown '${name}'`;
+  // Own keys alone: a mapping's prototype is Object.prototype, which holds no enumerable key.
+  for (const name in entry) {
+    if (REQUIRED_CHECKS.has(name)) continue;
+    const ok = OPTIONAL_CHECKS.get(name);
+    if (ok === undefined || !ok(entry[name])) return `entry '${key}' holds an invalid or unknown '${name}'`;
   }
   if (entry.epsilon === null && ("question" in entry || "memo_of" in entry)) return `entry '${key}' holds an invalid 'epsilon'`;
   if (key !== entryKey(entry.origin as string, entry.collection as string)) return `entry '${key}' is not keyed by its origin and collection`;
@@ -181,7 +193,10 @@ export function fromBase64(text: string): Uint8Array {
   return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
 }
 
+/** a + b, exactly; over the larger denominator when one divides the other (binary fractions always), so a sum of thousands stays small. */
 function add(a: Rational, b: Rational): Rational {
+  if (a.d >= b.d && a.d % b.d === 0n) return { n: a.n + b.n * (a.d / b.d), d: a.d };
+  if (b.d % a.d === 0n) return { n: b.n + a.n * (b.d / a.d), d: b.d };
   return { n: a.n * b.d + b.n * a.d, d: a.d * b.d };
 }
 
@@ -189,9 +204,10 @@ function add(a: Rational, b: Rational): Rational {
 function spent(entries: Record<string, Entry>, limits: Limits, now: number): Rational {
   const since = now - limits.budget.perDays * SECONDS_PER_DAY;
   let total: Rational = { n: 0n, d: 1n };
-  for (const e of Object.values(entries)) {
+  for (const key in entries) {
+    const e = entries[key];
     if (e.epsilon === null || e.epsilon === undefined) total = add(total, rationalOf(limits.maxEpsilon));
-    else if (e.reserved_at > since) total = add(total, rationalOf(e.epsilon));
+    else if (e.reserved_at > since && e.epsilon !== 0) total = add(total, rationalOf(e.epsilon));
   }
   return total;
 }
@@ -218,30 +234,33 @@ export class Ledger {
     const entries = data.entries;
     let key = entryKey(asked.origin, asked.collection);
     let entry: Entry | undefined = Object.prototype.hasOwnProperty.call(entries, key) ? entries[key] : undefined;
-    if (entry === undefined) {
-      const found = Object.entries(entries).find(([, e]) => e.uid === asked.uid);
-      if (found) [key, entry] = found;
-    }
+    if (entry === undefined)
+      for (const other in entries)
+        if (entries[other].uid === asked.uid) {
+          [key, entry] = [other, entries[other]];
+          break;
+        }
     if (entry !== undefined) {
       if (entry.fingerprint !== asked.fingerprint)
         throw new CollectionChanged(
           `this device reported to '${entry.collection}' at ${entry.origin} under another spec; nothing was sent`,
         );
-      const sealed = entry.sealed === undefined ? null : fromBase64(entry.sealed);
-      return { kind: "entry", claim: { key, body: fromBase64(entry.report), sent: entry.sent, spent: 0, sealed } };
+      return { kind: "entry", key };
     }
     limits.checkCollection(asked.epsilon, asked.collection);
     const now = this.now();
     const since = now - limits.budget.perDays * SECONDS_PER_DAY;
-    const recent = Object.values(entries).filter((e) => e.reserved_at > since).length;
+    let recent = 0;
+    for (const other in entries) if (entries[other].reserved_at > since) recent++;
     if (recent >= limits.maxCollections)
       throw new LimitExceeded(
         `this device reported to ${recent} collections in the last ${limits.budget.perDays} days; this app reports to at most ` +
           `${limits.maxCollections} (maxCollections); nothing was drawn or sent`,
       );
     const remembered = now - limits.memoDays * SECONDS_PER_DAY;
-    const memo = asked.question ? Object.entries(entries).find(([, e]) => e.reserved_at > remembered && answers(e, asked)) : undefined;
-    if (memo) return { kind: "memo", key: memo[0], report: fromBase64(memo[1].report) };
+    if (asked.question)
+      for (const other in entries)
+        if (entries[other].reserved_at > remembered && answers(entries[other], asked)) return { kind: "memo", key: other };
     const used = spent(entries, limits, now);
     const asking = rationalOf(asked.epsilon);
     const total = rationalOf(limits.budget.total);
@@ -263,15 +282,20 @@ export class Ledger {
   private expire(entries: Record<string, Entry>, limits: Limits, now: number): void {
     const since = now - limits.budget.perDays * SECONDS_PER_DAY;
     const remembered = now - limits.memoDays * SECONDS_PER_DAY;
-    const newest = new Map<string, [number, string]>();
-    for (const [key, e] of Object.entries(entries)) {
+    const newest = new Map<string, string>(); // question (its group first: a number's text holds no space) -> key
+    for (const key in entries) {
+      const e = entries[key];
       if (e.sealed !== undefined) continue; // a shuffled answer holds no memo: it leaves like any other
-      const question = JSON.stringify([e.question || `fingerprint ${e.fingerprint}`, e.group ?? null]);
-      if ((newest.get(question)?.[0] ?? -1) < e.reserved_at) newest.set(question, [e.reserved_at, key]);
+      const question = `${e.group ?? null} ${e.question || `fingerprint ${e.fingerprint}`}`;
+      const seen = newest.get(question);
+      if (seen === undefined || entries[seen].reserved_at < e.reserved_at) newest.set(question, key);
     }
-    const memo = new Set([...newest.values()].filter(([reserved]) => reserved > remembered).map(([, key]) => key));
-    for (const [key, e] of Object.entries(entries))
+    const memo = new Set<string>();
+    for (const key of newest.values()) if (entries[key].reserved_at > remembered) memo.add(key);
+    for (const key in entries) {
+      const e = entries[key];
       if (e.sent && e.epsilon !== null && e.epsilon !== undefined && e.reserved_at <= since && !memo.has(key)) delete entries[key];
+    }
   }
 
   private record(
@@ -302,6 +326,12 @@ export class Ledger {
     return { key: entryKey(asked.origin, asked.collection), body, sent: false, spent: spentNow, sealed };
   }
 
+  /** The entry under `key` with its report, as stored now (undefined once it has left the ledger). */
+  private stored(key: string): Promise<Entry | undefined> {
+    if (this.storage.entry) return this.storage.entry(key);
+    return this.storage.update((data) => ({ result: Object.prototype.hasOwnProperty.call(data.entries, key) ? data.entries[key] : undefined, write: false }));
+  }
+
   /**
    * The report for `asked`, recorded before it is sent: this collection's earlier report
    * unchanged; else (within the cap) a memoised answer to the same question; else (within the
@@ -318,28 +348,26 @@ export class Ledger {
     seal?: (body: Uint8Array) => Promise<Uint8Array>,
   ): Promise<Claim> {
     for (let attempt = 0; attempt < 3; attempt++) {
-      const first = await this.storage.update((data): { result: Claim | Settled; write: boolean } => {
-        const settled = this.settle(data, asked, limits);
-        if (settled.kind === "memo" && seal === undefined) {
-          const body = resend(settled.report);
-          return { result: this.record(data, asked, body, 0, settled.key, limits, null), write: true };
+      const first = await this.storage.update((data) => ({ result: this.settle(data, asked, limits), write: false }));
+      let memo: { key: string; body: Uint8Array } | null = null;
+      if (first.kind !== "draw") {
+        const entry = await this.stored(first.key);
+        if (entry === undefined) continue; // it left the ledger meanwhile (another tab's expiry): settle again
+        if (first.kind === "entry") {
+          const sealed = entry.sealed === undefined ? null : fromBase64(entry.sealed);
+          return { key: first.key, body: fromBase64(entry.report), sent: entry.sent, spent: 0, sealed };
         }
-        return { result: settled, write: false };
-      });
-      if (!("kind" in first)) return first as Claim;
-      if (first.kind === "entry") return first.claim;
-      const memo = first.kind === "memo" ? first : null;
-      const body = memo !== null ? resend(memo.report) : draw();
+        memo = { key: first.key, body: resend(fromBase64(entry.report)) };
+      }
+      const body = memo !== null ? memo.body : draw();
       const sealed = seal === undefined ? null : await seal(body);
       const recorded = await this.storage.update((data): { result: Claim | null; write: boolean } => {
         const settled = this.settle(data, asked, limits);
-        if (settled.kind === "entry") return { result: settled.claim, write: false };
-        if (settled.kind === "memo" && memo === null) {
-          if (seal !== undefined) return { result: null, write: false }; // another tab answered meanwhile: seal its answer
-          return { result: this.record(data, asked, resend(settled.report), 0, settled.key, limits, null), write: true };
-        }
+        // Another tab claimed this collection, or answered the question, meanwhile: settle again.
+        if (settled.kind === "entry" || (settled.kind === "memo" && memo === null)) return { result: null, write: false };
         const spentNow = memo === null ? asked.epsilon : 0;
-        return { result: this.record(data, asked, body, spentNow, memo === null ? null : settled.kind === "memo" ? settled.key : memo.key, limits, sealed), write: true };
+        const memoOf = memo === null ? null : settled.kind === "memo" ? settled.key : memo.key;
+        return { result: this.record(data, asked, body, spentNow, memoOf, limits, sealed), write: true };
       });
       if (recorded !== null) return recorded;
     }
@@ -360,7 +388,11 @@ export class Ledger {
     });
   }
 
+  /** Every entry, each with its report. */
   async entries(): Promise<Record<string, Entry>> {
-    return this.storage.update((data) => ({ result: data.entries, write: false }));
+    const entries = await this.storage.update((data) => ({ result: data.entries, write: false }));
+    if (!this.storage.entry) return entries;
+    const whole = await Promise.all(Object.keys(entries).map(async (key) => [key, await this.stored(key)] as const));
+    return Object.fromEntries(whole.filter((pair): pair is readonly [string, Entry] => pair[1] !== undefined));
   }
 }
