@@ -4,6 +4,9 @@ write fails closed; a draw never holds the page's main thread more than a tenth 
 
 from __future__ import annotations
 
+import json
+import time
+
 import pytest
 
 from participant import CollectionSpec, Feature
@@ -45,6 +48,56 @@ async def test_a_page_without_web_crypto_says_what_it_needs(browser_and_service)
     assert "https or from localhost" in await page.locator("#status").text_content()
 
 
+# Puts `records` ([store, key, value], ...) into the page's IndexedDB ledger, its stores emptied
+# first, as another script of the origin could: the stores the library creates, and its layout.
+WRITE_LEDGER = """records => new Promise((done, fail) => {
+    const open = indexedDB.open("ldpnb", 2);
+    open.onupgradeneeded = () => ["ledger", "entries", "reports"].forEach(s => open.result.createObjectStore(s));
+    open.onsuccess = () => {
+        const tx = open.result.transaction(["ledger", "entries", "reports"], "readwrite");
+        ["ledger", "entries", "reports"].forEach(s => tx.objectStore(s).clear());
+        for (const [store, key, value] of records) tx.objectStore(store).put(value, key);
+        tx.oncomplete = () => { open.result.close(); done(); };
+        tx.onerror = () => fail(tx.error);
+    };
+})"""
+
+# What the page's IndexedDB ledger holds: {store: [[key, value], ...]}.
+READ_LEDGER = """() => new Promise((done, fail) => {
+    const open = indexedDB.open("ldpnb", 2);
+    open.onsuccess = () => {
+        const tx = open.result.transaction(["ledger", "entries", "reports"], "readonly");
+        const out = {};
+        for (const s of ["ledger", "entries", "reports"]) {
+            const keys = tx.objectStore(s).getAllKeys(), values = tx.objectStore(s).getAll();
+            values.onsuccess = () => { out[s] = keys.result.map((k, i) => [k, values.result[i]]); };
+        }
+        tx.oncomplete = () => { open.result.close(); done(out); };
+        tx.onerror = () => fail(tx.error);
+    };
+})"""
+
+
+# How many records each store of the page's IndexedDB ledger holds.
+COUNT_LEDGER = """() => new Promise((done, fail) => {
+    const open = indexedDB.open("ldpnb", 2);
+    open.onsuccess = () => {
+        const tx = open.result.transaction(["ledger", "entries", "reports"], "readonly");
+        const out = {};
+        for (const s of ["ledger", "entries", "reports"]) { const c = tx.objectStore(s).count(); c.onsuccess = () => { out[s] = c.result; }; }
+        tx.oncomplete = () => { open.result.close(); done(out); };
+        tx.onerror = () => fail(tx.error);
+    };
+})"""
+
+
+def entry(origin: str, collection: str, *, reserved_at: float, report: str = "", question: str = "q" * 64) -> dict:
+    """An entry as the device writes it (its report apart, in the store `reports`)."""
+    return {"origin": origin, "collection": collection, "uid": collection.ljust(32, "u"), "fingerprint": "f" * 64,
+            "question": question, "group": None, "epsilon": 0.0, "report": report, "sent": True, "memo_of": None,
+            "reserved_at": reserved_at, "sent_at": reserved_at}  # fmt: skip
+
+
 async def test_a_ledger_in_indexeddb_the_device_did_not_write_fails_closed(browser_and_service):
     from playwright.async_api import expect
 
@@ -54,22 +107,62 @@ async def test_a_ledger_in_indexeddb_the_device_did_not_write_fails_closed(brows
     page = await context.new_page()
     await page.goto(survey(port, server, "c"))
     await expect(page.locator("#send")).to_be_enabled(timeout=20_000)
-    for n, text in enumerate(['{"version": 2, "entries": []}', '{"version": 2, "entries": {"k": {"sent": true}}}']):
-        await page.evaluate(
-            """text => new Promise((done, fail) => {
-                const open = indexedDB.open("ldpnb", 1);
-                open.onupgradeneeded = () => open.result.createObjectStore("ledger");
-                open.onsuccess = () => {
-                    const put = open.result.transaction("ledger", "readwrite").objectStore("ledger").put(text, "ledger");
-                    put.onsuccess = () => done(); put.onerror = () => fail(put.error);
-                };
-            })""",
-            text,
-        )
+    origin = f"http://127.0.0.1:{port}"
+    now = await page.evaluate("Date.now() / 1000")
+    kept = entry(origin, "old", reserved_at=now - 86_400)
+    cases = {
+        "an earlier layout's text that is not a ledger": [["ledger", "ledger", '{"version": 2, "entries": []}']],
+        "an earlier layout's entry that is not an entry": [["ledger", "ledger", '{"version": 2, "entries": {"k": {"sent": true}}}']],
+        "an earlier layout beside the new one": [
+            ["ledger", "ledger", '{"version": 2, "entries": {}}'], ["entries", "k", kept], ["reports", "k", {"report": ""}]],
+        "an entry that is not one": [["entries", f"{origin} old", {"sent": True}], ["reports", f"{origin} old", {"report": ""}]],
+        "an entry under another key": [["entries", "k", kept], ["reports", "k", {"report": ""}]],
+        "an entry without its report": [["entries", f"{origin} old", kept]],
+        "a report without its entry": [["reports", f"{origin} old", {"report": ""}]],
+        "an entry holding its report": [["entries", f"{origin} old", {**kept, "report": "AAAA"}], ["reports", f"{origin} old", {"report": ""}]],
+        "a key that is not text": [["entries", 7, kept], ["reports", 7, {"report": ""}]],
+    }  # fmt: skip
+    for case, records in cases.items():
+        await page.evaluate(WRITE_LEDGER, records)
         await page.click("#send")
         await expect(page.locator("#status")).to_have_attribute("data-outcome", "LedgerError", timeout=20_000)
+        assert "ledger" in await page.locator("#status").text_content(), case
         await page.evaluate("document.getElementById('status').dataset.outcome = ''")
     assert reports_stored(server, "c") == 0
+
+
+async def test_a_ledger_of_the_earlier_layout_moves_into_one_record_per_entry(browser_and_service):
+    """The whole ledger as one text record (the layout before this one) is read, checked and moved:
+    an unacknowledged report in it is re-sent, the very same bytes, and then kept as the new
+    layout keeps it, its report apart."""
+    from playwright.async_api import expect
+
+    browser, server, port = browser_and_service
+    create(server, CollectionSpec([Feature("f", ["a", "b"])], ["y", "n"], "OUE", 1.0), "c")
+    context = await browser.new_context()
+    page = await context.new_page()
+    await page.goto(survey(port, server, "c"))
+    await expect(page.locator("#send")).to_be_enabled(timeout=20_000)
+    await page.click("#send")
+    await expect(page.locator("#status")).to_have_attribute("data-outcome", "accepted", timeout=20_000)
+    stored = await page.evaluate(READ_LEDGER)
+    assert stored["ledger"] == [] and len(stored["entries"]) == len(stored["reports"]) == 1
+    (key, record), ((_, report),) = stored["entries"][0], stored["reports"]
+    assert record["report"] == "" and report["report"], "the report is kept apart from its entry"
+    # The same ledger in the earlier layout, its report not yet acknowledged.
+    legacy = {"version": 2, "entries": {key: {**record, **report, "sent": False}}}
+    legacy["entries"][key].pop("sent_at")
+    await page.evaluate(WRITE_LEDGER, [["ledger", "ledger", json.dumps(legacy)]])
+    await page.reload()
+    await expect(page.locator("#send")).to_be_enabled(timeout=20_000)
+    await page.click("#send")
+    # The service knows the report's id: the device sent the very same report again.
+    await expect(page.locator("#status")).to_have_attribute("data-outcome", "duplicate", timeout=20_000)
+    moved = await page.evaluate(READ_LEDGER)
+    assert moved["ledger"] == [] and [k for k, _ in moved["entries"]] == [key]
+    assert moved["reports"] == [[key, report]], "the very same report, kept apart"
+    assert moved["entries"][0][1]["sent"] is True
+    assert reports_stored(server, "c") == 1, "the re-sent report was the same one, stored once"
 
 
 def she(categories: int) -> CollectionSpec:
@@ -117,3 +210,51 @@ async def test_a_draw_never_holds_the_pages_main_thread_more_than_a_tenth_of_a_s
     assert await page.locator("#send").is_disabled()
     assert "main thread" in await page.locator("#status").text_content()
     assert reports_stored(server, "over") == 0
+
+
+# The largest ledger a page can build under the default limits: up to 1,000 collections in any 30
+# days (maxCollections), each a new question whose answer the memo keeps for 365 days (memoDays),
+# each an 8 KiB OUE report (65,536 entries, the most one input may carry): about 12,000 entries,
+# 130 MB of reports. Written straight into the page's IndexedDB, spread over the last year.
+BUILD_LARGEST_LEDGER = """([origin, count]) => new Promise((done, fail) => {
+    const open = indexedDB.open("ldpnb", 2);
+    open.onupgradeneeded = () => ["ledger", "entries", "reports"].forEach(s => open.result.createObjectStore(s));
+    open.onsuccess = () => {
+        const tx = open.result.transaction(["entries", "reports"], "readwrite");
+        const now = Date.now() / 1000, report = "A".repeat(10924);
+        for (let i = 0; i < count; i++) {
+            const at = now - 86400 * 365 * (i + 1) / (count + 1), collection = `old${i}`;
+            const key = `${origin} ${collection}`;
+            tx.objectStore("entries").put({ origin, collection, uid: collection.padEnd(32, "u"), fingerprint: "f".repeat(64),
+                question: i.toString(16).padStart(64, "0"), group: null, epsilon: 0.0, report: "", sent: true, memo_of: null,
+                reserved_at: at, sent_at: at }, key);
+            tx.objectStore("reports").put({ report }, key);
+        }
+        tx.oncomplete = () => { open.result.close(); done(); };
+        tx.onerror = () => fail(tx.error);
+    };
+})"""
+
+
+async def test_a_submit_against_the_largest_ledger_never_holds_the_main_thread_a_tenth_of_a_second(browser_and_service):
+    from playwright.async_api import expect
+
+    browser, server, port = browser_and_service
+    create(server, CollectionSpec([Feature("f", ["a", "b"])], ["y", "n"], "OUE", 1.0), "c")
+    page = await (await browser.new_context()).new_page()
+    await page.goto(survey(port, server, "c"))
+    await expect(page.locator("#send")).to_be_enabled(timeout=20_000)
+    await page.evaluate(BUILD_LARGEST_LEDGER, [f"http://127.0.0.1:{port}", 12_000])
+    await page.evaluate(
+        """() => { window.longest = 0;
+                   new PerformanceObserver(list => list.getEntries().forEach(e => { window.longest = Math.max(window.longest, e.duration); }))
+                     .observe({ type: "longtask" }); }"""
+    )
+    started = time.monotonic()
+    await page.click("#send")
+    await expect(page.locator("#status")).to_have_attribute("data-outcome", "accepted", timeout=60_000)
+    longest = await page.evaluate("window.longest")
+    assert longest < 100, f"a task of {longest:.0f} ms in a submit of {time.monotonic() - started:.1f} s"
+    assert reports_stored(server, "c") == 1
+    counts = await page.evaluate(COUNT_LEDGER)
+    assert counts == {"ledger": 0, "entries": 12_001, "reports": 12_001}, "the submit read the ledger and added its entry"

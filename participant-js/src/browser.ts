@@ -1,57 +1,212 @@
 /**
- * The ledger in a browser: one IndexedDB record per device profile (database `ldpnb`, store
- * `ledger`, key `ledger`), the same entries as the file ledger. Every change runs inside one
- * read-write transaction, and IndexedDB runs read-write transactions on one store one at a time
- * across every tab of the profile: two tabs submitting at once cannot both draw for a collection,
- * and the device's budget counts both.
+ * The ledger in a browser: this profile's IndexedDB database `ldpnb`, one record per entry, the
+ * same entries as the file ledger. An entry is kept in two stores under its key: `entries` holds
+ * it with `report` and `sealed` empty, `reports` holds those two. A submit reads every entry but
+ * only the one report it repeats, and writes only the entries it changes, so its work on the
+ * page's main thread grows with the number of entries, not with their reports' bytes.
+ *
+ * Every change runs inside one read-write transaction, and IndexedDB runs read-write transactions
+ * on a store one at a time across every tab of the profile: two tabs submitting at once cannot
+ * both draw for a collection, and the device's budget counts both. A ledger of the earlier layout
+ * (the whole ledger as one text record in the store `ledger`) is checked as a file is and moved
+ * into the two stores by the first change.
  */
-import { Ledger, LedgerError, type LedgerData, type LedgerStorage, checkedLedger } from "./ledger.js";
+import { type Entry, Ledger, LedgerError, type LedgerData, type LedgerStorage, VERSION, checkedLedger, entryProblem } from "./ledger.js";
 
-const STORE = "ledger";
-const KEY = "ledger";
+const VERSION_OF_DATABASE = 2;
+const LEGACY = "ledger";
+const LEGACY_KEY = "ledger";
+const ENTRIES = "entries";
+const REPORTS = "reports";
+const STORES = [LEGACY, ENTRIES, REPORTS];
 
 function opened(name: string): Promise<IDBDatabase> {
   return new Promise((resolve, reject) => {
-    const request = indexedDB.open(name, 1);
-    request.onupgradeneeded = () => request.result.createObjectStore(STORE);
+    const request = indexedDB.open(name, VERSION_OF_DATABASE);
+    request.onupgradeneeded = () => {
+      for (const store of STORES) if (!request.result.objectStoreNames.contains(store)) request.result.createObjectStore(store);
+    };
     request.onsuccess = () => resolve(request.result);
     request.onerror = () => reject(new LedgerError(`cannot open the ledger (IndexedDB '${name}'): ${request.error?.message}`));
   });
 }
+
+/** The request's result, or a rejection naming what failed. */
+function done<T>(request: IDBRequest<T>): Promise<T> {
+  return new Promise((resolve, reject) => {
+    request.onsuccess = () => resolve(request.result);
+    request.onerror = () => reject(new LedgerError(`cannot read the ledger: ${request.error?.message}`));
+  });
+}
+
+/** The entry as the store `entries` keeps it: its report and sealed copy empty. */
+function withoutReport(entry: Entry): Entry {
+  return { ...entry, report: "", ...(entry.sealed === undefined ? {} : { sealed: "" }) };
+}
+
+/** What the store `reports` keeps of an entry. */
+function reportOf(entry: Entry): { report: string; sealed?: string } {
+  return entry.sealed === undefined ? { report: entry.report } : { report: entry.report, sealed: entry.sealed };
+}
+
+// Records read per request: each request's results arrive, and are checked, in a task of their
+// own, so a ledger of thousands of entries is read in short tasks rather than one that holds the page.
+const CHUNK = 500;
+
+/**
+ * Every key of `store` (and its value, when `values`) in key order, `CHUNK` at a time: `each`
+ * sees every chunk as it arrives, then `then` runs; whatever throws goes to `fail`.
+ */
+function readAll(
+  store: IDBObjectStore,
+  values: boolean,
+  each: (keys: IDBValidKey[], values: unknown[]) => void,
+  then: () => void,
+  fail: (error: unknown) => void,
+): void {
+  const next = (after?: IDBValidKey) => {
+    const range = after === undefined ? undefined : IDBKeyRange.lowerBound(after, true);
+    const keys = store.getAllKeys(range, CHUNK);
+    const last = values ? store.getAll(range, CHUNK) : keys;
+    last.onsuccess = () => {
+      try {
+        each(keys.result, values ? (last.result as unknown[]) : []);
+        if (keys.result.length < CHUNK) then();
+        else next(keys.result[keys.result.length - 1]);
+      } catch (error) {
+        fail(error);
+      }
+    };
+  };
+  next();
+}
+
+const isPlain = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v) && Object.getPrototypeOf(v) === Object.prototype;
 
 export class IndexedDbStorage implements LedgerStorage {
   private database: Promise<IDBDatabase> | null = null;
 
   constructor(readonly name = "ldpnb") {}
 
+  private get where(): string {
+    return `in IndexedDB '${this.name}'`;
+  }
+
+  private refuse(problem: string): never {
+    throw new LedgerError(`the ledger ${this.where} does not hold ledger entries: ${problem}`);
+  }
+
+  /** Adds the entries of `keys` and `values` (from the store `entries`) to `entries`, checked as a file's are: each a device's entry, its report left out. */
+  private take(entries: Record<string, Entry>, keys: IDBValidKey[], values: unknown[]): void {
+    keys.forEach((key, i) => {
+      if (typeof key !== "string") this.refuse("a key that is not text");
+      const entry = values[i] as Entry;
+      const problem = entryProblem(key, entry);
+      if (problem !== null) this.refuse(problem);
+      if (entry.report !== "" || (entry.sealed !== undefined && entry.sealed !== "")) this.refuse(`entry '${key}' holds its report beside its record`);
+      delete (entry as unknown as Record<string, unknown>).record; // an earlier format's field, dropped as the file ledger drops it
+      entries[key] = entry; // its key holds a space (origin, then collection): never "__proto__"
+    });
+  }
+
   async update<T>(change: (data: LedgerData) => { result: T; write: boolean }): Promise<T> {
     this.database ??= opened(this.name);
     const db = await this.database;
     return new Promise<T>((resolve, reject) => {
-      const transaction = db.transaction(STORE, "readwrite");
-      const store = transaction.objectStore(STORE);
+      const transaction = db.transaction(STORES, "readwrite");
+      const [legacy, entries, reports] = STORES.map((store) => transaction.objectStore(store));
       let result: T;
       let failure: unknown = null;
-      const read = store.get(KEY);
+      const fail = (error: unknown) => {
+        failure = error instanceof SyntaxError ? new LedgerError(`the ledger ${this.where} is not valid JSON`) : error;
+        transaction.abort();
+      };
+      const run = (data: LedgerData, moving: boolean) => {
+        const before = new Map(Object.entries(data.entries));
+        const outcome = change(data);
+        result = outcome.result;
+        if (!outcome.write && !moving) return;
+        for (const [key, entry] of Object.entries(data.entries)) {
+          if (before.get(key) === entry && !moving) continue; // the ledger replaces an entry it changes
+          entries.put(withoutReport(entry), key);
+          // An entry read without its report and changed (marked sent) keeps the stored report;
+          // a shuffled one is emptied then, as the file ledger empties it.
+          if (moving || entry.report !== "" || entry.sealed !== undefined) reports.put(reportOf(entry), key);
+        }
+        for (const key of before.keys())
+          if (!Object.prototype.hasOwnProperty.call(data.entries, key)) {
+            entries.delete(key);
+            reports.delete(key);
+          }
+        if (moving) legacy.delete(LEGACY_KEY);
+      };
+      const read = legacy.get(LEGACY_KEY);
       read.onsuccess = () => {
         try {
-          // Text, as in the file: a value another script put there is checked like a file's.
-          if (read.result !== undefined && typeof read.result !== "string")
-            throw new LedgerError(`the ledger in IndexedDB '${this.name}' is not ledger text`);
-          const raw = read.result === undefined ? undefined : JSON.parse(read.result);
-          const data = checkedLedger(raw, `IndexedDB '${this.name}'`);
-          const outcome = change(data);
-          result = outcome.result;
-          if (outcome.write) store.put(JSON.stringify(data), KEY);
+          if (read.result !== undefined) {
+            // Text, as in the file: a value another script put there is checked like a file's.
+            if (typeof read.result !== "string") throw new LedgerError(`the ledger ${this.where} is not ledger text`);
+            const moved = checkedLedger(JSON.parse(read.result), this.where);
+            const counts = [entries.count(), reports.count()];
+            counts[1].onsuccess = () => {
+              try {
+                // Both layouts at once is not a ledger this library wrote.
+                if (counts[0].result + counts[1].result !== 0) this.refuse("entries in both layouts");
+                run(moved, true);
+              } catch (error) {
+                fail(error);
+              }
+            };
+            return;
+          }
+          const data: LedgerData = { version: VERSION, entries: {} };
+          let reported = 0;
+          const unreported = (key: IDBValidKey) => typeof key !== "string" || !Object.prototype.hasOwnProperty.call(data.entries, key);
+          readAll(
+            entries,
+            true,
+            (keys, values) => this.take(data.entries, keys, values),
+            () =>
+              readAll(
+                reports,
+                false,
+                (keys) => {
+                  if (keys.some(unreported)) this.refuse("a report without its entry");
+                  reported += keys.length;
+                },
+                () => {
+                  if (reported !== Object.keys(data.entries).length) this.refuse("an entry without its report");
+                  run(data, false);
+                },
+                fail,
+              ),
+            fail,
+          );
         } catch (error) {
-          failure = error instanceof SyntaxError ? new LedgerError(`the ledger in IndexedDB '${this.name}' is not valid JSON`) : error;
-          transaction.abort();
+          fail(error);
         }
       };
       transaction.oncomplete = () => resolve(result);
       transaction.onabort = () => reject(failure ?? new LedgerError(`the ledger's transaction was aborted: ${transaction.error?.message}`));
       transaction.onerror = () => reject(failure ?? new LedgerError(`cannot write the ledger: ${transaction.error?.message}`));
     });
+  }
+
+  /** The entry under `key` with its report, checked as a file's entry is. */
+  async entry(key: string): Promise<Entry | undefined> {
+    this.database ??= opened(this.name);
+    const db = await this.database;
+    const transaction = db.transaction([ENTRIES, REPORTS], "readonly");
+    const [record, stored] = await Promise.all([done(transaction.objectStore(ENTRIES).get(key)), done(transaction.objectStore(REPORTS).get(key))]);
+    if (record === undefined && stored === undefined) return undefined;
+    if (!isPlain(record) || !isPlain(stored)) this.refuse(`entry '${key}' or its report is missing`);
+    if (!Object.keys(stored).every((name) => name === "report" || name === "sealed") || ("sealed" in stored) !== ("sealed" in record))
+      this.refuse(`entry '${key}' holds a report of another shape`);
+    const entry = { ...record, ...stored };
+    const problem = entryProblem(key, entry);
+    if (problem !== null) this.refuse(problem);
+    return entry as unknown as Entry;
   }
 }
 
