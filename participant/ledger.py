@@ -35,7 +35,11 @@ publishes (its ``uid``, its spec) can only make the device refuse more, never sp
 
 Every change happens under an exclusive file lock on the ledger's real file (symlinks resolved;
 threads and processes alike), is written to a fresh temporary file (mode 0600), fsynced and renamed
-over the ledger, so a reader sees the old or the new ledger, never half of one. A report is drawn
+over the ledger, so a reader sees the old or the new ledger, never half of one. Reports are kept
+apart, one file each in ``<ledger>.reports`` named by the SHA-256 of its bytes and written (and
+fsynced) before the ledger names it, so a change rewrites the entries and adds one report,
+whatever the reports before it weigh; a report file that is missing or does not hash to its
+name is refused when it is needed, and a report leaves its directory once no entry names it. A report is drawn
 with no lock held, so a long draw never holds up another submission: the entry is recorded after
 the draw under the lock, and a draw that lost the race to another is dropped unsent. A file of
 any other shape than the one a device writes (:mod:`participant.ledger_format`) is refused, never guessed at.
@@ -46,6 +50,7 @@ from __future__ import annotations
 import base64
 import copy
 import fcntl
+import hashlib
 import json
 import os
 import tempfile
@@ -58,6 +63,8 @@ from pathlib import Path
 
 from .errors import BudgetExceeded, CollectionChanged, LedgerError, LimitExceeded
 from .ledger_format import VERSION, _no_constant, _valid_v1, entry_key, entry_problem, ledger_problem  # noqa: F401 (entry_problem: imported from here)
+
+REPORT_FIELDS = ("report", "sealed")
 from .limits import Budget, Limits  # noqa: F401 (Budget: an app imports it from here)
 from .origin import normalise_origin
 
@@ -103,16 +110,18 @@ Sealer = Callable[[bytes], bytes]
 
 
 class Ledger:
-    """A JSON file (mode 0600): ``{"version": 2, "entries": {key: entry}}``.
+    """A JSON file (mode 0600): ``{"version": 3, "entries": {key: entry}}``, and beside it the
+    directory ``<file>.reports`` (mode 0700) of report files.
 
     An entry, keyed ``"<origin> <collection id>"``, holds: ``origin`` and ``collection`` (the
     app's), ``uid`` and ``fingerprint`` (what the service published when the report was drawn),
     ``question`` and ``group`` (the question it answers, see the module's text), ``epsilon`` (the ε
-    this entry spent: the collection's, or 0 when memoised), ``report`` (the packed report,
-    base64), ``sent`` (acknowledged), ``memo_of`` (the entry a memoised report was copied from)
-    and the times ``reserved_at`` and ``sent_at`` (seconds since the epoch); for a shuffled
-    collection, ``sealed``, the report as sealed for its shuffler. Nothing about the person's
-    record is stored beyond the randomised report itself.
+    this entry spent: the collection's, or 0 when memoised), ``report`` (the SHA-256, hex, of the
+    packed report, the name of the file holding it), ``sent`` (acknowledged), ``memo_of`` (the
+    entry a memoised report was copied from) and the times ``reserved_at`` and ``sent_at`` (seconds
+    since the epoch); for a shuffled collection, ``sealed``, the report as sealed for its shuffler,
+    kept as ``report`` is. Nothing about the person's record is stored beyond the randomised
+    report itself.
 
     ``path`` is resolved to the real file (through symlinks), so every name of one ledger shares
     its lock and its budget.
@@ -120,6 +129,7 @@ class Ledger:
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(os.path.realpath(Path(path).expanduser()))
+        self.reports = self.path.with_name(self.path.name + ".reports")
         # The ledger's bytes as this object last read or wrote them, and what they hold: parsed and
         # checked again only when the file holds other bytes.
         self._cache: tuple[bytes, dict] | None = None
@@ -167,8 +177,72 @@ class Ledger:
         for entry in data["entries"].values():
             entry.pop("record", None)  # earlier ledgers kept a keyed hash of the record; it goes at the next write
         data.pop("salt", None)
+        if data["version"] == 2:  # its reports inline: each moved to its file, named as version 3 names it
+            for entry in data["entries"].values():
+                for field in REPORT_FIELDS:
+                    if field in entry:
+                        entry[field] = self._store(base64.b64decode(entry[field]))
+            data["version"] = VERSION
         self._cache = (raw, data)
         return data
+
+    def _store(self, body: bytes) -> str:
+        """The name (SHA-256, hex) of ``body`` kept in the reports directory, written and fsynced
+        there first if it is not ("" for no bytes: nothing to keep)."""
+        if not body:
+            return ""
+        digest = hashlib.sha256(body).hexdigest()
+        target = self.reports / digest
+        tmp = None
+        try:
+            if target.is_file() and target.stat().st_size == len(body):
+                return digest
+            self.reports.mkdir(mode=0o700, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.reports, prefix=".", suffix=".tmp")
+            with os.fdopen(fd, "wb") as f:
+                f.write(body)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+            tmp = None
+            directory = os.open(self.reports, os.O_RDONLY)
+            try:
+                os.fsync(directory)  # the name is durable before the ledger names it
+            finally:
+                os.close(directory)
+        except OSError as exc:
+            raise LedgerError(f"cannot write a report beside the ledger {self.path}: {exc}; nothing was sent") from None
+        finally:
+            if tmp is not None:
+                with suppress(FileNotFoundError):
+                    os.unlink(tmp)
+        return digest
+
+    def _load(self, digest: str, key: str) -> bytes:
+        """The bytes the reports directory keeps under ``digest`` (b"" for none), checked against it."""
+        if not digest:
+            return b""
+        try:
+            body = (self.reports / digest).read_bytes()
+        except OSError:
+            body = None
+        if body is None or hashlib.sha256(body).hexdigest() != digest:
+            raise LedgerError(
+                f"the ledger {self.path} lost or holds altered bytes of the report of {key!r} "
+                f"({self.reports / digest}); nothing was sent"
+            )
+        return body
+
+    @staticmethod
+    def _named(entries: dict) -> set[str]:
+        """The report files ``entries`` name."""
+        return {e[field] for e in entries.values() for field in REPORT_FIELDS if e.get(field)}
+
+    def _forget(self, names: set[str]) -> None:
+        """Remove the report files of ``names`` (no entry names them now)."""
+        for name in names:
+            with suppress(OSError):
+                os.unlink(self.reports / name)
 
     @staticmethod
     def _from_v1(entries: dict) -> dict:
@@ -192,7 +266,7 @@ class Ledger:
                 "sent": entry["sent"],
                 "reserved_at": 0.0,
             }
-        return {"version": VERSION, "entries": converted}
+        return {"version": 2, "entries": converted}  # its reports inline, as version 2 holds them
 
     def _write(self, data: dict) -> None:
         tmp = None
@@ -214,9 +288,14 @@ class Ledger:
                     os.unlink(tmp)
 
     def entries(self) -> dict[str, dict]:
-        """Every entry, by key (a copy)."""
+        """Every entry, by key (a copy), its ``report`` and ``sealed`` the bytes themselves (base64)."""
         with self._locked():
-            return copy.deepcopy(self._read()["entries"])
+            entries = copy.deepcopy(self._read()["entries"])
+            for key, entry in entries.items():
+                for field in REPORT_FIELDS:
+                    if field in entry:
+                        entry[field] = base64.b64encode(self._load(entry[field], key)).decode()
+            return entries
 
     def spent(self, limits: Limits, now: float | None = None) -> float:
         """The ε this device spent on fresh draws within the last ``limits.budget.per_days`` days, at every origin."""
@@ -265,14 +344,14 @@ class Ledger:
                     f"this device reported to {entry['collection']!r} at {entry['origin']} under another spec "
                     f"(fingerprint {entry['fingerprint'][:16]}…, now {asked.fingerprint[:16]}…); nothing was sent"
                 )
-            sealed = base64.b64decode(entry["sealed"]) if "sealed" in entry else None
+            sealed = self._load(entry["sealed"], key) if "sealed" in entry else None
             if seal is not None and sealed is None:
                 # Drawn for a collection this device reported to directly: never sent sealed after.
                 raise CollectionChanged(
                     f"this device reported to {entry['collection']!r} at {entry['origin']} directly; the collection "
                     "now asks for a shuffler; nothing was sent"
                 )
-            return Claim(key, base64.b64decode(entry["report"]), entry["sent"], 0.0, sealed)
+            return Claim(key, self._load(entry["report"], key), entry["sent"], 0.0, sealed)
         limits.check_collection(asked.epsilon, asked.collection)
         now = time.time()
         since = now - limits.budget.per_days * SECONDS_PER_DAY
@@ -288,7 +367,7 @@ class Ledger:
             None,
         )  # fmt: skip
         if memo is not None:
-            body = resend(base64.b64decode(entries[memo]["report"]))
+            body = resend(self._load(entries[memo]["report"], memo))
             sealed = None if seal is None else seal(body)
             self._record(data, asked, body, 0.0, memo, limits, sealed)
             return Claim(key, body, False, 0.0, sealed)
@@ -326,7 +405,17 @@ class Ledger:
     def _record(
         self, data: dict, asked: Asked, body: bytes, spent: float, memo: str | None, limits: Limits, sealed: bytes | None
     ) -> None:
+        try:
+            self._add(data, asked, body, spent, memo, limits, sealed)
+        except BaseException:
+            self._cache = None  # ``data`` may be half changed: read the file again
+            raise
+
+    def _add(
+        self, data: dict, asked: Asked, body: bytes, spent: float, memo: str | None, limits: Limits, sealed: bytes | None
+    ) -> None:
         now = time.time()
+        named = self._named(data["entries"])
         self._expire(data["entries"], limits, now)
         data["entries"][entry_key(asked.origin, asked.collection)] = {
             "origin": asked.origin,
@@ -336,14 +425,15 @@ class Ledger:
             "question": asked.question,
             "group": asked.group,
             "epsilon": spent,
-            "report": base64.b64encode(body).decode(),
+            "report": self._store(body),
             "sent": False,
             "memo_of": memo,
             "reserved_at": now,
         }
         if sealed is not None:
-            data["entries"][entry_key(asked.origin, asked.collection)]["sealed"] = base64.b64encode(sealed).decode()
+            data["entries"][entry_key(asked.origin, asked.collection)]["sealed"] = self._store(sealed)
         self._write(data)
+        self._forget(named - self._named(data["entries"]))
 
     def claim(
         self,
@@ -393,10 +483,12 @@ class Ledger:
             entry = data["entries"].get(key)
             if entry is None:
                 raise LedgerError(f"the ledger {self.path} lost the entry {key!r} while its report was sent")
+            named = self._named(data["entries"])
             entry["sent"] = True
             entry["sent_at"] = time.time()
             self._drop_acknowledged(data["entries"], entry)
             self._write(data)
+            self._forget(named - self._named(data["entries"]))
 
     @staticmethod
     def _drop_acknowledged(entries: dict, entry: dict) -> None:

@@ -431,7 +431,7 @@ async def test_comparing_two_clones_tells_a_service_nothing_about_a_changed_reco
     # The posts of one collection arrive in any order: pair them by the person's ledger instead.
     by_person = {}
     for i in range(PEOPLE):
-        entries = json.loads((tmp_path / f"person{i}.json").read_text())["entries"]
+        entries = Ledger(tmp_path / f"person{i}.json").entries()
         by_person[i] = [msgpack.unpackb(base64.b64decode(entries[f"{url} {cid}"]["report"])) for cid in
                         ("first", "clone", "third")]  # fmt: skip
     assert sum(len(a) for a in answers.values()) == 3 * PEOPLE

@@ -3,6 +3,7 @@ and nothing sent when the ledger cannot be trusted."""
 
 import asyncio
 import fcntl
+import hashlib
 import json
 import multiprocessing
 import os
@@ -102,7 +103,7 @@ async def test_processes_sharing_a_ledger_send_one_report(service, tmp_path):  #
         '{"abc": {"report": "AAAA", "sent": "no"}}',
         '{"abc": "entry"}',
         '{"version": 2, "salt": "00", "entries": {"k": {"report": "AAAA", "sent": false}}}',  # no fingerprint
-        '{"version": 3, "salt": "00", "entries": {}}',
+        '{"version": 4, "salt": "00", "entries": {}}',
     ],
 )
 async def test_a_corrupted_ledger_raises_ledger_error_and_sends_nothing(service, tmp_path, content):  # noqa: F811
@@ -175,12 +176,15 @@ def test_the_ledger_records_when_and_what_and_replaces_its_file_atomically(tmp_p
     # Nothing about the record is kept beyond the randomised report.
     assert "record" not in entry and "salt" not in data
     # Each write goes to a hidden temporary file beside the ledger (a rename is atomic only within
-    # one file system), then replaces it; nothing is left behind.
-    assert len(replaced) == 2
-    for directory, name, target in replaced:
-        assert directory == str(tmp_path) and name.startswith(".ledger.json.") and name.endswith(".tmp")
-        assert target == str(path)
-    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    # one file system), then replaces it; nothing is left behind. The report is written first, to
+    # the reports directory, under the SHA-256 of its bytes, which the entry names.
+    reports = tmp_path / "ledger.json.reports"
+    body = (reports / entry["report"]).read_bytes()
+    assert entry["report"] == hashlib.sha256(body).hexdigest() and body == b"report"
+    assert [(d, t) for d, _, t in replaced] == [(str(reports), str(reports / entry["report"])), (str(tmp_path), str(path)), (str(tmp_path), str(path))]
+    for _, name, _ in replaced:
+        assert name.startswith(".") and name.endswith(".tmp")
+    assert not [p.name for p in [*tmp_path.iterdir(), *reports.iterdir()] if p.name.endswith(".tmp")]
 
 
 def test_a_ledger_of_the_last_format_keeps_working_and_forgets_its_record_hashes(tmp_path):
@@ -303,7 +307,8 @@ def test_a_symlinked_ledger_is_one_ledger_with_one_lock(tmp_path):
     with pytest.raises(BudgetExceeded, match="spent epsilon=1 "):  # 1 + 2 passes 2.5: one budget
         claim(Ledger(link), other, limits=Limits(max_epsilon=2.0, budget=Budget(total=2.5)))
     # One lock file, beside the real one; the link is still a link after the writes.
-    assert link.is_symlink() and sorted(p.name for p in real.parent.iterdir()) == ["ledger.json", "ledger.json.lock"]
+    names = ["ledger.json", "ledger.json.lock", "ledger.json.reports"]
+    assert link.is_symlink() and sorted(p.name for p in real.parent.iterdir()) == names
     assert not list(tmp_path.glob("*.lock"))
 
 
@@ -329,10 +334,20 @@ def test_an_unreadable_or_unwritable_ledger_is_a_ledger_error(tmp_path, monkeypa
     def refused(*args):
         raise PermissionError(13, "Permission denied")
 
+    real_replace = os.replace
     monkeypatch.setattr("participant.ledger.os.replace", refused)
+    with pytest.raises(LedgerError, match="cannot write a report beside the ledger .*Permission denied"):
+        claim(Ledger(tmp_path / "ledger.json"))
+
+    def refused_for_the_ledger(src, dst):
+        if str(dst).endswith("ledger.json"):
+            refused()
+        real_replace(src, dst)
+
+    monkeypatch.setattr("participant.ledger.os.replace", refused_for_the_ledger)
     with pytest.raises(LedgerError, match="cannot write the ledger .*Permission denied"):
         claim(Ledger(tmp_path / "ledger.json"))
-    assert not list(tmp_path.glob(".*.tmp"))
+    assert not list(tmp_path.glob("**/.*.tmp"))
 
 
 @pytest.mark.parametrize("url, origin", [

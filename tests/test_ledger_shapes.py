@@ -10,6 +10,7 @@ error. They must agree on every file, and nothing but a participant error may es
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import shutil
@@ -38,6 +39,28 @@ def written_by_a_device(path) -> dict:
     ledger.claim(replace(ASKED, collection="c2", uid="v" * 32), READER_LIMITS, pytest.fail, lambda old: b"memo")
     ledger.claim(replace(ASKED, collection="c3", uid="w" * 32, group=2), READER_LIMITS, lambda: b"group", pytest.fail)
     return json.loads(path.read_text())
+
+
+def reports_of(path):
+    """The directory of report files beside the ledger ``path``."""
+    return path.with_name(path.name + ".reports")
+
+
+def copy_ledger(source, target) -> None:
+    """The ledger ``source`` and its reports, as ``target``."""
+    shutil.copy(source, target)
+    if reports_of(source).exists():
+        shutil.copytree(reports_of(source), reports_of(target))
+
+
+def inline(path) -> dict:
+    """The ledger ``path`` as version 2 held it: each report's bytes inline, base64."""
+    data = json.loads(path.read_text())
+    for entry in data["entries"].values():
+        for field in ("report", "sealed"):
+            if entry.get(field):
+                entry[field] = base64.b64encode((reports_of(path) / entry[field]).read_bytes()).decode()
+    return {**data, "version": 2}
 
 
 ODD = [None, True, False, 0, -1, -0.5, 1.5, 2**70, "", "x", [], {}, "AAAA", "A===", "NaN!", "Inf!", "Big!", 2.0]
@@ -115,13 +138,18 @@ CASES = 400
 
 
 async def test_python_and_javascript_read_every_ledger_shape_alike_and_fail_closed(built, tmp_path):
+    """The ledger as the device writes it (its reports apart, version 3) and as version 2 held it
+    (inline), each mutated half the time; every file beside the reports the device wrote, so a
+    mutated name is a report lost."""
     base = written_by_a_device(tmp_path / "base.json")
+    earlier = inline(tmp_path / "base.json")
     rng = np.random.default_rng(55)
-    files = [json.dumps(base).encode()] + [mutated(base, rng) for _ in range(CASES)]
+    files = [json.dumps(base).encode(), json.dumps(earlier).encode()]
+    files += [mutated(base if i % 2 else earlier, rng) for i in range(CASES)]
     files += [
         json.dumps({"version": 2, "entries": []}).encode(),  # fails open in a lax reader
-        json.dumps({"version": 2, "entries": {k: {**e, "epsilon": -1.0} for k, e in base["entries"].items()}}).encode(),
-        json.dumps({"version": 2, "entries": {k: {x: v for x, v in e.items() if x != "epsilon"} for k, e in base["entries"].items()}}).encode(),
+        json.dumps({"version": 3, "entries": {k: {**e, "epsilon": -1.0} for k, e in base["entries"].items()}}).encode(),
+        json.dumps({"version": 3, "entries": {k: {x: v for x, v in e.items() if x != "epsilon"} for k, e in base["entries"].items()}}).encode(),
         b'{"version": 2, "entries": {}, "entries": []}',  # a repeated key: the last one counts, in both
     ]  # fmt: skip
     # Shapes a lax reader accepted alike in both languages: a time no clock shows (an entry that
@@ -134,23 +162,33 @@ async def test_python_and_javascript_read_every_ledger_shape_alike_and_fail_clos
     ]  # fmt: skip
     first_format = {"epsilon": None, "question": drop, "memo_of": drop}  # read: its spend counted at the cap
     for change in [*refused, first_format]:
-        entries = {k: {x: v for x, v in {**e, **change}.items() if v is not drop} for k, e in base["entries"].items()}
+        entries = {k: {x: v for x, v in {**e, **change}.items() if v is not drop} for k, e in earlier["entries"].items()}
         files.append(json.dumps({"version": 2, "entries": entries}).encode())
+    # A report another program changed, and one it removed: refused when needed.
+    (tmp_path / "altered").mkdir()
+    copy_ledger(tmp_path / "base.json", tmp_path / "altered" / "ledger.json")
+    (name,) = (e["report"] for e in base["entries"].values() if e["memo_of"] is None and e["group"] is None)
     paths = {}
     for who in ("py", "js"):
         (tmp_path / who).mkdir()
         paths[who] = []
         for i, raw in enumerate(files):
             (tmp_path / who / f"{i}.json").write_bytes(raw)
+            shutil.copytree(reports_of(tmp_path / "base.json"), reports_of(tmp_path / who / f"{i}.json"))
             paths[who].append(tmp_path / who / f"{i}.json")
+        for i, change in enumerate([lambda f: f.write_bytes(b"drawn!"), lambda f: f.unlink()]):
+            copy_ledger(tmp_path / "altered" / "ledger.json", tmp_path / who / f"changed{i}.json")
+            change(reports_of(tmp_path / who / f"changed{i}.json") / name)
+            paths[who].append(tmp_path / who / f"changed{i}.json")
     python = [python_reads(p) for p in paths["py"]]
     node = await node_reads(built, paths["js"])
     crashes = [(i, o) for i, o in enumerate(python + node) if o.startswith("crash")]
     assert not crashes, crashes[:5]
-    differ = [(i, files[i][:300], python[i], node[i]) for i in range(len(files)) if python[i] != node[i]]
+    differ = [(i, (files + [b"changed"] * 2)[i][:300], python[i], node[i]) for i in range(len(python)) if python[i] != node[i]]
     assert not differ, differ[:5]
-    assert python[0] == "ok" and python[CASES + 1 : CASES + 4] == ["LedgerError"] * 3
-    assert python[-len(refused) - 1 :] == ["LedgerError"] * len(refused) + ["ok"]
+    assert python[:2] == ["ok", "ok"] and python[CASES + 2 : CASES + 5] == ["LedgerError"] * 3
+    assert python[-len(refused) - 3 : -2] == ["LedgerError"] * len(refused) + ["ok"]
+    assert python[-2:] == ["LedgerError"] * 2, "a report altered or lost is refused"
     assert {"ok", "LedgerError"} <= set(python) and python.count("LedgerError") > CASES // 2, python
 
 
@@ -231,14 +269,13 @@ def a_year_of_daily_collections(path, report_bytes: int) -> None:
     8 KiB), written by the device day after day (so expired entries left it as it went)."""
     ledger = Ledger(path)
     limits = Limits()
-    body = os.urandom(report_bytes)
     start = time.time() - 365 * DAY
     real = time.time
     for day in range(365):
         time.time = lambda day=day: start + day * DAY  # noqa: B023 (the device's clock, a day at a time)
         try:
             asked = replace(ASKED, collection=f"day{day}", uid=f"{day:032d}", question=f"{day:064d}", epsilon=0.25)
-            claim = ledger.claim(asked, limits, lambda: body, pytest.fail)
+            claim = ledger.claim(asked, limits, lambda: os.urandom(report_bytes), pytest.fail)
             ledger.mark_sent(claim.key)
         finally:
             time.time = real
@@ -295,21 +332,30 @@ def test_a_submit_against_a_years_ledger_keeps_one_entry_per_question_in_python(
     carries stays at a year's questions (issue 70). (What it costs in time is bench/device.py's to
     measure: timing goals do not hold on a loaded machine.)"""
     path = tmp_path / "ledger.json"
-    shutil.copy(year_ledger, path)
-    before = path.stat().st_size
+    copy_ledger(year_ledger, path)
     ledger = Ledger(path)
     claim = ledger.claim(replace(ASKED, collection="today", uid="t" * 32, question="t" * 64, epsilon=0.25),
                          Limits(), lambda: os.urandom(8 * 1024), pytest.fail)  # fmt: skip
     ledger.mark_sent(claim.key)
     assert len(ledger.entries()) == 365, "one answer per question of the last year stays for the memo"
-    assert path.stat().st_size - before < 2 * 8 * 1024 * 4 / 3, "a submit adds one report's entry"
+    kept_small(path, year_ledger)
+
+
+def kept_small(path, year_ledger) -> None:
+    """The ledger at ``path`` after one submit against ``year_ledger``: its file holds the entries,
+    a few hundred bytes each, and the reports directory one file per entry, the year's oldest gone."""
+    assert path.stat().st_size < 365 * 1024
+    files = sorted(f.name for f in reports_of(path).iterdir())
+    entries = json.loads(path.read_text())["entries"].values()
+    assert files == sorted(e["report"] for e in entries) and len(files) == 365
+    assert len(set(files) - {f.name for f in reports_of(year_ledger).iterdir()}) == 1, "one report added, one gone"
 
 
 async def test_a_submit_against_a_years_ledger_keeps_one_entry_per_question_in_node(built, year_ledger, tmp_path):
     paths = []
     for i in range(2):
         paths.append(tmp_path / f"{i}.json")
-        shutil.copy(year_ledger, paths[-1])
+        copy_ledger(year_ledger, paths[-1])
     process = await asyncio.create_subprocess_exec(
         "node", "dist/test-support/ledger_time.js", *map(str, paths), cwd=built,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, preexec_fn=die_with_parent,
@@ -319,4 +365,4 @@ async def test_a_submit_against_a_years_ledger_keeps_one_entry_per_question_in_n
     assert len(json.loads(out)) == 2
     for path in paths:
         assert len(Ledger(path).entries()) == 365, "one answer per question of the last year stays for the memo"
-        assert path.stat().st_size - year_ledger.stat().st_size < 2 * 8 * 1024 * 4 / 3
+        kept_small(path, year_ledger)

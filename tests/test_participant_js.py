@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from participant import CollectionSpec, Feature
+from participant.ledger import Ledger
 
 from .conftest import table_1_spec
 from .js_vectors import VECTORS_PATH, vectors_text
@@ -135,8 +136,6 @@ def report_with_node(built, url: str, cid: str, ledger, record: dict) -> subproc
 
 
 def test_the_node_example_reports_once_and_keeps_a_ledger_the_python_participant_reads(built, service, tmp_path):
-    from participant.ledger import Ledger
-
     spec = CollectionSpec([Feature("colour", ["red", "blue"])], ["yes", "no"], "OUE", 1.0)
     create(service, spec, "once")
     ledger = tmp_path / "device" / "ledger.json"
@@ -163,7 +162,7 @@ def test_the_node_device_keeps_its_budget_memo_and_limits_against_the_service(bu
         create(service, base, clone)
         result = report_with_node(built, service.url, clone, ledger, {"colour": "green", "class": "no"})
         assert result.returncode == 0, result.stdout
-    memo = json.loads(ledger.read_text())["entries"]
+    memo = Ledger(ledger).entries()
     firsts = {json.dumps(answer_of(e["report"])) for e in memo.values()}
     assert len(firsts) == 1, "a clone must get the first answer, whatever the record now is"
     assert sum(e["epsilon"] for e in memo.values()) == 2.0
@@ -522,7 +521,7 @@ async def test_js_comparing_two_clones_tells_a_service_nothing_about_a_changed_r
     assert all(o == ["accepted"] * 3 for o in outcomes), outcomes[:3]
     answers = []
     for i in range(PEOPLE):
-        entries = json.loads((tmp_path / f"person{i}.json").read_text())["entries"]
+        entries = Ledger(tmp_path / f"person{i}.json").entries()
         wires = [msgpack.unpackb(base64.b64decode(entries[f"{url} {cid}"]["report"])) for cid in ("first", "clone", "third")]
         answers.append([(w["input"], w["value"]) for w in wires])
         assert [entries[f"{url} {cid}"]["epsilon"] for cid in ("first", "clone", "third")] == [1.0, 0, 0]

@@ -148,6 +148,7 @@ export class IndexedDbStorage implements LedgerStorage {
             // Text, as in the file: a value another script put there is checked like a file's.
             if (typeof read.result !== "string") throw new LedgerError(`the ledger ${this.where} is not ledger text`);
             const moved = checkedLedger(JSON.parse(read.result), this.where);
+            if (moved.version !== 2) this.refuse("the earlier layout holds another version than 2");
             const counts = [entries.count(), reports.count()];
             counts[1].onsuccess = () => {
               try {
@@ -204,7 +205,7 @@ export class IndexedDbStorage implements LedgerStorage {
     if (!Object.keys(stored).every((name) => name === "report" || name === "sealed") || ("sealed" in stored) !== ("sealed" in record))
       this.refuse(`entry '${key}' holds a report of another shape`);
     const entry = { ...record, ...stored };
-    const problem = entryProblem(key, entry);
+    const problem = entryProblem(key, entry, 2); // whole, as version 2 held an entry: its report inline, base64
     if (problem !== null) this.refuse(problem);
     return entry as unknown as Entry;
   }

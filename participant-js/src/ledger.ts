@@ -1,6 +1,6 @@
 /**
  * The device's ledger: what it reported, where, and what that spent. The same rules, and the same
- * entries (version 2, keyed `"<origin> <collection id>"`), as the Python participant's
+ * entries (version 3, keyed `"<origin> <collection id>"`), as the Python participant's
  * `participant/ledger.py`, whose opening note argues why they hold:
  *
  * - one report per collection: a collection reported to is never reported to again (a report
@@ -17,7 +17,9 @@ import { ParticipantError } from "./errors.js";
 import { type Rational, rationalOf } from "./exact.js";
 import { BudgetExceeded, LimitExceeded, type Limits } from "./limits.js";
 
-export const VERSION = 2;
+export const VERSION = 3;
+/** The versions read: version 2 held each report inline (base64), version 3 names its file (SHA-256, hex). */
+export const READABLE = [2, 3];
 const SECONDS_PER_DAY = 86_400;
 
 /** The ledger cannot be read or written, or is not a ledger. Nothing is sent. */
@@ -33,12 +35,12 @@ export interface Entry {
   question: string;
   group: number | null;
   epsilon: number | null;
-  report: string; // base64 of the packed report (empty once acknowledged, for a shuffled entry)
+  report: string; // the packed report: base64 as the ledger hands it out, in a version 3 file the SHA-256 (hex) of the file holding it; empty once acknowledged, for a shuffled entry
   sent: boolean;
   memo_of: string | null;
   reserved_at: number; // seconds since the epoch
   sent_at?: number;
-  sealed?: string; // base64 of the report as sealed for a shuffler (empty once acknowledged)
+  sealed?: string; // the report as sealed for a shuffler, kept as `report` is (empty once acknowledged)
 }
 
 export interface LedgerData {
@@ -93,6 +95,11 @@ function isBase64(v: unknown): boolean {
   return typeof v === "string" && v.length % 4 === 0 && /^[A-Za-z0-9+/]*={0,2}$/.test(v);
 }
 
+/** The SHA-256 of a report's bytes (lowercase hex), or empty: version 3's `report` and `sealed`. */
+function isDigest(v: unknown): boolean {
+  return typeof v === "string" && (v === "" || /^[0-9a-f]{64}$/.test(v));
+}
+
 /**
  * The fields of an entry as a device writes them, and what each must hold: the rules of the
  * Python participant's `participant/ledger.py`, case for case. `question`, `group`, `memo_of` and
@@ -119,15 +126,19 @@ const OPTIONAL: Record<string, (v: unknown) => boolean> = {
   sealed: isBase64,
 };
 
-// The same tables as maps: an entry is checked thousands of times in a large ledger.
-const REQUIRED_CHECKS = new Map(Object.entries(REQUIRED));
-const OPTIONAL_CHECKS = new Map(Object.entries(OPTIONAL));
+// The same tables as maps (an entry is checked thousands of times in a large ledger), by version:
+// version 3 holds digests where version 2 held base64.
+const CHECKS: Record<number, [Map<string, (v: unknown) => boolean>, Map<string, (v: unknown) => boolean>]> = {
+  2: [new Map(Object.entries(REQUIRED)), new Map(Object.entries(OPTIONAL))],
+  3: [new Map(Object.entries({ ...REQUIRED, report: isDigest })), new Map(Object.entries({ ...OPTIONAL, sealed: isDigest }))],
+};
 
 const isMapping = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null && !Array.isArray(v) && Object.getPrototypeOf(v) === Object.prototype;
 
-/** What is wrong with the entry `entry` under `key`, or null when it has the shape a device writes. */
-export function entryProblem(key: string, entry: unknown): string | null {
+/** What is wrong with the entry `entry` under `key` in a ledger of `version`, or null when it has the shape a device writes. */
+export function entryProblem(key: string, entry: unknown, version = VERSION): string | null {
+  const [REQUIRED_CHECKS, OPTIONAL_CHECKS] = CHECKS[version];
   if (!isMapping(entry)) return `entry '${key}' is not a mapping`;
   for (const [name, ok] of REQUIRED_CHECKS) {
     if (!Object.prototype.hasOwnProperty.call(entry, name)) return `entry '${key}' lacks '${name}'`;
@@ -147,11 +158,11 @@ export function entryProblem(key: string, entry: unknown): string | null {
 /** What is wrong with a parsed ledger, or null when it is a ledger a device writes. */
 export function ledgerProblem(data: unknown): string | null {
   if (!isMapping(data)) return "not a mapping";
-  if (data.version !== VERSION) return `not version ${VERSION}`;
+  if (!READABLE.includes(data.version as number)) return `not version ${READABLE.join(" or ")}`;
   if (!Object.keys(data).every((k) => k === "version" || k === "entries" || k === "salt") || !isMapping(data.entries))
     return "not a mapping of version and entries";
   for (const [key, entry] of Object.entries(data.entries)) {
-    const problem = entryProblem(key, entry);
+    const problem = entryProblem(key, entry, data.version as number);
     if (problem !== null) return problem;
   }
   return null;

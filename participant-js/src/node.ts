@@ -5,13 +5,40 @@
  * a lock file created exclusively next to it (`<ledger>.jslock`) that holds the owner's process
  * id: a lock whose process is gone is taken over. The path is resolved through symlinks, so every
  * name of one ledger shares its lock and its budget, and a file with more than one name (a hard
- * link, which the rename would split into two files, two budgets) is refused.
+ * link, which the rename would split into two files, two budgets) is refused. Reports are kept
+ * apart, as the Python participant keeps them: one file each in `<ledger>.reports`, named by the
+ * SHA-256 of its bytes and written (and fsynced) before the ledger names it, so a change rewrites
+ * the entries and adds one report, whatever the reports before it weigh.
  */
-import { closeSync, constants, fstatSync, fsyncSync, openSync, readFileSync, realpathSync, renameSync, unlinkSync, writeSync, mkdirSync } from "node:fs";
+import { closeSync, constants, existsSync, fstatSync, fsyncSync, mkdirSync, openSync, readFileSync, realpathSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 
-import { Ledger, LedgerError, type LedgerData, type LedgerStorage, checkedLedger, parseLedger } from "./ledger.js";
+import { type Entry, Ledger, LedgerError, type LedgerData, type LedgerStorage, VERSION, checkedLedger, fromBase64, parseLedger, toBase64 } from "./ledger.js";
+
+const REPORT_FIELDS = ["report", "sealed"] as const;
+
+/** `bytes` written to a fresh temporary file in `directory` (mode 0600), fsynced and renamed to `target`. */
+function replaced(directory: string, prefix: string, target: string, bytes: Uint8Array): void {
+  const tmp = join(directory, `.${prefix}.${randomBytes(6).toString("hex")}.tmp`);
+  try {
+    const fd = openSync(tmp, "wx", 0o600);
+    try {
+      writeSync(fd, bytes);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, target);
+  } catch (error) {
+    try {
+      unlinkSync(tmp);
+    } catch {
+      /* never created, or renamed */
+    }
+    throw error;
+  }
+}
 
 function realPath(path: string): string {
   const absolute = resolve(path);
@@ -59,9 +86,56 @@ export class FileStorage implements LedgerStorage {
   /** The ledger's bytes as this storage last read or wrote them, and what they hold: parsed and checked again only when the file holds other bytes. */
   private cache: { bytes: Buffer; data: LedgerData } | null = null;
 
+  readonly reports: string;
+
   constructor(path: string) {
     this.path = realPath(path);
     this.lockPath = `${this.path}.jslock`;
+    this.reports = `${this.path}.reports`;
+  }
+
+  /** The name (SHA-256, hex) of `bytes` kept in the reports directory, written there first if it is not ("" for no bytes). */
+  private store(bytes: Uint8Array): string {
+    if (bytes.length === 0) return "";
+    const digest = createHash("sha256").update(bytes).digest("hex");
+    const target = join(this.reports, digest);
+    try {
+      if (existsSync(target) && statSync(target).size === bytes.length) return digest;
+      mkdirSync(this.reports, { recursive: true, mode: 0o700 });
+      replaced(this.reports, "", target, bytes);
+      const directory = openSync(this.reports, "r");
+      try {
+        fsyncSync(directory); // the name is durable before the ledger names it
+      } finally {
+        closeSync(directory);
+      }
+    } catch (error) {
+      throw new LedgerError(`cannot write a report beside the ledger ${this.path}: ${(error as Error).message}; nothing was sent`);
+    }
+    return digest;
+  }
+
+  /** The bytes the reports directory keeps under `digest` (empty for none), checked against it. */
+  private load(digest: string, key: string): Uint8Array {
+    if (digest === "") return new Uint8Array(0);
+    let bytes: Buffer | null = null;
+    try {
+      bytes = readFileSync(join(this.reports, digest));
+    } catch {
+      /* refused below */
+    }
+    if (bytes === null || createHash("sha256").update(bytes).digest("hex") !== digest)
+      throw new LedgerError(
+        `the ledger ${this.path} lost or holds altered bytes of the report of '${key}' (${join(this.reports, digest)}); nothing was sent`,
+      );
+    return bytes;
+  }
+
+  /** The report files `entries` name. */
+  private static named(entries: Record<string, Entry>): Set<string> {
+    const names = new Set<string>();
+    for (const key in entries) for (const field of REPORT_FIELDS) if (entries[key][field]) names.add(entries[key][field] as string);
+    return names;
   }
 
   private async lock(): Promise<void> {
@@ -123,41 +197,31 @@ export class FileStorage implements LedgerStorage {
       closeSync(fd);
     }
     const data = checkedLedger(parseLedger(bytes, this.path), this.path);
+    if (data.version === 2) {
+      // Its reports inline: each moved to its file, named as version 3 names it.
+      for (const entry of Object.values(data.entries))
+        for (const field of REPORT_FIELDS) if (entry[field] !== undefined) entry[field] = this.store(fromBase64(entry[field] as string));
+      data.version = VERSION;
+    }
     this.cache = { bytes: Buffer.from(bytes), data };
     return data;
   }
 
   private write(data: LedgerData): void {
-    const tmp = join(dirname(this.path), `.${basename(this.path)}.${randomBytes(6).toString("hex")}.tmp`);
     try {
       const bytes = serialised(data);
-      const fd = openSync(tmp, "wx", 0o600);
-      try {
-        writeSync(fd, bytes);
-        fsyncSync(fd);
-      } finally {
-        closeSync(fd);
-      }
-      renameSync(tmp, this.path);
+      replaced(dirname(this.path), basename(this.path), this.path, bytes);
       this.cache = { bytes, data };
     } catch (error) {
       this.cache = null;
-      try {
-        unlinkSync(tmp);
-      } catch {
-        /* never created, or renamed */
-      }
       throw new LedgerError(`cannot write the ledger ${this.path}: ${(error as Error).message}; nothing was sent`);
     }
   }
 
-  async update<T>(change: (data: LedgerData) => { result: T; write: boolean }): Promise<T> {
+  private async locked<T>(work: () => T): Promise<T> {
     await this.lock();
     try {
-      const data = this.read();
-      const { result, write } = change(data);
-      if (write) this.write(data);
-      return result;
+      return work();
     } finally {
       try {
         unlinkSync(this.lockPath);
@@ -165,6 +229,55 @@ export class FileStorage implements LedgerStorage {
         /* taken over as stale: nothing to release */
       }
     }
+  }
+
+  async update<T>(change: (data: LedgerData) => { result: T; write: boolean }): Promise<T> {
+    return this.locked(() => {
+      const data = this.read();
+      try {
+        return this.changed(data, change);
+      } catch (error) {
+        this.cache = null; // the change may have altered what the cache holds
+        throw error;
+      }
+    });
+  }
+
+  /** What `change` returns, run on `data` and then kept: reports it added stored, the ledger written, reports no entry names now removed. */
+  private changed<T>(data: LedgerData, change: (data: LedgerData) => { result: T; write: boolean }): T {
+    const before = new Map(Object.entries(data.entries));
+    const named = FileStorage.named(data.entries);
+    const { result, write } = change(data);
+    if (!write) return result;
+    // An entry the change made or replaced holds its report's bytes (base64) where the file held
+    // a digest, unless it kept the one it had (marked sent) or emptied it (a shuffled one, sent).
+    for (const [key, entry] of Object.entries(data.entries)) {
+      const old = before.get(key);
+      if (old === entry) continue;
+      for (const field of REPORT_FIELDS)
+        if (entry[field] !== undefined && entry[field] !== old?.[field]) entry[field] = this.store(fromBase64(entry[field] as string));
+    }
+    this.write(data);
+    const kept = FileStorage.named(data.entries);
+    for (const name of named)
+      if (!kept.has(name))
+        try {
+          unlinkSync(join(this.reports, name));
+        } catch {
+          /* gone already */
+        }
+    return result;
+  }
+
+  /** The entry under `key` with its report and sealed copy (base64), checked against the names the ledger gives them. */
+  async entry(key: string): Promise<Entry | undefined> {
+    return this.locked(() => {
+      const entries = this.read().entries;
+      if (!Object.prototype.hasOwnProperty.call(entries, key)) return undefined;
+      const whole = { ...entries[key] };
+      for (const field of REPORT_FIELDS) if (whole[field] !== undefined) whole[field] = toBase64(this.load(whole[field] as string, key));
+      return whole;
+    });
   }
 }
 
