@@ -162,26 +162,16 @@ export class IndexedDbStorage implements LedgerStorage {
             return;
           }
           const data: LedgerData = { version: VERSION, entries: {} };
-          let reported = 0;
-          const unreported = (key: IDBValidKey) => typeof key !== "string" || !Object.prototype.hasOwnProperty.call(data.entries, key);
+          // As many reports as entries; a report missing where it is needed is refused by `entry`.
+          const reported = reports.count();
           readAll(
             entries,
             true,
             (keys, values) => this.take(data.entries, keys, values),
-            () =>
-              readAll(
-                reports,
-                false,
-                (keys) => {
-                  if (keys.some(unreported)) this.refuse("a report without its entry");
-                  reported += keys.length;
-                },
-                () => {
-                  if (reported !== Object.keys(data.entries).length) this.refuse("an entry without its report");
-                  run(data, false);
-                },
-                fail,
-              ),
+            () => {
+              if (reported.result !== Object.keys(data.entries).length) this.refuse("the entries and their reports differ in number");
+              run(data, false);
+            },
             fail,
           );
         } catch (error) {
@@ -189,6 +179,34 @@ export class IndexedDbStorage implements LedgerStorage {
         }
       };
       transaction.oncomplete = () => resolve(result);
+      transaction.onabort = () => reject(failure ?? new LedgerError(`the ledger's transaction was aborted: ${transaction.error?.message}`));
+      transaction.onerror = () => reject(failure ?? new LedgerError(`cannot write the ledger: ${transaction.error?.message}`));
+    });
+  }
+
+  /** Replaces the entry under `key` by `change(entry)` in one transaction that reads no other entry. */
+  async replace(key: string, change: (entry: Entry) => Entry): Promise<void> {
+    this.database ??= opened(this.name);
+    const db = await this.database;
+    await new Promise<void>((resolve, reject) => {
+      const transaction = db.transaction([ENTRIES, REPORTS], "readwrite");
+      const [entries, reports] = [transaction.objectStore(ENTRIES), transaction.objectStore(REPORTS)];
+      let failure: unknown = null;
+      const read = entries.get(key);
+      read.onsuccess = () => {
+        try {
+          if (read.result === undefined) throw new LedgerError(`the ledger ${this.where} lost the entry '${key}' while its report was sent`);
+          const problem = entryProblem(key, read.result);
+          if (problem !== null) this.refuse(problem);
+          const entry = change(read.result as Entry);
+          entries.put(withoutReport(entry), key);
+          if (entry.sealed !== undefined) reports.put(reportOf(entry), key); // a shuffled one, emptied
+        } catch (error) {
+          failure = error;
+          transaction.abort();
+        }
+      };
+      transaction.oncomplete = () => resolve();
       transaction.onabort = () => reject(failure ?? new LedgerError(`the ledger's transaction was aborted: ${transaction.error?.message}`));
       transaction.onerror = () => reject(failure ?? new LedgerError(`cannot write the ledger: ${transaction.error?.message}`));
     });

@@ -57,6 +57,8 @@ export interface LedgerData {
 export interface LedgerStorage {
   update<T>(change: (data: LedgerData) => { result: T; write: boolean }): Promise<T>;
   entry?(key: string): Promise<Entry | undefined>;
+  /** Replaces the entry under `key` by `change(entry)` (throwing a LedgerError when there is none), reading no other: storages that keep entries apart. */
+  replace?(key: string, change: (entry: Entry) => Entry): Promise<void>;
 }
 
 export interface Asked {
@@ -387,14 +389,18 @@ export class Ledger {
 
   /** Record that the service acknowledged the report under `key`. */
   async markSent(key: string): Promise<void> {
+    // A new object: a changed entry is encoded anew. A shuffled entry's report and sealed copy
+    // are emptied, as in participant/ledger.py: never sent again, never an answer to repeat.
+    const sent = (entry: Entry): Entry => {
+      const done: Entry = { ...entry, sent: true, sent_at: this.now() };
+      if (done.sealed !== undefined) Object.assign(done, { report: "", sealed: "" });
+      return done;
+    };
+    if (this.storage.replace) return this.storage.replace(key, sent);
     await this.storage.update((data) => {
       const entry = Object.prototype.hasOwnProperty.call(data.entries, key) ? data.entries[key] : undefined;
       if (entry === undefined) throw new LedgerError(`the ledger lost the entry '${key}' while its report was sent`);
-      // A new object: a changed entry is encoded anew. A shuffled entry's report and sealed copy
-      // are emptied, as in participant/ledger.py: never sent again, never an answer to repeat.
-      const done: Entry = { ...entry, sent: true, sent_at: this.now() };
-      if (done.sealed !== undefined) Object.assign(done, { report: "", sealed: "" });
-      data.entries[key] = done;
+      data.entries[key] = sent(entry);
       return { result: undefined, write: true };
     });
   }
