@@ -36,8 +36,9 @@ publishes (its ``uid``, its spec) can only make the device refuse more, never sp
 Every change happens under an exclusive file lock on the ledger's real file (symlinks resolved;
 threads and processes alike), is written to a fresh temporary file (mode 0600), fsynced and renamed
 over the ledger, so a reader sees the old or the new ledger, never half of one. Reports are kept
-apart, one file each in ``<ledger>.reports`` named by the SHA-256 of its bytes and written (and
-fsynced) before the ledger names it, so a change rewrites the entries and adds one report,
+apart, one file each in ``<ledger>.reports`` named by the SHA-256 of its bytes, holding them
+compressed (zlib: a SHE report's floats on the release grid take a third of their bytes), and
+written (and fsynced) before the ledger names it, so a change rewrites the entries and adds one report,
 whatever the reports before it weigh; a report file that is missing or does not hash to its
 name is refused when it is needed, and a report leaves its directory once no entry names it. A report is drawn
 with no lock held, so a long draw never holds up another submission: the entry is recorded after
@@ -55,6 +56,7 @@ import json
 import os
 import tempfile
 import time
+import zlib
 from collections.abc import Callable
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -65,6 +67,10 @@ from .errors import BudgetExceeded, CollectionChanged, LedgerError, LimitExceede
 from .ledger_format import VERSION, _no_constant, _valid_v1, entry_key, entry_problem, ledger_problem  # noqa: F401 (entry_problem: imported from here)
 
 REPORT_FIELDS = ("report", "sealed")
+# The most bytes a report file may inflate to: past any report a device draws (the largest
+# total domain the limits take is 2^20 entries, 8 MiB of floats), so an altered file cannot
+# make the device inflate without end.
+LARGEST_REPORT = 64 * 1024 * 1024
 from .limits import Budget, Limits  # noqa: F401 (Budget: an app imports it from here)
 from .origin import normalise_origin
 
@@ -195,12 +201,12 @@ class Ledger:
         target = self.reports / digest
         tmp = None
         try:
-            if target.is_file() and target.stat().st_size == len(body):
+            if target.is_file():
                 return digest
             self.reports.mkdir(mode=0o700, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.reports, prefix=".", suffix=".tmp")
             with os.fdopen(fd, "wb") as f:
-                f.write(body)
+                f.write(zlib.compress(body))
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, target)
@@ -223,8 +229,11 @@ class Ledger:
         if not digest:
             return b""
         try:
-            body = (self.reports / digest).read_bytes()
-        except OSError:
+            inflate = zlib.decompressobj()
+            body = inflate.decompress((self.reports / digest).read_bytes(), LARGEST_REPORT + 1)
+            if not inflate.eof or len(body) > LARGEST_REPORT:
+                body = None
+        except (OSError, zlib.error):
             body = None
         if body is None or hashlib.sha256(body).hexdigest() != digest:
             raise LedgerError(

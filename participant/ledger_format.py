@@ -3,7 +3,7 @@ not write (the rules of ``participant-js/src/ledger.ts`` too). :mod:`participant
 writes the file; this module only says what a well-formed one holds.
 
 Version 3 (written): each entry's ``report`` and ``sealed`` hold the SHA-256 (hex) of the bytes,
-kept in a file of that name in the directory beside the ledger (``<ledger>.reports``), or are
+kept zlib-compressed in a file of that name in the directory beside the ledger (``<ledger>.reports``), or are
 empty once the device needs the bytes no more. Version 2 (read, moved to 3 by the next change)
 held the bytes themselves, base64."""
 

@@ -7,16 +7,19 @@
  * name of one ledger shares its lock and its budget, and a file with more than one name (a hard
  * link, which the rename would split into two files, two budgets) is refused. Reports are kept
  * apart, as the Python participant keeps them: one file each in `<ledger>.reports`, named by the
- * SHA-256 of its bytes and written (and fsynced) before the ledger names it, so a change rewrites
+ * SHA-256 of its bytes, holding them zlib-compressed, written (and fsynced) before the ledger names it, so a change rewrites
  * the entries and adds one report, whatever the reports before it weigh.
  */
-import { closeSync, constants, existsSync, fstatSync, fsyncSync, mkdirSync, openSync, readFileSync, realpathSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, constants, existsSync, fstatSync, fsyncSync, mkdirSync, openSync, readFileSync, realpathSync, renameSync, unlinkSync, writeSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { createHash, randomBytes } from "node:crypto";
+import { deflateSync, inflateSync } from "node:zlib";
 
 import { type Entry, Ledger, LedgerError, type LedgerData, type LedgerStorage, VERSION, checkedLedger, fromBase64, parseLedger, toBase64 } from "./ledger.js";
 
 const REPORT_FIELDS = ["report", "sealed"] as const;
+// The most bytes a report file may inflate to, as participant/ledger.py's LARGEST_REPORT.
+const LARGEST_REPORT = 64 * 1024 * 1024;
 
 /** `bytes` written to a fresh temporary file in `directory` (mode 0600), fsynced and renamed to `target`. */
 function replaced(directory: string, prefix: string, target: string, bytes: Uint8Array): void {
@@ -100,9 +103,9 @@ export class FileStorage implements LedgerStorage {
     const digest = createHash("sha256").update(bytes).digest("hex");
     const target = join(this.reports, digest);
     try {
-      if (existsSync(target) && statSync(target).size === bytes.length) return digest;
+      if (existsSync(target)) return digest;
       mkdirSync(this.reports, { recursive: true, mode: 0o700 });
-      replaced(this.reports, "", target, bytes);
+      replaced(this.reports, "", target, deflateSync(bytes));
       const directory = openSync(this.reports, "r");
       try {
         fsyncSync(directory); // the name is durable before the ledger names it
@@ -120,7 +123,7 @@ export class FileStorage implements LedgerStorage {
     if (digest === "") return new Uint8Array(0);
     let bytes: Buffer | null = null;
     try {
-      bytes = readFileSync(join(this.reports, digest));
+      bytes = inflateSync(readFileSync(join(this.reports, digest)), { maxOutputLength: LARGEST_REPORT });
     } catch {
       /* refused below */
     }
