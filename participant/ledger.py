@@ -38,12 +38,13 @@ threads and processes alike), is written to a fresh temporary file (mode 0600), 
 over the ledger, so a reader sees the old or the new ledger, never half of one. Reports are kept
 apart, one file each in ``<ledger>.reports`` named by the SHA-256 of its bytes, holding them
 compressed (zlib: a SHE report's floats on the release grid take a third of their bytes), and
-written (and fsynced) before the ledger names it, so a change rewrites the entries and adds one report,
-whatever the reports before it weigh; a report file that is missing or does not hash to its
-name is refused when it is needed, and a report leaves its directory once no entry names it. A report is drawn
-with no lock held, so a long draw never holds up another submission: the entry is recorded after
-the draw under the lock, and a draw that lost the race to another is dropped unsent. A file of
-any other shape than the one a device writes (:mod:`participant.ledger_format`) is refused, never guessed at.
+written (and fsynced) before the ledger names it, so a change rewrites the entries and adds one
+report, whatever the reports before it weigh; a report file that is missing or does not hash to
+its name is refused when it is needed, and a report leaves its directory once no entry names it.
+A report is drawn with no lock held, so a long draw never holds up another submission: the entry
+is recorded after the draw under the lock, and a draw that lost the race to another is dropped
+unsent. A file of any other shape than the one a device writes (:mod:`participant.ledger_format`)
+is refused, never guessed at.
 """
 
 from __future__ import annotations
@@ -65,14 +66,14 @@ from pathlib import Path
 
 from .errors import BudgetExceeded, CollectionChanged, LedgerError, LimitExceeded
 from .ledger_format import VERSION, _no_constant, _valid_v1, entry_key, entry_problem, ledger_problem  # noqa: F401 (entry_problem: imported from here)
+from .limits import Budget, Limits  # noqa: F401 (Budget: an app imports it from here)
+from .origin import normalise_origin
 
 REPORT_FIELDS = ("report", "sealed")
 # The most bytes a report file may inflate to: past any report a device draws (the largest
 # total domain the limits take is 2^20 entries, 8 MiB of floats), so an altered file cannot
 # make the device inflate without end.
 LARGEST_REPORT = 64 * 1024 * 1024
-from .limits import Budget, Limits  # noqa: F401 (Budget: an app imports it from here)
-from .origin import normalise_origin
 
 SECONDS_PER_DAY = 86_400.0
 
