@@ -140,6 +140,8 @@ class Ledger:
         # The ledger's bytes as this object last read or wrote them, and what they hold: parsed and
         # checked again only when the file holds other bytes.
         self._cache: tuple[bytes, dict] | None = None
+        # Each entry's JSON as last written, with the entry object it encodes (see _encoded).
+        self._encodings: dict[str, tuple[dict, str]] = {}
 
     @contextmanager
     def _locked(self):
@@ -282,7 +284,7 @@ class Ledger:
         tmp = None
         try:
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-            raw = json.dumps(data).encode()  # the C encoder: json.dump streams through the Python one
+            raw = self._encoded(data)
             with os.fdopen(fd, "wb") as f:
                 f.write(raw)
                 f.flush()
@@ -296,6 +298,19 @@ class Ledger:
             if tmp is not None:
                 with suppress(FileNotFoundError):
                     os.unlink(tmp)
+
+    def _encoded(self, data: dict) -> bytes:
+        """The JSON of ``data``, each entry encoded anew only if it is another object than the one
+        last encoded under its key: the ledger replaces an entry it changes, never edits one, so a
+        write of thousands of entries encodes the one or two it changed."""
+        encoded = {}
+        for key, entry in data["entries"].items():
+            kept = self._encodings.get(key)
+            # json.dumps, not json.dump: the C encoder (json.dump streams through the Python one).
+            encoded[key] = kept if kept is not None and kept[0] is entry else (entry, f"{json.dumps(key)}: {json.dumps(entry)}")
+        self._encodings = encoded
+        entries = ", ".join(text for _, text in encoded.values())
+        return f'{{"version": {json.dumps(data["version"])}, "entries": {{{entries}}}}}'.encode()
 
     def entries(self) -> dict[str, dict]:
         """Every entry, by key (a copy), its ``report`` and ``sealed`` the bytes themselves (base64)."""
@@ -494,8 +509,8 @@ class Ledger:
             if entry is None:
                 raise LedgerError(f"the ledger {self.path} lost the entry {key!r} while its report was sent")
             named = self._named(data["entries"])
-            entry["sent"] = True
-            entry["sent_at"] = time.time()
+            # A new object, never an edit: _encoded encodes anew only what is another object.
+            entry = data["entries"][key] = {**entry, "sent": True, "sent_at": time.time()}
             self._drop_acknowledged(data["entries"], entry)
             self._write(data)
             self._forget(named - self._named(data["entries"]))
