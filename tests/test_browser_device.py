@@ -81,6 +81,18 @@ READ_LEDGER = """(counting) => new Promise((done, fail) => {
 })"""
 
 
+async def ready_to_send(browser_and_service):
+    """The survey page of a new collection "c", in a fresh profile, ready to send; the service; the site's port."""
+    from playwright.async_api import expect
+
+    browser, server, port = browser_and_service
+    create(server, CollectionSpec([Feature("f", ["a", "b"])], ["y", "n"], "OUE", 1.0), "c")
+    page = await (await browser.new_context()).new_page()
+    await page.goto(survey(port, server, "c"))
+    await expect(page.locator("#send")).to_be_enabled(timeout=20_000)
+    return page, server, port
+
+
 def entry(origin: str, collection: str, *, reserved_at: float) -> dict:
     """An entry as the device writes it (its report apart, in the store `reports`)."""
     return {"origin": origin, "collection": collection, "uid": collection.ljust(32, "u"), "fingerprint": "f" * 64,
@@ -91,12 +103,7 @@ def entry(origin: str, collection: str, *, reserved_at: float) -> dict:
 async def test_a_ledger_in_indexeddb_the_device_did_not_write_fails_closed(browser_and_service):
     from playwright.async_api import expect
 
-    browser, server, port = browser_and_service
-    create(server, CollectionSpec([Feature("f", ["a", "b"])], ["y", "n"], "OUE", 1.0), "c")
-    context = await browser.new_context()
-    page = await context.new_page()
-    await page.goto(survey(port, server, "c"))
-    await expect(page.locator("#send")).to_be_enabled(timeout=20_000)
+    page, server, port = await ready_to_send(browser_and_service)
     origin = f"http://127.0.0.1:{port}"
     now = await page.evaluate("Date.now() / 1000")
     kept = entry(origin, "old", reserved_at=now - 86_400)
@@ -127,12 +134,7 @@ async def test_a_ledger_of_the_earlier_layout_moves_into_one_record_per_entry(br
     layout keeps it, its report apart."""
     from playwright.async_api import expect
 
-    browser, server, port = browser_and_service
-    create(server, CollectionSpec([Feature("f", ["a", "b"])], ["y", "n"], "OUE", 1.0), "c")
-    context = await browser.new_context()
-    page = await context.new_page()
-    await page.goto(survey(port, server, "c"))
-    await expect(page.locator("#send")).to_be_enabled(timeout=20_000)
+    page, server, _ = await ready_to_send(browser_and_service)
     await page.click("#send")
     await expect(page.locator("#status")).to_have_attribute("data-outcome", "accepted", timeout=20_000)
     stored = await page.evaluate(READ_LEDGER, False)
@@ -229,11 +231,7 @@ BUILD_LARGEST_LEDGER = """([origin, count]) => new Promise((done, fail) => {
 async def test_a_submit_against_the_largest_ledger_never_holds_the_main_thread_a_tenth_of_a_second(browser_and_service):
     from playwright.async_api import expect
 
-    browser, server, port = browser_and_service
-    create(server, CollectionSpec([Feature("f", ["a", "b"])], ["y", "n"], "OUE", 1.0), "c")
-    page = await (await browser.new_context()).new_page()
-    await page.goto(survey(port, server, "c"))
-    await expect(page.locator("#send")).to_be_enabled(timeout=20_000)
+    page, server, port = await ready_to_send(browser_and_service)
     await page.evaluate(BUILD_LARGEST_LEDGER, [f"http://127.0.0.1:{port}", 12_000])
     await page.evaluate(
         """() => { window.longest = 0;
