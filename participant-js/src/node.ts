@@ -7,8 +7,9 @@
  * name of one ledger shares its lock and its budget, and a file with more than one name (a hard
  * link, which the rename would split into two files, two budgets) is refused. Reports are kept
  * apart, as the Python participant keeps them: one file each in `<ledger>.reports`, named by the
- * SHA-256 of its bytes, holding them zlib-compressed, written (and fsynced) before the ledger names it, so a change rewrites
- * the entries and adds one report, whatever the reports before it weigh.
+ * SHA-256 of its bytes, holding them zlib-compressed, written (and fsynced) before the ledger
+ * names it, so a change rewrites the entries and adds one report, whatever the reports before it
+ * weigh.
  */
 import { closeSync, constants, existsSync, fstatSync, fsyncSync, mkdirSync, openSync, readFileSync, realpathSync, renameSync, unlinkSync, writeSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
