@@ -11,7 +11,7 @@
  * (the whole ledger as one text record in the store `ledger`) is checked as a file is and moved
  * into the two stores by the first change.
  */
-import { type Entry, Ledger, LedgerError, type LedgerData, type LedgerStorage, VERSION, checkedLedger, entryProblem } from "./ledger.js";
+import { type Entry, Ledger, LedgerError, type LedgerData, type LedgerStorage, VERSION, checkedLedger, entryProblem, isMapping } from "./ledger.js";
 
 const VERSION_OF_DATABASE = 2;
 const LEGACY = "ledger";
@@ -81,13 +81,24 @@ function readAll(
   next();
 }
 
-const isPlain = (v: unknown): v is Record<string, unknown> =>
-  typeof v === "object" && v !== null && !Array.isArray(v) && Object.getPrototypeOf(v) === Object.prototype;
+/** Settles when `transaction` commits; rejects with what `failure()` names (or the transaction's own error) when it aborts. */
+function finished(transaction: IDBTransaction, failure: () => unknown): Promise<void> {
+  return new Promise((resolve, reject) => {
+    transaction.oncomplete = () => resolve();
+    transaction.onabort = () => reject(failure() ?? new LedgerError(`the ledger's transaction was aborted: ${transaction.error?.message}`));
+    transaction.onerror = () => reject(failure() ?? new LedgerError(`cannot write the ledger: ${transaction.error?.message}`));
+  });
+}
 
 export class IndexedDbStorage implements LedgerStorage {
   private database: Promise<IDBDatabase> | null = null;
 
   constructor(readonly name = "ldpnb") {}
+
+  private db(): Promise<IDBDatabase> {
+    this.database ??= opened(this.name);
+    return this.database;
+  }
 
   private get where(): string {
     return `in IndexedDB '${this.name}'`;
@@ -111,115 +122,104 @@ export class IndexedDbStorage implements LedgerStorage {
   }
 
   async update<T>(change: (data: LedgerData) => { result: T; write: boolean }): Promise<T> {
-    this.database ??= opened(this.name);
-    const db = await this.database;
-    return new Promise<T>((resolve, reject) => {
-      const transaction = db.transaction(STORES, "readwrite");
-      const [legacy, entries, reports] = STORES.map((store) => transaction.objectStore(store));
-      let result: T;
-      let failure: unknown = null;
-      const fail = (error: unknown) => {
-        failure = error instanceof SyntaxError ? new LedgerError(`the ledger ${this.where} is not valid JSON`) : error;
-        transaction.abort();
-      };
-      const run = (data: LedgerData, moving: boolean) => {
-        const before = new Map(Object.entries(data.entries));
-        const outcome = change(data);
-        result = outcome.result;
-        if (!outcome.write && !moving) return;
-        for (const [key, entry] of Object.entries(data.entries)) {
-          if (before.get(key) === entry && !moving) continue; // the ledger replaces an entry it changes
-          entries.put(withoutReport(entry), key);
-          // An entry read without its report and changed (marked sent) keeps the stored report;
-          // a shuffled one is emptied then, as the file ledger empties it.
-          if (moving || entry.report !== "" || entry.sealed !== undefined) reports.put(reportOf(entry), key);
+    const transaction = (await this.db()).transaction(STORES, "readwrite");
+    let result: T | undefined;
+    let failure: unknown = null;
+    const committed = finished(transaction, () => failure);
+    const [legacy, entries, reports] = STORES.map((store) => transaction.objectStore(store));
+    const fail = (error: unknown) => {
+      failure = error instanceof SyntaxError ? new LedgerError(`the ledger ${this.where} is not valid JSON`) : error;
+      transaction.abort();
+    };
+    const run = (data: LedgerData, moving: boolean) => {
+      const before = new Map(Object.entries(data.entries));
+      const outcome = change(data);
+      result = outcome.result;
+      if (!outcome.write && !moving) return;
+      for (const [key, entry] of Object.entries(data.entries)) {
+        if (before.get(key) === entry && !moving) continue; // the ledger replaces an entry it changes
+        entries.put(withoutReport(entry), key);
+        // An entry read without its report and changed (marked sent) keeps the stored report;
+        // a shuffled one is emptied then, as the file ledger empties it.
+        if (moving || entry.report !== "" || entry.sealed !== undefined) reports.put(reportOf(entry), key);
+      }
+      for (const key of before.keys())
+        if (!Object.prototype.hasOwnProperty.call(data.entries, key)) {
+          entries.delete(key);
+          reports.delete(key);
         }
-        for (const key of before.keys())
-          if (!Object.prototype.hasOwnProperty.call(data.entries, key)) {
-            entries.delete(key);
-            reports.delete(key);
-          }
-        if (moving) legacy.delete(LEGACY_KEY);
-      };
-      const read = legacy.get(LEGACY_KEY);
-      read.onsuccess = () => {
-        try {
-          if (read.result !== undefined) {
-            // Text, as in the file: a value another script put there is checked like a file's.
-            if (typeof read.result !== "string") throw new LedgerError(`the ledger ${this.where} is not ledger text`);
-            const moved = checkedLedger(JSON.parse(read.result), this.where);
-            if (moved.version !== 2) this.refuse("the earlier layout holds another version than 2");
-            const counts = [entries.count(), reports.count()];
-            counts[1].onsuccess = () => {
-              try {
-                // Both layouts at once is not a ledger this library wrote.
-                if (counts[0].result + counts[1].result !== 0) this.refuse("entries in both layouts");
-                run(moved, true);
-              } catch (error) {
-                fail(error);
-              }
-            };
-            return;
-          }
-          const data: LedgerData = { version: VERSION, entries: {} };
-          // As many reports as entries; a report missing where it is needed is refused by `entry`.
-          const reported = reports.count();
-          readAll(
-            entries,
-            true,
-            (keys, values) => this.take(data.entries, keys, values),
-            () => {
-              if (reported.result !== Object.keys(data.entries).length) this.refuse("the entries and their reports differ in number");
-              run(data, false);
-            },
-            fail,
-          );
-        } catch (error) {
-          fail(error);
+      if (moving) legacy.delete(LEGACY_KEY);
+    };
+    const read = legacy.get(LEGACY_KEY);
+    read.onsuccess = () => {
+      try {
+        if (read.result !== undefined) {
+          // Text, as in the file: a value another script put there is checked like a file's.
+          if (typeof read.result !== "string") throw new LedgerError(`the ledger ${this.where} is not ledger text`);
+          const moved = checkedLedger(JSON.parse(read.result), this.where);
+          if (moved.version !== 2) this.refuse("the earlier layout holds another version than 2");
+          const counts = [entries.count(), reports.count()];
+          counts[1].onsuccess = () => {
+            try {
+              // Both layouts at once is not a ledger this library wrote.
+              if (counts[0].result + counts[1].result !== 0) this.refuse("entries in both layouts");
+              run(moved, true);
+            } catch (error) {
+              fail(error);
+            }
+          };
+          return;
         }
-      };
-      transaction.oncomplete = () => resolve(result);
-      transaction.onabort = () => reject(failure ?? new LedgerError(`the ledger's transaction was aborted: ${transaction.error?.message}`));
-      transaction.onerror = () => reject(failure ?? new LedgerError(`cannot write the ledger: ${transaction.error?.message}`));
-    });
+        const data: LedgerData = { version: VERSION, entries: {} };
+        // As many reports as entries; a report missing where it is needed is refused by `entry`.
+        const reported = reports.count();
+        readAll(
+          entries,
+          true,
+          (keys, values) => this.take(data.entries, keys, values),
+          () => {
+            if (reported.result !== Object.keys(data.entries).length) this.refuse("the entries and their reports differ in number");
+            run(data, false);
+          },
+          fail,
+        );
+      } catch (error) {
+        fail(error);
+      }
+    };
+    await committed;
+    return result as T;
   }
 
   /** Replaces the entry under `key` by `change(entry)` in one transaction that reads no other entry. */
   async replace(key: string, change: (entry: Entry) => Entry): Promise<void> {
-    this.database ??= opened(this.name);
-    const db = await this.database;
-    await new Promise<void>((resolve, reject) => {
-      const transaction = db.transaction([ENTRIES, REPORTS], "readwrite");
-      const [entries, reports] = [transaction.objectStore(ENTRIES), transaction.objectStore(REPORTS)];
-      let failure: unknown = null;
-      const read = entries.get(key);
-      read.onsuccess = () => {
-        try {
-          if (read.result === undefined) throw new LedgerError(`the ledger ${this.where} lost the entry '${key}' while its report was sent`);
-          const problem = entryProblem(key, read.result);
-          if (problem !== null) this.refuse(problem);
-          const entry = change(read.result as Entry);
-          entries.put(withoutReport(entry), key);
-          if (entry.sealed !== undefined) reports.put(reportOf(entry), key); // a shuffled one, emptied
-        } catch (error) {
-          failure = error;
-          transaction.abort();
-        }
-      };
-      transaction.oncomplete = () => resolve();
-      transaction.onabort = () => reject(failure ?? new LedgerError(`the ledger's transaction was aborted: ${transaction.error?.message}`));
-      transaction.onerror = () => reject(failure ?? new LedgerError(`cannot write the ledger: ${transaction.error?.message}`));
-    });
+    const transaction = (await this.db()).transaction([ENTRIES, REPORTS], "readwrite");
+    let failure: unknown = null;
+    const committed = finished(transaction, () => failure);
+    const [entries, reports] = [transaction.objectStore(ENTRIES), transaction.objectStore(REPORTS)];
+    const read = entries.get(key);
+    read.onsuccess = () => {
+      try {
+        if (read.result === undefined) throw new LedgerError(`the ledger ${this.where} lost the entry '${key}' while its report was sent`);
+        const problem = entryProblem(key, read.result);
+        if (problem !== null) this.refuse(problem);
+        const entry = change(read.result as Entry);
+        entries.put(withoutReport(entry), key);
+        if (entry.sealed !== undefined) reports.put(reportOf(entry), key); // a shuffled one, emptied
+      } catch (error) {
+        failure = error;
+        transaction.abort();
+      }
+    };
+    await committed;
   }
 
   /** The entry under `key` with its report, checked as a file's entry is. */
   async entry(key: string): Promise<Entry | undefined> {
-    this.database ??= opened(this.name);
-    const db = await this.database;
-    const transaction = db.transaction([ENTRIES, REPORTS], "readonly");
+    const transaction = (await this.db()).transaction([ENTRIES, REPORTS], "readonly");
     const [record, stored] = await Promise.all([done(transaction.objectStore(ENTRIES).get(key)), done(transaction.objectStore(REPORTS).get(key))]);
     if (record === undefined && stored === undefined) return undefined;
-    if (!isPlain(record) || !isPlain(stored)) this.refuse(`entry '${key}' or its report is missing`);
+    if (!isMapping(record) || !isMapping(stored)) this.refuse(`entry '${key}' or its report is missing`);
     if (!Object.keys(stored).every((name) => name === "report" || name === "sealed") || ("sealed" in stored) !== ("sealed" in record))
       this.refuse(`entry '${key}' holds a report of another shape`);
     const entry = { ...record, ...stored };

@@ -135,7 +135,8 @@ const CHECKS: Record<number, [Map<string, (v: unknown) => boolean>, Map<string, 
   3: [new Map(Object.entries({ ...REQUIRED, report: isDigest })), new Map(Object.entries({ ...OPTIONAL, sealed: isDigest }))],
 };
 
-const isMapping = (v: unknown): v is Record<string, unknown> =>
+/** A plain object (as JSON.parse and IndexedDB's structured clone make one), nothing else. */
+export const isMapping = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null && !Array.isArray(v) && Object.getPrototypeOf(v) === Object.prototype;
 
 /** What is wrong with the entry `entry` under `key` in a ledger of `version`, or null when it has the shape a device writes. */

@@ -136,9 +136,9 @@ export class FileStorage implements LedgerStorage {
   }
 
   /** The report files `entries` name. */
-  private static named(entries: Record<string, Entry>): Set<string> {
+  private static named(entries: Iterable<Entry>): Set<string> {
     const names = new Set<string>();
-    for (const key in entries) for (const field of REPORT_FIELDS) if (entries[key][field]) names.add(entries[key][field] as string);
+    for (const entry of entries) for (const field of REPORT_FIELDS) if (entry[field]) names.add(entry[field] as string);
     return names;
   }
 
@@ -250,9 +250,10 @@ export class FileStorage implements LedgerStorage {
   /** What `change` returns, run on `data` and then kept: reports it added stored, the ledger written, reports no entry names now removed. */
   private changed<T>(data: LedgerData, change: (data: LedgerData) => { result: T; write: boolean }): T {
     const before = new Map(Object.entries(data.entries));
-    const named = FileStorage.named(data.entries);
     const { result, write } = change(data);
     if (!write) return result;
+    // The ledger replaces the entries it changes, never edits one: `before` holds what was named.
+    const named = FileStorage.named(before.values());
     // An entry the change made or replaced holds its report's bytes (base64) where the file held
     // a digest, unless it kept the one it had (marked sent) or emptied it (a shuffled one, sent).
     for (const [key, entry] of Object.entries(data.entries)) {
@@ -262,7 +263,7 @@ export class FileStorage implements LedgerStorage {
         if (entry[field] !== undefined && entry[field] !== old?.[field]) entry[field] = this.store(fromBase64(entry[field] as string));
     }
     this.write(data);
-    const kept = FileStorage.named(data.entries);
+    const kept = FileStorage.named(Object.values(data.entries));
     for (const name of named)
       if (!kept.has(name))
         try {
