@@ -118,11 +118,11 @@ async def test_a_postgresql_transaction_failing_midway_stores_none_of_it(postgre
     runner, url = await start_site(await create_app(store))
     real, calls = PostgresStore._insert, []
 
-    async def failing(self, conn, key, one, now):
+    async def failing(self, conn, key, one, order, now):
         calls.append(one.input)
         if len(calls) == 2:
             raise RuntimeError("the link broke midway")
-        return await real(self, conn, key, one, now)
+        return await real(self, conn, key, one, order, now)
 
     body = msgpack.packb({"reports": [wire(report_id=bytes([i]) * 16, input=1 + i % 2, value=i % 6) for i in range(10)]
                           + [wire(report_id=bytes([0]) * 16, input=1, value=0)]})  # fmt: skip

@@ -73,13 +73,26 @@ async def test_every_schedule_counts_each_report_once(database, seed):
 
 
 
-async def test_a_transaction_rolled_back_to_break_a_deadlock_is_tried_again(postgres):
+async def set_deadlock_timeout(url: str, timeout: str) -> None:
+    """Every later session on ``url``'s database waits ``timeout`` before it looks for a deadlock."""
+    import asyncpg
+
+    admin = await asyncpg.connect(url)
+    try:
+        name = await admin.fetchval("SELECT current_database()")
+        await admin.execute(f"ALTER DATABASE \"{name}\" SET deadlock_timeout = '{timeout}'")
+    finally:
+        await admin.close()
+
+
+async def test_two_lanes_storing_the_same_reports_in_opposite_orders_do_not_deadlock(postgres):
     """Two write lanes store the same reports X and Y in opposite orders, as when devices re-send
-    while their first requests are in flight. Each lane is held (by another transaction keeping
-    a row of its own locked) right after inserting its first report, so lane A holds X and lane
-    B holds Y; released, each waits for the other's row, and PostgreSQL rolls one back to break
-    the deadlock. That transaction is tried again: every report is acknowledged, each counted
-    once."""
+    while their first requests are in flight, each lane held by another transaction keeping a
+    row of its own (H_A, H_B) locked. Inserting in the order the reports came (X, H_A, Y and Y,
+    H_B, X), lane A would hold X and lane B Y, each then waiting for the other's row: a
+    deadlock, which PostgreSQL here (deadlock_timeout 60 s) would take a minute to break. The
+    lanes insert in one order instead, so one waits for the other and both are answered as soon
+    as the holds are let go: every report acknowledged, each counted once."""
     import asyncpg
 
     from aggregator.store import DUPLICATE, NEW, IncomingBatch
@@ -88,6 +101,7 @@ async def test_a_transaction_rolled_back_to_break_a_deadlock_is_tried_again(post
     from .conftest import fresh_postgres_url
 
     url = fresh_postgres_url(postgres)
+    await set_deadlock_timeout(url, '60s')
     store, _ = await open_store(url, ADMIN)
     blockers = [await asyncpg.connect(url) for _ in range(2)]
     try:
@@ -111,7 +125,8 @@ async def test_a_transaction_rolled_back_to_break_a_deadlock_is_tried_again(post
                 await asyncio.sleep(0.02)
         for blocker in blockers:
             await blocker.execute("ROLLBACK")
-        ((a,), (b,)) = await asyncio.gather(a, b)
+        async with asyncio.timeout(10):
+            ((a,), (b,)) = await asyncio.gather(a, b)
         assert sorted([a.tolist(), b.tolist()]) == [[DUPLICATE, NEW, DUPLICATE], [NEW] * 3]
         state = (await store.statistics(collection)).states[1]
         expected = np.zeros(2 * MARKERS)
@@ -121,6 +136,57 @@ async def test_a_transaction_rolled_back_to_break_a_deadlock_is_tried_again(post
     finally:
         for blocker in blockers:
             await blocker.close()
+        await store.close()
+
+
+async def test_a_transaction_rolled_back_to_break_a_deadlock_is_tried_again(postgres):
+    """A lane inserting X and then a report H that another transaction holds waits for it; that
+    transaction then inserts X too and waits for the lane: a deadlock, which the lane's session
+    (deadlock_timeout 2 s against the other's 60 s) is the one to break, by rolling its
+    transaction back. The lane tries it again once the other has ended: both reports acknowledged
+    as new and counted once."""
+    import asyncpg
+
+    from aggregator.store import NEW, IncomingBatch
+    from participant.wire import decode_values
+
+    from .conftest import fresh_postgres_url
+
+    url = fresh_postgres_url(postgres)
+    await set_deadlock_timeout(url, '2s')
+    store, _ = await open_store(url, ADMIN)
+    other = await asyncpg.connect(url)
+    try:
+        collection = await store.create_collection("m", SPEC, 0)
+        lane = store.lanes()[0]
+        x, held = 1, 2
+
+        def row(marker):
+            return (collection.key, marker.to_bytes(16, "big"), b"\x00")
+
+        await other.execute("SET deadlock_timeout = '60s'")
+        await other.execute("BEGIN")
+        await other.execute("INSERT INTO reports VALUES ($1, $2, 1, $3, 0)", *row(held))
+        rows = decode_values(SPEC.oracles[1], [x, held], 1)[0]
+        stored = asyncio.create_task(
+            lane.ingest([IncomingBatch("m", 1, [i.to_bytes(16, "big") for i in (x, held)], [x, held], rows)])
+        )
+        async with asyncio.timeout(10):
+            while await other.fetchval("SELECT count(*) FROM pg_locks WHERE NOT granted") < 1:
+                await asyncio.sleep(0.02)
+            # Waits until PostgreSQL rolls the lane's transaction back, then has X.
+            await other.execute("INSERT INTO reports VALUES ($1, $2, 1, $3, 0)", *row(x))
+        await other.execute("ROLLBACK")
+        async with asyncio.timeout(10):
+            (outcomes,) = await stored
+        assert outcomes.tolist() == [NEW, NEW]
+        state = (await store.statistics(collection)).states[1]
+        expected = np.zeros(2 * MARKERS)
+        expected[[x, held]] = 1
+        np.testing.assert_array_equal(state.support, expected)
+        assert state.n == 2 == await store.count_reports(collection)
+    finally:
+        await other.close()
         await store.close()
 
 

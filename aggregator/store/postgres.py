@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -162,10 +163,22 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
-# Times a transaction that PostgreSQL rolled back to break a deadlock is tried again (two write
-# lanes inserting the same report ids in opposite orders: a device re-sending while its first
-# request is in flight).
+# Times a transaction that PostgreSQL rolled back to break a deadlock is tried again. Lanes insert
+# in one order (:func:`_in_lock_order`), so two lanes storing the same reports cannot deadlock on
+# them; a deadlock needs another party (a foreign transaction, a report re-sent under another
+# input). The pause before trying again, up to DEADLOCK_PAUSE seconds times the attempt, lets the
+# transaction that survived finish first: tried again at once, the lane can take back the row it
+# just lost before the survivor, woken, takes it, and the two deadlock anew.
 DEADLOCK_ATTEMPTS = 3
+DEADLOCK_PAUSE = 0.05
+
+
+def _in_lock_order(merged) -> list:
+    """``merged``'s ``(group, batch, order)`` triples, groups by (collection, input) and ``order``
+    the batch's positions by report id: the one order every transaction inserts in, so that two of
+    them storing the same reports wait for each other at most one way round."""
+    groups = sorted(merged.items(), key=lambda item: (item[0][0], item[0][1]))
+    return [(group, batch, sorted(range(len(batch)), key=batch.report_ids.__getitem__)) for group, batch in groups]
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
@@ -402,12 +415,12 @@ class PostgresStore(Store):
         outcomes = {group: np.full(len(batch), NEW, dtype=np.int8) for group, batch in merged.items()}
         updates = self._updated_partials(merged, outcomes)
         keys, ids, inputs, values = [], [], [], []
-        for (cid, i), batch in merged.items():
+        for (cid, i), batch, order in _in_lock_order(merged):
             key = self._collections[cid].key
             keys += [key] * len(batch)
-            ids += batch.report_ids
+            ids += [batch.report_ids[j] for j in order]
             inputs += [i] * len(batch)
-            values += [msgpack.packb(v) for v in batch.values]
+            values += [msgpack.packb(batch.values[j]) for j in order]
         try:
             await conn.execute(ALL_NEW, keys, ids, inputs, values, now, self.instance, *self._columns(updates))
         except asyncpg.UniqueViolationError:
@@ -443,6 +456,7 @@ class PostgresStore(Store):
                             # Rolled back whole, so trying again cannot count anything twice.
                             if attempt == DEADLOCK_ATTEMPTS - 1:
                                 raise
+                            await asyncio.sleep(random.uniform(0.5, 1) * DEADLOCK_PAUSE * (attempt + 1))
                 except BaseException as exc:
                     # An error the server reported leaves the connection usable (the transaction
                     # rolled back); any other (a broken link, a timeout, a cancellation mid-query)
@@ -487,12 +501,12 @@ class PostgresStore(Store):
         counted unless all of it is."""
         outcomes: dict[tuple[str, int], np.ndarray] = {}
         async with conn.transaction():
-            for (cid, i), batch in merged.items():
+            for (cid, i), batch, order in _in_lock_order(merged):
                 key = self._collections[cid].key
                 if batch.tokens is None:
-                    outcomes[(cid, i)] = await self._insert(conn, key, batch, now)
+                    outcomes[(cid, i)] = await self._insert(conn, key, batch, order, now)
                 else:
-                    outcomes[(cid, i)] = await self._insert_enrolled(conn, key, batch, now)
+                    outcomes[(cid, i)] = await self._insert_enrolled(conn, key, batch, order, now)
             updates = self._updated_partials(merged, outcomes)
             if updates:
                 keys, inputs, n, cell_keys, cell_inputs, cells, sums = self._columns(updates)
@@ -508,20 +522,23 @@ class PostgresStore(Store):
         rows = await conn.fetch(STORED, key, others)
         return {r["report_id"]: (r["input"], msgpack.unpackb(r["value"])) for r in rows}
 
-    async def _insert(self, conn, key: int, batch: IncomingBatch, now: float) -> np.ndarray:
-        packed = [msgpack.packb(v) for v in batch.values]
-        rows = await conn.fetch(INSERT_MANY, key, batch.input, now, batch.report_ids, packed)
+    async def _insert(self, conn, key: int, batch: IncomingBatch, order: list[int], now: float) -> np.ndarray:
+        ids = [batch.report_ids[j] for j in order]
+        packed = [msgpack.packb(batch.values[j]) for j in order]
+        rows = await conn.fetch(INSERT_MANY, key, batch.input, now, ids, packed)
         if len(rows) == len(batch):
             return np.full(len(batch), NEW, dtype=np.int8)
         inserted = {r["report_id"] for r in rows}
         stored = await self._stored(conn, key, batch.report_ids, inserted)
         return classify(batch.report_ids, inserted, stored, batch.input, batch.values)
 
-    async def _insert_enrolled(self, conn, key: int, batch: IncomingBatch, now: float) -> np.ndarray:
-        """Row by row: a report is new only if both its id and its token's nonce are unused."""
+    async def _insert_enrolled(self, conn, key: int, batch: IncomingBatch, order: list[int], now: float) -> np.ndarray:
+        """Row by row, in ``order``: a report is new only if both its id and its token's nonce are
+        unused."""
         inserted: set[bytes] = set()
         token_used: list[int] = []
-        for j, (rid, value, nonce) in enumerate(zip(batch.report_ids, batch.values, batch.tokens)):
+        for j in order:
+            rid, value, nonce = batch.report_ids[j], batch.values[j], batch.tokens[j]
             new = await conn.fetchval(
                 "INSERT INTO reports VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING true",
                 key,
