@@ -166,7 +166,7 @@ def redacted(url: str) -> str:
 # Times a transaction that PostgreSQL rolled back to break a deadlock is tried again. Lanes insert
 # in one order (:func:`_in_lock_order`), so two lanes storing the same reports cannot deadlock on
 # them; a deadlock needs another party (a foreign transaction, a report re-sent under another
-# input). The pause before trying again, up to DEADLOCK_PAUSE seconds times the attempt, lets the
+# input, enrolled reports, which go in their batch's order). The pause before trying again, up to DEADLOCK_PAUSE seconds times the attempt, lets the
 # transaction that survived finish first: tried again at once, the lane can take back the row it
 # just lost before the survivor, woken, takes it, and the two deadlock anew.
 DEADLOCK_ATTEMPTS = 3
@@ -505,8 +505,8 @@ class PostgresStore(Store):
                 key = self._collections[cid].key
                 if batch.tokens is None:
                     outcomes[(cid, i)] = await self._insert(conn, key, batch, order, now)
-                else:
-                    outcomes[(cid, i)] = await self._insert_enrolled(conn, key, batch, order, now)
+                else:  # in the batch's order: of two reports spending one token, the first takes it
+                    outcomes[(cid, i)] = await self._insert_enrolled(conn, key, batch, now)
             updates = self._updated_partials(merged, outcomes)
             if updates:
                 keys, inputs, n, cell_keys, cell_inputs, cells, sums = self._columns(updates)
@@ -532,13 +532,11 @@ class PostgresStore(Store):
         stored = await self._stored(conn, key, batch.report_ids, inserted)
         return classify(batch.report_ids, inserted, stored, batch.input, batch.values)
 
-    async def _insert_enrolled(self, conn, key: int, batch: IncomingBatch, order: list[int], now: float) -> np.ndarray:
-        """Row by row, in ``order``: a report is new only if both its id and its token's nonce are
-        unused."""
+    async def _insert_enrolled(self, conn, key: int, batch: IncomingBatch, now: float) -> np.ndarray:
+        """Row by row: a report is new only if both its id and its token's nonce are unused."""
         inserted: set[bytes] = set()
         token_used: list[int] = []
-        for j in order:
-            rid, value, nonce = batch.report_ids[j], batch.values[j], batch.tokens[j]
+        for j, (rid, value, nonce) in enumerate(zip(batch.report_ids, batch.values, batch.tokens)):
             new = await conn.fetchval(
                 "INSERT INTO reports VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING true",
                 key,
