@@ -45,6 +45,11 @@ def marker(i: int) -> dict:
     return {"id": i.to_bytes(16, "big"), "spec": SPEC.fingerprint_digest, "input": 1, "value": i}
 
 
+# PostgreSQL's ReadyForQuery message with its length (5): sent after a statement sent on its own has
+# committed, or after any transaction's end (protocol, "Message Formats").
+READY_FOR_QUERY = b"Z\x00\x00\x00\x05"
+
+
 class Proxy:
     """TCP on 127.0.0.1 to PostgreSQL's Unix socket, which can cut connections, drop replies and freeze."""
 
@@ -53,7 +58,8 @@ class Proxy:
         self.chaos = 0.0  # per forwarded chunk: the chance of a cut (half of them swallowing a reply)
         self.frozen = False
         self.refusing = False  # new links are cut at once (while the test takes PostgreSQL's slots)
-        # The next query holding these bytes (a report's id) reaches PostgreSQL, then its link is cut.
+        # The next query holding these bytes (a report's id) reaches PostgreSQL and is done there;
+        # its answer is lost (see _pipe).
         self.lose_reply_to: bytes | None = None
         self.links: set[asyncio.StreamWriter] = set()
         self.cuts = 0
@@ -77,7 +83,11 @@ class Proxy:
             writer.transport.abort()
             return
         self.links |= {writer, up_writer}
-        pipes = [asyncio.ensure_future(p) for p in (self._pipe(reader, up_writer, writer), self._pipe(up_reader, writer, up_writer))]
+        losing = asyncio.Event()  # set once this link carried the query whose answer is to be lost
+        pipes = [
+            asyncio.ensure_future(p)
+            for p in (self._pipe(reader, up_writer, writer, arm=losing), self._pipe(up_reader, writer, up_writer, lose=losing))
+        ]
         try:
             # When either side closes, both go: a half-open link would hold the other end forever.
             await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
@@ -88,7 +98,12 @@ class Proxy:
             writer.transport.abort()
             up_writer.transport.abort()
 
-    async def _pipe(self, source, target, other) -> None:
+    async def _pipe(self, source, target, other, arm: asyncio.Event | None = None, lose: asyncio.Event | None = None) -> None:
+        """Forwards ``source`` to ``target``. ``arm`` (client to PostgreSQL) is set when a query
+        holds :attr:`lose_reply_to`; from then on, ``lose`` (PostgreSQL to client) forwards
+        nothing and cuts the link once PostgreSQL says it is ready for the next query: the
+        write, its commit included, is done, and its answer never arrives."""
+        held = b""
         try:
             while data := await source.read(65536):
                 while self.frozen:
@@ -99,16 +114,18 @@ class Proxy:
                     target.transport.abort()
                     other.transport.abort()
                     return
-                target.write(data)
-                if self.lose_reply_to is not None and self.lose_reply_to in data:
-                    # The write (one statement, its own commit) is PostgreSQL's to finish; the
-                    # client's side goes before the loop can forward any answer.
+                if lose is not None and lose.is_set():
+                    held += data
+                    if READY_FOR_QUERY in held:
+                        self.cuts += 1
+                        target.transport.abort()
+                        other.transport.abort()
+                        return
+                    continue
+                if arm is not None and self.lose_reply_to is not None and self.lose_reply_to in data:
                     self.lose_reply_to = None
-                    other.transport.abort()
-                    await asyncio.sleep(0.3)
-                    self.cuts += 1
-                    target.transport.abort()
-                    return
+                    arm.set()
+                target.write(data)
                 await target.drain()
         except (ConnectionError, OSError):
             pass
