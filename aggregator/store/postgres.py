@@ -166,9 +166,10 @@ def redacted(url: str) -> str:
 # Times a transaction that PostgreSQL rolled back to break a deadlock is tried again. Lanes insert
 # in one order (:func:`_in_lock_order`), so two lanes storing the same reports cannot deadlock on
 # them; a deadlock needs another party (a foreign transaction, a report re-sent under another
-# input, enrolled reports, which go in their batch's order). The pause before trying again, up to DEADLOCK_PAUSE seconds times the attempt, lets the
-# transaction that survived finish first: tried again at once, the lane can take back the row it
-# just lost before the survivor, woken, takes it, and the two deadlock anew.
+# input, enrolled reports, which go in their batch's order). The pause before trying again, up to
+# DEADLOCK_PAUSE seconds times the attempt, lets the transaction that survived finish first: tried
+# again at once, the lane can take back the row it just lost before the survivor, woken, takes
+# it, and the two deadlock anew.
 DEADLOCK_ATTEMPTS = 3
 DEADLOCK_PAUSE = 0.05
 
@@ -177,7 +178,7 @@ def _in_lock_order(merged) -> list:
     """``merged``'s ``(group, batch, order)`` triples, groups by (collection, input) and ``order``
     the batch's positions by report id: the one order every transaction inserts in, so that two of
     them storing the same reports wait for each other at most one way round."""
-    groups = sorted(merged.items(), key=lambda item: (item[0][0], item[0][1]))
+    groups = sorted(merged.items(), key=lambda item: item[0])
     return [(group, batch, sorted(range(len(batch)), key=batch.report_ids.__getitem__)) for group, batch in groups]
 
 
