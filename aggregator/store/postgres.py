@@ -177,9 +177,14 @@ DEADLOCK_PAUSE = 0.05
 def _in_lock_order(merged) -> list:
     """``merged``'s ``(group, batch, order)`` triples, groups by (collection, input) and ``order``
     the batch's positions by report id: the one order every transaction inserts in, so that two of
-    them storing the same reports wait for each other at most one way round."""
+    them storing the same reports wait for each other at most one way round. An enrolled batch's
+    ``order`` is None: it goes in its own order (of two reports spending one token, the first
+    takes it)."""
     groups = sorted(merged.items(), key=lambda item: item[0])
-    return [(group, batch, sorted(range(len(batch)), key=batch.report_ids.__getitem__)) for group, batch in groups]
+    return [
+        (group, batch, None if batch.tokens is not None else sorted(range(len(batch)), key=batch.report_ids.__getitem__))
+        for group, batch in groups
+    ]
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
@@ -506,7 +511,7 @@ class PostgresStore(Store):
                 key = self._collections[cid].key
                 if batch.tokens is None:
                     outcomes[(cid, i)] = await self._insert(conn, key, batch, order, now)
-                else:  # in the batch's order: of two reports spending one token, the first takes it
+                else:
                     outcomes[(cid, i)] = await self._insert_enrolled(conn, key, batch, now)
             updates = self._updated_partials(merged, outcomes)
             if updates:
