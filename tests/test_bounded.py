@@ -19,7 +19,7 @@ import msgpack
 import pytest
 
 from aggregator.service.app import create_app, open_store, start_site
-from aggregator.service.connections import network_of
+from participant.serving import network_of
 from aggregator.service.keys import Config
 from aggregator.store.postgres import PostgresStore
 from participant import CollectionSpec, Feature

@@ -408,7 +408,7 @@ def read_admin_token(args) -> str | None:
 
 def slot_prefix(text: str) -> tuple[int, int]:
     """A ``--slot-prefix`` value: ``V4`` or ``V4,V6`` prefix lengths within their ranges."""
-    from ..service.connections import DEFAULT_SLOT_PREFIX, SLOT_PREFIX_RANGES
+    from participant.serving import DEFAULT_SLOT_PREFIX, SLOT_PREFIX_RANGES
 
     parts = [p.strip().lstrip("/") for p in text.split(",")]
     if not 1 <= len(parts) <= 2 or not all(p.isdigit() for p in parts):

@@ -12,7 +12,7 @@ from ..store.base import REQUEST_DEADLINE
 from .addresses import within
 from .answers import AnswerCache
 from .auth import ENROLLMENT_KEY, SETTING_KEY, TokenError, check_admin_token, hash_token, new_token
-from .connections import CappedRunner
+from participant.serving import CappedRunner
 from .errors import MAX_BODY, error_middleware, server_header
 from .flags import refresher
 from .handlers import REPORTS_PATH, routes

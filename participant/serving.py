@@ -1,5 +1,8 @@
-"""Connection handling below the handlers: fair caps on open connections, and JSON answers for
-what aiohttp's HTTP parser refuses before any handler runs (malformed requests, oversized lines).
+"""Connection handling below the handlers of both services, the aggregator and the shuffler: fair
+caps on open connections, and JSON answers for what aiohttp's HTTP parser refuses before any
+handler runs (malformed requests, oversized lines). It lives here, the lowest layer both services
+stand on (the shuffler stands on the participant package alone, as :mod:`participant.usage` says),
+and needs only aiohttp, a core dependency; an app that embeds the device never imports it.
 
 Slots are shared fairly: peers are grouped by network (by default an IPv4 /24 and an IPv6 /64,
 what one party usually holds; ``serve --slot-prefix``), each group holds at most ``max_per_address`` connections, and when every
@@ -24,7 +27,7 @@ import time
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-log = logging.getLogger("ldpnb.aggregator")
+log = logging.getLogger("ldpnb.serving")
 
 _MESSAGES = {
     "LineTooLong": "a request line or header is too long",
