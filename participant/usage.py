@@ -163,3 +163,28 @@ def die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:  # the parent ended before the signal was asked for
         os._exit(1)
+
+
+def add_connection_options(parser) -> None:
+    """Add to ``parser`` the options both services take for their connections:
+    ``--keepalive-timeout``, ``--body-timeout``, ``--max-connections`` and
+    ``--max-connections-per-address`` (the handlers read the body timeout; the rest go to
+    :class:`~participant.serving.CappedRunner` and aiohttp)."""
+    parser.add_argument(
+        "--keepalive-timeout", type=positive_number, default=15.0, metavar="S",
+        help="seconds a connection may stay open without a complete request: idle, or sending headers slowly "
+        "(default 15)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-connections", type=positive_int, default=1024, metavar="N",
+        help="connections open at once; a further one is answered 503 and closed (default 1024)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--body-timeout", type=positive_number, default=30.0, metavar="S",
+        help="seconds to receive a request body (default 30)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-connections-per-address", type=positive_int, default=256, metavar="N",
+        help="connections open at once from one network (by default an IPv4 /24 or IPv6 /64; trusted proxies "
+        "excepted); a further one is answered 503 and closed, so one party cannot starve the others (default 256)",
+    )  # fmt: skip

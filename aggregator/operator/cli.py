@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 
 from participant.spec import EPSILON_RANGE
-from participant.usage import Parser, non_negative_int, number, positive_int, positive_number, secret_line, share
+from participant.usage import (
+    Parser, add_connection_options, non_negative_int, number, positive_int, positive_number, secret_line, share,
+)
 
 from ..store.defaults import DEFAULT_POOL, DEFAULT_TIMEOUT, POSTGRES_WRITE_LANES
 from .commands import COMMANDS as OPERATOR_COMMANDS
@@ -133,29 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="label /metrics series with collection ids (default: totals only, ids stay private)",
     )
-    serve.add_argument(
-        "--keepalive-timeout",
-        type=positive_number,
-        default=15.0,
-        help="seconds a connection may stay open without a complete request: idle, or sending headers slowly "
-        "(default 15)",
-    )
-    serve.add_argument(
-        "--max-connections",
-        type=positive_int,
-        default=1024,
-        help="connections open at once; a further one is answered 503 and closed (default 1024)",
-    )
-    serve.add_argument(
-        "--body-timeout", type=positive_number, default=30.0, help="seconds to receive a request body (default 30)"
-    )
-    serve.add_argument(
-        "--max-connections-per-address",
-        type=positive_int,
-        default=256,
-        help="connections open at once from one address (trusted proxies excepted); a further one is answered "
-        "503 and closed, so one address cannot starve the others (default 256)",
-    )
+    add_connection_options(serve)
     serve.add_argument(
         "--slot-prefix",
         type=slot_prefix,
