@@ -25,7 +25,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -163,8 +163,10 @@ class AsyncClient:
     of days, the sizes of specs and answers, the domains and draw times a spec may ask; the
     defaults (2 per collection, 8 over 30 days, ...) protect a person whose app never sets them.
     ``max_epsilon`` and ``budget`` replace those two fields of ``limits``. ``shuffler`` is the URL
-    of the shuffler this app trusts with shuffled collections (None: it reports to none of them).
-    ``pace`` (seconds)
+    of the shuffler this app trusts with shuffled collections (None: it reports to none of them);
+    an app that pins one reports to no collection unshuffled but the ids it names in ``direct``
+    (the collections at this aggregator it accepts reporting to directly), and to none of those
+    that its shuffler holds a shuffled view of. ``pace`` (seconds)
     fixes when the report leaves after the spec arrived (0 is refused for mechanisms whose draw
     time follows their noise). Network errors, 5xx and 429 answers are
     retried ``retries`` times with exponential backoff (``backoff`` seconds, doubled each time, with
@@ -180,6 +182,7 @@ class AsyncClient:
         budget: Budget | None = None,
         limits: Limits | None = None,
         shuffler: str | None = None,
+        direct: Iterable[str] = (),
         pace: float = DEFAULT_PACE,
         session: aiohttp.ClientSession | None = None,
         rng=None,
@@ -197,6 +200,7 @@ class AsyncClient:
             limits = replace(limits, budget=budget)
         self.limits = limits
         self.shuffler = None if shuffler is None else shuffler_url(shuffler)
+        self.direct = direct_ids(direct)
         if isinstance(pace, bool) or not isinstance(pace, (int, float)) or not 0 <= pace < math.inf:
             raise ValueError(f"pace must be a number of seconds >= 0, got {pace!r}")
         self.pace = float(pace)
@@ -277,14 +281,44 @@ class AsyncClient:
         :class:`SpecError` when the app pins no shuffler."""
         if self.shuffler is None:
             raise SpecError("this app pins no shuffler (shuffler=URL): it reports to no shuffled collection")
+        status, data = await self._ask_view(collection_id)
+        if status != 200:
+            raise self._refusal(status, data)
+        return ShuffledView.from_dict(data, self.limits)
+
+    async def _ask_view(self, collection_id: str) -> tuple[int, object]:
+        """``(status, decoded answer)`` of the pinned shuffler to ``GET /collections/{id}/view``."""
         status, body, ctype = await self._request(
             "GET", f"{self.shuffler}/collections/{collection_id}/view", self.limits.max_spec_bytes,
             headers={"Accept": "application/json"},
         )  # fmt: skip
-        data = self._decode(body, ctype)
-        if status != 200:
-            raise self._refusal(status, data)
-        return ShuffledView.from_dict(data, self.limits)
+        return status, self._decode(body, ctype)
+
+    async def _check_direct(self, collection_id: str) -> None:
+        """Return when this app, pinning a shuffler, may report to the unshuffled ``collection_id``
+        directly: it names the id in :attr:`direct`, and its shuffler answers 404 or 409 for the
+        id's view with the reason ``unknown`` or ``not_shuffled`` (the aggregator told it of no
+        shuffled collection of that id; ``too_large``, a shuffled one whose batches do not fit, is
+        refused). Raise :class:`SpecError` otherwise, or :class:`SubmissionFailed` when the shuffler
+        cannot be reached: an aggregator that shows one device a shuffled collection unshuffled
+        would have its report, tied to its address."""
+        if collection_id not in self.direct:
+            raise SpecError(
+                f"collection {collection_id!r} is not shuffled, and this app pins a shuffler: it reports directly only "
+                f"to the collections it names (direct={sorted(self.direct)!r}); nothing was sent"
+            )
+        status, data = await self._ask_view(collection_id)
+        reason = data.get("reason") if isinstance(data, dict) else None
+        if status == 200:
+            raise SpecError(
+                f"the shuffler this app pins holds a shuffled view of collection {collection_id!r}, which the "
+                "aggregator shows unshuffled; refusing to report directly; nothing was sent"
+            )
+        if status not in (404, 409) or reason not in ("unknown", "not_shuffled"):
+            raise SpecError(
+                f"the shuffler this app pins answered {status} ({reason or 'no reason'}) when asked for a view of "
+                f"collection {collection_id!r}, so it may be shuffled; refusing to report directly; nothing was sent"
+            )
 
     async def fetch_spec(self, collection_id: str) -> CollectionSpec:
         """The collection's published spec."""
@@ -340,9 +374,11 @@ class AsyncClient:
         :class:`AlreadyReported` (acknowledged before), :class:`CollectionChanged` (the service
         changed the spec of a collection reported to), :class:`BudgetExceeded` (over the app's
         limits; nothing drawn either), :class:`LimitExceeded` (a spec or answer larger than the
-        app's limits), :class:`LedgerError` (unreadable or unwritable ledger),
-        :class:`~participant.errors.SpecError` (a spec that cannot be read, or lacks an
-        ``expected`` value) and :class:`~participant.errors.RecordError` (a ``group`` the spec does
+        app's limits, or a shuffled collection's floor or dummies below them), :class:`LedgerError`
+        (unreadable or unwritable ledger), :class:`~participant.errors.SpecError` (a spec that
+        cannot be read, or lacks an ``expected`` value; an unshuffled collection that an app
+        pinning a shuffler does not name in ``direct``, or whose id its shuffler holds a shuffled
+        view of) and :class:`~participant.errors.RecordError` (a ``group`` the spec does
         not take, or a record that is not a mapping).
         """
         published = published or await self.fetch_collection(collection_id)
@@ -362,10 +398,13 @@ class AsyncClient:
             self._check_shuffler(collection_id, spec)
             view = await self.fetch_view(collection_id)
             view.check_published(collection_id, published.uid, spec.fingerprint)
+            self.limits.check_view(view, collection_id)
             shuffler = self.shuffler
 
             def seal(body: bytes) -> bytes:
                 return sealed_for(body, view)
+        elif self.shuffler is not None:  # refused before the record is read: a shuffled collection shown unshuffled
+            await self._check_direct(collection_id)
         arrived = _monotonic()
         participant = Participant(spec, rng=self.rng)
         participant.validate(record, group)  # nothing drawn yet
@@ -419,6 +458,20 @@ class AsyncClient:
                 f"collection {collection_id!r} names the shuffler {spec.shuffle.url}; this app trusts {self.shuffler}: "
                 "nothing was sent"
             )
+
+
+def direct_ids(direct: Iterable[str]) -> frozenset[str]:
+    """The collection ids an app names in ``direct``; TypeError for one string (an id, not a
+    list of them) or for anything but an iterable of strings."""
+    if isinstance(direct, (str, bytes)):
+        raise TypeError(f"direct must be a list of collection ids, not one string: {direct!r}"[:200])
+    try:
+        ids = frozenset(direct)
+    except TypeError:
+        raise TypeError(f"direct must be a list of collection ids, got {direct!r}"[:200]) from None
+    if not all(isinstance(i, str) for i in ids):
+        raise TypeError("direct must hold collection ids (strings)")
+    return ids
 
 
 def shuffler_url(url: str) -> str:

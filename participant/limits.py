@@ -3,16 +3,23 @@
 :class:`Limits` bounds the privacy a device spends (ε per collection, a :class:`Budget` for the
 whole device) and the resources a service can make it use: the bytes it reads, the domain a spec
 may declare, the time a draw may take. Every limit is checked on what the service published
-before anything is drawn, and a spec over a limit is refused with :class:`LimitExceeded`.
+before anything is drawn, and a spec over a limit is refused with :class:`LimitExceeded`. For a
+shuffled collection the device also decides the amplification it needs: the batch floor and the
+dummies the shuffler's view holds to, at least the app's (:meth:`Limits.check_view`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from protocols.shuffling import DUMMY_SHARE
 
 from .errors import BudgetExceeded, LimitExceeded, SpecError
+
+if TYPE_CHECKING:
+    from .view import ShuffledView
 
 # Seconds one unit of a draw's work takes on a slow device: bench/device.py measures them on the
 # development machine (one exact discrete Laplace sample 23 µs, one 64-bit coin word 14 ns, on
@@ -109,7 +116,15 @@ class Limits:
       memoised answers included (they cost no ε, but each is an entry its ledger keeps);
     - ``memo_days``: the longest the memo keeps a question's answer after it was last given (days):
       a question not asked for that long is answered afresh, its ε counted, and its entry leaves
-      the ledger, so a service asking a new question every day leaves at most this many entries.
+      the ledger, so a service asking a new question every day leaves at most this many entries;
+    - ``min_batch`` and ``min_dummy_share``: the amplification a shuffled collection must give, or
+      it is refused: its shuffler's view must hold every batch to at least ``min_batch`` people's
+      reports and add at least ``min_dummy_share`` times that floor in dummies (rounded up). The
+      defaults are those a person would want: the shuffler's own default floor of 100, and as many
+      dummies as the floor, the project's default share (:data:`protocols.shuffling.DUMMY_SHARE`):
+      at the default ``max_epsilon`` 2 a batch of 100 people and 100 dummies is (0.76, 1e-3)-DP
+      against the aggregator alone and (1.27, 1e-3)-DP against one that floods the batch; at a
+      floor of 10 it would be 1.96 and 1.98, hardly amplified.
     """
 
     max_epsilon: float = 2.0
@@ -121,6 +136,8 @@ class Limits:
     max_draw_seconds: float = 1.0
     max_collections: int = 1_000
     memo_days: float = 365.0
+    min_batch: int = 100
+    min_dummy_share: float = DUMMY_SHARE
 
     def __post_init__(self):
         _positive(self.max_epsilon, "max_epsilon")
@@ -130,6 +147,10 @@ class Limits:
             _positive(getattr(self, name), name, integer=True)
         _positive(self.max_draw_seconds, "max_draw_seconds")
         _positive(self.memo_days, "memo_days")
+        _positive(self.min_batch, "min_batch", integer=True)
+        share = self.min_dummy_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share < math.inf:
+            raise ValueError(f"min_dummy_share must be a finite number >= 0, got {share!r}")
 
     def check_collection(self, epsilon: float, collection: str) -> None:
         """Raise :class:`BudgetExceeded` when a collection's ``epsilon`` is above :attr:`max_epsilon`."""
@@ -137,6 +158,17 @@ class Limits:
             raise BudgetExceeded(
                 f"collection {collection!r} asks epsilon={epsilon:g}; this app accepts at most "
                 f"{self.max_epsilon:g} per collection; nothing was drawn or sent"
+            )
+
+    def check_view(self, view: ShuffledView, collection: str) -> None:
+        """Raise :class:`LimitExceeded` unless the shuffler's ``view`` holds batches to at least
+        :attr:`min_batch` people and adds at least ``ceil(min_dummy_share * view.min_batch)`` dummies."""
+        dummies = math.ceil(self.min_dummy_share * view.min_batch)
+        if view.min_batch < self.min_batch or view.dummies < dummies:
+            raise LimitExceeded(
+                f"collection {collection!r} is shuffled in batches of {view.min_batch} people and {view.dummies} "
+                f"dummies; this app needs at least {self.min_batch} people (Limits.min_batch) and {dummies} dummies, "
+                f"{self.min_dummy_share:g} times the floor (Limits.min_dummy_share); nothing was drawn or sent"
             )
 
     def check_spec(self, data: Any, collection: str) -> None:

@@ -31,7 +31,9 @@ sends, so a batch of ``K`` people's reports and ``M`` dummies gives two guarante
 ``M + 1`` (the person's among the dummies alone) when the aggregator wrote every other report;
 without dummies, ε₀, which every report keeps in any case.
 
-Needs scipy (the aggregator's and the simulator's install); the device never imports this module.
+Needs scipy (the aggregator's and the simulator's install), imported where a bound is computed; the
+device imports only :data:`DUMMY_SHARE`, the dummies its limits ask by default (numpy alone is
+loaded at module level).
 """
 
 from __future__ import annotations

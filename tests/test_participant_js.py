@@ -284,7 +284,7 @@ async def test_a_survey_page_reports_from_the_browser_once_and_only_from_an_allo
 # The hostile service of tests/test_hostile.py (a lying proxy in front of the real service) against
 # the JavaScript device: what it spends never passes the app's cap and budget.
 
-JS_LIMITS = {"maxEpsilon": 2.0, "budget": {"total": 3.0, "perDays": 30}}
+JS_LIMITS = {"maxEpsilon": 2.0, "budget": {"total": 3.0, "perDays": 30}, "minBatch": 2, "minDummyShare": 0}
 
 
 @pytest.fixture

@@ -9,6 +9,10 @@
  * to a shuffled collection only through it, under the collection's view as that shuffler pinned
  * it (`view.ts`), refusing one whose aggregator answer differs from the view or that names another
  * shuffler. A report to a shuffled collection is always a fresh draw, never a memoised answer.
+ * An app that pins a shuffler reports to no collection unshuffled but those it names (`direct`),
+ * and to none of those its shuffler holds a shuffled view of: an aggregator could otherwise show
+ * one device a shuffled collection without its `shuffle` block and have its report, tied to its
+ * address. The view's floor and dummies must meet the app's limits (`minBatch`, `minDummyShare`).
  */
 import { decode, encode } from "@msgpack/msgpack";
 
@@ -82,6 +86,12 @@ export interface ClientOptions {
   limits?: Limits | LimitsOptions;
   /** The shuffler this app trusts with shuffled collections (none: it reports to no shuffled collection). */
   shuffler?: string;
+  /**
+   * The collection ids at this aggregator that the app accepts reporting to directly although it
+   * pins a shuffler; any other unshuffled collection is refused, and so is one of these whose id
+   * the shuffler holds a shuffled view of.
+   */
+  direct?: string[];
   pace?: number;
   retries?: number;
   backoff?: number;
@@ -160,12 +170,24 @@ export function rewrap(body: Uint8Array, digest: Uint8Array, token?: string): Ui
   return encode(wire);
 }
 
+/** The collection ids an app names in `direct`; RangeError for one string (an id, not a list of them) or anything but an iterable of strings. */
+export function directIds(direct: Iterable<string> | undefined): ReadonlySet<string> {
+  if (direct === undefined) return new Set();
+  if (typeof direct === "string") throw new RangeError(`direct must be a list of collection ids, not one string: '${direct}'`.slice(0, 200));
+  if (direct === null || typeof (direct as Iterable<string>)[Symbol.iterator] !== "function")
+    throw new RangeError(`direct must be a list of collection ids, got ${String(direct)}`.slice(0, 200));
+  const ids = new Set(direct);
+  if (![...ids].every((id) => typeof id === "string")) throw new RangeError("direct must hold collection ids (strings)");
+  return ids;
+}
+
 export class Client {
   readonly origin: string;
   readonly limits: Limits;
   readonly ledger: Ledger;
   readonly pace: number;
   readonly shuffler: string | null;
+  readonly direct: ReadonlySet<string>;
   private readonly retries: number;
   private readonly backoff: number;
   private readonly timeout: number;
@@ -179,6 +201,7 @@ export class Client {
     if (!(pace >= 0) || !Number.isFinite(pace)) throw new RangeError(`pace must be a number of seconds >= 0, got ${pace}`);
     this.pace = pace;
     this.shuffler = options.shuffler === undefined ? null : normaliseOrigin(options.shuffler);
+    this.direct = directIds(options.direct);
     this.retries = options.retries ?? 5;
     this.backoff = options.backoff ?? 0.2;
     this.timeout = options.timeout ?? 10;
@@ -245,11 +268,44 @@ export class Client {
   /** The collection's view as this app's shuffler pinned it, checked (its spec against the limits before it is built, its fingerprint and digest). */
   async fetchView(id: string): Promise<ShuffledView> {
     if (this.shuffler === null) throw new SpecError("this app pins no shuffler (the shuffler option): it reports to no shuffled collection");
-    const [status, data] = await this.request("GET", `${this.shuffler}/collections/${encodeURIComponent(id)}/view`, this.limits.maxSpecBytes, {
-      headers: { Accept: "application/json" },
-    });
+    const [status, data] = await this.askView(id);
     if (status !== 200) throw this.refusal(status, data);
     return ShuffledView.fromDict(data, this.limits);
+  }
+
+  /** `[status, decoded answer]` of the pinned shuffler to `GET /collections/{id}/view`. */
+  private askView(id: string): Promise<[number, unknown]> {
+    return this.request("GET", `${this.shuffler}/collections/${encodeURIComponent(id)}/view`, this.limits.maxSpecBytes, {
+      headers: { Accept: "application/json" },
+    });
+  }
+
+  /**
+   * Return when this app, pinning a shuffler, may report to the unshuffled collection `id`
+   * directly: it names the id in `direct`, and its shuffler answers 404 or 409 for the id's view
+   * with the reason `unknown` or `not_shuffled` (the aggregator told it of no shuffled collection
+   * of that id; `too_large`, a shuffled one whose batches do not fit, is refused). Throw SpecError
+   * otherwise, or SubmissionFailed when the shuffler cannot be reached: an aggregator that shows
+   * one device a shuffled collection unshuffled would have its report, tied to its address.
+   */
+  private async checkDirect(id: string): Promise<void> {
+    if (!this.direct.has(id))
+      throw new SpecError(
+        `collection '${id}' is not shuffled, and this app pins a shuffler: it reports directly only to the collections it names ` +
+          `(the direct option: ${JSON.stringify([...this.direct].sort())}); nothing was sent`,
+      );
+    const [status, data] = await this.askView(id);
+    const reason = typeof data === "object" && data !== null ? (data as { reason?: unknown }).reason : undefined;
+    if (status === 200)
+      throw new SpecError(
+        `the shuffler this app pins holds a shuffled view of collection '${id}', which the aggregator shows unshuffled; ` +
+          "refusing to report directly; nothing was sent",
+      );
+    if ((status !== 404 && status !== 409) || (reason !== "unknown" && reason !== "not_shuffled"))
+      throw new SpecError(
+        `the shuffler this app pins answered ${status} (${String(reason ?? "no reason")}) when asked for a view of collection '${id}', ` +
+          "so it may be shuffled; refusing to report directly; nothing was sent",
+      );
   }
 
   /** POST one packed report, or to `shuffler` (its URL) one sealed report; `"accepted"` or `"duplicate"` (already stored). */
@@ -268,9 +324,12 @@ export class Client {
    * This person's one report for `record`, sent; returns the service's status. Whether it is sent
    * never depends on `record`: a value the spec does not declare is reported as one drawn from the
    * declared values. Throws, sending nothing, a ParticipantError: AlreadyReported,
-   * CollectionChanged, BudgetExceeded, LimitExceeded, LedgerError, InsecureContext, SpecError (a
-   * spec that cannot be read, lacks an `expected` value, or is no longer the one `shown`) or
-   * RecordError (a group the spec does not take, a record that is not a mapping).
+   * CollectionChanged, BudgetExceeded, LimitExceeded (a spec or answer over the limits, or a
+   * shuffled collection's floor or dummies below them), LedgerError, InsecureContext, SpecError (a
+   * spec that cannot be read, lacks an `expected` value, or is no longer the one `shown`; an
+   * unshuffled collection that an app pinning a shuffler does not name in `direct`, or whose id its
+   * shuffler holds a shuffled view of) or RecordError (a group the spec does not take, a record
+   * that is not a mapping).
    */
   async submit(id: string, record: RawRecord, options: SubmitOptions = {}): Promise<string> {
     requireWebCrypto();
@@ -299,6 +358,9 @@ export class Client {
         throw new SpecError(`collection '${id}' names the shuffler ${spec.shuffle.url}; this app trusts ${this.shuffler}: nothing was sent`);
       view = await this.fetchView(id);
       view.checkPublished(id, published.uid, published.fingerprint);
+      this.limits.checkView(view, id);
+    } else if (this.shuffler !== null) {
+      await this.checkDirect(id); // refused before the record is read: a shuffled collection shown unshuffled
     }
     const arrived = performance.now() / 1000;
     const shuffler = view === null ? null : this.shuffler;

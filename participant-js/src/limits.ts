@@ -5,11 +5,18 @@
 import { ParticipantError } from "./errors.js";
 import { MAIN_THREAD_SECONDS, type Work, drawSeconds, onBrowserMainThread } from "./calibration.js";
 import { SpecError } from "./spec.js";
+import { type ShuffledView } from "./view.js";
 
 /** The collection asks more ε than the app accepts, or the device's budget would be passed. Nothing was drawn or sent. */
 export class BudgetExceeded extends ParticipantError {}
 /** What a service published or answered is larger than the app's limits allow. Nothing was drawn or sent. */
 export class LimitExceeded extends ParticipantError {}
+
+/**
+ * The dummies a shuffled collection's batch must carry by default, as a share of its floor: it
+ * mirrors protocols.shuffling.DUMMY_SHARE, the share a shuffler adds when its operator names none.
+ */
+export const DUMMY_SHARE = 1;
 
 const WORK_OF_PROTOCOL: Record<string, Work> = {
   DE: "index", SUE: "coins", OUE: "coins", auto: "coins", SHE: "noise", THE: "noise",
@@ -36,6 +43,18 @@ export interface LimitsOptions {
    * asked for that long is answered afresh, its ε counted, and its entry leaves the ledger.
    */
   memoDays?: number;
+  /**
+   * The fewest people's reports a shuffled collection's batches may hold (its shuffler's view's
+   * floor), or it is refused: 100 by default, the shuffler's own default floor.
+   */
+  minBatch?: number;
+  /**
+   * The fewest dummies a shuffled collection's batches may carry, as a share of the view's floor
+   * (rounded up), or it is refused: as many as the floor by default (DUMMY_SHARE). At the default
+   * maxEpsilon 2, a batch of 100 people and 100 dummies is (0.76, 1e-3)-DP against the aggregator
+   * alone and (1.27, 1e-3)-DP against one that floods the batch; at a floor of 10, 1.96 and 1.98.
+   */
+  minDummyShare?: number;
 }
 
 function positive(value: number, name: string): number {
@@ -92,6 +111,8 @@ export class Limits {
   readonly maxDrawSeconds: number;
   readonly maxCollections: number;
   readonly memoDays: number;
+  readonly minBatch: number;
+  readonly minDummyShare: number;
 
   /** The defaults protect a person whose app never sets them: 2 per collection, 8 over 30 days. */
   constructor(options: LimitsOptions = {}) {
@@ -105,6 +126,23 @@ export class Limits {
     this.maxDrawSeconds = positive(options.maxDrawSeconds ?? 1, "maxDrawSeconds");
     this.maxCollections = positive(options.maxCollections ?? 1000, "maxCollections");
     this.memoDays = positive(options.memoDays ?? 365, "memoDays");
+    this.minBatch = positive(options.minBatch ?? 100, "minBatch");
+    if (!Number.isInteger(this.minBatch)) throw new RangeError(`minBatch must be a positive integer, got ${this.minBatch}`);
+    const share = options.minDummyShare ?? DUMMY_SHARE;
+    if (typeof share !== "number" || !(share >= 0) || !Number.isFinite(share))
+      throw new RangeError(`minDummyShare must be a finite number >= 0, got ${share}`);
+    this.minDummyShare = share;
+  }
+
+  /** Throw LimitExceeded unless the shuffler's `view` holds batches to at least `minBatch` people and adds at least `ceil(minDummyShare * view.minBatch)` dummies. */
+  checkView(view: Pick<ShuffledView, "minBatch" | "dummies">, collection: string): void {
+    const dummies = Math.ceil(this.minDummyShare * view.minBatch);
+    if (view.minBatch < this.minBatch || view.dummies < dummies)
+      throw new LimitExceeded(
+        `collection '${collection}' is shuffled in batches of ${view.minBatch} people and ${view.dummies} dummies; this app needs ` +
+          `at least ${this.minBatch} people (minBatch) and ${dummies} dummies, ${this.minDummyShare} times the floor (minDummyShare); ` +
+          "nothing was drawn or sent",
+      );
   }
 
   checkCollection(epsilon: number, collection: string): void {

@@ -4,8 +4,8 @@
  *
  *     node dist/test-support/submit.js URL LEDGER OPTIONS_JSON STEPS_JSON
  *
- * OPTIONS_JSON: {maxEpsilon, budget: {total, perDays}, limits: {other Limits options}, pace,
- * backoff, retries, expected, shuffler}. STEPS_JSON: [[collection id, record, ledger?, seed?, group?], ...].
+ * OPTIONS_JSON: {maxEpsilon, budget: {total, perDays}, minBatch, minDummyShare, limits: {other
+ * Limits options}, pace, backoff, retries, expected, shuffler, direct}. STEPS_JSON: [[collection id, record, ledger?, seed?, group?], ...].
  * A step naming a ledger is a device of its own (that ledger file); the others share LEDGER. A
  * step naming a seed draws from the test-only words of that seed (HashWords), so that devices
  * given one seed draw alike.
@@ -20,11 +20,14 @@ const device = (path: string, seed?: string | null) =>
   new Client(url, {
     source: seed ? new HashWords(new TextEncoder().encode(seed)) : undefined,
     ledger: fileLedger(path),
-    limits: new Limits({ maxEpsilon: options.maxEpsilon, budget: options.budget, ...options.limits }),
+    limits: new Limits({
+      maxEpsilon: options.maxEpsilon, budget: options.budget, minBatch: options.minBatch, minDummyShare: options.minDummyShare, ...options.limits,
+    }),
     pace: options.pace ?? 0.01,
     backoff: options.backoff ?? 0.01,
     retries: options.retries ?? 5,
     shuffler: options.shuffler ?? undefined,
+    direct: options.direct ?? undefined,
   });
 const shared = device(ledger);
 const outcomes: string[] = [];

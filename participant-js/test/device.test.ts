@@ -6,7 +6,10 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { Client, CollectionSpec, InsecureContext, LimitExceeded, Limits, Participant } from "../src/index.js";
+import { createServer } from "node:http";
+import { type AddressInfo } from "node:net";
+
+import { Client, CollectionSpec, InsecureContext, LimitExceeded, Limits, Participant, SpecError, SubmissionFailed } from "../src/index.js";
 import { MAIN_THREAD_SECONDS, secondsPerEntry } from "../src/calibration.js";
 import { Ledger } from "../src/ledger.js";
 
@@ -124,4 +127,100 @@ test("an acknowledged shuffled entry keeps neither its report nor its sealed cop
   await ledger.markSent(claim.key);
   const entry = storage.data().entries[claim.key];
   assert.deepEqual([entry.report, entry.sealed, entry.sent, entry.epsilon], ["", "", true, 0.25]);
+});
+
+test("the direct option is a list of collection ids: one string, or anything else, is refused at construction", () => {
+  const options = { ledger: memory(), shuffler: "http://127.0.0.1:9" };
+  assert.deepEqual([...new Client("http://127.0.0.1:9", { ...options, direct: ["a", "b"] }).direct].sort(), ["a", "b"]);
+  assert.equal(new Client("http://127.0.0.1:9", options).direct.size, 0);
+  assert.throws(() => new Client("http://127.0.0.1:9", { ...options, direct: "ab" as any }), (e: Error) => e instanceof RangeError && /not one string/.test(e.message));
+  assert.throws(() => new Client("http://127.0.0.1:9", { ...options, direct: 3 as any }), RangeError);
+  assert.throws(() => new Client("http://127.0.0.1:9", { ...options, direct: null as any }), RangeError);
+  assert.throws(() => new Client("http://127.0.0.1:9", { ...options, direct: ["a", 3] as any }), /collection ids \(strings\)/);
+});
+
+test("minBatch is a positive integer and minDummyShare a finite number >= 0, by default 100 and 1 (DUMMY_SHARE)", () => {
+  const limits = new Limits();
+  assert.deepEqual([limits.minBatch, limits.minDummyShare], [100, 1]);
+  assert.deepEqual([new Limits({ minBatch: 2, minDummyShare: 0 }).minBatch, new Limits({ minDummyShare: 0 }).minDummyShare], [2, 0]);
+  for (const minBatch of [0, -1, 2.5, Infinity, NaN, "100" as any]) assert.throws(() => new Limits({ minBatch }), /minBatch/, String(minBatch));
+  for (const minDummyShare of [-0.1, Infinity, NaN, "1" as any]) assert.throws(() => new Limits({ minDummyShare }), /minDummyShare/, String(minDummyShare));
+});
+
+test("a view is refused below the app's floor or its share of dummies, and taken exactly at them", () => {
+  const limits = new Limits({ minBatch: 50, minDummyShare: 0.5 });
+  limits.checkView({ minBatch: 50, dummies: 25 }, "c");
+  limits.checkView({ minBatch: 51, dummies: 26 }, "c"); // ceil(0.5 * 51)
+  const refused = (view: { minBatch: number; dummies: number }, why: RegExp) =>
+    assert.throws(() => limits.checkView(view, "c"), (e: Error) => e instanceof LimitExceeded && why.test(e.message) && /nothing was drawn or sent$/.test(e.message));
+  refused({ minBatch: 49, dummies: 1000 }, /batches of 49 people and 1000 dummies.*at least 50 people \(minBatch\)/);
+  refused({ minBatch: 50, dummies: 24 }, /25 dummies, 0\.5 times the floor \(minDummyShare\)/);
+  refused({ minBatch: 51, dummies: 25 }, /26 dummies/);
+  new Limits().checkView({ minBatch: 100, dummies: 100 }, "c");
+  assert.throws(() => new Limits().checkView({ minBatch: 100, dummies: 99 }, "c"), LimitExceeded);
+  assert.throws(() => new Limits().checkView({ minBatch: 10, dummies: 10 }, "c"), LimitExceeded);
+});
+
+/**
+ * One loopback server as both an aggregator publishing the unshuffled collection "plain" and a
+ * shuffler answering its view with `viewStatus`; `seen` counts requests by method and path.
+ */
+async function plainCollection(viewStatus: number, viewReason?: string) {
+  const raw = { features: [{ name: "f", categories: ["a", "b"] }], classes: ["x", "y"], protocol: "DE", epsilon: 1 };
+  const answer = JSON.stringify({ id: "plain", uid: "u".repeat(32), fingerprint: await CollectionSpec.fromDict(raw).fingerprint(), spec: raw });
+  const seen: Record<string, number> = {};
+  const server = createServer((request, response) => {
+    const key = `${request.method} ${request.url}`;
+    seen[key] = (seen[key] ?? 0) + 1;
+    const [status, body] =
+      key === "GET /collections/plain" ? [200, answer]
+      : key === "GET /collections/plain/view" ? [viewStatus, JSON.stringify({ error: "said by the test", reason: viewReason })]
+      : key === "POST /collections/plain/reports" ? [201, JSON.stringify({ status: "accepted" })]
+      : [404, "{}"];
+    request.resume();
+    response.writeHead(status, { "Content-Type": "application/json" }).end(body);
+  });
+  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { url, seen, close: () => new Promise((done) => server.close(done)) };
+}
+
+test("an app pinning a shuffler reports to an unshuffled collection only when it names it and its shuffler knows no shuffled one of that id", async () => {
+  const record = { f: "a", class: "x" };
+  const outcome = async (viewStatus: number, options: { direct?: string[]; shuffler?: boolean; reason?: string }) => {
+    const site = await plainCollection(viewStatus, options.reason);
+    const storage = kept();
+    const client = new Client(site.url, {
+      ledger: new Ledger(storage as any), pace: 0.001, retries: 0, direct: options.direct,
+      shuffler: options.shuffler === false ? undefined : site.url,
+    });
+    try {
+      const said = await client.submit("plain", record).catch((e: Error) => e);
+      return { said, seen: site.seen, entries: Object.keys(storage.data().entries).length };
+    } finally {
+      await site.close();
+    }
+  };
+  const refused = (result: { said: unknown; seen: Record<string, number>; entries: number }, kind: Function, why: RegExp) => {
+    assert.ok(result.said instanceof kind && why.test((result.said as Error).message), String(result.said));
+    assert.equal(result.seen["POST /collections/plain/reports"], undefined);
+    assert.equal(result.entries, 0); // nothing drawn or recorded
+  };
+  const notNamed = await outcome(404, { reason: "unknown" });
+  refused(notNamed, SpecError, /'plain' is not shuffled, and this app pins a shuffler.*\(the direct option: \[\]\); nothing was sent$/);
+  assert.equal(notNamed.seen["GET /collections/plain/view"], undefined);
+  refused(await outcome(200, { direct: ["plain"] }), SpecError, /holds a shuffled view of collection 'plain', which the aggregator shows unshuffled/);
+  refused(await outcome(400, { direct: ["plain"] }), SpecError, /answered 400 .*refusing to report directly/);
+  refused(await outcome(503, { direct: ["plain"] }), SubmissionFailed, /view failed after 1 attempts/);
+  // Shuffled at the aggregator, its batches too large for one request: not a direct collection.
+  refused(await outcome(409, { direct: ["plain"], reason: "too_large" }), SpecError, /answered 409 \(too_large\) .*refusing to report directly/);
+  refused(await outcome(404, { direct: ["plain"] }), SpecError, /answered 404 \(no reason\) .*refusing to report directly/);
+  for (const [status, reason] of [[404, "unknown"], [409, "not_shuffled"]] as const) {
+    const named = await outcome(status, { direct: ["other", "plain"], reason });
+    assert.equal(named.said, "accepted");
+    assert.deepEqual([named.seen["GET /collections/plain/view"], named.seen["POST /collections/plain/reports"], named.entries], [1, 1, 1]);
+  }
+  const unpinned = await outcome(200, { shuffler: false });
+  assert.equal(unpinned.said, "accepted");
+  assert.equal(unpinned.seen["GET /collections/plain/view"], undefined);
 });
