@@ -95,7 +95,7 @@ class System:
         self.shufflers = [
             start([
                 sys.executable, "-m", "shuffler", "serve", "--aggregator", self.url, "--token-file", token_file, "--db",
-                store, "--port", "0", "--interval", str(self.interval), "--min-batch", "2", "--per-address", "0",
+                store, "--port", "0", "--interval", str(self.interval), "--min-batch", "2", "--dummies", "0", "--per-address", "0",
                 "--per-collection", "0", "--max-waiting", "10000000", "--max-post", "5000",
             ])  # fmt: skip
             for _ in range(instances)

@@ -7,23 +7,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
+import os
 import re
 import sys
 from urllib.parse import urlsplit
 
-from participant.usage import Parser, non_negative_int, positive_int, positive_number, secret_line
+from participant.usage import Parser, add_connection_options, non_negative_int, positive_int, positive_number, secret_line
 
 DESCRIPTION = """\
 A shuffler between devices and an aggregator. Devices send it their reports sealed to the
 aggregator's key (it reads none of them); it stores each before acknowledging it, and releases a
 collection's reports to the aggregator only in batches of at least the collection's min_batch
 (and never fewer than --min-batch), each with the collection's dummies (and never fewer than
---dummies) drawn here by the collection's own randomiser, in a random order, every --interval
-seconds, presenting the token in --token-file. It pins each collection's view (spec, uid, key,
-floor) the first time it is asked, publishes it (GET /views), and devices report under that view
-alone. It keeps no address, header or arrival time with a report. Run it as someone other than
-the aggregator's operator: the anonymity it gives reports rests on that.
+--dummies, by default as many as the floor) drawn here by the collection's own randomiser, in a
+random order, every --interval seconds, presenting the token in --token-file. It pins each
+collection's view (spec, uid, key, floor, dummies) the first time it is asked, publishes it
+(GET /views), and devices report under that view alone. It keeps no address, header or arrival
+time with a report, tells nobody how many wait, and answers a re-post of a forwarded report
+alike whether it was a person's or a dummy. Run it as someone other than the aggregator's
+operator: the anonymity it gives reports rests on that. Its own operator reads what waits with
+python -m shuffler status --db FILE|URL.
 
 The aggregator's operator creates the collection with this shuffler's URL and the same token:
   python -m aggregator create --spec spec.json --id survey --shuffler https://shuffler.example.org \\
@@ -76,9 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="the fewest reports released at once, whatever a collection's spec asks (default 100)",
     )  # fmt: skip
     serve.add_argument(
-        "--dummies", type=non_negative_int, default=0, metavar="M",
-        help="the fewest dummy reports added to every batch, whatever a collection's spec asks (default 0: the "
-        "spec's); a person's report hides among them even if the aggregator sent every other report of the batch",
+        "--dummies", type=non_negative_int, default=None, metavar="M",
+        help="the fewest dummy reports added to every batch, whatever a collection's spec asks (default: as many as "
+        "the batch's floor); a person's report hides among them even if the aggregator sent every other report of "
+        "the batch. Devices refuse a view with fewer than their app allows (by default as many as the floor)",
     )  # fmt: skip
     serve.add_argument(
         "--per-address", type=non_negative_int, default=600, metavar="N",
@@ -100,6 +106,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-origin", action="append", default=[], type=_origin, metavar="ORIGIN",
         help="a web page whose visitors' browsers may send reports (repeat for several; default none)",
     )  # fmt: skip
+    serve.add_argument(
+        "--forget-after", type=positive_int, default=365, metavar="DAYS",
+        help="days a released report is remembered, so that a re-send of it is a duplicate (default 365); a "
+        "collection's are forgotten when it closes",
+    )  # fmt: skip
+    add_connection_options(serve)
+    status = sub.add_parser(
+        "status", help="what waits in this shuffler's store (its operator's view; nobody else is told)",
+        description="Per collection pinned in the store: its floor and dummies, the reports waiting (exact), the "
+        "batches drawn and not yet acknowledged by the aggregator, the people's reports forwarded, whether it is "
+        "closed. Reads the store directly, beside a running shuffler or not: it is for the shuffler's operator, "
+        "who holds the store; the service tells nobody how many reports wait.",
+    )  # fmt: skip
+    status.add_argument("--db", required=True, metavar="FILE|URL", help="the store serve runs on")
+    status.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 
@@ -114,21 +135,29 @@ def read_token(path: str) -> str:
 async def serve(args) -> None:
     from aiohttp import web
 
+    from participant.serving import CappedRunner
+
     from .service import Settings, create_app
     from .store import StoreUnavailable, open_store
 
     settings = Settings(
         args.aggregator, read_token(args.token_file), args.min_batch, args.interval, tuple(args.allow_origin),
         args.dummies, args.per_address, args.per_collection, args.max_waiting, args.max_post,
+        forget_after=args.forget_after, max_connections=args.max_connections,
+        max_connections_per_address=args.max_connections_per_address, keepalive_timeout=args.keepalive_timeout,
+        body_timeout=args.body_timeout,
     )  # fmt: skip
     try:
         store = await open_store(args.db)
     except StoreUnavailable as exc:
         raise ValueError(f"--db: {exc}") from None
-    runner = web.AppRunner(create_app(settings, store), access_log=None)
+    runner = CappedRunner(
+        create_app(settings, store), settings.max_connections, settings.max_connections_per_address,
+        lambda peer: False, access_log=None, keepalive_timeout=settings.keepalive_timeout,
+    )  # fmt: skip
     await runner.setup()
     try:
-        site = web.TCPSite(runner, args.host, args.port)
+        site = web.TCPSite(runner, args.host, args.port, backlog=2048)
         await site.start()
     except OSError as exc:
         await runner.cleanup()
@@ -139,6 +168,43 @@ async def serve(args) -> None:
         await asyncio.Event().wait()
     finally:
         await runner.cleanup()
+
+
+async def status(args) -> None:
+    """Print what waits in the store at ``args.db`` (the shuffler's operator's view)."""
+    from .store import StoreUnavailable, open_store
+    from .store.postgres import is_postgres_url
+
+    if not is_postgres_url(args.db) and not os.path.isfile(args.db):
+        raise ValueError(f"--db: no shuffler store at {args.db}")
+    try:
+        store = await open_store(args.db)
+    except StoreUnavailable as exc:
+        raise ValueError(f"--db: {exc}") from None
+    try:
+        waiting = await store.waiting_all()
+        in_flight: dict[str, int] = {}
+        for _, collection_id in await store.in_flight():
+            in_flight[collection_id] = in_flight.get(collection_id, 0) + 1
+        rows = [
+            {"id": view.collection, "min_batch": view.min_batch, "dummies": view.dummies,
+             "waiting": waiting.get(view.collection, 0), "batches_in_flight": in_flight.get(view.collection, 0),
+             "forwarded": await store.forwarded_count(view.collection), "closed": await store.closed(view.collection)}
+            for view in await store.views()
+        ]  # fmt: skip
+    finally:
+        await store.shut()
+    if args.json:
+        print(json.dumps({"collections": rows}))
+        return
+    if not rows:
+        print(f"{store.location}: no collection pinned")
+    for row in rows:
+        print(
+            f"{row['id']}: {row['waiting']:,} waiting for a batch of {row['min_batch']:,} (and {row['dummies']:,} "
+            f"dummies); {row['batches_in_flight']:,} batches not yet acknowledged; {row['forwarded']:,} people's "
+            f"reports forwarded" + ("; closed" if row["closed"] else "")
+        )
 
 
 def run(coroutine) -> None:
@@ -157,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        if args.command == "status":
+            asyncio.run(status(args))
+            return 0
         read_token(args.token_file)
         run(serve(args))
     except ValueError as exc:

@@ -1,11 +1,19 @@
 """What one party may send the shuffler: reports per address, reports per collection, reports
-waiting per collection, and the request bodies being read at once.
+waiting per collection, and the bytes of request bodies being read at once (connections are
+capped below the handlers, :mod:`participant.serving`).
 
 Without them anyone could fill a batch with reports of their own faster than people send theirs
 (60,000 in a second from one address), or hold the shuffler's memory with large bodies. They bound
 what flooding costs; they cannot stop an aggregator with many addresses, which is what the
 shuffler's dummies are for (:mod:`participant.dummies`). Addresses are kept in memory only, for a
 bucket's refill time, never with a report.
+
+A limit is a resource everyone shares, so whoever drives one to its edge sees others use it: an
+aggregator that fills a collection's waiting reports to the cap learns, from its next report's
+429, that someone's report arrived meanwhile. That is when a report came, which a network
+observer sees too; never which forwarded report it was (a batch's order is drawn, and every
+released report answers alike). Only a report that could be stored is counted against the cap,
+so a malformed one asks nothing of it.
 """
 
 from __future__ import annotations
@@ -50,25 +58,26 @@ class Limits:
         self.collections = Buckets(settings.per_collection, settings.per_collection)
         self.reading = 0  # bytes of request bodies being read now
 
-    def admit(self, address: str, collection_id: str, count: int, waiting: int) -> None:
-        """Raise :class:`Problem` (429) unless ``count`` more reports from ``address`` to a
-        collection with ``waiting`` reports waiting are within the limits; spends their tokens."""
-        if waiting + count > self.settings.max_waiting:
+    def admit(self, address: str, collection_id: str, posted: int, storable: int, waiting: int) -> None:
+        """Raise :class:`Problem` (429) unless ``posted`` more reports from ``address``, of which
+        ``storable`` have the collection's length and digest, to a collection with ``waiting``
+        reports waiting are within the limits; spends their tokens."""
+        if storable and waiting + storable > self.settings.max_waiting:
             # The cap, not the count: an exact count would tell when one more report arrived.
             raise Problem(
                 429, f"as many reports of {collection_id!r} as this shuffler keeps ({self.settings.max_waiting:,}) "
                 "wait for a batch already; retry later", 5.0,
             )  # fmt: skip
-        wait = self.addresses.take(address, count)
+        wait = self.addresses.take(address, posted)
         if wait:
             raise Problem(429, f"too many reports from this address (at most {self.settings.per_address} a minute)", _seconds(wait))
-        wait = self.collections.take(collection_id, count)
+        wait = self.collections.take(collection_id, posted)
         if wait:
             raise Problem(429, f"too many reports to {collection_id!r} (at most {self.settings.per_collection:g} a second)", _seconds(wait))
 
     def reserve(self, size: int) -> None:
-        """Count ``size`` bytes of a body about to be read; 503 when the bodies being read would
-        pass :attr:`~Settings.max_reading`. Give them back with :meth:`release`."""
+        """Count ``size`` bytes of a body just received; 503 when the bodies being read would pass
+        :attr:`~Settings.max_reading`. Give them back with :meth:`release`."""
         if self.reading + size > self.settings.max_reading:
             raise Problem(503, "the shuffler is reading as much as it will at once; retry shortly", 1.0)
         self.reading += size

@@ -3,19 +3,24 @@
 A round, for every collection with a pinned view and at least its floor of reports waiting:
 
 1. the floor is the larger of the view's and the shuffler's own ``--min-batch`` *now*, and the
-   dummies the larger of the view's and its ``--dummies`` now (a restart with larger ones holds);
+   dummies the larger of the view's and its own now (``--dummies``, by default as many as the
+   floor: :func:`~shuffler.views.least_dummies`; a restart with larger ones holds);
 2. the batches are sized to the aggregator's published request limits (``GET /limits``): each
    batch is one request, so that its people hide among the whole batch, never a part of it;
 3. each batch's dummies are drawn by the collection's own randomiser through the device's code
    (:func:`participant.dummies.draw_dummies`, the operating system's CSPRNG), packed and sealed
    under the view like a device's report, in a process of their own (the GIL they would hold is
    the intake's);
-4. the store draws the batches in one transaction (:meth:`~shuffler.store.ShufflerStore.release`).
+4. the store draws the batches in one transaction (:meth:`~shuffler.store.Store.release`), and
+   remembers every report of them, people's and dummies' alike, as released.
 
 Then every batch not yet acknowledged is forwarded, each collection on its own (one that the
 aggregator refuses or cannot take never delays another's), its batches oldest first, two at a time:
 ``{"batch", "size", "dummies", "view": {"min_batch", "dummies"}, "reports"}`` with the shuffler's
-token. A batch acknowledged leaves the store, and the store's log is scrubbed.
+token. A batch acknowledged leaves the store. After every round that drew or forwarded anything,
+the store's log is scrubbed, whether or not the aggregator acknowledged: what it withholds keeps
+nothing in arrival order. Once an hour, released digests older than the horizon
+(``--forget-after`` days) are dropped.
 """
 
 from __future__ import annotations
@@ -38,14 +43,16 @@ from participant.view import ShuffledView
 from participant.wire import pack_report
 
 from .problems import Problem
-from .store import StoreUnavailable
-from .views import people_per_batch
+from .store import StoreUnavailable, today
+from .views import least_dummies, people_per_batch
 
 log = logging.getLogger("shuffler")
 MSGPACK = "application/msgpack"
 # Batches of one collection in flight to the aggregator at once: it opens one in its processes
 # while it stores the one before.
 IN_FLIGHT = 2
+# Seconds between two sweeps of released digests past the horizon.
+EXPIRY_EVERY = 3600.0
 
 
 def sealed_dummies(view: ShuffledView, count: int) -> list[bytes]:
@@ -66,6 +73,7 @@ class Releaser:
         # Collections closed (by this instance, or learnt from the store at a round): they take no reports.
         self.closed: set[str] = set()
         self._drawer: ProcessPoolExecutor | None = None
+        self._expired_at = -EXPIRY_EVERY
 
     def drawer(self) -> ProcessPoolExecutor:
         """The process dummies are drawn and sealed in (started on first use)."""
@@ -82,7 +90,8 @@ class Releaser:
 
     def floor(self, view: ShuffledView) -> tuple[int, int]:
         """The floor and dummies a batch of ``view``'s collection is held to now."""
-        return max(view.min_batch, self.settings.min_batch), max(view.dummies, self.settings.dummies)
+        floor = max(view.min_batch, self.settings.min_batch)
+        return floor, max(view.dummies, least_dummies(self.settings.dummies, floor))
 
     async def release(self, view: ShuffledView, waiting: int) -> list[int]:
         """Draw the collection's batches if ``waiting`` reports make at least one; their ids."""
@@ -106,25 +115,20 @@ class Releaser:
 
     async def close(self, view: ShuffledView, pad: bool) -> dict:
         """Release every report of the collection now and take no more: in batches of at least the
-        floor, and, with ``pad``, a last one of the fewer left, padded to the floor with dummies in
+        floor and, with ``pad``, a last one of the fewer left, padded to the floor with dummies in
         place of the people it lacks (drawn like any dummy: the shuffle bound counts them alike).
-        Without ``pad``, refused (409) while fewer than a batch wait, nothing done. Returns what
-        was drawn, and what still waits (fewer than a batch that arrived as it closed, unpadded):
-        ``{"batches", "people", "padding", "waiting"}``."""
+        Without ``pad``, fewer than a batch left keep waiting (a later close with ``pad`` releases
+        them). A close always closes, whatever waits: were it refused while too few wait, a close
+        would be a question asked again and again, telling when the first person arrived. The
+        released set is then dropped (every report to a closed collection is refused before it
+        is looked up) and the log scrubbed. Returns ``{"batches", "people", "padding",
+        "waiting"}``: what was drawn, and how many still wait unpadded."""
         floor, dummies = self.floor(view)
         async with self.store.holding(view.collection) as held:
             if not held:
                 raise Problem(503, "another instance is releasing this collection now; retry", 1.0)
-            waiting = await self.store.waiting(view.collection)
-            if 0 < waiting < floor and not pad:
-                step = max(10, floor // 10)
-                raise Problem(
-                    409, f"at least {waiting // step * step} and fewer than {floor} reports wait, less than a batch: "
-                    f"close with pad to release them with dummies in place of the people missing, or wait for more",
-                )  # fmt: skip
             # Closed first: once the store says so no report can land after the count below, so
-            # every report acknowledged before the close is in it (more can only have arrived
-            # since the check above: a batch's worth stays one).
+            # every report acknowledged before the close is in it.
             await self.store.close(view.collection)
             self.closed.add(view.collection)
             waiting = await self.store.waiting(view.collection)
@@ -135,9 +139,9 @@ class Releaser:
                 padding = floor - left
                 blanket = await self._dummies(view, dummies + padding)
                 drawn += await self.store.release(view.collection, 1, left, [blanket], padding)
+            await self.store.forget(view.collection)
+            await self.store.scrub()
         self.on_release(view.collection)
-        # Fewer than a batch can still wait unpadded: those that arrived between the check and
-        # the close; a close with pad releases them.
         return {"batches": len(drawn), "people": waiting - (0 if padding else left), "padding": padding,
                 "waiting": 0 if padding else left}  # fmt: skip
 
@@ -150,7 +154,8 @@ class Releaser:
 
     async def round(self) -> None:
         """Release what is due, then forward every batch not yet acknowledged: each collection on
-        its own, by the one instance that holds it this round."""
+        its own, by the one instance that holds it this round; then scrub the log if anything was
+        drawn or acknowledged, and sweep the released digests past the horizon once an hour."""
         waiting = await self.store.waiting_all()
         for collection_id in set(waiting) - self.closed:  # closed by another instance meanwhile?
             if await self.store.closed(collection_id):
@@ -158,23 +163,29 @@ class Releaser:
         by_collection: dict[str, list[int]] = {}
         for batch, collection_id in await self.store.in_flight():
             by_collection.setdefault(collection_id, []).append(batch)
-        sent = await asyncio.gather(*(self._collection(cid, waiting.get(cid, 0), by_collection.get(cid, []))
-                                      for cid in set(waiting) | set(by_collection)))  # fmt: skip
-        if any(sent):
+        changed = await asyncio.gather(*(self._collection(cid, waiting.get(cid, 0), by_collection.get(cid, []))
+                                         for cid in set(waiting) | set(by_collection)))  # fmt: skip
+        now = asyncio.get_running_loop().time()
+        if now - self._expired_at >= EXPIRY_EVERY:
+            self._expired_at = now
+            if await self.store.expire(today() - self.settings.forget_after):
+                changed.append(True)
+        if any(changed):
             await self.store.scrub()
 
     async def _collection(self, collection_id: str, waiting: int, batches: list[int]) -> bool:
         """One collection's round: its release, then its batches (those drawn before and now)
-        forwarded, if this instance holds it; whether any was acknowledged."""
+        forwarded, if this instance holds it; whether any batch was drawn or acknowledged."""
         try:
             async with self.store.holding(collection_id) as held:
                 if not held:
                     return False
                 view = await self.views.get(collection_id)
+                drawn = []
                 if waiting:
                     drawn = await self.release(view, waiting)
                     batches = sorted({*batches, *drawn})
-                return await self._forward_all(collection_id, batches)
+                return await self._forward_all(collection_id, batches) or bool(drawn)
         except (Problem, StoreUnavailable) as problem:
             log.warning("collection %s: %s", collection_id, problem)
             return False

@@ -1,5 +1,9 @@
 """The shuffler's HTTP service: what devices and anyone may ask of it.
 
+What it shows anyone, now or later (its answers and their timing, every count, its files), is the
+same whether a report was a person's or a dummy, and carries nothing of arrival order beyond the
+release schedule, which is public anyway (docs/trust.md).
+
 - ``GET /collections/{id}/view``: the collection's view (:class:`~participant.view.ShuffledView`,
   pinned now if it has none, :mod:`.views`): what a device reports under.
 - ``GET /views``: every pinned view's id, digest, floor and dummies, so that anyone can check
@@ -7,20 +11,25 @@
 - ``POST /collections/{id}/reports``: one sealed report (``application/ldpnb-sealed``), or a
   batch of them (msgpack ``{"reports": [bytes, ...]}``, at most ``--max-post``); each is refused
   unless it has the collection's one sealed length and carries its view's digest, then stored,
-  then acknowledged (``accepted``, or ``duplicate`` for bytes received before). Reports arriving
-  together are stored in one commit. Within the limits of :mod:`.limits` (429 with
-  ``Retry-After``); a body is read against its limit as it arrives.
-- ``GET /collections/{id}``: how many reports wait, in coarse steps only (a tenth of the floor,
-  at least 10: an exact count, read every few milliseconds, would tell an aggregator the moment
-  one person's report arrived) and at most how many more the next batch needs, the floor and
-  dummies batches are held to, how many people's reports were forwarded, and whether it is closed.
+  then acknowledged: ``accepted``, or ``duplicate`` for bytes that wait already or were released
+  (a person's retry, or anyone re-posting a forwarded report: a dummy's re-post hears the same).
+  Reports arriving together are stored in one commit. Within the limits of :mod:`.limits` (429
+  with ``Retry-After``); a body is read against its limit, its time and the bytes read at once as
+  it arrives.
+- ``GET /collections/{id}``: the floor and dummies batches are held to, how many people's reports
+  were forwarded, whether it is closed, and why its last forward failed. Nothing of the reports
+  waiting: any count of them, however coarse, moves when one person's report arrives, and
+  anyone who can post can steer it to an edge first.
 - ``POST /collections/{id}/close`` (the token the shuffler presents to the aggregator): release
   what waits now and take no more reports (410); ``{"pad": true}`` pads a last batch short of the
-  floor with dummies (:meth:`~shuffler.release.Releaser.close`), else fewer than a batch is refused.
+  floor with dummies (:meth:`~shuffler.release.Releaser.close`), else fewer than a batch keep
+  waiting for a close with pad.
 - ``GET /healthz``: whether the store answers.
 
 A web page the operator names (``--allow-origin``) may read views and post reports from a
-browser; nothing else carries CORS headers.
+browser; nothing else carries CORS headers. Connections are capped per network and in all, and
+one that sends no complete request, or no whole body, in time is closed
+(:mod:`participant.serving`, as the aggregator's).
 """
 
 from __future__ import annotations
@@ -53,24 +62,33 @@ MSGPACK = "application/msgpack"
 @dataclass
 class Settings:
     """What the shuffler's operator decides: the ``aggregator`` it forwards to and the ``token`` it
-    presents there; its own batch floor (``min_batch``) and ``dummies`` per batch, applied over
-    every view's at every release; the release ``interval`` in seconds; the web pages whose
-    browsers may read views and post reports (``allowed_origins``); and its limits: reports a
-    minute from one address (``per_address``), reports a second to one collection
-    (``per_collection``), reports waiting per collection (``max_waiting``), reports in one posted
-    batch (``max_post``) and bytes of bodies read at once (``max_reading``); 0 is no rate limit."""
+    presents there; its own batch floor (``min_batch``) and ``dummies`` per batch (None: as many as
+    the floor, :func:`~shuffler.views.least_dummies`), applied over every view's at every release;
+    the release ``interval`` in seconds; the web pages whose browsers may read views and post
+    reports (``allowed_origins``); its limits: reports a minute from one address
+    (``per_address``), reports a second to one collection (``per_collection``), reports waiting
+    per collection (``max_waiting``), reports in one posted batch (``max_post``) and bytes of
+    bodies read at once (``max_reading``), 0 being no rate limit; the days a release's digests
+    are remembered (``forget_after``); and its connections: open at once (``max_connections``),
+    from one network (``max_connections_per_address``), seconds to send a whole request head
+    (``keepalive_timeout``) and a whole body (``body_timeout``)."""
 
     aggregator: str
     token: str
     min_batch: int = 100
     interval: float = 5.0
     allowed_origins: tuple = ()
-    dummies: int = 0
+    dummies: int | None = None
     per_address: int = 600
     per_collection: float = 20_000
     max_waiting: int = 1_000_000
     max_post: int = 1000
     max_reading: int = 64 * 1024 * 1024
+    forget_after: int = 365
+    max_connections: int = 1024
+    max_connections_per_address: int = 256
+    keepalive_timeout: float = 15.0
+    body_timeout: float = 30.0
 
 
 class Shuffler:
@@ -97,7 +115,7 @@ class Shuffler:
         outcomes = [None] * len(sealed)
         fresh = []
         for i, item in enumerate(sealed):
-            if isinstance(item, bytes) and len(item) == length and item[:DIGEST_BYTES] == view.digest:
+            if _well_formed(view, length, item):
                 fresh.append(i)
             else:
                 outcomes[i] = "rejected"
@@ -178,30 +196,33 @@ def _outcome(outcome: str, origin: str | None) -> web.Response:
 
 
 def _problem(problem: Problem, origin: str | None = None) -> web.Response:
-    return _json(problem.status, {"error": str(problem)}, origin, problem.retry_after)
+    body = {"error": str(problem)} if problem.reason is None else {"error": str(problem), "reason": problem.reason}
+    return _json(problem.status, body, origin, problem.retry_after)
 
 
 async def _body(request: web.Request, limit: int) -> bytes:
-    """The request's body, read as it arrives and refused (413) as soon as it passes ``limit``
-    bytes, within the bytes the shuffler reads at once."""
+    """The request's body, read as it arrives: refused (413) as soon as it passes ``limit`` bytes
+    (at once when it declares more), (408) when it has not all arrived within the body timeout,
+    and (503) when its bytes would pass what the shuffler reads at once. Bytes are counted as they
+    arrive, not as declared: a body dripped a byte a second holds what it sent, not what it says."""
     declared = request.content_length
     if declared is not None and declared > limit:
         raise Problem(413, f"a body of {declared} bytes; this takes at most {limit}")
-    limits = request.app[SHUFFLER].limits
-    reserved = declared if declared is not None else limit
-    limits.reserve(reserved)
+    shuffler = request.app[SHUFFLER]
+    chunks, size = [], 0
     try:
-        if declared is not None:  # aiohttp reads exactly the declared length
-            return await request.read()
-        chunks, size = [], 0
-        async for chunk in request.content.iter_chunked(64 * 1024):
-            size += len(chunk)
-            if size > limit:
-                raise Problem(413, f"a body of more than {limit} bytes; this takes at most {limit}")
-            chunks.append(chunk)
-        return b"".join(chunks)
+        async with asyncio.timeout(shuffler.settings.body_timeout):
+            async for chunk in request.content.iter_chunked(64 * 1024):
+                if size + len(chunk) > limit:
+                    raise Problem(413, f"a body of more than {limit} bytes; this takes at most {limit}")
+                shuffler.limits.reserve(len(chunk))
+                size += len(chunk)
+                chunks.append(chunk)
+    except TimeoutError:
+        raise Problem(408, f"the request body did not arrive within {shuffler.settings.body_timeout:g} s") from None
     finally:
-        limits.release(reserved)
+        shuffler.limits.release(size)
+    return b"".join(chunks)
 
 
 async def preflight(request: web.Request) -> web.StreamResponse:
@@ -215,6 +236,11 @@ async def preflight(request: web.Request) -> web.StreamResponse:
     return answer
 
 
+def _well_formed(view: ShuffledView, length: int, item) -> bool:
+    """Whether ``item`` can be a sealed report of ``view``: its one length, its digest."""
+    return isinstance(item, bytes) and len(item) == length and item[:DIGEST_BYTES] == view.digest
+
+
 async def post_reports(request: web.Request) -> web.StreamResponse:
     shuffler = request.app[SHUFFLER]
     origin = None
@@ -226,12 +252,15 @@ async def post_reports(request: web.Request) -> web.StreamResponse:
         length = sealed_length(view.spec)
         address = request.remote or ""
         if request.content_type == SEALED:
-            shuffler.limits.admit(address, view.collection, 1, await shuffler.waiting_now(view.collection))
-            outcome = (await shuffler.receive(view, [await _body(request, length)]))[0]
+            sealed = await _body(request, length)
+            # Refused before the limits look at what waits: a report that could never be stored
+            # learns nothing of them.
+            if not _well_formed(view, length, sealed):
+                raise Problem(400, "not a sealed report of this collection's view (another length, or another view's digest)")
+            shuffler.limits.admit(address, view.collection, 1, 1, await shuffler.waiting_now(view.collection))
+            outcome = (await shuffler.receive(view, [sealed]))[0]
             if outcome == "closed":
                 raise Problem(410, f"collection {view.collection!r} is closed: it takes no more reports")
-            if outcome == "rejected":
-                raise Problem(400, "not a sealed report of this collection's view (another length, or another view's digest)")
             return _outcome(outcome, origin)
         if request.content_type == MSGPACK:
             most = shuffler.settings.max_post
@@ -243,7 +272,9 @@ async def post_reports(request: web.Request) -> web.StreamResponse:
             if not isinstance(data, dict) or not isinstance(data.get("reports"), list):
                 raise Problem(400, "a batch is msgpack {'reports': [sealed, ...]}")
             reports = data["reports"]
-            shuffler.limits.admit(address, view.collection, len(reports), await shuffler.waiting_now(view.collection))
+            valid = sum(_well_formed(view, length, item) for item in reports)
+            waiting = await shuffler.waiting_now(view.collection) if valid else 0
+            shuffler.limits.admit(address, view.collection, len(reports), valid, waiting)
             outcomes = await shuffler.receive(view, reports)
             if "closed" in outcomes:
                 raise Problem(410, f"collection {view.collection!r} is closed: it takes no more reports")
@@ -279,11 +310,14 @@ async def close_collection(request: web.Request) -> web.Response:
 
 
 async def get_view(request: web.Request) -> web.Response:
+    """The collection's view; refusals carry the page's CORS header too, so that a survey page can
+    read why there is none (a device deciding whether it may report to a collection directly)."""
+    origin = None
     try:
         origin = _origin(request)
         view = await request.app[SHUFFLER].views.get(request.match_info["collection_id"])
     except Problem as problem:
-        return _problem(problem)
+        return _problem(problem, origin)
     return _json(200, view.to_dict(), origin)
 
 
@@ -297,11 +331,6 @@ async def list_views(request: web.Request) -> web.Response:
     ]})  # fmt: skip
 
 
-def coarse_step(floor: int) -> int:
-    """The steps a collection's waiting reports are told in: a tenth of its floor, at least 10."""
-    return max(10, floor // 10)
-
-
 async def get_collection(request: web.Request) -> web.Response:
     shuffler = request.app[SHUFFLER]
     collection_id = request.match_info["collection_id"]
@@ -312,17 +341,16 @@ async def get_collection(request: web.Request) -> web.Response:
 
 
 async def _progress(shuffler: Shuffler, collection_id: str) -> web.Response:
+    """What anyone may know of a collection here: its view's identity, the floor and dummies its
+    batches are held to now, people's reports forwarded, whether it closed, and why its last
+    forward failed; never anything of what waits (the module's text says why)."""
     view = await shuffler.store.view(collection_id)
     if view is None:
         return _json(404, {"error": f"this shuffler has pinned no view of collection {collection_id!r}"})
     floor, dummies = shuffler.releaser.floor(view)
-    step = coarse_step(floor)
-    waiting = await shuffler.store.waiting(collection_id)
-    told = waiting // step * step
     answer = {
         "id": collection_id, "uid": view.uid, "fingerprint": view.spec.fingerprint, "digest": view.digest.hex(),
-        "waiting": told, "step": step, "needed": max(0, floor - told), "min_batch": floor, "dummies": dummies,
-        "forwarded": await shuffler.store.forwarded_count(collection_id),
+        "min_batch": floor, "dummies": dummies, "forwarded": await shuffler.store.forwarded_count(collection_id),
         "closed": await shuffler.store.closed(collection_id),
     }  # fmt: skip
     if collection_id in shuffler.releaser.failures:

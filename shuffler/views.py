@@ -5,7 +5,7 @@ view, or posting a report), the shuffler fetches it from the aggregator (``GET
 {aggregator}/collections/{id}``): it must be shuffled, name a sealing key, and fit in the
 aggregator's published request limits as batches of at least its floor. The view pinned holds
 the collection's id, uid and spec, and the larger of the spec's and the shuffler's own batch
-floor and dummies; it is never fetched again, so what the aggregator shows later (another spec
+floor and dummies (:func:`least_dummies`); it is never fetched again, so what the aggregator shows later (another spec
 under the same id, a lower floor) changes nothing here, and devices refuse a collection whose
 aggregator answer differs from the view (:mod:`participant.view`).
 
@@ -26,6 +26,7 @@ from participant.reasons import failure_reason
 from participant.sealing import sealed_length
 from participant.spec import CollectionSpec
 from participant.view import ShuffledView
+from protocols.shuffling import default_dummies
 
 from .problems import Problem
 from .store import StoreUnavailable
@@ -34,6 +35,14 @@ UNKNOWN_FOR = 30.0  # seconds an id the aggregator does not know stays unknown h
 UNKNOWN_KEPT = 10_000  # ids remembered as unknown at once (the oldest forgotten first)
 # Bytes of a batch request besides its reports, and per report (msgpack's bin32 header).
 REQUEST_OVERHEAD, PER_REPORT = 512, 5
+
+
+def least_dummies(given: int | None, floor: int) -> int:
+    """The fewest dummies this shuffler adds to a batch of ``floor`` people's reports, whatever a
+    spec asks: ``--dummies`` when its operator gave it, else the project's default share of the
+    floor (:func:`protocols.shuffling.default_dummies`, as many as the floor), so that an aggregator
+    asking for none still gets a batch whose people hide among dummies when it floods it."""
+    return default_dummies(floor) if given is None else given
 
 
 def people_per_batch(limits: dict, length: int, dummies: int) -> int:
@@ -66,7 +75,7 @@ class Views:
             raise Problem(503, f"{exc}; retry later", 1.0) from None
         if view is None:
             if self.unknown.get(collection_id, 0.0) > time.monotonic():
-                raise Problem(404, f"the aggregator has no shuffled collection {collection_id!r}")
+                raise Problem(404, f"the aggregator has no shuffled collection {collection_id!r}", reason="unknown")
             pending = self._pinning.get(collection_id)
             if pending is None:  # one fetch per id however many ask at once
                 pending = self._pinning[collection_id] = asyncio.ensure_future(self._pin(collection_id))
@@ -107,7 +116,7 @@ class Views:
         status, data = await self._get_json(f"{self.settings.aggregator}/collections/{collection_id}")
         if status == 404:
             self._unknown(collection_id)
-            raise Problem(404, f"the aggregator has no collection {collection_id!r}")
+            raise Problem(404, f"the aggregator has no collection {collection_id!r}", reason="unknown")
         if status != 200:
             raise Problem(503, f"the aggregator answered {status} for collection {collection_id!r}; retry later")
         try:
@@ -115,20 +124,21 @@ class Views:
             uid, published, answered = data["uid"], data["fingerprint"], data["id"]
             if spec.shuffle is None or spec.shuffle.key is None or published != spec.fingerprint or answered != collection_id:
                 raise ValueError
-            view = ShuffledView(
-                collection_id, uid, spec, max(spec.shuffle.min_batch, self.settings.min_batch),
-                max(spec.shuffle.dummies, self.settings.dummies),
-            )  # fmt: skip
+            floor = max(spec.shuffle.min_batch, self.settings.min_batch)
+            dummies = max(spec.shuffle.dummies, least_dummies(self.settings.dummies, floor))
+            view = ShuffledView(collection_id, uid, spec, floor, dummies)
         except (ParticipantError, KeyError, TypeError, ValueError):
             self._unknown(collection_id)
-            raise Problem(409, f"the aggregator publishes no shuffled collection {collection_id!r} with a sealing key") from None
+            raise Problem(
+                409, f"the aggregator publishes no shuffled collection {collection_id!r} with a sealing key", reason="not_shuffled"
+            ) from None
         room = people_per_batch(await self.aggregator_limits(), sealed_length(spec), view.dummies)
         if room < view.min_batch:
             raise Problem(
                 409,
                 f"a batch of {view.min_batch} reports and {view.dummies} dummies of {sealed_length(spec)} bytes does not fit "
                 "in one request to the aggregator: its operator must raise --max-body or --max-batch (or lower the floor "
-                "or the dummies)",
+                "or the dummies)", reason="too_large",
             )
         try:
             return await self.store.pin(view)

@@ -19,7 +19,8 @@ from participant.spec import CollectionSpec
 def rewritten(answer: dict, mode: str, uid: str, key: str) -> dict:
     """A collection's answer as the attacker shows it in ``mode``: ``uid`` (the uid ``uid``, the
     device's own), ``key`` (the sealing key ``key``, the device's own), ``floor`` (the spec's batch
-    floor lowered to 2)."""
+    floor lowered to 2), ``plain`` (the spec without any ``shuffle`` block, under the uid ``uid``: a
+    downgrade, so that the device reports to the aggregator directly)."""
     answer = dict(answer)
     if mode == "uid":
         answer["uid"] = uid
@@ -29,6 +30,9 @@ def rewritten(answer: dict, mode: str, uid: str, key: str) -> dict:
         raw["shuffle"]["key"]["public_key"] = key
     elif mode == "floor":
         raw["shuffle"]["min_batch"], raw["shuffle"]["delta"] = 2, 0.01
+    elif mode == "plain":
+        raw.pop("shuffle", None)
+        answer["uid"] = uid
     spec = CollectionSpec.from_dict(raw)
     answer["spec"], answer["fingerprint"] = spec.to_dict(), spec.fingerprint
     return answer
@@ -38,18 +42,22 @@ class Proxy:
     """In front of the aggregator at ``target``: ``mode`` None passes everything through;
     otherwise collection answers are :func:`rewritten`. ``refuse`` holds collection ids whose
     shuffled batches are answered 413; the next ``lose`` shuffled batches reach the aggregator and
-    their answers are lost (the connection cut). ``seen`` counts requests by (method, path)."""
+    their answers are lost (the connection cut). ``seen`` counts requests by (method, path);
+    ``batches`` holds every shuffled batch posted through it (its decoded body), refused or not."""
 
     def __init__(self, target: str):
         self.target, self.mode, self.refuse, self.lose = target, None, set(), 0
         # What the liar tells its mark, the same at every request (a device's own uid or key).
         self.uid, self.key = secrets.token_hex(16), new_key_pair()[1].hex()
         self.seen: Counter = Counter()
+        self.batches: list[dict] = []
         self.url = ""
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.seen[(request.method, request.path)] += 1
         parts = request.path.strip("/").split("/")
+        if request.path.endswith("/shuffled") and request.method == "POST":
+            self.batches.append(msgpack.unpackb(await request.read()))
         if request.path.endswith("/shuffled") and parts[1] in self.refuse:
             return web.json_response({"error": "refused by the test"}, status=413)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}

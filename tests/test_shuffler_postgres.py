@@ -72,7 +72,7 @@ async def test_several_instances_on_postgresql_count_every_report_once_through_k
             url = pg.create_database("shuffler")
             async with Proxy(server.url) as liar:
                 instances = [
-                    ShufflerProcess(url, liar.url, tmp_path / "token.txt", "--interval", "0.3", "--min-batch", "2",
+                    ShufflerProcess(url, liar.url, tmp_path / "token.txt", "--interval", "0.3", "--min-batch", "2", "--dummies", "0",
                                     "--per-address", "0")  # fmt: skip
                     for _ in range(3)
                 ]
@@ -138,7 +138,7 @@ async def test_a_collection_closed_at_one_instance_takes_no_report_another_ackno
     server = Server(tmp_path / "aggregator.sqlite3").start()
     url = postgres.create_database("closing")
     instances = [
-        ShufflerProcess(url, server.url, tmp_path / "token.txt", "--interval", "0.3", "--min-batch", "2", "--per-address", "0",
+        ShufflerProcess(url, server.url, tmp_path / "token.txt", "--interval", "0.3", "--min-batch", "2", "--dummies", "0", "--per-address", "0",
                         "--per-collection", "0")  # fmt: skip
         for _ in range(2)
     ]

@@ -83,7 +83,8 @@ def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
         description="Ask a shuffled collection's shuffler to release every report waiting there now, in batches of "
         "at least the floor, and to take no more (its devices then hear 410). With --pad, a last batch short of the "
         "floor is released with dummy reports in place of the people it lacks (the shuffle bound counts them as any "
-        "report); without it, fewer than a batch is refused, saying how many wait, and nothing changes.",
+        "report); without it, fewer than a batch left keep waiting, closed, until a close with --pad. A close always "
+        "closes: refused while too few wait, it would tell the aggregator when the first person arrived.",
         allow_abbrev=False,
     ))  # fmt: skip
     close.add_argument("id", help="the collection")
@@ -209,10 +210,13 @@ async def _close(service: Service, session, args) -> str:
     shuffler = Service(shuffle["url"], _secret_file(args.shuffler_token_file))
     done = await shuffler.call(session, "POST", f"/collections/{args.id}/close", {"pad": args.pad})
     padded = f", {done['padding']:,} dummies in place of people missing from the last" if done["padding"] else ""
+    left = (
+        f"; {done['waiting']:,} fewer than a batch still wait: close again with --pad to release them with dummies in "
+        "place of the people missing"
+    )  # fmt: skip
     return (
         f"closed {args.id} at {shuffle['url']}: {done['people']:,} people's reports released in {done['batches']:,} "
-        f"batches{padded}; it takes no more reports"
-        + (f"; {done['waiting']:,} arrived as it closed and wait: close with --pad to release them" if done.get("waiting") else "")
+        f"batches{padded}; it takes no more reports" + (left if done.get("waiting") else "")
     )
 
 
@@ -276,13 +280,13 @@ async def _status(service: Service, session, args) -> str:
         lines.append("warning: some aggregates are implausible for any honest population (possible poisoning)")
     shuffler = second.get("shuffler")
     if shuffler is not None:
-        waiting = (
-            f"at least {shuffler['waiting']:,} reports waiting there (it tells in steps of {shuffler['step']:,}); the next "
-            f"batch needs at most {shuffler['needed']:,} more people for its floor of {shuffler['min_batch']:,} (and "
-            f"{shuffler['dummies']:,} dummies){'; closed' if shuffler.get('closed') else ''}"
-            if "waiting" in shuffler else shuffler["error"]
+        told = (
+            f"batches of at least {shuffler['min_batch']:,} people's reports and {shuffler['dummies']:,} dummies, "
+            f"{shuffler['forwarded']:,} people's reports forwarded (it tells nobody how many wait)"
+            f"{'; closed' if shuffler.get('closed') else ''}"
+            if "error" not in shuffler else shuffler["error"]
         )
-        lines.append(f"shuffler {shuffler['url']}: {waiting}; {second['reports']:,} counted here")
+        lines.append(f"shuffler {shuffler['url']}: {told}; {second['reports']:,} counted here")
         batches = second.get("batches") or {}
         if batches.get("batches"):
             lines.append(

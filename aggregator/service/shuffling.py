@@ -121,10 +121,11 @@ async def through_shuffler(store: Store, spec: CollectionSpec, shuffler, enrollm
 
 
 async def shuffler_progress(collection, timeout: float = 2.0) -> dict:
-    """What the collection's shuffler publishes of it (``GET {url}/collections/{id}``: the reports
-    waiting for a batch, in its coarse steps, the floor and dummies it holds batches to), or why it
-    could not say, within ``timeout`` seconds; an ``error`` when the view it pinned is not this
-    collection's (a collection recreated under an id the shuffler pinned: devices refuse it)."""
+    """What the collection's shuffler publishes of it (``GET {url}/collections/{id}``: the floor
+    and dummies it holds batches to, the people's reports it forwarded, whether it closed; never
+    how many wait), or why it could not say, within ``timeout`` seconds; an ``error`` when the view
+    it pinned is not this collection's (a collection recreated under an id the shuffler pinned:
+    devices refuse it)."""
     import aiohttp
 
     spec = collection.spec
@@ -135,7 +136,7 @@ async def shuffler_progress(collection, timeout: float = 2.0) -> dict:
                 data = await answer.json(content_type=None) if answer.status == 200 else None
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
         return {"url": spec.shuffle.url, "error": f"the shuffler did not answer: {failure_reason(exc)}"}
-    fields = ("waiting", "step", "needed", "min_batch", "dummies", "forwarded")
+    fields = ("min_batch", "dummies", "forwarded")
     if not isinstance(data, dict) or not all(isinstance(data.get(f), int) for f in fields):
         return {"url": spec.shuffle.url, "error": "the shuffler has pinned no view of this collection yet"}
     if (data.get("uid"), data.get("fingerprint")) != (collection.uid, spec.fingerprint):

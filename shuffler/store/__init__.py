@@ -8,7 +8,7 @@ Imports: ``participant`` (views, specs).
 
 from __future__ import annotations
 
-from .base import Batch, Store, StoreUnavailable, split
+from .base import Batch, Store, StoreUnavailable, split, today
 
 
 async def open_store(db: str) -> Store:
@@ -27,4 +27,4 @@ async def open_store(db: str) -> Store:
     return SQLiteStore(db)
 
 
-__all__ = ["Batch", "Store", "StoreUnavailable", "open_store", "split"]
+__all__ = ["Batch", "Store", "StoreUnavailable", "open_store", "split", "today"]

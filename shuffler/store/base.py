@@ -1,5 +1,5 @@
 """The shuffler's store interface, and why nothing acknowledged is lost, counted twice, released in
-a smaller batch, or kept once forwarded.
+a smaller batch, or kept once forwarded, and why its files say nothing of whose a report was.
 
 - **A report is stored before it is acknowledged.** :meth:`Store.add` commits the sealed bytes,
   keyed by (collection, SHA-256 of the bytes), before the device hears ``accepted``. A device
@@ -12,6 +12,15 @@ a smaller batch, or kept once forwarded.
   every batch in a uniformly random order (the operating system's CSPRNG), writes the batches and
   deletes their reports from those waiting, all in one commit: after a crash a batch is whole or
   was never drawn, and a report is either waiting or in exactly one batch.
+- **What was released is remembered alike, whoever wrote it.** The same commit writes the digest
+  of every report of every batch drawn, the people's and the dummies', to the released set, in the
+  batch's drawn order, with the day of the release (public: batches leave on a schedule). A
+  re-post of any forwarded report, a person's retry or the aggregator replaying what it received,
+  finds its digest there and hears ``duplicate``, a dummy's exactly as a person's: the answer
+  cannot tell them apart, and neither can the set's contents or its placement in the files, which
+  follow the drawn order, never arrival. The set is dropped when its collection closes
+  (:meth:`Store.forget`: a closed collection refuses every report first) and, for a collection
+  that stays open, a release's digests after the shuffler's horizon (:meth:`Store.expire`).
 - **A batch is deleted only once the aggregator acknowledged it.** Until then it is forwarded
   again, the same reports in the same order under the same id: the aggregator counts each report
   id once, so a batch forwarded twice (its answer lost, its shuffler killed after the aggregator
@@ -25,9 +34,10 @@ a smaller batch, or kept once forwarded.
   batch twice.
 
 What a store keeps: of a waiting report its collection, digest and sealed bytes; of every report
-received its digest; of a drawn batch its reports in their drawn order until acknowledged. No
-address, header or time. Two implementations: :class:`~shuffler.store.sqlite.SQLiteStore`, one
-process and one file, which also keeps nothing of a forwarded report's bytes on disk; and
+released its digest and the day of its release; of a drawn batch its reports in their drawn order
+until acknowledged. No address, header or arrival time. Two implementations:
+:class:`~shuffler.store.sqlite.SQLiteStore`, one process and one file, which also keeps nothing of
+a released report in arrival order, nor of a forwarded report's bytes, on disk; and
 :class:`~shuffler.store.postgres.PostgresStore`, for several instances on one database, whose
 files do not promise that (see there).
 """
@@ -35,6 +45,7 @@ files do not promise that (see there).
 from __future__ import annotations
 
 import math
+import time
 from abc import ABC, abstractmethod
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -69,6 +80,11 @@ def split(rows: list, floor: int, cap: int, batches: int) -> list[list]:
     taken = min(waiting, count * cap)
     edges = [round(b * taken / count) for b in range(count + 1)]
     return [rows[edges[b] : edges[b + 1]] for b in range(count)]
+
+
+def today() -> int:
+    """Days since 1970-01-01 (UTC): the day a release is remembered by."""
+    return int(time.time() // 86_400)
 
 
 class StoreUnavailable(Exception):
@@ -108,9 +124,10 @@ class Store(ABC):
     @abstractmethod
     async def add(self, items: list[tuple[str, bytes]]) -> list[bool | None]:
         """Store every ``(collection, sealed)`` in one commit; for each, whether it is new (False:
-        these very bytes were received before, or earlier in ``items``; None: its collection is
-        closed, and it is not stored). Atomic with :meth:`close`: a report is either stored before
-        the collection closes, and so released by its close, or refused."""
+        these very bytes wait already, were released (a person's or a dummy), or came earlier in
+        ``items``; None: its collection is closed, and it is not stored). Atomic with :meth:`close`:
+        a report is either stored before the collection closes, and so released by its close, or
+        refused; and with :meth:`release`: bytes released meanwhile are never stored again."""
 
     @abstractmethod
     async def waiting(self, collection_id: str) -> int:
@@ -129,8 +146,9 @@ class Store(ABC):
         """Draw batches of the collection's waiting reports, in one transaction: at most
         ``len(dummies)`` batches, each of at least ``floor`` and at most ``cap`` people's reports
         and the dummies ``dummies[b]`` (of which the first batch's last ``padding`` stand in for
-        people), in a uniformly random order; returns their ids (none when fewer than ``floor``
-        wait). Reports left out wait for the next release."""
+        people), in a uniformly random order, every one of their digests added to the released set
+        in that order with today's day; returns their ids (none when fewer than ``floor`` wait).
+        Reports left out wait for the next release."""
 
     @abstractmethod
     async def close(self, collection_id: str) -> None:
@@ -140,6 +158,15 @@ class Store(ABC):
     @abstractmethod
     async def closed(self, collection_id: str) -> bool:
         """Whether the collection was closed."""
+
+    @abstractmethod
+    async def forget(self, collection_id: str) -> None:
+        """Drop the collection's released set (it is closed: every report to it is refused first)."""
+
+    @abstractmethod
+    async def expire(self, before_day: int) -> int:
+        """Drop every released digest of a release before ``before_day`` (days since 1970-01-01,
+        UTC); how many were dropped."""
 
     @abstractmethod
     async def writable(self) -> None:
@@ -157,7 +184,7 @@ class Store(ABC):
 
     @abstractmethod
     async def forwarded(self, batch: int) -> None:
-        """The aggregator acknowledged ``batch``: it leaves the store (its people's digests stay)."""
+        """The aggregator acknowledged ``batch``: it leaves the store (its digests stay released)."""
 
     async def scrub(self) -> None:
         """Leave on disk nothing of what was just deleted, where the store can (see the implementations)."""

@@ -9,11 +9,19 @@ guarantees of :mod:`.base` hold whatever runs at once: a release is one transact
 reports from ``waiting`` into a batch (``FOR UPDATE`` on the rows it takes), and a batch is
 deleted only by the transaction that records its acknowledgement.
 
+A report is taken at most once, whatever instances run at once: :meth:`PostgresStore.add` inserts
+into ``waiting`` first and only then looks for the digests it inserted among those released, so a
+release committing between the two (it moved those very bytes into a batch) is seen, and the copy
+just inserted is taken back in the same transaction. The released set is written, as in every
+store, at release in each batch's drawn order (people's and dummies' alike), so its rows' places
+follow that order.
+
 What this store does not promise, where the SQLite one does: PostgreSQL keeps deleted rows in
 their pages until vacuumed and overwritten, lays new rows in the order they arrive, and keeps its
-write-ahead log until the segments are recycled, so its files hold waiting and forwarded reports'
-bytes, in arrival order, for a while. Keep its data on storage the aggregator's operator cannot
-read (the shuffler's operator's own machine or volume).
+write-ahead log until the segments are recycled, and it has no secure delete: so its files hold
+waiting and forwarded reports' bytes, in arrival order, for a while after their release. Keep its
+data on storage the aggregator's operator cannot read (the shuffler's operator's own machine or
+volume).
 """
 
 from __future__ import annotations
@@ -26,13 +34,15 @@ from contextlib import asynccontextmanager
 from participant.spec import CollectionSpec
 from participant.view import ShuffledView
 
-from .base import Batch, Store, StoreUnavailable, split
+from .base import Batch, Store, StoreUnavailable, split, today
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS views (
     id text PRIMARY KEY, uid text NOT NULL, spec text NOT NULL, min_batch bigint NOT NULL,
     dummies bigint NOT NULL, forwarded bigint NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS seen (collection text NOT NULL, digest bytea NOT NULL, PRIMARY KEY (collection, digest));
+CREATE TABLE IF NOT EXISTS seen (
+    collection text NOT NULL, digest bytea NOT NULL, released integer NOT NULL, PRIMARY KEY (collection, digest));
+CREATE INDEX IF NOT EXISTS seen_released ON seen (released);
 CREATE TABLE IF NOT EXISTS waiting (
     collection text NOT NULL, digest bytea NOT NULL, sealed bytea NOT NULL, PRIMARY KEY (collection, digest));
 CREATE TABLE IF NOT EXISTS batches (
@@ -43,8 +53,24 @@ CREATE TABLE IF NOT EXISTS batch_reports (
     batch bigint NOT NULL, position integer NOT NULL, sealed bytea NOT NULL, PRIMARY KEY (batch, position));
 """
 MIGRATION_LOCK = 0x6C64706E6273  # "ldpnbs": instances starting together create the schema one at a time
-NEW_SEEN = (
-    "INSERT INTO seen SELECT * FROM unnest($1::text[], $2::bytea[]) ON CONFLICT DO NOTHING RETURNING collection, digest"
+# An earlier layout's released set held people's digests alone, written at arrival (a re-post told a
+# person's forwarded report from a dummy's): it is dropped, as the SQLite store drops its own.
+UPGRADE = """
+DO $$ BEGIN
+    IF EXISTS (SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'seen')
+       AND NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+                       AND table_name = 'seen' AND column_name = 'released') THEN
+        DROP TABLE seen;
+    END IF;
+END $$;
+"""
+NEW_WAITING = (
+    "INSERT INTO waiting SELECT * FROM unnest($1::text[], $2::bytea[], $3::bytea[]) ON CONFLICT DO NOTHING "
+    "RETURNING collection, digest"
+)
+RELEASED_AMONG = (
+    "SELECT s.collection, s.digest FROM seen s JOIN unnest($1::text[], $2::bytea[]) AS t(c, d) "
+    "ON s.collection = t.c AND s.digest = t.d"
 )
 
 
@@ -75,6 +101,7 @@ class PostgresStore(Store):
             pool = await asyncpg.create_pool(url, min_size=1, max_size=pool_size, timeout=10)
             async with pool.acquire() as conn, conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
+                await conn.execute(UPGRADE)
                 await conn.execute(SCHEMA)
         except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
             raise StoreUnavailable(f"cannot open the shuffler's database: {type(exc).__name__}: {exc}"[:300]) from None
@@ -142,16 +169,23 @@ class PostgresStore(Store):
                 await conn.execute("SELECT 1 FROM views WHERE id = ANY($1::text[]) ORDER BY id FOR SHARE", collections)
                 rows = await conn.fetch("SELECT collection FROM closed WHERE collection = ANY($1::text[])", collections)
                 closed = {r["collection"] for r in rows}
-                open_ = [k for k in unique if k[0] not in closed]
-                rows = await conn.fetch(NEW_SEEN, [k[0] for k in open_], [k[1] for k in open_])
-                new = {(r["collection"], bytes(r["digest"])) for r in rows}
-                fresh = [k for k in open_ if k in new]
-                if fresh:
-                    await conn.execute(
-                        "INSERT INTO waiting SELECT * FROM unnest($1::text[], $2::bytea[], $3::bytea[])",
-                        [k[0] for k in fresh], [k[1] for k in fresh], [items[first[k]][1] for k in fresh],
-                    )  # fmt: skip
-                return new, closed
+                # In key order: two groups holding the same reports wait for each other one way round.
+                open_ = sorted(k for k in unique if k[0] not in closed)
+                rows = await conn.fetch(
+                    NEW_WAITING, [k[0] for k in open_], [k[1] for k in open_], [items[first[k]][1] for k in open_]
+                )
+                inserted = {(r["collection"], bytes(r["digest"])) for r in rows}
+                if inserted:  # released before, or by a release that committed while this insert waited on it
+                    again = await conn.fetch(RELEASED_AMONG, [k[0] for k in inserted], [k[1] for k in inserted])
+                    again = {(r["collection"], bytes(r["digest"])) for r in again}
+                    if again:
+                        await conn.execute(
+                            "DELETE FROM waiting w USING unnest($1::text[], $2::bytea[]) AS t(c, d) "
+                            "WHERE w.collection = t.c AND w.digest = t.d",
+                            [k[0] for k in again], [k[1] for k in again],
+                        )  # fmt: skip
+                        inserted -= again
+                return inserted, closed
 
         new, closed = await self._run(work)
         return [None if key[0] in closed else key in new and first[key] == i for i, key in enumerate(keys)]
@@ -167,6 +201,7 @@ class PostgresStore(Store):
 
     async def release(self, collection_id, floor, cap, dummies, padding=0):
         random = secrets.SystemRandom()
+        day = today()
 
         async def work(conn):
             drawn = []
@@ -188,6 +223,11 @@ class PostgresStore(Store):
                         "INSERT INTO batch_reports SELECT $1, p, s FROM unnest($2::int[], $3::bytea[]) AS t(p, s)",
                         batch, list(range(len(sealed))), sealed,
                     )  # fmt: skip
+                    # People's and dummies' digests alike, in the drawn order (see the module's text).
+                    await conn.execute(
+                        "INSERT INTO seen SELECT $1, d, $3 FROM unnest($2::bytea[]) AS t(d) ON CONFLICT DO NOTHING",
+                        collection_id, [hashlib.sha256(item).digest() for item in sealed], day,
+                    )  # fmt: skip
                     taken += [d for d, _ in people]
                     drawn.append(batch)
                 if taken:
@@ -208,6 +248,13 @@ class PostgresStore(Store):
 
     async def closed(self, collection_id):
         return bool(await self._run(lambda c: c.fetchval("SELECT 1 FROM closed WHERE collection = $1", collection_id)))
+
+    async def forget(self, collection_id):
+        await self._run(lambda c: c.execute("DELETE FROM seen WHERE collection = $1", collection_id))
+
+    async def expire(self, before_day):
+        done = await self._run(lambda c: c.execute("DELETE FROM seen WHERE released < $1", before_day))
+        return int(done.split()[-1])
 
     async def writable(self):
         if await self._run(lambda c: c.fetchval("SHOW transaction_read_only")) == "on":

@@ -1,13 +1,17 @@
 """The embedded store: one SQLite file (mode 0600, WAL, every commit synced before it returns), for
 one shuffler process. Its queries run on one worker thread of its own, in order.
 
-Beside the guarantees of :mod:`.base`, this store keeps nothing of a forwarded report on disk.
-Both its report tables are keyed by digest (``WITHOUT ROWID``), so a report's place says nothing of
-when it came. Deleted content is overwritten with zeros (``secure_delete``, set here: builds
-differ in their default), and the write-ahead log, which holds pages in the order they were
-written, is checkpointed and truncated to nothing after every release and every forwarded batch
-(:meth:`SQLiteStore.scrub`). While reports wait, the log holds them in arrival order (the
-shuffler sees their arrival anyway; it is the aggregator that must not).
+Beside the guarantees of :mod:`.base`, this store keeps nothing of a released report in arrival
+order on disk, and nothing of a forwarded report's bytes. Its report tables are keyed by digest
+(``WITHOUT ROWID``), so a row's page says nothing of when it came; within a page SQLite lays rows
+in the order they were written, which is why the released set is written at release, in each
+batch's drawn order, and never at arrival. Deleted content is overwritten with zeros
+(``secure_delete``, set here: builds differ in their default), and the write-ahead log, which holds
+pages in the order they were written, is checkpointed and truncated to nothing after every
+release, every forwarded batch and every forgetting (:meth:`SQLiteStore.scrub`), whether or not
+the aggregator acknowledges. While reports wait, the log and the waiting table hold them in
+arrival order (the shuffler sees their arrival anyway; it is the aggregator that must not); their
+release zeroes them.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 from participant.spec import CollectionSpec
 from participant.view import ShuffledView
 
-from .base import Batch, Store, StoreUnavailable, split
+from .base import Batch, Store, StoreUnavailable, split, today
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS views (
@@ -38,8 +42,10 @@ CREATE TABLE IF NOT EXISTS views (
 CREATE TABLE IF NOT EXISTS seen (
     collection TEXT NOT NULL,
     digest BLOB NOT NULL,
+    released INTEGER NOT NULL,
     PRIMARY KEY (collection, digest)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS seen_released ON seen (released);
 CREATE TABLE IF NOT EXISTS waiting (
     collection TEXT NOT NULL,
     digest BLOB NOT NULL,
@@ -75,7 +81,21 @@ class Tables:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("PRAGMA secure_delete=ON")  # deleted bytes overwritten with zeros
+        self._upgrade()
         self.db.executescript(SCHEMA)
+
+    def _upgrade(self) -> None:
+        """Bring a file of the earlier layout up to this one. Its released set held people's
+        digests alone, written at arrival: a re-post would tell a person's forwarded report from a
+        dummy, and the rows' placement kept their arrival order. It is dropped (a retry of such a
+        report is then taken again, as a dummy's re-post is) and the file rebuilt (VACUUM lays
+        every table's rows in key order), then its log truncated."""
+        columns = [row[1] for row in self.db.execute("PRAGMA table_info(seen)")]
+        if not columns or "released" in columns:
+            return
+        self.db.execute("DROP TABLE seen")
+        self.db.execute("VACUUM")
+        self.scrub()
 
     def close(self) -> None:
         self.db.close()
@@ -115,7 +135,8 @@ class Tables:
 
     def add(self, items: list[tuple[str, bytes]]) -> list[bool | None]:
         """Store every ``(collection, sealed)`` in one commit; for each, whether it is new (False:
-        these very bytes were received before; None: its collection is closed, nothing stored)."""
+        these very bytes wait already or were released; None: its collection is closed, nothing
+        stored)."""
         new = []
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
@@ -125,10 +146,12 @@ class Tables:
                     new.append(None)
                     continue
                 digest = hashlib.sha256(sealed).digest()
-                fresh = self.db.execute("INSERT OR IGNORE INTO seen VALUES (?, ?)", (collection, digest)).rowcount == 1
-                if fresh:
-                    self.db.execute("INSERT INTO waiting VALUES (?, ?, ?)", (collection, digest, sealed))
-                new.append(fresh)
+                released = self.db.execute("SELECT 1 FROM seen WHERE collection = ? AND digest = ?", (collection, digest))
+                if released.fetchone() is not None:
+                    new.append(False)
+                    continue
+                insert = "INSERT OR IGNORE INTO waiting VALUES (?, ?, ?)"
+                new.append(self.db.execute(insert, (collection, digest, sealed)).rowcount == 1)
         return new
 
     def waiting(self, collection_id: str) -> int:
@@ -148,7 +171,7 @@ class Tables:
         and the dummies ``dummies[b]``, in a uniformly random order; returns their ids (none when
         fewer than ``floor`` wait). Reports left out wait for the next release."""
         random = secrets.SystemRandom()
-        drawn = []
+        drawn, day = [], today()
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
             rows = self.db.execute("SELECT digest, sealed FROM waiting WHERE collection = ?", (collection_id,)).fetchall()
@@ -163,6 +186,11 @@ class Tables:
                 self.db.executemany(
                     "INSERT INTO batch_reports (batch, position, sealed) VALUES (?, ?, ?)",
                     ((batch, position, item) for position, item in enumerate(sealed)),
+                )
+                # People's and dummies' digests alike, in the drawn order (see the module's text).
+                self.db.executemany(
+                    "INSERT OR IGNORE INTO seen VALUES (?, ?, ?)",
+                    ((collection_id, hashlib.sha256(item).digest(), day) for item in sealed),
                 )
                 self.db.executemany(
                     "DELETE FROM waiting WHERE collection = ? AND digest = ?", ((collection_id, digest) for digest, _ in people)
@@ -189,7 +217,7 @@ class Tables:
         return Batch(batch, name, collection, people, dummies, sealed, padding)
 
     def forwarded(self, batch: int) -> None:
-        """The aggregator acknowledged ``batch``: it leaves the store (its people's digests stay)."""
+        """The aggregator acknowledged ``batch``: it leaves the store (its digests stay released)."""
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
             row = self.db.execute("SELECT collection, people FROM batches WHERE id = ?", (batch,)).fetchone()
@@ -206,6 +234,18 @@ class Tables:
 
     def closed(self, collection_id: str) -> bool:
         return self.db.execute("SELECT 1 FROM closed WHERE collection = ?", (collection_id,)).fetchone() is not None
+
+    def forget(self, collection_id: str) -> None:
+        """Drop the collection's released set."""
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.execute("DELETE FROM seen WHERE collection = ?", (collection_id,))
+
+    def expire(self, before_day: int) -> int:
+        """Drop every released digest of a release before ``before_day``; how many."""
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            return self.db.execute("DELETE FROM seen WHERE released < ?", (before_day,)).rowcount
 
     def scrub(self) -> None:
         """Copy the write-ahead log into the database and truncate it to nothing: the log holds
@@ -261,6 +301,12 @@ class SQLiteStore(Store):
 
     async def closed(self, collection_id):
         return await self._call("closed", collection_id)
+
+    async def forget(self, collection_id):
+        return await self._call("forget", collection_id)
+
+    async def expire(self, before_day):
+        return await self._call("expire", before_day)
 
     async def writable(self):
         return await self._call("writable")
