@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
+from functools import lru_cache
 
 from .errors import ParticipantError
 
@@ -148,12 +149,23 @@ def verify(key, message: bytes, signature: bytes) -> bool:
     """Whether ``signature`` is ``key``'s RSASSA-PSS signature (SHA-384, MGF1-SHA-384, 48-byte
     salt) of ``message`` (``cryptography`` checks it)."""
     from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import padding
+    from cryptography.hazmat.primitives.asymmetric import rsa
 
-    _public_numbers(key)
+    if not isinstance(key, rsa.RSAPublicKey):
+        raise BlindSignatureError("the issuing key is not an RSA public key")
+    pss, sha384 = _pss()
     try:
-        key.verify(signature, message, padding.PSS(mgf=padding.MGF1(hashes.SHA384()), salt_length=SALT_BYTES), hashes.SHA384())
+        key.verify(signature, message, pss, sha384)
     except (InvalidSignature, ValueError, TypeError):
         return False
     return True
+
+
+@lru_cache(maxsize=1)
+def _pss():
+    """The PSS padding and hash objects every verification uses (built once: building them took
+    about a third of a verification's time)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    return padding.PSS(mgf=padding.MGF1(hashes.SHA384()), salt_length=SALT_BYTES), hashes.SHA384()

@@ -389,7 +389,7 @@ class AsyncClient:
         spec = published.spec
         if expected is not None:
             spec.check_expected(expected)
-        seal = shuffler = None
+        seal = shuffler = code = view = None
         if spec.shuffle is not None:  # refused before the record is read: no trusted shuffler, view, key or HPKE
             from .sealing import check_sealable
             from .sealing import seal as sealed_for
@@ -400,6 +400,18 @@ class AsyncClient:
             view.check_published(collection_id, published.uid, spec.fingerprint)
             self.limits.check_view(view, collection_id)
             shuffler = self.shuffler
+            # The code obtains an anonymous token; nothing that names a person travels inside a
+            # sealed report.
+            code, token = token, None
+            if spec.shuffle.issuer_key is not None:
+                from .tokens import issuing_key
+
+                issuing_key(spec.shuffle.issuer_key)  # a key no token could be checked under: refused now
+                if code is None:
+                    raise SpecError(
+                        f"collection {collection_id!r} takes reports only from enrolled people: pass the code you were "
+                        "given (token=...); nothing was sent"
+                    )
 
             def seal(body: bytes) -> bytes:
                 return sealed_for(body, view)
@@ -416,6 +428,8 @@ class AsyncClient:
             self.limits.check_collection(spec.epsilon_per_person, collection_id)
             body = draw()
             body = body if seal is None else seal(body)
+            if seal is not None and spec.shuffle.issuer_key is not None:
+                body = await self._tokened(collection_id, view, body, code)
             await pace_from(arrived, self.pace)
             return await self.send_report(collection_id, body, shuffler)
         if self.pace == 0 and _timing_exposed(spec):
@@ -437,10 +451,53 @@ class AsyncClient:
                 f"this device already reported to collection {collection_id!r} at {self.origin}; "
                 "a second report would spend epsilon twice"
             )
+        outgoing = claim.outgoing
+        if seal is not None and spec.shuffle.issuer_key is not None:
+            outgoing = await self._tokened(collection_id, view, outgoing, code, claim.key)
         await pace_from(arrived, self.pace)
-        status = await self.send_report(collection_id, claim.outgoing, shuffler)
+        status = await self.send_report(collection_id, outgoing, shuffler)
         await asyncio.to_thread(self.ledger.mark_sent, claim.key)
         return status
+
+    async def _tokened(self, collection_id: str, view: ShuffledView, kept: bytes, code: str, key: str | None = None) -> bytes:
+        """The sealed report in ``kept`` with its anonymous token behind it (:mod:`participant.tokens`):
+        ``kept`` is the sealed report alone, with the token already, or with a request sent before
+        and the blind's inverse (a device stopped while its token was issued). The request and the
+        inverse, then the token, are written to the ledger under ``key`` before they are used, so
+        that a retry asks the issuer the very same request (answered the same) and re-sends the
+        very same bytes. Raises :class:`ReportRejected` when the issuer refuses the code, and
+        :class:`~participant.blind_rsa.BlindSignatureError` when its answer is not a signature
+        under the view's issuing key."""
+        from . import tokens
+        from .sealing import sealed_length
+
+        length, size = sealed_length(view.spec), tokens.token_length(view) - tokens.INPUT_BYTES
+        if len(kept) == length + tokens.token_length(view):
+            return kept
+        sealed = kept[:length]
+        if len(kept) == length + 3 + 2 * size:
+            request, inverse = kept[length : length + 3 + size], int.from_bytes(kept[length + 3 + size :], "big")
+        else:
+            request, inverse = tokens.token_request(view, sealed)
+            if key is not None:
+                await asyncio.to_thread(self.ledger.reseal, key, sealed + request + inverse.to_bytes(size, "big"))
+        response = await self._issue(collection_id, code, request)
+        token = tokens.finish(view, sealed, response, inverse)
+        if key is not None:
+            await asyncio.to_thread(self.ledger.reseal, key, sealed + token)
+        return sealed + token
+
+    async def _issue(self, collection_id: str, code: str, request: bytes) -> bytes:
+        """The issuer's answer (a blind signature) to the TokenRequest ``request`` with ``code``."""
+        body = msgpack.packb({"code": code, "request": request})
+        status, answer, ctype = await self._request(
+            "POST", f"{self.collection_url(collection_id)}/tokens", self.limits.max_answer_bytes, data=body,
+            headers={"Content-Type": MSGPACK, "Accept": MSGPACK},
+        )  # fmt: skip
+        data = self._decode(answer, ctype)
+        if status != 200 or not isinstance(data, dict) or not isinstance(data.get("response"), bytes):
+            raise self._refusal(status, data)
+        return data["response"]
 
     def _check_shuffler(self, collection_id: str, spec: CollectionSpec) -> None:
         """Raise :class:`SpecError` unless ``spec`` names the shuffler this app pins."""

@@ -515,6 +515,21 @@ class Ledger:
             self._write(data)
             self._forget(named - self._named(data["entries"]))
 
+    def reseal(self, key: str, sealed: bytes) -> None:
+        """Replace the sealed copy of the unsent shuffled entry under ``key`` with ``sealed`` (the
+        same sealed report with what its anonymous token needs behind it: the pending request,
+        then the token), written before anything is sent with it, so that a retry after a crash
+        re-sends the very same bytes."""
+        with self._locked():
+            data = self._read()
+            entry = data["entries"].get(key)
+            if entry is None or "sealed" not in entry or entry["sent"]:
+                raise LedgerError(f"the ledger {self.path} holds no unsent shuffled entry {key!r} to attach a token to")
+            named = self._named(data["entries"])
+            data["entries"][key] = {**entry, "sealed": self._store(sealed)}
+            self._write(data)
+            self._forget(named - self._named(data["entries"]))
+
     @staticmethod
     def _drop_acknowledged(entries: dict, entry: dict) -> None:
         """Empty, once ``entry`` is acknowledged, the copies of a report the device needs no

@@ -2,8 +2,10 @@
 
 A shuffled collection's spec says so: ``{"min_batch": K, "delta": D, "dummies": M}`` and, for
 devices to send through it, the shuffler's ``url`` and the aggregator's HPKE ``key`` the reports
-are sealed to. The fingerprint covers the whole block, so another shuffler, floor, blanket or key
-is another question. A person then has three guarantees: the collection's ε₀ against the
+are sealed to; a collection that takes reports only from enrolled people adds the public key that
+issues their anonymous tokens, ``issuer_key`` (:mod:`participant.tokens`). The fingerprint covers
+the whole block, so another shuffler, floor, blanket, key or issuer is another question, and the
+one issuing key every device checks its token against is the one its shuffler's view pins. A person then has three guarantees: the collection's ε₀ against the
 aggregator and the shuffler together (what the device spends, whatever anyone does); (ε, δ)
 against the aggregator alone when the other reports of their batch come from people (K − 1 of
 them and the shuffler's M dummies, ``protocols.shuffling``); and, lower but still below ε₀ when M
@@ -34,6 +36,9 @@ KDFS = {0x0001: "HKDF-SHA256"}
 AEADS = {0x0001: "AES-128-GCM"}
 _HEX_KEY = re.compile(r"[0-9a-f]{64}")
 _URL = re.compile(r"https?://[^\s/?#]+(/[^\s?#]*)?")
+# An issuing key: DER SubjectPublicKeyInfo in URL-safe base64 without padding; an RSA key of 2048
+# to 4096 bits takes about 400 to 750 characters.
+_ISSUER_KEY = re.compile(r"[A-Za-z0-9_-]{100,1000}")
 
 
 def _integer(value, what: str, low: int, high: int) -> int:
@@ -83,13 +88,15 @@ class Shuffle:
     """How a collection's reports are shuffled: released in batches of at least ``min_batch``
     people's reports and ``dummies`` of the shuffler's own, stated at ``delta``; through the
     shuffler at ``url``, sealed to ``key`` (both None in a spec that is only simulated: a device
-    refuses to report to it)."""
+    refuses to report to it); with ``issuer_key`` (the issuing key's DER SubjectPublicKeyInfo,
+    URL-safe base64 without padding), only reports carrying an anonymous token it issued."""
 
     min_batch: int
     delta: float
     url: str | None = None
     key: SealingKey | None = None
     dummies: int = 0
+    issuer_key: str | None = None
 
     @classmethod
     def from_dict(cls, data: Any) -> Shuffle:
@@ -97,7 +104,7 @@ class Shuffle:
             return data
         if not isinstance(data, dict):
             raise SpecError("shuffle must be a mapping of min_batch and delta (and the shuffler's url and key)")
-        unknown = set(data) - {"min_batch", "delta", "url", "key", "dummies"}
+        unknown = set(data) - {"min_batch", "delta", "url", "key", "dummies", "issuer_key"}
         if unknown:
             raise SpecError(f"unknown shuffle fields: {', '.join(sorted(map(str, unknown)))}")
         if "min_batch" not in data or "delta" not in data:
@@ -116,7 +123,11 @@ class Shuffle:
         if url is not None and (not isinstance(url, str) or len(url) > 2048 or not _URL.fullmatch(url)):
             raise SpecError("shuffle.url must be the shuffler's http(s) URL")
         key = data.get("key")
-        return cls(min_batch, float(delta), url, None if key is None else SealingKey.from_dict(key), dummies)
+        issuer_key = data.get("issuer_key")
+        if issuer_key is not None and (not isinstance(issuer_key, str) or not _ISSUER_KEY.fullmatch(issuer_key)):
+            raise SpecError("shuffle.issuer_key must be an issuing key's DER SubjectPublicKeyInfo in URL-safe base64")
+        sealing = None if key is None else SealingKey.from_dict(key)
+        return cls(min_batch, float(delta), url, sealing, dummies, issuer_key)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"min_batch": self.min_batch, "delta": self.delta}
@@ -126,6 +137,8 @@ class Shuffle:
             out["url"] = self.url
         if self.key is not None:
             out["key"] = self.key.to_dict()
+        if self.issuer_key is not None:
+            out["issuer_key"] = self.issuer_key
         return out
 
     def check_sendable(self) -> None:

@@ -45,6 +45,7 @@ import msgpack
 from aiohttp import web
 
 from participant.reasons import failure_reason
+from participant import tokens
 from participant.sealing import sealed_length
 from participant.view import DIGEST_BYTES, ShuffledView
 
@@ -108,14 +109,14 @@ class Shuffler:
         self._committing: asyncio.Task | None = None
 
     async def receive(self, view: ShuffledView, sealed: list) -> list[str]:
-        """Store reports of a collection (committed with whatever else arrived meanwhile); each one's
-        outcome: ``accepted``, ``duplicate``, ``rejected`` (another length or view) or ``closed``
-        (the collection closed before they were stored, here or at another instance)."""
-        length = sealed_length(view.spec)
+        """Store reports of a collection (committed with whatever else arrived meanwhile): each
+        item of ``sealed`` a sealed report (:func:`admissible`'s bytes) or None for one refused;
+        each one's outcome: ``accepted``, ``duplicate``, ``rejected`` or ``closed`` (the collection
+        closed before they were stored, here or at another instance)."""
         outcomes = [None] * len(sealed)
         fresh = []
         for i, item in enumerate(sealed):
-            if _well_formed(view, length, item):
+            if isinstance(item, bytes):
                 fresh.append(i)
             else:
                 outcomes[i] = "rejected"
@@ -236,9 +237,36 @@ async def preflight(request: web.Request) -> web.StreamResponse:
     return answer
 
 
-def _well_formed(view: ShuffledView, length: int, item) -> bool:
-    """Whether ``item`` can be a sealed report of ``view``: its one length, its digest."""
-    return isinstance(item, bytes) and len(item) == length and item[:DIGEST_BYTES] == view.digest
+def posted_length(view: ShuffledView) -> int:
+    """Bytes of one report posted for ``view``: the sealed report and, where its collection takes
+    reports only from enrolled people, the anonymous token behind it."""
+    length = sealed_length(view.spec)
+    return length + tokens.token_length(view) if view.spec.shuffle.issuer_key is not None else length
+
+
+def admissible(view: ShuffledView, item) -> bytes | str:
+    """The sealed report ``item`` carries when it may be stored (the view's one length and digest
+    and, where the collection takes tokens, a token issued for this very report:
+    :func:`participant.tokens.check`), else why not, in one line. The token stops here."""
+    length = sealed_length(view.spec)
+    if not isinstance(item, bytes) or len(item) != posted_length(view) or item[:DIGEST_BYTES] != view.digest:
+        if view.spec.shuffle.issuer_key is not None and isinstance(item, bytes) and len(item) == length:
+            return "this collection takes reports only with the anonymous token its enrolled people obtain: none came"
+        return "not a sealed report of this collection's view (another length, or another view's digest)"
+    if view.spec.shuffle.issuer_key is None:
+        return item
+    try:
+        tokens.check(view, item[:length], item[length:])
+    except tokens.TokenError as exc:
+        return f"the report's token is refused: {exc}"
+    return item[:length]
+
+
+async def admitted(view: ShuffledView, items: list) -> list[bytes | str]:
+    """:func:`admissible` of each item, off the event loop when tokens are checked for many."""
+    if view.spec.shuffle.issuer_key is not None and len(items) > 16:
+        return await asyncio.to_thread(lambda: [admissible(view, item) for item in items])
+    return [admissible(view, item) for item in items]
 
 
 async def post_reports(request: web.Request) -> web.StreamResponse:
@@ -249,14 +277,14 @@ async def post_reports(request: web.Request) -> web.StreamResponse:
         view = await shuffler.views.get(request.match_info["collection_id"])
         if view.collection in shuffler.releaser.closed:
             raise Problem(410, f"collection {view.collection!r} is closed: it takes no more reports")
-        length = sealed_length(view.spec)
+        length = posted_length(view)
         address = request.remote or ""
         if request.content_type == SEALED:
-            sealed = await _body(request, length)
             # Refused before the limits look at what waits: a report that could never be stored
             # learns nothing of them.
-            if not _well_formed(view, length, sealed):
-                raise Problem(400, "not a sealed report of this collection's view (another length, or another view's digest)")
+            sealed = (await admitted(view, [await _body(request, length)]))[0]
+            if isinstance(sealed, str):
+                raise Problem(400, sealed)
             shuffler.limits.admit(address, view.collection, 1, 1, await shuffler.waiting_now(view.collection))
             outcome = (await shuffler.receive(view, [sealed]))[0]
             if outcome == "closed":
@@ -271,11 +299,11 @@ async def post_reports(request: web.Request) -> web.StreamResponse:
                 raise Problem(400, f"a batch is msgpack {{'reports': [sealed, ...]}} of at most {most}") from None
             if not isinstance(data, dict) or not isinstance(data.get("reports"), list):
                 raise Problem(400, "a batch is msgpack {'reports': [sealed, ...]}")
-            reports = data["reports"]
-            valid = sum(_well_formed(view, length, item) for item in reports)
+            reports = await admitted(view, data["reports"])
+            valid = sum(isinstance(item, bytes) for item in reports)
             waiting = await shuffler.waiting_now(view.collection) if valid else 0
             shuffler.limits.admit(address, view.collection, len(reports), valid, waiting)
-            outcomes = await shuffler.receive(view, reports)
+            outcomes = await shuffler.receive(view, [item if isinstance(item, bytes) else None for item in reports])
             if "closed" in outcomes:
                 raise Problem(410, f"collection {view.collection!r} is closed: it takes no more reports")
             counts = {key: outcomes.count(key) for key in ("accepted", "duplicate", "rejected")}

@@ -21,6 +21,7 @@ from collections import OrderedDict
 
 import aiohttp
 
+from participant import tokens
 from participant.errors import ParticipantError
 from participant.reasons import failure_reason
 from participant.sealing import sealed_length
@@ -132,6 +133,11 @@ class Views:
             raise Problem(
                 409, f"the aggregator publishes no shuffled collection {collection_id!r} with a sealing key", reason="not_shuffled"
             ) from None
+        if spec.shuffle.issuer_key is not None:
+            try:
+                tokens.issuing_key(spec.shuffle.issuer_key)
+            except ParticipantError as exc:
+                raise Problem(409, f"collection {collection_id!r}: {exc}", reason="unusable") from None
         room = people_per_batch(await self.aggregator_limits(), sealed_length(spec), view.dummies)
         if room < view.min_batch:
             raise Problem(

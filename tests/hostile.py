@@ -43,7 +43,9 @@ class Proxy:
     otherwise collection answers are :func:`rewritten`. ``refuse`` holds collection ids whose
     shuffled batches are answered 413; the next ``lose`` shuffled batches reach the aggregator and
     their answers are lost (the connection cut). ``seen`` counts requests by (method, path);
-    ``batches`` holds every shuffled batch posted through it (its decoded body), refused or not."""
+    ``batches`` holds every shuffled batch posted through it (its decoded body), refused or not;
+    with ``issuer_key`` (an RSA private key) token requests are answered with a blind signature
+    under that key, not the collection's."""
 
     def __init__(self, target: str):
         self.target, self.mode, self.refuse, self.lose = target, None, set(), 0
@@ -51,6 +53,7 @@ class Proxy:
         self.uid, self.key = secrets.token_hex(16), new_key_pair()[1].hex()
         self.seen: Counter = Counter()
         self.batches: list[dict] = []
+        self.issuer_key = None
         self.url = ""
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -58,6 +61,14 @@ class Proxy:
         parts = request.path.strip("/").split("/")
         if request.path.endswith("/shuffled") and request.method == "POST":
             self.batches.append(msgpack.unpackb(await request.read()))
+        if request.path.endswith("/tokens") and request.method == "POST" and self.issuer_key is not None:
+            from participant.blind_rsa import blind_sign
+
+            asked = msgpack.unpackb(await request.read())
+            n = self.issuer_key.public_key().public_numbers().n  # what it signs: below its own modulus
+            blinded = (int.from_bytes(asked["request"][3:], "big") % n).to_bytes((n.bit_length() + 7) // 8, "big")
+            signed = blind_sign(self.issuer_key, blinded)
+            return web.Response(body=msgpack.packb({"response": signed}), content_type="application/msgpack")
         if request.path.endswith("/shuffled") and parts[1] in self.refuse:
             return web.json_response({"error": "refused by the test"}, status=413)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}

@@ -44,7 +44,11 @@ def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
     create.add_argument("--spec", required=True, help="the collection spec, a JSON file")
     create.add_argument("--id", help="the collection's id (default: generated)")
     create.add_argument("--min-reports", type=non_negative_int, default=100, help="reports before estimates are released (default 100)")
-    create.add_argument("--enrollment", action="store_true", help="accept only reports carrying an enrollment token")
+    create.add_argument(
+        "--enrollment", action="store_true",
+        help="accept only reports of enrolled people: each carries its enrollment token or, with --shuffler, an "
+        "anonymous token its one-time code obtained (checked by the shuffler; nobody can tell whose)",
+    )  # fmt: skip
     shuffled = create.add_argument_group("a collection reported to through a shuffler (--shuffler)")
     shuffled.add_argument(
         "--shuffler", metavar="URL",
@@ -129,7 +133,10 @@ def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
         "precise mostly theirs. Predictions may change",
     )
 
-    enroll = common(sub.add_parser("enroll", help="issue single-use enrollment tokens", allow_abbrev=False))
+    enroll = common(sub.add_parser(
+        "enroll", help="issue single-use enrollment tokens (for a shuffled collection: codes that obtain anonymous tokens)",
+        allow_abbrev=False,
+    ))  # fmt: skip
     enroll.add_argument("id", help="the collection's id, created with --enrollment")
     enroll.add_argument("--count", type=positive_int, required=True, help="how many tokens: one per person who may report")
     enroll.add_argument("--out", required=True, help="file to write, one token per line")

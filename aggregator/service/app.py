@@ -34,6 +34,7 @@ from .metrics import Metrics
 from .opening import Opener, default_processes
 from .origins import cors_headers, origin_middleware
 from .ratelimit import RateLimiter
+from .issuance import routes as issuance_routes
 from .shuffled_reports import routes as shuffled_routes
 from .writer import ReportWriter
 
@@ -115,6 +116,7 @@ async def create_app(store: Store, config: Config | None = None) -> web.Applicat
     # the reports route, which nearly every request takes, goes first.
     app.add_routes(sorted(routes, key=lambda route: getattr(route, "path", "") != REPORTS_PATH))
     app.add_routes(shuffled_routes)
+    app.add_routes(issuance_routes)
     app.cleanup_ctx.append(_writer_context)
     app.cleanup_ctx.append(refresher)
     app.cleanup_ctx.append(_opener_context)

@@ -35,7 +35,9 @@ from .errors import RETRY_AFTER, APIError
 from .flags import REFRESHER
 from .keys import ADMIN_FAILURES, ANSWERS, CONFIG, ENROLLMENT_HMAC, FLAGS, LIMITER, METRICS, SPEC_ANSWERS, STORE, WRITER
 from .metrics import UNKNOWN_COLLECTION
-from .shuffling import shuffled_guarantees, shuffler_progress, shuffler_setting, stated_privacy, through_shuffler
+from .shuffling import (
+    key_setting, new_issuing_key, shuffled_guarantees, shuffler_progress, shuffler_setting, stated_privacy, through_shuffler,
+)
 from .writer import MAX_GROUPS_PER_TRANSACTION
 
 routes = web.RouteTableDef()
@@ -250,9 +252,15 @@ async def create_collection(request: web.Request) -> web.Response:
     unknown = set(data) - {"spec", "min_reports", "id", "enrollment", "shuffler"}
     if unknown:
         raise APIError(400, f"unknown fields: {', '.join(sorted(map(str, unknown)))}")
+    issuer = None
+    if data.get("enrollment") is True and data.get("shuffler") is not None:  # tokens, checked at the shuffler
+        issuer = await off_loop(new_issuing_key)
     try:
         spec = CollectionSpec.from_dict(data["spec"])
-        spec, shuffler_token = await through_shuffler(request.app[STORE], spec, data.get("shuffler"), data.get("enrollment", False))
+        if spec.shuffle is not None and spec.shuffle.issuer_key is not None:
+            raise SpecError("a spec names no issuing key of its own: the service makes one for a collection with enrollment")
+        issuer_key = None if issuer is None else issuer[0]
+        spec, shuffler_token = await through_shuffler(request.app[STORE], spec, data.get("shuffler"), issuer_key)
     except SpecError as exc:
         raise APIError(400, f"invalid spec: {exc}") from None
     state = sum(o.state_size for o in spec.oracles)
@@ -279,6 +287,8 @@ async def create_collection(request: web.Request) -> web.Response:
         raise APIError(409, f"collection {collection_id!r} exists; specs are immutable") from None
     if shuffler_token is not None:
         await request.app[STORE].set_setting(shuffler_setting(collection.id), hash_token(shuffler_token))
+    if issuer is not None:
+        await request.app[STORE].set_setting(key_setting(collection.id), issuer[1])
     response = respond(request, collection.to_dict(), status=201)
     response.headers["Location"] = f"/collections/{collection.id}"
     return response
@@ -471,12 +481,18 @@ async def _encoded_in_slices(summary: dict, as_msgpack: bool) -> bytes:
     return b"".join(parts)
 
 
+def _enrolled(collection: Collection) -> bool:
+    """Whether each report carries an enrollment token checked here: a collection created with
+    enrollment, unless it is shuffled (its anonymous tokens stop at its shuffler, :mod:`.issuance`)."""
+    return collection.enrollment and collection.spec.shuffle is None
+
+
 def _checked(key: bytes, collection: Collection, obj) -> tuple[bytes, int, object, bytes | None]:
     """``(report id, input, wire value, token nonce)`` of one report; raises ReportError. A
     collection with enrollment requires a token this service issued for it (``key``: the
     enrollment HMAC key)."""
     report_id, input_index, value = check_report(collection.spec, obj)
-    if not collection.enrollment:
+    if not _enrolled(collection):
         return report_id, input_index, value, None
     nonce = enrollment_nonce(key, collection.id, obj.get("token"))
     if nonce is None:
@@ -542,7 +558,7 @@ async def _sorted_reports(key: bytes, collection: Collection, reports: list):
             )  # fmt: skip
         if positions:
             batches.append(
-                IncomingBatch(collection.id, input_index, ids, values, rows, nonces if collection.enrollment else None)
+                IncomingBatch(collection.id, input_index, ids, values, rows, nonces if _enrolled(collection) else None)
             )
             batch_positions.append(positions)
     return rejections, batches, batch_positions

@@ -3,10 +3,12 @@
 A survey page served by the app (not by the service) runs the JavaScript participant in the
 respondent's browser, which sends the page's origin with every request it makes to another
 origin. Such a page may do what a participant does, and nothing else: read a collection's spec
-(``GET /collections/{id}``) and post reports (``POST /collections/{id}/reports``), from an origin
-the operator named (``serve --allow-origin https://survey.example.org``). Those two routes, their
-preflights and their answers, carry ``Access-Control-Allow-Origin`` for that origin alone, and
-never ``Access-Control-Allow-Credentials``: a browser sends no cookie or password with them.
+(``GET /collections/{id}``), post reports (``POST /collections/{id}/reports``) and, for a shuffled
+collection taking reports only from enrolled people, obtain a report's anonymous token with the
+person's code (``POST /collections/{id}/tokens``), from an origin the operator named (``serve
+--allow-origin https://survey.example.org``). Those routes, their preflights and their answers,
+carry ``Access-Control-Allow-Origin`` for that origin alone, and never
+``Access-Control-Allow-Credentials``: a browser sends no cookie or password with them.
 
 Every other request that names an origin is refused, 403 with a JSON error, before it reaches a
 handler: the admin routes, ``/metrics`` and the model from any page, and the participant's routes
@@ -32,8 +34,8 @@ ORIGIN = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+$")
 ALLOWED_METHODS = "GET, POST"
 ALLOWED_HEADERS = "Content-Type, Accept"
 PREFLIGHT_SECONDS = "600"
-# What a participant calls: a collection's spec and its reports.
-PARTICIPANT_ROUTE = re.compile(r"^/collections/[^/]+(/reports)?$")
+# What a participant calls: a collection's spec, its reports and its anonymous tokens.
+PARTICIPANT_ROUTE = re.compile(r"^/collections/[^/]+(/reports|/tokens)?$")
 
 
 def check_origin(text: str) -> str:
@@ -76,7 +78,7 @@ async def origin_middleware(request: web.Request, handler):
         # says nothing more); a report's preflight is refused outright.
         return _allow(refused, origin) if participant and request.method == "GET" else refused
     if not participant:
-        return json_error(403, "a web page may only read a collection's spec and post reports to it")
+        return json_error(403, "a web page may only read a collection's spec and post reports and token requests to it")
     if request.method == "OPTIONS":
         answer = web.Response(status=204)
         answer.headers["Access-Control-Allow-Methods"] = ALLOWED_METHODS

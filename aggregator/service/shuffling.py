@@ -12,8 +12,9 @@ one opens reports on all.
 
 **A collection's shuffler** is named when the collection is created: its URL and the batch floor
 go into the spec's ``shuffle`` block (with the current key), and the hash of the token the
-shuffler presents into the settings (:func:`shuffler_setting`). A shuffled collection takes no
-enrollment tokens: a token issued to a person would name their report.
+shuffler presents into the settings (:func:`shuffler_setting`). A shuffled collection created with
+enrollment takes reports only from enrolled people through anonymous tokens, which the shuffler
+checks and the aggregator never sees (:mod:`.issuance`): its spec names its issuing key.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import time
 from dataclasses import replace
 
+from participant import tokens
 from participant.errors import SpecError
 from participant.reasons import failure_reason
 from participant.sealing import new_key_pair
@@ -78,24 +80,44 @@ async def private_key_bytes(store: Store, key: SealingKey) -> bytes | None:
     return None
 
 
+ISSUING_KEY_BITS = 2048
+
+
+def key_setting(collection_id: str) -> str:
+    """The setting holding a collection's issuing key (PKCS #8 PEM, :mod:`.issuance`)."""
+    return f"issuer_key {collection_id}"
+
+
+def new_issuing_key() -> tuple[str, str]:
+    """A fresh issuing key for a collection's anonymous tokens: ``(public half as a spec's
+    issuer_key, private half as PKCS #8 PEM)``."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=ISSUING_KEY_BITS)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return tokens.encode_key(key.public_key()), pem.decode()
+
+
 def shuffler_setting(collection_id: str) -> str:
     """The setting holding the hash of the token a collection's shuffler presents."""
     return f"shuffler_token_sha256 {collection_id}"
 
 
-async def through_shuffler(store: Store, spec: CollectionSpec, shuffler, enrollment) -> tuple[CollectionSpec, str | None]:
+async def through_shuffler(
+    store: Store, spec: CollectionSpec, shuffler, issuer_key: str | None = None
+) -> tuple[CollectionSpec, str | None]:
     """``spec`` as collected through the shuffler ``{"url", "token", "min_batch", "delta",
-    "dummies"}`` the operator named (its shuffle block completed with the shuffler's URL and this
-    service's current sealing key; the dummies, when neither names them, the default share of the
-    floor), and the token; ``spec`` unchanged and None without one. Raises SpecError."""
+    "dummies"}`` the operator named (its shuffle block completed with the shuffler's URL, this
+    service's current sealing key and, for a collection with enrollment, its ``issuer_key``; the
+    dummies, when neither names them, the default share of the floor), and the token; ``spec``
+    unchanged and None without one. Raises SpecError."""
     if shuffler is None:
         if spec.shuffle is not None:
             raise SpecError("a shuffled spec needs its shuffler: send 'shuffler': {'url', 'token', 'min_batch'}")
         return spec, None
     if not isinstance(shuffler, dict) or not set(shuffler) <= {"url", "token", "min_batch", "delta", "dummies"}:
         raise SpecError("shuffler must be a mapping of url, token, min_batch, delta and dummies")
-    if enrollment:
-        raise SpecError("a shuffled collection takes no enrollment tokens: a token issued to a person would name their report")
     token = shuffler.get("token")
     if not isinstance(token, str):
         raise SpecError("shuffler.token must be the secret the shuffler presents (text)")
@@ -117,6 +139,8 @@ async def through_shuffler(store: Store, spec: CollectionSpec, shuffler, enrollm
     block = {"min_batch": min_batch, "delta": delta, "url": shuffler.get("url"), "key": key.to_dict()}
     if dummies is not None:
         block["dummies"] = dummies
+    if issuer_key is not None:
+        block["issuer_key"] = issuer_key
     return replace(spec, shuffle=Shuffle.from_dict(block)), token
 
 
