@@ -23,7 +23,7 @@ import msgpack
 import numpy as np
 from scipy import stats
 
-from participant import CollectionSpec, Feature, Participant
+from participant import CollectionSpec, Feature, Participant, blind_rsa, tokens
 from participant.errors import SpecError
 from participant.encoding import record_input
 from participant.origin import normalise_origin
@@ -197,6 +197,9 @@ def vectors() -> dict:
                 "dummies": view.dummies, "digest": view.digest.hex(), "info": info(view.digest).hex(),
             })  # fmt: skip
     out["spec_shapes"] = spec_shapes()
+    out["tokens"] = token_vectors()
+    out["issuer_keys"] = [{"issuer_key": key, "refused": _refused(key)} for key in issuer_keys()]
+    out["blind_rsa"] = rfc9474_pss()
     # χ² critical values at 1 − 10⁻⁶ for the JavaScript mechanisms' own draws (scipy here, none there).
     out["chi2"] = {str(dof): float(stats.chi2.ppf(1 - 1e-6, dof)) for dof in (1, 4, 7, 8, 12, 16)}
     return out
@@ -233,6 +236,16 @@ def spec_shapes() -> list[dict]:
         "shuffle": (None, {}, {"min_batch": 2, "delta": 0.25}),
     }.items():  # fmt: skip
         shapes.extend(_with(base, **{field: v}) for v in values)
+    # A collection that takes reports only from enrolled people: its issuing key, read (a key of
+    # any kind and size whose text has the shape: a device refuses the key itself at submit) or
+    # refused as text.
+    rsa_4096, rsa_2048, rsa_1024, ec_256 = issuer_keys()
+    for issuer_key in (rsa_4096, rsa_2048, rsa_1024, ec_256, None, "A" * 100, "_-" * 500, "", "A" * 99, "A" * 1001,
+                       rsa_2048 + "=", rsa_2048.replace("-", "+").replace("_", "/") + "+/", rsa_2048 + "\n", " " + rsa_2048,
+                       "é" * 100, 5, True, [rsa_2048], {"der": rsa_2048}):  # fmt: skip
+        shapes.append(_with(base, shuffle={"min_batch": 2, "delta": 0.25, "issuer_key": issuer_key}))
+    shapes.append(_with(base, shuffle={**SHUFFLE_BLOCK, "issuer_key": rsa_2048}))
+    shapes.append(_with(base, shuffle={**SHUFFLE_BLOCK, "issuer_key": "not base64!" * 10}))
     out = []
     for shape in shapes:
         try:
@@ -244,6 +257,118 @@ def spec_shapes() -> list[dict]:
 
 
 MISSING = object()
+
+SHUFFLE_BLOCK = {"min_batch": 100, "delta": 1e-4, "dummies": 100, "url": "https://shuffler.example.org",
+                 "key": {"id": 3, "kem": 32, "kdf": 1, "aead": 1, "public_key": "5a" * 32}}  # fmt: skip
+RFC9474 = Path(__file__).resolve().parent / "vectors" / "rfc9474.json"
+
+
+def _rfc9474() -> list[dict]:
+    return json.loads(RFC9474.read_text())
+
+
+def _hex(value: str) -> bytes:
+    text = value.removeprefix("0x")
+    return bytes.fromhex(("0" * (len(text) % 2)) + text)
+
+
+def _words(label: str, size: int) -> bytes:
+    """``size`` fixed bytes, SHA-256 in counter mode over ``label``: what the known answers draw."""
+    out = b""
+    while len(out) < size:
+        out += hashlib.sha256(f"{label} {len(out)}".encode()).digest()
+    return out[:size]
+
+
+def _rfc_key(v: dict):
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    p, q, n, e, d = (int(v[k], 16) for k in ("p", "q", "n", "e", "d"))
+    numbers = rsa.RSAPrivateNumbers(
+        p, q, d, rsa.rsa_crt_dmp1(d, p), rsa.rsa_crt_dmq1(d, q), rsa.rsa_crt_iqmp(p, q), rsa.RSAPublicNumbers(e, n)
+    )
+    return numbers.private_key()
+
+
+def issuer_keys() -> tuple[str, str, str, str]:
+    """Issuing keys as a spec's ``issuer_key``, the same at every run: RFC 9474's RSA key (4096
+    bits), RSA public keys of 2048 and 1024 bits (fixed odd moduli: only their shape matters
+    here) and an elliptic-curve key (P-256)."""
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    def modulus(bits: int) -> int:
+        return int.from_bytes(_words(f"modulus {bits}", bits // 8), "big") | (1 << (bits - 1)) | 1
+
+    return (
+        tokens.encode_key(_rfc_key(_rfc9474()[2]).public_key()),
+        tokens.encode_key(rsa.RSAPublicNumbers(65537, modulus(2048)).public_key()),
+        tokens.encode_key(rsa.RSAPublicNumbers(65537, modulus(1024)).public_key()),
+        tokens.encode_key(ec.derive_private_key(7, ec.SECP256R1()).public_key()),
+    )
+
+
+def _refused(issuer_key: str) -> bool:
+    """Whether a device refuses the issuing key itself (not an RSA key of 2048 bits or more)."""
+    try:
+        tokens.issuing_key(issuer_key)
+    except SpecError:
+        return True
+    return False
+
+
+def token_vectors() -> list[dict]:
+    """A shuffled collection's anonymous token, made by the Python participant
+    (:mod:`participant.tokens`) for fixed views and a fixed sealed report, under RFC 9474's key:
+    the challenge, the token input, the TokenRequest blinded with a fixed salt and blind (the
+    randomness the JavaScript device draws, given to it in the same order), the issuer's blind
+    signature and the token it finishes to."""
+    private = _rfc_key(_rfc9474()[2])
+    public = private.public_key()
+    issuer_key = tokens.encode_key(public)
+    spec = CollectionSpec([Feature("colour", ["red", "blue"])], ["yes", "no"], "DE", 1.0,
+                          shuffle={**SHUFFLE_BLOCK, "issuer_key": issuer_key})  # fmt: skip
+    n = public.public_numbers().n
+    size = blind_rsa.modulus_bytes(public)
+    out = []
+    for collection, uid in (("survey-2026", "u" * 32), ("città-é", "0123456789abcdef" * 2)):
+        view = ShuffledView(collection, uid, spec, spec.shuffle.min_batch, spec.shuffle.dummies)
+        sealed = _words(f"sealed {collection}", sealed_length(spec))
+        message = tokens.token_input(view, sealed)
+        salt = _words(f"salt {collection}", blind_rsa.SALT_BYTES)
+        r = int.from_bytes(_words(f"blind {collection}", size), "big") % n
+        assert math.gcd(r, n) == 1
+        blinded, inverse = blind_rsa.blind(public, message, salt, r)
+        blind_signature = blind_rsa.blind_sign(private, blinded)
+        token = tokens.finish(view, sealed, blind_signature, inverse)
+        tokens.check(view, sealed, token)
+        out.append({
+            "spec": spec.to_dict(), "id": collection, "uid": uid, "min_batch": view.min_batch, "dummies": view.dummies,
+            "digest": view.digest.hex(), "sealed": sealed.hex(), "challenge": tokens.challenge(view).hex(),
+            "key_id": tokens.key_id(issuer_key).hex(), "token_input": message.hex(), "token_length": tokens.token_length(view),
+            "salt": salt.hex(), "r": r.to_bytes(size, "big").hex(),
+            "request": (tokens.TOKEN_TYPE.to_bytes(2, "big") + tokens.key_id(issuer_key)[-1:] + blinded).hex(),
+            "inverse": inverse.to_bytes(size, "big").hex(), "blind_signature": blind_signature.hex(), "token": token.hex(),
+        })  # fmt: skip
+    return out
+
+
+def rfc9474_pss() -> list[dict]:
+    """RFC 9474's vectors of the two PSS variants (a 48-byte salt: Privacy Pass's), with the key
+    as a spec's ``issuer_key`` and the blind ``r`` whose inverse the RFC gives: what the JavaScript
+    device's blinding library must reproduce, drawing that salt and that ``r``."""
+    out = []
+    for v in _rfc9474():
+        if v["sLen"] != "0x30":
+            continue
+        public = _rfc_key(v).public_key()
+        n = public.public_numbers().n
+        size = blind_rsa.modulus_bytes(public)
+        out.append({
+            "name": v["name"], "issuer_key": tokens.encode_key(public),
+            **{k: _hex(v[k]).hex() for k in ("msg", "msg_prefix", "input_msg", "salt", "blinded_msg", "blind_sig", "sig")},
+            "inv": _hex(v["inv"]).rjust(size, b"\0").hex(), "r": pow(int(v["inv"], 16), -1, n).to_bytes(size, "big").hex(),
+        })  # fmt: skip
+    return out
 
 
 def _with(base: dict, **fields) -> dict:

@@ -191,21 +191,28 @@ export class IndexedDbStorage implements LedgerStorage {
     return result as T;
   }
 
-  /** Replaces the entry under `key` by `change(entry)` in one transaction that reads no other entry. */
+  /**
+   * Replaces the entry under `key` by `change(entry)` in one transaction that reads no other entry:
+   * `change` sees it whole (its report and sealed copy from the store `reports`, checked as
+   * {@link entry} checks them). A shuffled entry's report record is rewritten with what `change`
+   * returns (its sealed copy replaced, its token attached, or both emptied once acknowledged), so
+   * the copy it held is gone; an unshuffled entry's stays as it was.
+   */
   async replace(key: string, change: (entry: Entry) => Entry): Promise<void> {
     const transaction = (await this.db()).transaction([ENTRIES, REPORTS], "readwrite");
     let failure: unknown = null;
     const committed = finished(transaction, () => failure);
     const [entries, reports] = [transaction.objectStore(ENTRIES), transaction.objectStore(REPORTS)];
     const read = entries.get(key);
-    read.onsuccess = () => {
+    const stored = reports.get(key);
+    stored.onsuccess = () => {
       try {
         if (read.result === undefined) throw new LedgerError(`the ledger ${this.where} lost the entry '${key}' while its report was sent`);
         const problem = entryProblem(key, read.result);
         if (problem !== null) this.refuse(problem);
-        const entry = change(read.result as Entry);
+        const entry = change(this.whole(key, read.result, stored.result));
         entries.put(withoutReport(entry), key);
-        if (entry.sealed !== undefined) reports.put(reportOf(entry), key); // a shuffled one, emptied
+        if (entry.sealed !== undefined) reports.put(reportOf(entry), key); // a shuffled one: resealed, or emptied once sent
       } catch (error) {
         failure = error;
         transaction.abort();
@@ -214,18 +221,23 @@ export class IndexedDbStorage implements LedgerStorage {
     await committed;
   }
 
+  /** The entry `record` (from the store `entries`) with its report record `stored`, checked whole as version 2 held an entry: its report inline, base64. */
+  private whole(key: string, record: unknown, stored: unknown): Entry {
+    if (!isMapping(record) || !isMapping(stored)) this.refuse(`entry '${key}' or its report is missing`);
+    if (!Object.keys(stored).every((name) => name === "report" || name === "sealed") || ("sealed" in stored) !== ("sealed" in record))
+      this.refuse(`entry '${key}' holds a report of another shape`);
+    const entry = { ...record, ...stored };
+    const problem = entryProblem(key, entry, 2);
+    if (problem !== null) this.refuse(problem);
+    return entry as unknown as Entry;
+  }
+
   /** The entry under `key` with its report, checked as a file's entry is. */
   async entry(key: string): Promise<Entry | undefined> {
     const transaction = (await this.db()).transaction([ENTRIES, REPORTS], "readonly");
     const [record, stored] = await Promise.all([done(transaction.objectStore(ENTRIES).get(key)), done(transaction.objectStore(REPORTS).get(key))]);
     if (record === undefined && stored === undefined) return undefined;
-    if (!isMapping(record) || !isMapping(stored)) this.refuse(`entry '${key}' or its report is missing`);
-    if (!Object.keys(stored).every((name) => name === "report" || name === "sealed") || ("sealed" in stored) !== ("sealed" in record))
-      this.refuse(`entry '${key}' holds a report of another shape`);
-    const entry = { ...record, ...stored };
-    const problem = entryProblem(key, entry, 2); // whole, as version 2 held an entry: its report inline, base64
-    if (problem !== null) this.refuse(problem);
-    return entry as unknown as Entry;
+    return this.whole(key, record, stored);
   }
 }
 

@@ -13,6 +13,14 @@
  * and to none of those its shuffler holds a shuffled view of: an aggregator could otherwise show
  * one device a shuffled collection without its `shuffle` block and have its report, tied to its
  * address. The view's floor and dummies must meet the app's limits (`minBatch`, `minDummyShare`).
+ *
+ * A shuffled collection that takes reports only from enrolled people (its spec's
+ * `shuffle.issuer_key`) gets, with each report, an anonymous token (`tokens.ts`): the person's
+ * one-time code (`token`) obtains it from the issuer, blind, and goes nowhere else (never inside the
+ * sealed report); the token travels behind the sealed report to the shuffler, which checks and
+ * strips it. The request, then the token, are written to the ledger before they are used, so a
+ * device stopped on the way asks the issuer the very same request again and re-sends the very same
+ * bytes.
  */
 import { decode, encode } from "@msgpack/msgpack";
 
@@ -22,8 +30,9 @@ import { LimitExceeded, Limits, type LimitsOptions } from "./limits.js";
 import { normaliseOrigin } from "./origin.js";
 import { type ExactRandomness } from "./exact.js";
 import { Participant, type RawRecord, packReport } from "./report.js";
-import { checkSealable, seal } from "./sealing.js";
+import { checkSealable, seal, sealedLength } from "./sealing.js";
 import { CollectionSpec, SpecError } from "./spec.js";
+import { INPUT_BYTES, concat, finish, issuingKey, tokenLength, tokenRequest } from "./tokens.js";
 import { ShuffledView } from "./view.js";
 
 /** This device already reported to the collection: a second report would spend ε again. */
@@ -60,7 +69,11 @@ export function requireWebCrypto(): void {
 export interface SubmitOptions {
   /** The input group the operator assigned, for collections that assign inputs. */
   group?: number;
-  /** The enrollment token the operator gave this person, for collections that require one. */
+  /**
+   * The enrollment token the operator gave this person, for collections that require one; for a
+   * shuffled collection that takes reports only from enrolled people, the person's one-time code,
+   * which obtains the report's anonymous token and is never sent with the report.
+   */
   token?: string;
   /**
    * Values the app knows its people hold, by field (`{ age: ["Young", ...] }`): a spec that
@@ -328,12 +341,17 @@ export class Client {
    * shuffled collection's floor or dummies below them), LedgerError, InsecureContext, SpecError (a
    * spec that cannot be read, lacks an `expected` value, or is no longer the one `shown`; an
    * unshuffled collection that an app pinning a shuffler does not name in `direct`, or whose id its
-   * shuffler holds a shuffled view of) or RecordError (a group the spec does not take, a record
-   * that is not a mapping).
+   * shuffler holds a shuffled view of; a collection taking reports only from enrolled people when
+   * no code was given, or whose issuing key is not an RSA key of 2048 bits or more),
+   * ReportRejected (the issuer refused the code), BlindSignatureError (the issuer answered
+   * anything but a signature under the collection's issuing key) or RecordError (a group the spec
+   * does not take, a record that is not a mapping).
    */
   async submit(id: string, record: RawRecord, options: SubmitOptions = {}): Promise<string> {
     requireWebCrypto();
-    const { group, token, expected } = options;
+    const { group, expected } = options;
+    let token = options.token;
+    let code: string | undefined;
     const published = await this.fetchCollection(id);
     const shown = options.shown;
     if (shown !== undefined && (shown.fingerprint !== published.fingerprint || shown.uid !== published.uid))
@@ -359,6 +377,15 @@ export class Client {
       view = await this.fetchView(id);
       view.checkPublished(id, published.uid, published.fingerprint);
       this.limits.checkView(view, id);
+      // The code obtains an anonymous token; nothing that names a person travels inside a sealed report.
+      [code, token] = [token, undefined];
+      if (spec.shuffle.issuerKey !== null) {
+        await issuingKey(spec.shuffle.issuerKey); // a key no token could be checked under: refused now
+        if (code === undefined)
+          throw new SpecError(
+            `collection '${id}' takes reports only from enrolled people: pass the code you were given (token); nothing was sent`,
+          );
+      }
     } else if (this.shuffler !== null) {
       await this.checkDirect(id); // refused before the record is read: a shuffled collection shown unshuffled
     }
@@ -389,10 +416,53 @@ export class Client {
     );
     if (claim.sent)
       throw new AlreadyReported(`this device already reported to collection '${id}' at ${this.origin}; a second report would spend epsilon twice`);
+    let outgoing = claim.sealed ?? claim.body;
+    if (view !== null && view.spec.shuffle!.issuerKey !== null) outgoing = await this.tokened(id, view, digest, outgoing, code!, claim.key);
     const now = performance.now() / 1000;
     await sleepUntil(now + pacedWait(now - arrived, this.pace));
-    const status = await this.sendReport(id, claim.sealed ?? claim.body, shuffler);
+    const status = await this.sendReport(id, outgoing, shuffler);
     await this.ledger.markSent(claim.key);
     return status;
+  }
+
+  /**
+   * The sealed report in `kept` with its anonymous token behind it (`tokens.ts`): `kept` is the
+   * sealed report alone, with its token already, or with a request sent before and the blind's
+   * inverse (a device stopped while its token was issued). The request and the inverse, then the
+   * token, are written to the ledger under `key` before they are used, so that a retry asks the
+   * issuer the very same request (answered the same) and re-sends the very same bytes. Throws
+   * ReportRejected when the issuer refuses the code, and BlindSignatureError when its answer is
+   * not a signature under the view's issuing key.
+   */
+  private async tokened(id: string, view: ShuffledView, digest: Uint8Array, kept: Uint8Array, code: string, key: string): Promise<Uint8Array> {
+    const length = sealedLength(view.spec, digest);
+    const whole = await tokenLength(view);
+    const size = whole - INPUT_BYTES;
+    if (kept.length === length + whole) return kept;
+    const sealed = kept.slice(0, length);
+    let request: Uint8Array;
+    let inverse: Uint8Array;
+    if (kept.length === length + 3 + 2 * size) {
+      [request, inverse] = [kept.slice(length, length + 3 + size), kept.slice(length + 3 + size)];
+    } else {
+      ({ request, inverse } = await tokenRequest(view, sealed));
+      await this.ledger.reseal(key, concat(sealed, request, inverse));
+    }
+    const response = await this.issue(id, code, request);
+    const token = await finish(view, sealed, response, inverse);
+    const outgoing = concat(sealed, token);
+    await this.ledger.reseal(key, outgoing);
+    return outgoing;
+  }
+
+  /** The issuer's answer (a blind signature) to the TokenRequest `request` with `code`: `POST /collections/{id}/tokens`, msgpack both ways. */
+  private async issue(id: string, code: string, request: Uint8Array): Promise<Uint8Array> {
+    const [status, data] = await this.request("POST", `${this.collectionUrl(id)}/tokens`, this.limits.maxAnswerBytes, {
+      body: encode({ code, request }) as unknown as BodyInit,
+      headers: { "Content-Type": "application/msgpack", Accept: "application/msgpack" },
+    });
+    const response = typeof data === "object" && data !== null ? (data as { response?: unknown }).response : undefined;
+    if (status !== 200 || !(response instanceof Uint8Array)) throw this.refusal(status, data);
+    return response;
   }
 }

@@ -22,3 +22,4 @@ export { CollectionSpec, SpecError } from "./spec.js";
 export { checkSealable, info, paddedLength, seal, sealedLength } from "./sealing.js";
 export { ShuffledView, viewDigest } from "./view.js";
 export { Shuffle, type SealingKey } from "./shuffled.js";
+export { BlindSignatureError, challenge, finish, issuingKey, tokenInput, tokenLength, tokenRequest } from "./tokens.js";

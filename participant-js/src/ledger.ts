@@ -57,7 +57,11 @@ export interface LedgerData {
 export interface LedgerStorage {
   update<T>(change: (data: LedgerData) => { result: T; write: boolean }): Promise<T>;
   entry?(key: string): Promise<Entry | undefined>;
-  /** Replaces the entry under `key` by `change(entry)` (throwing a LedgerError when there is none), reading no other: storages that keep entries apart. */
+  /**
+   * Replaces the entry under `key` by `change(entry)` (throwing a LedgerError when there is none),
+   * reading no other: storages that keep entries apart. `change` sees the entry whole (its report
+   * and sealed copy, base64), and what it returns is kept whole.
+   */
   replace?(key: string, change: (entry: Entry) => Entry): Promise<void>;
 }
 
@@ -402,6 +406,26 @@ export class Ledger {
       const entry = Object.prototype.hasOwnProperty.call(data.entries, key) ? data.entries[key] : undefined;
       if (entry === undefined) throw new LedgerError(`the ledger lost the entry '${key}' while its report was sent`);
       data.entries[key] = sent(entry);
+      return { result: undefined, write: true };
+    });
+  }
+
+  /**
+   * Replace the sealed copy of the unsent shuffled entry under `key` with `sealed` (the same sealed
+   * report with what its anonymous token needs behind it: the pending request and the blind's
+   * inverse, then the token), written before anything is sent with it, so that a retry after a
+   * crash re-sends the very same bytes; the copy it replaces is dropped. A LedgerError when there
+   * is no such entry (none, unshuffled, or acknowledged).
+   */
+  async reseal(key: string, sealed: Uint8Array): Promise<void> {
+    const resealed = (entry: Entry | undefined): Entry => {
+      if (entry === undefined || entry.sealed === undefined || entry.sent)
+        throw new LedgerError(`the ledger holds no unsent shuffled entry '${key}' to attach a token to; nothing was sent`);
+      return { ...entry, sealed: toBase64(sealed) }; // a new object: a changed entry is encoded anew
+    };
+    if (this.storage.replace) return this.storage.replace(key, resealed);
+    await this.storage.update((data) => {
+      data.entries[key] = resealed(Object.prototype.hasOwnProperty.call(data.entries, key) ? data.entries[key] : undefined);
       return { result: undefined, write: true };
     });
   }

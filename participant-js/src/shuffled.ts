@@ -1,7 +1,8 @@
 /**
  * A collection whose reports reach the aggregator through a shuffler: the spec's `shuffle` block,
  * read as the Python participant's `participant/shuffled.py` reads it (the same refusals, the same
- * canonical JSON, so the same fingerprint).
+ * canonical JSON, so the same fingerprint). A collection that takes reports only from enrolled
+ * people adds `issuer_key`, the public key that issues their anonymous tokens (`tokens.ts`).
  */
 import { SpecError } from "./errors.js";
 import { PyFloat, type PyValue } from "./pyjson.js";
@@ -13,6 +14,9 @@ export const KDFS: Record<number, string> = { 0x0001: "HKDF-SHA256" };
 export const AEADS: Record<number, string> = { 0x0001: "AES-128-GCM" };
 const HEX_KEY = /^[0-9a-f]{64}$/;
 const URL_SHAPE = /^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/;
+// An issuing key: DER SubjectPublicKeyInfo in URL-safe base64 without padding (an RSA key of 2048
+// to 4096 bits takes about 400 to 750 characters).
+const ISSUER_KEY = /^[A-Za-z0-9_-]{100,1000}$/;
 
 function integer(value: unknown, what: string, low: number, high: number): number {
   if (typeof value !== "number" || !Number.isInteger(value) || value < low || value > high)
@@ -49,7 +53,11 @@ function sealingKey(data: unknown): SealingKey {
   return key;
 }
 
-/** How a collection's reports are shuffled; `url` and `key` are null in a spec that is only simulated. */
+/**
+ * How a collection's reports are shuffled; `url` and `key` are null in a spec that is only
+ * simulated. `issuerKey` (the issuing key's DER SubjectPublicKeyInfo, URL-safe base64 without
+ * padding), when set, admits only reports carrying an anonymous token it issued.
+ */
 export class Shuffle {
   private constructor(
     readonly minBatch: number,
@@ -57,11 +65,12 @@ export class Shuffle {
     readonly url: string | null,
     readonly key: SealingKey | null,
     readonly dummies: number,
+    readonly issuerKey: string | null = null,
   ) {}
 
   static fromDict(data: unknown): Shuffle {
     if (!isMapping(data)) throw new SpecError("shuffle must be a mapping of min_batch and delta (and the shuffler's url and key)");
-    const unknown = Object.keys(data).filter((k) => !["min_batch", "delta", "url", "key", "dummies"].includes(k));
+    const unknown = Object.keys(data).filter((k) => !["min_batch", "delta", "url", "key", "dummies", "issuer_key"].includes(k));
     if (unknown.length) throw new SpecError(`unknown shuffle fields: ${unknown.sort().join(", ")}`);
     if (!("min_batch" in data) || !("delta" in data)) throw new SpecError("shuffle needs min_batch (the fewest reports released at once) and delta");
     const minBatch = integer(data.min_batch, "shuffle.min_batch", ...MIN_BATCH_RANGE);
@@ -73,8 +82,11 @@ export class Shuffle {
     const url = data.url ?? null;
     if (url !== null && (typeof url !== "string" || url.length > 2048 || !URL_SHAPE.test(url)))
       throw new SpecError("shuffle.url must be the shuffler's http(s) URL");
+    const issuerKey = data.issuer_key ?? null;
+    if (issuerKey !== null && (typeof issuerKey !== "string" || !ISSUER_KEY.test(issuerKey)))
+      throw new SpecError("shuffle.issuer_key must be an issuing key's DER SubjectPublicKeyInfo in URL-safe base64");
     const key = data.key === undefined || data.key === null ? null : sealingKey(data.key);
-    return new Shuffle(minBatch, delta, url as string | null, key, dummies);
+    return new Shuffle(minBatch, delta, url as string | null, key, dummies, issuerKey as string | null);
   }
 
   toDict(): PyValue {
@@ -85,6 +97,7 @@ export class Shuffle {
       const k = this.key;
       out.key = { id: k.id, kem: k.kem, kdf: k.kdf, aead: k.aead, public_key: k.publicKey };
     }
+    if (this.issuerKey !== null) out.issuer_key = this.issuerKey;
     return out;
   }
 

@@ -5,7 +5,8 @@
  *     node dist/test-support/submit.js URL LEDGER OPTIONS_JSON STEPS_JSON
  *
  * OPTIONS_JSON: {maxEpsilon, budget: {total, perDays}, minBatch, minDummyShare, limits: {other
- * Limits options}, pace, backoff, retries, expected, shuffler, direct}. STEPS_JSON: [[collection id, record, ledger?, seed?, group?], ...].
+ * Limits options}, pace, backoff, retries, expected, shuffler, direct}. STEPS_JSON: [[collection id, record, ledger?, seed?, group?, token?], ...]
+ * (token: the enrollment token, or for a shuffled collection taking reports only from enrolled people the person's code).
  * A step naming a ledger is a device of its own (that ledger file); the others share LEDGER. A
  * step naming a seed draws from the test-only words of that seed (HashWords), so that devices
  * given one seed draw alike.
@@ -31,10 +32,10 @@ const device = (path: string, seed?: string | null) =>
   });
 const shared = device(ledger);
 const outcomes: string[] = [];
-for (const [collection, record, own, seed, group] of JSON.parse(stepsJson)) {
+for (const [collection, record, own, seed, group, token] of JSON.parse(stepsJson)) {
   try {
     const client = own ? device(own, seed) : shared;
-    outcomes.push(await client.submit(collection, record, { expected: options.expected, group: group ?? undefined }));
+    outcomes.push(await client.submit(collection, record, { expected: options.expected, group: group ?? undefined, token: token ?? undefined }));
   } catch (error) {
     if (!(error instanceof ParticipantError)) throw error;
     outcomes.push(`${error.name}: ${error.message}`);
