@@ -135,8 +135,10 @@ class System:
         self.aggregator.wait()
 
 
-def sealed_bodies(view: ShuffledView, packed: list[bytes]) -> list[bytes]:
-    return [seal(body, view) for body in packed]
+def sealed_bodies(view: ShuffledView, drawn: list) -> list[bytes]:
+    """Each report of ``drawn`` packed for the spec the view holds (its shuffle block is part of
+    the spec's digest: a report packed for another spec opens as junk) and sealed under it."""
+    return [seal(pack_report(report, view.spec), view) for report in drawn]
 
 
 async def drive_spread(urls: list[str], path: str, bodies: list[bytes], concurrency: int) -> float:
@@ -174,13 +176,13 @@ def cpu_seconds(pid: int) -> float:
 
 
 async def shuffled_round(
-    system: System, cid: str, packed: list[bytes], concurrency: int, min_batch: int, dummies: int, batch: int = 0
+    system: System, cid: str, drawn: list, concurrency: int, min_batch: int, dummies: int, batch: int = 0
 ) -> dict:
     """Sealed reports into the shuffler (one per request, or ``batch`` per request): intake and
     end-to-end rates, intake latencies, and the CPU seconds per person's report each process took."""
     system.create(cid, min_batch, dummies)
     view = system.view(cid)
-    bodies = sealed_bodies(view, packed)
+    bodies = sealed_bodies(view, drawn)
     latencies: list[float] = []
     before = {name: cpu_seconds(p.pid) for name, p in (("aggregator", system.aggregator), ("shuffler", system.shuffler))}
     load_before = time.process_time()
@@ -193,8 +195,16 @@ async def shuffled_round(
     # Forwarded once what is left is too few for a batch; counted once the aggregator's batches hold them.
     await until(lambda: len(bodies) - system.forwarded(cid) < view.min_batch)
     forwarded = system.forwarded(cid)
-    await until(lambda: system.batches(cid)["reports"] - system.batches(cid)["dummies"] >= forwarded)
+
+    def people() -> tuple[int, int]:
+        batches = system.batches(cid)
+        return batches["reports"] - batches["dummies"] - batches["junk"], batches["junk"]
+
+    await until(lambda: sum(people()) >= forwarded)
     total = time.perf_counter() - start_time
+    counted, junk = people()
+    if counted != forwarded or junk:  # a rate of junk is no rate: say so and stop
+        raise RuntimeError(f"{cid}: {counted} people counted of {forwarded} forwarded, {junk} junk")
     cpu = {name: (cpu_seconds(p.pid) - before[name]) / forwarded for name, p in (("aggregator", system.aggregator), ("shuffler", system.shuffler))}
     cpu["load generator"] = (time.process_time() - load_before) / forwarded
     return {"intake": len(bodies) / intake, "end_to_end": forwarded / total, "p99": float(np.percentile(latencies or [0], 99)),
@@ -252,7 +262,7 @@ def opening_costs(length_spec, n: int = 4000) -> tuple[float, dict[int, float]]:
     shuffle = {"min_batch": 1000, "delta": 1e-6, "url": "http://x", "key": {"id": 0, "kem": 32, "kdf": 1, "aead": 1, "public_key": public.hex()}}
     s = type(length_spec).from_dict({**length_spec.to_dict(), "shuffle": shuffle})
     view = ShuffledView("c", "u" * 32, s, 1000, 0)
-    bodies = sealed_bodies(view, reports_packed(s, n))
+    bodies = sealed_bodies(view, reports(s, n))
     length = sealed_length(s)
     open_many(raw, view.digest, length, bodies[:10])  # the key's object built
     start_time = time.perf_counter()
@@ -270,15 +280,11 @@ def opening_costs(length_spec, n: int = 4000) -> tuple[float, dict[int, float]]:
     return one, curve
 
 
-def reports_packed(s, n: int) -> list[bytes]:
-    return [pack_report(r, s) for r in reports(s, n)]
-
-
 async def main_async(args) -> list[str]:
     s = spec()
-    packed = reports_packed(s, args.people)
+    drawn = reports(s, args.people)
     batches = [pack_batch(reports(s, 5000, seed=1 + b), s) for b in range(max(1, args.people // 5000))]
-    singles = packed[:]
+    singles = [pack_report(r, s) for r in drawn]
     admin = secrets.token_urlsafe(24)
     table: dict[str, dict[str, list]] = {}
     clients: dict[str, tuple[float, float]] = {}
@@ -306,7 +312,7 @@ async def main_async(args) -> list[str]:
                             try:
                                 cid = f"intake{instances}"
                                 idle.create(cid, args.min_batch, 0)
-                                bodies = sealed_bodies(idle.view(cid), packed)
+                                bodies = sealed_bodies(idle.view(cid), drawn)
                                 seconds = await drive_spread([u for _, u in idle.shufflers], f"/collections/{cid}/reports", bodies, args.concurrency)
                                 label = "the shuffler's intake alone" + (f", {instances} instances" if instances > 1 else "")
                                 rows.setdefault(f"shuffled singles: {label}", []).append(len(bodies) / seconds)
@@ -314,13 +320,13 @@ async def main_async(args) -> list[str]:
                                 idle.stop_shuffler()
                         for label, dummies in (("default dummies", None), ("no dummies", 0)):
                             found = await shuffled_round(
-                                system, f"shuffled-{label[:2]}", packed, args.concurrency, args.min_batch, dummies
+                                system, f"shuffled-{label[:2]}", drawn, args.concurrency, args.min_batch, dummies
                             )
                             rows.setdefault(f"shuffled singles ({label}): intake", []).append(found["intake"])
                             rows.setdefault(f"shuffled singles ({label}): until counted", []).append(found["end_to_end"])
                             rows.setdefault(f"shuffled singles ({label}): intake p99 ms", []).append(1000 * found["p99"])
                             cpu.setdefault((name, label), []).append(found["cpu"])
-                        found = await shuffled_round(system, "posted", packed, args.concurrency, args.min_batch, 0, batch=5000)
+                        found = await shuffled_round(system, "posted", drawn, args.concurrency, args.min_batch, 0, batch=5000)
                         rows.setdefault("shuffled, batches of 5,000 posted (no dummies): until counted", []).append(found["end_to_end"])
                         if args.baseline and name == "sqlite":
                             rate = await asyncio.to_thread(baseline_rate, args.baseline, args.people, tmp)
@@ -328,10 +334,10 @@ async def main_async(args) -> list[str]:
                         if round_ == 0:
                             system.create("clients", 2, 0)
                             view = system.view("clients")
-                            bodies = sealed_bodies(view, packed[: args.clients])
+                            bodies = sealed_bodies(view, drawn[: args.clients])
                             python = await python_clients(system.shuffler_url, "clients", bodies, 64)
                             system.create("node", 2, 0)
-                            node_bodies = sealed_bodies(system.view("node"), packed[: args.clients])
+                            node_bodies = sealed_bodies(system.view("node"), drawn[: args.clients])
                             node = await asyncio.to_thread(node_clients, system.shuffler_url, "node", node_bodies, 64, tmp)
                             clients[name] = (python, node)
                     finally:

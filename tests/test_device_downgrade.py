@@ -34,8 +34,8 @@ PINNED = "SpecError: the shuffler this app pins holds a shuffled view of collect
 async def served(built, survey_site, tmp_path):  # noqa: F811
     """A real aggregator and shuffler that allow the survey page's origin, the shuffled collection
     ``c`` (floor 3) and the direct collection ``open``, and a hostile proxy in front of the
-    aggregator; Chromium's ``page(url)`` opens the survey page in a fresh profile at ``url``'s
-    query string and returns it."""
+    aggregator; Chromium's ``page(query, **config)`` opens the survey page in a fresh profile at
+    ``query``, the page's own configuration naming the shuffler and ``config``, and returns it."""
     from playwright.async_api import async_playwright
 
     origin = f"http://127.0.0.1:{survey_site}"
@@ -48,9 +48,10 @@ async def served(built, survey_site, tmp_path):  # noqa: F811
         async with Proxy(server.url) as liar, async_playwright() as p:
             browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
 
-            async def page(query: str):
+            async def page(query: str, **config):
+                survey_site.config = {"shuffler": shuffler.url, **config}
                 opened = await (await browser.new_context()).new_page()
-                await opened.goto(f"{origin}/examples/survey.html?{query}&shuffler={shuffler.url}")
+                await opened.goto(f"{origin}/examples/survey.html?{query}")
                 return opened
 
             yield SimpleNamespace(server=server, shuffler=shuffler, liar=liar, page=page)
@@ -106,7 +107,10 @@ async def test_a_device_pinning_a_shuffler_reports_unshuffled_only_to_the_collec
     refused = ("py-c", "py-c-named", "py-open-unnamed", "named-c", "unnamed-c", "unnamed-open")
     assert not any((tmp_path / f"{name}.json").exists() for name in refused)  # nothing drawn or recorded
     # The survey page, through the liar: refused, named or not, and the direct collection unnamed.
-    said = [await sent_by_page(await served.page(f"service={liar.url}&collection={cid}")) for cid in ("c", "c&direct=open,c", "open")]
+    said = [
+        await sent_by_page(await served.page(f"service={liar.url}&collection={cid}", direct=direct))
+        for cid, direct in (("c", []), ("c", ["open", "c"]), ("open", []))
+    ]
     assert [(outcome, entries) for outcome, _, entries in said] == [("SpecError", 0)] * 3
     assert NOT_NAMED.removeprefix("SpecError: ") in said[0][1] and PINNED.removeprefix("SpecError: ") in said[1][1]
     assert "collection 'open' is not shuffled" in said[2][1]
@@ -116,9 +120,9 @@ async def test_a_device_pinning_a_shuffler_reports_unshuffled_only_to_the_collec
 
 
 async def test_the_survey_page_reports_to_a_direct_collection_it_names(served):
-    """The page names ``open`` (``&direct=open``): its shuffler answers that it holds no shuffled
-    view of it, readable by the page, and the page reports directly."""
-    outcome, text, entries = await sent_by_page(await served.page(f"service={served.server.url}&collection=open&direct=open&retries=1"))
+    """The page names ``open`` (its configuration's ``direct``): its shuffler answers that it holds
+    no shuffled view of it, readable by the page, and the page reports directly."""
+    outcome, text, entries = await sent_by_page(await served.page(f"service={served.server.url}&collection=open&retries=1", direct=["open"]))
     assert (outcome, entries) == ("accepted", 1), text
     assert reports_stored(served.server, "open") == 1
 
@@ -139,10 +143,34 @@ async def test_a_view_below_the_apps_floor_or_dummies_is_refused_before_anything
         [said] = await js_device(built, url, tmp_path / "unused.json", [["c", RECORD, str(ledger)]], full=True, shuffler=shuffler, **limits)
         assert said.startswith("LimitExceeded") and why in said, said
         assert not ledger.exists()
-    for query, why in (("", f"{floor} (minBatch)"), ("&minBatch=2&minDummyShare=10", f"{share} (minDummyShare)")):
-        outcome, text, entries = await sent_by_page(await served.page(f"service={url}&collection=c{query}"))
+    for config, why in (({}, f"{floor} (minBatch)"), ({"minBatch": 2, "minDummyShare": 10}, f"{share} (minDummyShare)")):
+        outcome, text, entries = await sent_by_page(await served.page(f"service={url}&collection=c", **config))
         assert (outcome, entries) == ("LimitExceeded", 0) and why in text, text
     assert waiting_at_shuffler(served.shuffler.db) == 0
     # Within the app's limits, the same devices report.
     permissive = Limits(min_batch=3, min_dummy_share=0)
     assert await python_device(url, tmp_path / "py-within.json", shuffler, "c", limits=permissive) == "accepted"
+
+
+async def test_the_survey_pages_trust_comes_from_its_own_origin_never_from_the_link(served, survey_site):  # noqa: F811
+    """Whoever writes the link (the survey's operator) names only the service and the collection:
+    a link that leaves the shuffler out, or sets its own floor, changes nothing (the page, pinning
+    its configured shuffler, refuses the collection shown unshuffled, and keeps the app's floor);
+    a page whose configuration cannot be read reports nothing."""
+    liar = served.liar
+    liar.mode = "plain"
+    outcome, text, entries = await sent_by_page(await served.page(f"service={liar.url}&collection=c&shuffler="))
+    assert (outcome, entries) == ("SpecError", 0) and NOT_NAMED.removeprefix("SpecError: ") in text, text
+    liar.mode = None
+    query = f"service={served.server.url}&collection=c&minBatch=2&minDummyShare=0"
+    outcome, text, entries = await sent_by_page(await served.page(query))
+    assert (outcome, entries) == ("LimitExceeded", 0), text
+    opened = await served.page(f"service={served.server.url}&collection=open", direct=["open"])
+    survey_site.config = None  # the page's configuration gone: it loads no questions
+    opened = await (await opened.context.browser.new_context()).new_page()
+    await opened.goto(f"http://127.0.0.1:{survey_site}/examples/survey.html?service={served.server.url}&collection=open")
+    from playwright.async_api import expect
+
+    await expect(opened.locator("#status")).to_have_attribute("data-outcome", "unconfigured", timeout=20_000)
+    assert await opened.locator("#send").is_disabled()
+    assert liar.seen[("POST", "/collections/c/reports")] == 0 and waiting_at_shuffler(served.shuffler.db) == 0

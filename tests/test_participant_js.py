@@ -211,22 +211,39 @@ CHROMIUM = "/usr/bin/chromium"
 BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 
 
+class SurveySite(int):
+    """The port the survey page is served on, and ``config``: what its own origin serves as
+    ``examples/survey.config.json`` (the shipped file while it is empty, 404 while None)."""
+
+    config: dict
+
+
 @pytest.fixture
 async def survey_site(built):
-    """participant-js/ served as an app would serve its survey page: its own origin, not the service's."""
+    """participant-js/ served as an app would serve its survey page: its own origin, not the
+    service's, with the page's configuration a test sets (``survey_site.config``)."""
     import mimetypes
 
     from aiohttp import web
 
     mimetypes.add_type("text/javascript", ".mjs")
     mimetypes.add_type("text/javascript", ".js")
+    site = SurveySite(free_port())
+    site.config = {}
+    shipped = Path(built) / "examples" / "survey.config.json"
+
+    async def configuration(request: web.Request) -> web.StreamResponse:
+        if site.config is None:
+            raise web.HTTPNotFound()
+        return web.json_response(site.config) if site.config else web.FileResponse(shipped)
+
     app = web.Application()
+    app.router.add_get("/examples/survey.config.json", configuration)
     app.router.add_static("/", built)
     runner = web.AppRunner(app)
     await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    yield port
+    await web.TCPSite(runner, "127.0.0.1", site).start()
+    yield site
     await runner.cleanup()
 
 

@@ -82,7 +82,8 @@ async def test_a_device_told_its_own_uid_or_key_refuses_and_so_does_the_shuffler
             async with async_playwright() as p:
                 browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
                 page = await (await browser.new_context()).new_page()
-                await page.goto(f"{page_origin}/examples/survey.html?service={liar.url}&collection=c&shuffler={shuffler.url}&minBatch=2&minDummyShare=0")
+                survey_site.config = {"shuffler": shuffler.url, "minBatch": 2, "minDummyShare": 0}
+                await page.goto(f"{page_origin}/examples/survey.html?service={liar.url}&collection=c")
                 await page.click("#send")
                 await expect(page.locator("#status")).to_have_attribute("data-outcome", "SpecError", timeout=20_000)
                 assert "another identity or spec" in await page.locator("#status").text_content()

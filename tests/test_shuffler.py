@@ -133,8 +133,9 @@ async def test_a_survey_page_reports_through_the_shuffler(built, survey_site, tm
         async with async_playwright() as p:
             browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
             for colour in ("red", "blue", "green"):
+                survey_site.config = {"shuffler": shuffler.url, "minBatch": 2, "minDummyShare": 0}
                 page = await (await browser.new_context()).new_page()
-                await page.goto(f"{page_origin}/examples/survey.html?service={server.url}&collection=web&shuffler={shuffler.url}&minBatch=2&minDummyShare=0")
+                await page.goto(f"{page_origin}/examples/survey.html?service={server.url}&collection=web")
                 await page.select_option("#q-colour", colour)
                 await page.click("#send")
                 await expect(page.locator("#status")).to_have_attribute("data-outcome", "accepted", timeout=20_000)

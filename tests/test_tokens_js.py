@@ -44,6 +44,7 @@ def enrolled(survey_site, tmp_path):  # noqa: F811
     server = Server(tmp_path / "aggregator.sqlite3", None, 1, "--allow-origin", page).start()
     shuffler = ShufflerProcess(tmp_path / "shuffler.sqlite3", server.url, tmp_path / "token.txt", "--interval", "0.3",
                                "--min-batch", "2", "--dummies", "0", "--per-address", "0", "--allow-origin", page).start()  # fmt: skip
+    survey_site.config = {"shuffler": shuffler.url, "minBatch": 2, "minDummyShare": 0}  # the page's own configuration
     yield SimpleNamespace(server=server, shuffler=shuffler, token=token, page=page, db=tmp_path / "shuffler.sqlite3")
     shuffler.stop()
     server.stop()
@@ -98,8 +99,7 @@ async def test_node_devices_and_the_survey_page_report_with_their_codes_and_nobo
     codes, view = create_enrolled(site, "t", min_batch=3, codes=4)
     steps = [step("t", tmp_path / f"n{i}.json", codes[i]) for i in range(2)]
     assert await js_device(built, site.server.url, tmp_path / "unused.json", steps, **node(site)) == ["accepted"] * 2
-    survey = (f"{site.page}/examples/survey.html?service={site.server.url}&collection=t&shuffler={site.shuffler.url}"
-              "&minBatch=2&minDummyShare=0")  # fmt: skip
+    survey = f"{site.page}/examples/survey.html?service={site.server.url}&collection=t"
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
         code = lambda i: f"&code={urllib.parse.quote(codes[i], safe='')}"  # noqa: E731 (the invite link's)

@@ -6,10 +6,12 @@ order on disk, and nothing of a forwarded report's bytes. Its report tables are 
 (``WITHOUT ROWID``), so a row's page says nothing of when it came; within a page SQLite lays rows
 in the order they were written, which is why the released set is written at release, in each
 batch's drawn order, and never at arrival. Deleted content is overwritten with zeros
-(``secure_delete``, set here: builds differ in their default), and the write-ahead log, which holds
-pages in the order they were written, is checkpointed and truncated to nothing after every
-release, every forwarded batch and every forgetting (:meth:`SQLiteStore.scrub`), whether or not
-the aggregator acknowledges. While reports wait, the log and the waiting table hold them in
+(``secure_delete``, set here: builds differ in their default), and after every release, every
+forwarded batch and every forgetting, whether or not the aggregator acknowledges
+(:meth:`SQLiteStore.scrub`), the write-ahead log (pages in the order they were written) and its
+shared-memory index (the number of every page each commit wrote, in order: the digest ranges
+people's reports fell in, one commit each, in arrival order) are copied into the database and
+overwritten with zeros before SQLite removes them. While reports wait, the log and the waiting table hold them in
 arrival order (the shuffler sees their arrival anyway; it is the aggregator that must not); their
 release zeroes them.
 """
@@ -22,6 +24,7 @@ import json
 import os
 import secrets
 import sqlite3
+from contextlib import suppress
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -77,12 +80,15 @@ class Tables:
         self.path = Path(path)
         if not self.path.exists():
             os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+        self._connect()
+        self._upgrade()
+        self.db.executescript(SCHEMA)
+
+    def _connect(self) -> None:
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("PRAGMA secure_delete=ON")  # deleted bytes overwritten with zeros
-        self._upgrade()
-        self.db.executescript(SCHEMA)
 
     def _upgrade(self) -> None:
         """Bring a file of the earlier layout up to this one. Its released set held people's
@@ -248,9 +254,36 @@ class Tables:
             return self.db.execute("DELETE FROM seen WHERE released < ?", (before_day,)).rowcount
 
     def scrub(self) -> None:
-        """Copy the write-ahead log into the database and truncate it to nothing: the log holds
-        pages in the order they were written, the database in key order."""
+        """Leave nothing of the order pages were written in: copy the write-ahead log into the
+        database, then close the connection, which removes the log and its shared-memory index
+        (this process holds the file's only connection), overwriting both with zeros first through
+        descriptors of their own, and open it again. Where another process holds the file open
+        (its operator's ``status``), SQLite keeps both: the log is truncated instead, and the
+        index waits for the next scrub."""
+        self.db.execute("PRAGMA wal_checkpoint(FULL)")
+        kept = {}
+        for suffix in ("-wal", "-shm"):
+            with suppress(FileNotFoundError):
+                kept[suffix] = os.open(f"{self.path}{suffix}", os.O_WRONLY)
+        try:
+            self.db.close()
+            for suffix, fd in kept.items():
+                if not os.path.exists(f"{self.path}{suffix}"):  # removed by SQLite: nobody reads it now
+                    _zero(fd)
+        finally:
+            for fd in kept.values():
+                os.close(fd)
+            self._connect()
         self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def _zero(fd: int) -> None:
+    """Overwrite the whole file open at ``fd`` with zeros, and sync it."""
+    size, block = os.fstat(fd).st_size, bytes(1 << 16)
+    os.lseek(fd, 0, os.SEEK_SET)
+    for at in range(0, size, len(block)):
+        os.write(fd, block[: min(len(block), size - at)])
+    os.fsync(fd)
 
 
 class SQLiteStore(Store):
