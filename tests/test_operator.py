@@ -80,7 +80,7 @@ def test_an_operator_runs_a_collection_from_the_command_line(server, tmp_path):
     send(server, spec, 200, seed=1)
     status = cli(server, "status", "survey", "--interval", "0.1")
     assert status.returncode == 0, status.stderr
-    assert "200 reports of 300 needed (67%)" in status.stdout and "missed_payment" in status.stdout
+    assert "200 people's reports of 300 needed (67%)" in status.stdout and "missed_payment" in status.stdout
     assert "z: standard deviations between" in status.stdout  # every printed column explained
     one_line_error(cli(server, "model", "survey", "--out", str(tmp_path / "m.joblib")), "409", "100 more")
 

@@ -196,10 +196,15 @@ async def test_junk_is_counted_per_batch_and_shown_and_dummies_travel_inside_eve
         await asyncio.to_thread(wait_for, lambda: counted(server, "c") == 4)  # the person and 3 dummies
         status = call(f"{server.url}/collections/c/status", headers=AUTH)
         assert status["batches"] == {"batches": 1, "reports": 13, "dummies": 3, "junk": 9, "smallest": 10}
+        # People apart from dummies, wherever reports are counted: status, listing, metrics.
+        assert (status["reports"], status["people"], status["dummies"], status["released"]) == (4, 1, 3, True)
+        listed = call(f"{server.url}/collections", headers=AUTH)["collections"][0]
+        assert (listed["reports"], listed["people"], listed["dummies"]) == (4, 1, 3)
         with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as answer:
             metrics = answer.read().decode()
         assert 'ldpnb_shuffled_junk_total{collection="_all"} 9.0' in metrics
         assert 'ldpnb_shuffled_batches_total{collection="_all"} 1.0' in metrics
+        assert "\nldpnb_reports 4.0" in metrics and "\nldpnb_people 1.0" in metrics
         # The estimates are the person's: the dummies' expectation out, their variance in.
         estimates = call(f"{server.url}/collections/c/estimates")
         assert estimates["reports"] == 4 and estimates["dummies"] == 3

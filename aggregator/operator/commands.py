@@ -235,11 +235,13 @@ async def _list(service: Service, session, args) -> str:
         path = page.get("next")
     if not rows:
         return "no collections"
-    lines = [f"{'id':<24} {'protocol':<8} {'eps/person':>10} {'reports':>10} {'release at':>10}  state"]
+    lines = [f"{'id':<24} {'protocol':<8} {'eps/person':>10} {'people':>10} {'release at':>10}  state"]
     for c in rows:
         state = "released" if c["released"] else "collecting"
+        if c.get("dummies"):
+            state += f" (and {c['dummies']:,} dummies)"
         lines.append(
-            f"{c['id']:<24} {c['protocol']:<8} {c['epsilon_per_person']:>10g} {c['reports']:>10,} "
+            f"{c['id']:<24} {c['protocol']:<8} {c['epsilon_per_person']:>10g} {c.get('people', c['reports']):>10,} "
             f"{c['min_reports']:>10,}  {state}"
         )
     return "\n".join(lines)
@@ -253,21 +255,23 @@ async def _status(service: Service, session, args) -> str:
     began = time.monotonic()
     if args.wait and not first["released"]:
         # disable=None: a bar on a terminal, nothing in a pipe or a log.
-        bar = tqdm(total=first["min_reports"], initial=first["reports"], desc=f"{args.id}: reports", disable=None)
+        bar = tqdm(total=first["min_reports"], initial=first.get("people", first["reports"]), desc=f"{args.id}: people", disable=None)
         with bar:
             current = first
             while not current["released"]:
                 await asyncio.sleep(args.interval)
                 current = await service.call(session, "GET", path)
-                bar.update(current["reports"] - bar.n)
+                bar.update(current.get("people", current["reports"]) - bar.n)
     else:
         await asyncio.sleep(args.interval)
     second = await service.call(session, "GET", path)
-    rate = (second["reports"] - first["reports"]) / (time.monotonic() - began)
-    share = min(1.0, second["reports"] / second["min_reports"]) if second["min_reports"] else 1.0
+    people = second.get("people", second["reports"])
+    rate = (people - first.get("people", first["reports"])) / (time.monotonic() - began)
+    share = min(1.0, people / second["min_reports"]) if second["min_reports"] else 1.0
+    beside = f" (and {second['dummies']:,} of the shuffler's dummies)" if second.get("dummies") else ""
     lines = [
-        f"{args.id}: {second['reports']:,} reports of {second['min_reports']:,} needed ({share:.0%}), "
-        f"{'released' if second['released'] else 'collecting'}; {rate:,.1f} reports/s now; "
+        f"{args.id}: {people:,} people's reports{beside} of {second['min_reports']:,} needed ({share:.0%}), "
+        f"{'released' if second['released'] else 'collecting'}; {rate:,.1f} people/s now; "
         f"epsilon {second['epsilon_per_person']:g} per person",
         f"{'input':<24} {'reports':>10} {'z':>8}  flag",
     ]

@@ -153,6 +153,12 @@ async def get_collection(request: web.Request) -> Collection:
     return collection
 
 
+def people_of(counted: int, dummies: float) -> int:
+    """The people among ``counted`` reports of which ``dummies`` are a shuffler's, in expectation
+    (a whole number: every batch's dummies are)."""
+    return counted - round(dummies)
+
+
 async def require_released(request: web.Request, collection: Collection) -> int:
     """The collection's count of reports (a count, not its statistics), or 409 saying how many
     are still missing. A shuffled collection's shufflers' dummy reports are counted as reports
@@ -161,7 +167,7 @@ async def require_released(request: web.Request, collection: Collection) -> int:
     counted = await store.counted(collection)
     people = counted
     if collection.spec.shuffle is not None:
-        people -= (await store.batch_totals(collection))["dummies"]
+        people = people_of(counted, (await store.dummy_counts()).get(collection.id, 0.0))
     missing = collection.min_reports - people
     if missing > 0:
         raise APIError(
@@ -203,8 +209,10 @@ async def metrics(request: web.Request) -> web.Response:
     scrape starts their refresh in the background); the text is rendered off the loop."""
     request.app[REFRESHER].poke(request.app)
     counts = await request.app[STORE].report_counts()
+    dummies = await request.app[STORE].dummy_counts()
+    people = {cid: people_of(n, dummies.get(cid, 0.0)) for cid, n in counts.items()}
     flags = {cid: flagged for cid, (_, flagged) in request.app[FLAGS].items()}
-    body = await off_loop(request.app[METRICS].render, counts, flags)
+    body = await off_loop(request.app[METRICS].render, counts, flags, people)
     return web.Response(body=body, content_type="text/plain", charset="utf-8", headers={"X-Format": "prometheus-0.0.4"})
 
 
@@ -315,10 +323,12 @@ async def list_collections(request: web.Request) -> web.Response:
         raise APIError(400, f"limit must be an integer from 1 to {MAX_PAGE}")
     store = request.app[STORE]
     collections = await store.list_collections(after, limit)
-    counts = await store.report_counts()  # one query, never a collection's statistics
+    counts = await store.report_counts()  # one query each, never a collection's statistics
+    dummies = await store.dummy_counts()
     items = []
     for collection in collections:
         counted = counts.get(collection.id, 0)
+        people = people_of(counted, dummies.get(collection.id, 0.0))
         items.append(
             {
                 "id": collection.id,
@@ -326,8 +336,10 @@ async def list_collections(request: web.Request) -> web.Response:
                 "model": collection.spec.model,
                 "epsilon_per_person": collection.spec.epsilon_per_person,
                 "reports": counted,
+                "people": people,
+                "dummies": counted - people,
                 "min_reports": collection.min_reports,
-                "released": counted >= collection.min_reports,
+                "released": people >= collection.min_reports,
                 "enrollment": collection.enrollment,
                 "created_at": collection.created_at,
             }
@@ -649,7 +661,9 @@ async def enrollments(request: web.Request) -> web.Response:
 
 @routes.get("/collections/{collection_id}/status")
 async def status(request: web.Request) -> web.Response:
-    """Progress of a collection (admin): reports per input, release state, plausibility flags."""
+    """Progress of a collection (admin): reports counted, of them people's and a shuffler's dummies
+    (in expectation, as the statistics take them out), reports per input, release state (people
+    against ``min_reports``), plausibility flags."""
     await admin(request)
     collection = await get_collection(request)
     stats = await request.app[STORE].statistics(collection)
@@ -658,13 +672,16 @@ async def status(request: web.Request) -> web.Response:
     except (ArithmeticError, ValueError):
         checks = {"flagged": False, "inputs": []}
     request.app[FLAGS][collection.id] = (stats.n_reports, bool(checks["flagged"]))
+    people = people_of(stats.n_reports, stats.dummies)
     return respond(
         request,
         {
             "collection": collection.id,
             "reports": stats.n_reports,
+            "people": people,
+            "dummies": stats.n_reports - people,
             "min_reports": collection.min_reports,
-            "released": stats.n_reports >= collection.min_reports,
+            "released": people >= collection.min_reports,
             "epsilon_per_person": collection.spec.epsilon_per_person,
             "inputs": [{"name": name, "reports": int(s.n)} for name, s in zip(collection.spec.input_names, stats.states)],
             "flagged": bool(checks["flagged"]),

@@ -44,10 +44,12 @@ class Metrics:
         self.batches[self._label(collection)] += 1
         self.junk[self._label(collection)] += junk
 
-    def render(self, stored_reports: dict[str, int], implausible: dict[str, bool]) -> bytes:
+    def render(self, stored_reports: dict[str, int], implausible: dict[str, bool], people: dict[str, int] | None = None) -> bytes:
         """The exposition text; ``stored_reports`` maps collection id to reports counted in total,
-        ``implausible`` to whether its reports fail the poisoning checks (both per collection only
-        with ``per_collection``; otherwise their totals)."""
+        ``people`` to how many of them are people's (the rest a shuffler's dummies; all of them
+        when absent), ``implausible`` to whether its reports fail the poisoning checks (per
+        collection only with ``per_collection``; otherwise their totals)."""
+        people = stored_reports if people is None else people
         families = []
         accepted = CounterMetricFamily(
             "ldpnb_reports_accepted", "Reports stored and counted since the service started.", labels=["collection"]
@@ -87,13 +89,25 @@ class Metrics:
                 "1 when the collection's reports fail a poisoning check.",
                 labels=["collection"],
             )
+            persons = GaugeMetricFamily(
+                "ldpnb_collection_people",
+                "People's reports counted in each collection (its reports less its shufflers' dummies).",
+                labels=["collection"],
+            )
             for c, n in sorted(stored_reports.items()):
                 reports.add_metric([c], n)
+                persons.add_metric([c], people.get(c, n))
             for c, f in sorted(implausible.items()):
                 flags.add_metric([c], int(f))
-            families += [reports, flags]
+            families += [reports, persons, flags]
         else:
             families.append(GaugeMetricFamily("ldpnb_reports", "Reports counted in all collections.", value=sum(stored_reports.values())))
+            families.append(
+                GaugeMetricFamily(
+                    "ldpnb_people", "People's reports counted in all collections (shufflers' dummies left out).",
+                    value=sum(people.get(c, n) for c, n in stored_reports.items()),
+                )
+            )  # fmt: skip
             families.append(
                 GaugeMetricFamily(
                     "ldpnb_collections_implausible",

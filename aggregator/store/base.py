@@ -340,6 +340,12 @@ class Store(ABC):
         """Reports counted per collection id (every instance's partials)."""
 
     @abstractmethod
+    async def dummy_counts(self) -> dict[str, float]:
+        """Per collection id with any, how many of its counted reports are its shufflers' dummies,
+        in expectation (every instance's partials: written in the transaction that counts their
+        reports, so a crash never leaves dummies counted as people)."""
+
+    @abstractmethod
     async def record_batch(self, collection: Collection, batch: str, size: int, dummies: int, junk: int) -> bool:
         """Note a shuffled batch (its shuffler's id for it, its ``size`` in reports, how many were
         ``dummies`` and how many ``junk``: did not open or were refused), once per id; whether it

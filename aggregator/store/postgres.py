@@ -385,6 +385,14 @@ class PostgresStore(Store):
         )
         return {r["id"]: int(r["n"]) for r in rows}
 
+    async def dummy_counts(self) -> dict[str, float]:
+        rows = await self._query(
+            "fetch",
+            "SELECT c.id, sum(p.value) AS dummies FROM partial_cells p JOIN collections c ON c.key = p.collection "
+            "WHERE p.input = $1 GROUP BY c.id", DUMMIES,
+        )  # fmt: skip
+        return {r["id"]: float(r["dummies"]) for r in rows}
+
     async def count_reports(self, collection) -> int:
         return await self._query("fetchval", "SELECT count(*) FROM reports WHERE collection = $1", collection.key)
 

@@ -29,6 +29,7 @@ import numpy as np
 from sqlite_utils import Database
 
 from .base import (
+    DUMMIES,
     NEW,
     SCHEMA_VERSION,
     TOKEN_USED,
@@ -353,6 +354,13 @@ class SQLiteStore(Store):
             "SELECT c.id, coalesce((SELECT sum(n) FROM partial_counts p WHERE p.collection = c.rowid), 0) "
             "+ coalesce((SELECT sum(n) FROM partials p WHERE p.collection = c.rowid), 0) FROM collections c"
         )
+        return dict(rows.fetchall())
+
+    async def dummy_counts(self) -> dict[str, float]:
+        rows = self.db.execute(
+            "SELECT c.id, sum(p.value) FROM partial_cells p JOIN collections c ON c.rowid = p.collection "
+            "WHERE p.input = ? GROUP BY c.id", [DUMMIES],
+        )  # fmt: skip
         return dict(rows.fetchall())
 
     async def count_reports(self, collection) -> int:
