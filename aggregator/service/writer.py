@@ -30,6 +30,20 @@ MAX_GROUPS_PER_TRANSACTION = 64
 MAX_EXTRA_TURNS = 3
 
 
+def fair_order(pending: list[tuple[list, asyncio.Future]], served: dict) -> list[int]:
+    """Positions of ``pending`` requests in the order a group takes them: the first request of
+    every collection, then the second of every collection, and so on; within a turn, the
+    collections served longest ago first (``served``: a collection's last group's number), so that
+    two collections queueing wide parts take one group each in turn."""
+    turns: dict[object, int] = {}
+    ranked = []
+    for position, (batches, _) in enumerate(pending):
+        key = getattr(batches[0], "collection_id", None) if batches else None
+        turn = turns[key] = turns.get(key, -1) + 1
+        ranked.append((turn, served.get(key, -1), position))
+    return [position for _, _, position in sorted(ranked)]
+
+
 class ReportWriter:
     """Takes requests' reports and stores them in group commits, one transaction in flight on each
     of the store's write lanes (:meth:`~aggregator.store.Store.lanes`): one lane gathers the next
@@ -50,6 +64,9 @@ class ReportWriter:
         self.last_failure: tuple[float, str] | None = None
         # When a transaction last committed (the loop's clock): a queued request waits while commits go on.
         self.progress: float | None = None
+        # Groups taken so far, and the number of the last that took each collection's reports (fair_order).
+        self.taken = 0
+        self.served: dict = {}
 
     def start(self) -> None:
         self.tasks = [asyncio.create_task(self._run(lane), name="ldpnb-report-writer") for lane in self.lanes]
@@ -127,14 +144,26 @@ class ReportWriter:
         return None
 
     def _take(self) -> list[tuple[list[IncomingBatch], asyncio.Future]]:
+        """The next group's requests, up to the caps: the oldest request of each collection in
+        turn, then the second of each, and so on (:func:`fair_order`), so that one collection's
+        wide batch, queued as many parts, never makes another's reports wait behind all of them."""
         taken, size, groups = [], 0, 0
         now = asyncio.get_running_loop().time()
-        while self.pending and size < MAX_REPORTS_PER_TRANSACTION and groups < MAX_GROUPS_PER_TRANSACTION:
-            item = self.pending.pop(0)
+        order = fair_order(self.pending, self.served)
+        self.taken += 1
+        chosen = set()
+        for position in order:
+            if size >= MAX_REPORTS_PER_TRANSACTION or groups >= MAX_GROUPS_PER_TRANSACTION:
+                break
+            item = self.pending[position]
             item[1].began = now  # type: ignore[attr-defined]
+            if item[0]:
+                self.served[getattr(item[0][0], "collection_id", None)] = self.taken
             taken.append(item)
+            chosen.add(position)
             size += sum(map(len, item[0]))
             groups += len(item[0])
+        self.pending = [item for position, item in enumerate(self.pending) if position not in chosen]
         if not self.pending:
             self.wakeup.clear()
         return taken
