@@ -78,3 +78,29 @@ def test_malformed_inputs_are_refused_with_one_line():
     with pytest.raises(BlindSignatureError, match="at least 2048"):
         blind_rsa.blind(rsa.generate_private_key(public_exponent=65537, key_size=1024).public_key(), b"m")
     assert not blind_rsa.verify(public, b"m", b"\x00" * 3)
+
+
+def test_a_faulty_private_operation_returns_nothing():
+    """A signing step that computes a wrong result (a fault in one CRT half gives away the key's
+    factors to anyone holding the result) is checked against the public key and refused."""
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    numbers = private.private_numbers()
+    faulty = rsa.RSAPrivateNumbers(
+        numbers.p, numbers.q, numbers.d, numbers.dmp1 ^ 2, numbers.dmq1, numbers.iqmp, numbers.public_numbers
+    )
+
+    class Faulty:  # the key's own numbers, one CRT exponent flipped
+        def __init__(self):
+            self._key = private
+
+        def public_key(self):
+            return private.public_key()
+
+        def private_numbers(self):
+            return faulty
+
+    blinded, _ = blind_rsa.blind(private.public_key(), b"m")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rsa, "RSAPrivateKey", (rsa.RSAPrivateKey, Faulty))
+        with pytest.raises(BlindSignatureError, match="failed its check"):
+            blind_rsa.blind_sign(Faulty(), blinded)
