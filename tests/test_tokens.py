@@ -309,3 +309,36 @@ async def test_two_instances_on_postgresql_take_a_tokened_report_once(tmp_path, 
         for instance in instances:
             instance.stop()
         server.stop()
+
+
+async def test_the_operator_creates_an_enrolled_shuffled_collection_and_hands_out_codes_from_the_command_line(enrolled, tmp_path):
+    """``aggregator create --enrollment --shuffler`` and ``aggregator enroll`` work for a shuffled
+    collection: its spec names an issuing key, and each code written obtains one token."""
+    import subprocess
+    import sys
+
+    from .servers import ADMIN
+
+    server, shuffler, token = enrolled
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(SPEC.to_dict()))
+    env = {**os.environ, "LDPNB_ADMIN_TOKEN": ADMIN}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "aggregator", *args, "--url", server.url], capture_output=True,
+                              text=True, timeout=120, env=env, check=False)  # fmt: skip
+
+    made = await asyncio.to_thread(cli, "create", "--spec", str(spec_file), "--id", "cli", "--min-reports", "1",
+                                   "--shuffler", shuffler.url, "--shuffler-token-file", str(tmp_path / "token.txt"),
+                                   "--min-batch", "2", "--dummies", "0", "--enrollment")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert call(f"{server.url}/collections/cli")["spec"]["shuffle"]["issuer_key"]
+    out = tmp_path / "codes.txt"
+    handed = await asyncio.to_thread(cli, "enroll", "cli", "--count", "2", "--out", str(out))
+    assert handed.returncode == 0 and "wrote 2 tokens" in handed.stdout, handed.stderr
+    codes = out.read_text().split()
+    view = ShuffledView.from_dict(call(f"{shuffler.url}/collections/cli/view"))
+    for code in codes:
+        sealed, token_ = tokened(server, view, code)
+        assert posted(f"{shuffler.url}/collections/cli/reports", sealed + token_)[0] == 201
+    await asyncio.to_thread(wait_for, lambda: counted(server, "cli") == 2)
