@@ -225,7 +225,8 @@ class AsyncClient:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = _aiohttp().ClientSession(timeout=self.timeout)
+            # No cookie jar: a cookie one service set (for a parent domain, say) would reach the other.
+            self._session = _aiohttp().ClientSession(timeout=self.timeout, cookie_jar=_aiohttp().DummyCookieJar())
         return self._session
 
     def collection_url(self, collection_id: str) -> str:
@@ -428,9 +429,9 @@ class AsyncClient:
             self.limits.check_collection(spec.epsilon_per_person, collection_id)
             body = draw()
             body = body if seal is None else seal(body)
+            await pace_from(arrived, self.pace)  # before the token request too (see below)
             if seal is not None and spec.shuffle.issuer_key is not None:
                 body = await self._tokened(collection_id, view, body, code)
-            await pace_from(arrived, self.pace)
             return await self.send_report(collection_id, body, shuffler)
         if self.pace == 0 and _timing_exposed(spec):
             raise LimitExceeded(
@@ -452,9 +453,11 @@ class AsyncClient:
                 "a second report would spend epsilon twice"
             )
         outgoing = claim.outgoing
+        # Paced before the first request that follows the draw: a token request leaving right after
+        # it would tell the issuer the draw's time, which follows the input and noise drawn.
+        await pace_from(arrived, self.pace)
         if seal is not None and spec.shuffle.issuer_key is not None:
             outgoing = await self._tokened(collection_id, view, outgoing, code, claim.key)
-        await pace_from(arrived, self.pace)
         status = await self.send_report(collection_id, outgoing, shuffler)
         await asyncio.to_thread(self.ledger.mark_sent, claim.key)
         return status

@@ -111,22 +111,33 @@ def build_parser() -> argparse.ArgumentParser:
         help="days a released report is remembered, so that a re-send of it is a duplicate (default 365); a "
         "collection's are forgotten when it closes",
     )  # fmt: skip
+    serve.add_argument(
+        "--operator-token-file", metavar="FILE",
+        help="file holding a token of this shuffler's operator alone (its first line; readable by its owner "
+        "only; never the one the aggregator holds): GET /status with it tells what waits (python -m shuffler status)",
+    )  # fmt: skip
     add_connection_options(serve)
     status = sub.add_parser(
-        "status", help="what waits in this shuffler's store (its operator's view; nobody else is told)",
-        description="Per collection pinned in the store: its floor and dummies, the reports waiting (exact), the "
-        "batches drawn and not yet acknowledged by the aggregator, the people's reports forwarded, whether it is "
-        "closed. Reads the store directly, beside a running shuffler or not: it is for the shuffler's operator, "
-        "who holds the store; the service tells nobody how many reports wait.",
+        "status", help="what waits at this shuffler (its operator's view; nobody else is told)",
+        description="Per collection pinned: its floor and dummies, the reports waiting (exact), the batches drawn "
+        "and not yet acknowledged by the aggregator, the people's reports forwarded, whether it is closed. For the "
+        "shuffler's operator alone: asked of the running service with the operator token given to serve "
+        "(--operator-token-file), or read from the store itself; the service tells nobody else how many wait.",
     )  # fmt: skip
-    status.add_argument("--db", required=True, metavar="FILE|URL", help="the store serve runs on")
+    where = status.add_mutually_exclusive_group(required=True)
+    where.add_argument("--url", metavar="URL", help="the running shuffler (with --operator-token-file)")
+    where.add_argument(
+        "--db", metavar="FILE|URL",
+        help="the store itself: a SQLite file no shuffler runs on (a running one holds it alone), or its PostgreSQL",
+    )  # fmt: skip
+    status.add_argument("--operator-token-file", metavar="FILE", help="the operator token serve was given (with --url)")
     status.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 
-def read_token(path: str) -> str:
+def read_token(path: str, option: str = "--token-file") -> str:
     """The token in ``path``'s first line; ValueError when the file cannot serve as one."""
-    token = secret_line(path, "--token-file")
+    token = secret_line(path, option)
     if len(token) < 22 or not re.fullmatch(r"[\x21-\x7e]+", token):
         raise ValueError("the token must be at least 22 visible ASCII characters (no spaces)")
     return token
@@ -140,10 +151,13 @@ async def serve(args) -> None:
     from .service import Settings, create_app
     from .store import StoreUnavailable, open_store
 
+    if args.operator_token_file is not None and read_token(args.operator_token_file, "--operator-token-file") == read_token(args.token_file):
+        raise ValueError("--operator-token-file must hold a token of its own, not the one the aggregator holds")
     settings = Settings(
         args.aggregator, read_token(args.token_file), args.min_batch, args.interval, tuple(args.allow_origin),
         args.dummies, args.per_address, args.per_collection, args.max_waiting, args.max_post,
         forget_after=args.forget_after, max_connections=args.max_connections,
+        operator_token=None if args.operator_token_file is None else read_token(args.operator_token_file, "--operator-token-file"),
         max_connections_per_address=args.max_connections_per_address, keepalive_timeout=args.keepalive_timeout,
         body_timeout=args.body_timeout,
     )  # fmt: skip
@@ -171,40 +185,55 @@ async def serve(args) -> None:
 
 
 async def status(args) -> None:
-    """Print what waits in the store at ``args.db`` (the shuffler's operator's view)."""
-    from .store import StoreUnavailable, open_store
-    from .store.postgres import is_postgres_url
-
-    if not is_postgres_url(args.db) and not os.path.isfile(args.db):
-        raise ValueError(f"--db: no shuffler store at {args.db}")
-    try:
-        store = await open_store(args.db)
-    except StoreUnavailable as exc:
-        raise ValueError(f"--db: {exc}") from None
-    try:
-        waiting = await store.waiting_all()
-        in_flight: dict[str, int] = {}
-        for _, collection_id in await store.in_flight():
-            in_flight[collection_id] = in_flight.get(collection_id, 0) + 1
-        rows = [
-            {"id": view.collection, "min_batch": view.min_batch, "dummies": view.dummies,
-             "waiting": waiting.get(view.collection, 0), "batches_in_flight": in_flight.get(view.collection, 0),
-             "forwarded": await store.forwarded_count(view.collection), "closed": await store.closed(view.collection)}
-            for view in await store.views()
-        ]  # fmt: skip
-    finally:
-        await store.shut()
+    """Print what waits at the shuffler (its operator's view): asked of the running service with
+    its operator token (``--url``), or read from a store no shuffler holds (``--db``: a stopped
+    shuffler's SQLite file, or its PostgreSQL database at any time)."""
+    if args.url is not None:
+        rows = await _asked(args.url, read_token(args.operator_token_file, "--operator-token-file"))
+        where = args.url
+    else:
+        rows, where = await _read(args.db)
     if args.json:
         print(json.dumps({"collections": rows}))
         return
     if not rows:
-        print(f"{store.location}: no collection pinned")
+        print(f"{where}: no collection pinned")
     for row in rows:
         print(
             f"{row['id']}: {row['waiting']:,} waiting for a batch of {row['min_batch']:,} (and {row['dummies']:,} "
-            f"dummies); {row['batches_in_flight']:,} batches not yet acknowledged; {row['forwarded']:,} people's "
+            f"dummies); {row['in_flight']:,} batches not yet acknowledged; {row['forwarded']:,} people's "
             f"reports forwarded" + ("; closed" if row["closed"] else "")
         )
+
+
+async def _asked(url: str, token: str) -> list[dict]:
+    import aiohttp
+
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+            async with session.get(f"{url}/status", headers={"Authorization": f"Bearer {token}"}) as answer:
+                data = await answer.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        raise ValueError(f"--url: the shuffler at {url} did not answer: {exc}") from None
+    if answer.status != 200:
+        raise ValueError(f"--url: the shuffler answered {answer.status}: {data.get('error') if isinstance(data, dict) else data}")
+    return data["collections"]
+
+
+async def _read(db: str) -> tuple[list[dict], str]:
+    from .store import StoreUnavailable, open_store
+    from .store.postgres import is_postgres_url
+
+    if not is_postgres_url(db) and not os.path.isfile(db):
+        raise ValueError(f"--db: no shuffler store at {db}")
+    try:
+        store = await open_store(db)
+    except StoreUnavailable as exc:
+        raise ValueError(f"--db: {exc}; ask the running shuffler with --url and --operator-token-file") from None
+    try:
+        return await store.operator_rows(), store.location
+    finally:
+        await store.shut()
 
 
 def run(coroutine) -> None:
@@ -224,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "status":
+            if args.url is not None and args.operator_token_file is None:
+                raise ValueError("--url needs --operator-token-file: the token serve was given")
             asyncio.run(status(args))
             return 0
         read_token(args.token_file)

@@ -140,7 +140,10 @@ class Releaser:
                 blanket = await self._dummies(view, dummies + padding)
                 drawn += await self.store.release(view.collection, 1, left, [blanket], padding)
             await self.store.forget(view.collection)
-            await self.store.scrub()
+            try:
+                await self.store.scrub()
+            except StoreUnavailable as exc:  # the close stands; the next round scrubs again
+                log.error("collection %s: %s", view.collection, exc)
         self.on_release(view.collection)
         return {"batches": len(drawn), "people": waiting - (0 if padding else left), "padding": padding,
                 "waiting": 0 if padding else left}  # fmt: skip
@@ -170,7 +173,7 @@ class Releaser:
             self._expired_at = now
             if await self.store.expire(today() - self.settings.forget_after):
                 changed.append(True)
-        if any(changed):
+        if any(changed) or self.store.unscrubbed:
             await self.store.scrub()
 
     async def _collection(self, collection_id: str, waiting: int, batches: list[int]) -> bool:

@@ -25,6 +25,9 @@ release schedule, which is public anyway (docs/trust.md).
   floor with dummies (:meth:`~shuffler.release.Releaser.close`), else fewer than a batch keep
   waiting for a close with pad.
 - ``GET /healthz``: whether the store answers.
+- ``GET /status`` (the operator token of ``serve --operator-token-file``, which the aggregator
+  never holds): what waits, exactly, per collection (:meth:`~shuffler.store.Store.operator_rows`):
+  the shuffler's operator's own view; without that token, 403.
 
 A web page the operator names (``--allow-origin``) may read views and post reports from a
 browser; nothing else carries CORS headers. Connections are capped per network and in all, and
@@ -70,9 +73,10 @@ class Settings:
     (``per_address``), reports a second to one collection (``per_collection``), reports waiting
     per collection (``max_waiting``), reports in one posted batch (``max_post``) and bytes of
     bodies read at once (``max_reading``), 0 being no rate limit; the days a release's digests
-    are remembered (``forget_after``); and its connections: open at once (``max_connections``),
+    are remembered (``forget_after``); its connections: open at once (``max_connections``),
     from one network (``max_connections_per_address``), seconds to send a whole request head
-    (``keepalive_timeout``) and a whole body (``body_timeout``)."""
+    (``keepalive_timeout``) and a whole body (``body_timeout``); and the token of its own operator
+    (``operator_token``: ``GET /status``), None for no operator status."""
 
     aggregator: str
     token: str
@@ -90,6 +94,7 @@ class Settings:
     max_connections_per_address: int = 256
     keepalive_timeout: float = 15.0
     body_timeout: float = 30.0
+    operator_token: str | None = None
 
 
 class Shuffler:
@@ -386,6 +391,18 @@ async def _progress(shuffler: Shuffler, collection_id: str) -> web.Response:
     return _json(200, answer)
 
 
+async def operator_status(request: web.Request) -> web.Response:
+    shuffler = request.app[SHUFFLER]
+    token = shuffler.settings.operator_token
+    given = request.headers.get("Authorization", "").encode()
+    if token is None or not hmac.compare_digest(given, f"Bearer {token}".encode()):
+        return _json(403, {"error": "what waits is told to this shuffler's operator alone (serve --operator-token-file)"})
+    try:
+        return _json(200, {"collections": await shuffler.store.operator_rows()})
+    except StoreUnavailable as exc:
+        return _json(503, {"error": f"{exc}; retry"}, retry_after=1)
+
+
 async def healthz(request: web.Request) -> web.Response:
     shuffler = request.app[SHUFFLER]
     try:
@@ -412,6 +429,7 @@ def create_app(settings: Settings, store: Store) -> web.Application:
     app.router.add_get("/collections/{collection_id}", get_collection)
     app.router.add_get("/views", list_views)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/status", operator_status)
     app.cleanup_ctx.append(_running)
     return app
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from collections import Counter
 
 import msgpack
@@ -42,7 +43,8 @@ class Proxy:
     """In front of the aggregator at ``target``: ``mode`` None passes everything through;
     otherwise collection answers are :func:`rewritten`. ``refuse`` holds collection ids whose
     shuffled batches are answered 413; the next ``lose`` shuffled batches reach the aggregator and
-    their answers are lost (the connection cut). ``seen`` counts requests by (method, path);
+    their answers are lost (the connection cut). ``seen`` counts requests by (method, path), and
+    ``first_seen`` notes when each first arrived;
     ``batches`` holds every shuffled batch posted through it (its decoded body), refused or not;
     with ``issuer_key`` (an RSA private key) token requests are answered with a blind signature
     under that key, not the collection's."""
@@ -52,12 +54,14 @@ class Proxy:
         # What the liar tells its mark, the same at every request (a device's own uid or key).
         self.uid, self.key = secrets.token_hex(16), new_key_pair()[1].hex()
         self.seen: Counter = Counter()
+        self.first_seen: dict[tuple[str, str], float] = {}  # when each (method, path) first arrived (monotonic)
         self.batches: list[dict] = []
         self.issuer_key = None
         self.url = ""
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.seen[(request.method, request.path)] += 1
+        self.first_seen.setdefault((request.method, request.path), time.monotonic())
         parts = request.path.strip("/").split("/")
         if request.path.endswith("/shuffled") and request.method == "POST":
             self.batches.append(msgpack.unpackb(await request.read()))

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import urllib.request
+from contextlib import closing
+from pathlib import Path
 
 from .postgres import spawn
 
@@ -69,17 +73,53 @@ class Server:
 
 
 class ShufflerProcess(Server):
-    """One ``python -m shuffler serve`` process forwarding to ``aggregator``, with ``token_file``."""
+    """One ``python -m shuffler serve`` process forwarding to ``aggregator``, with ``token_file``,
+    and an operator token of its own beside it (``status`` asks what waits with it)."""
+
+    running: dict[str, ShufflerProcess] = {}  # by store, while they run
 
     def __init__(self, db, aggregator: str, token_file, *extra: str, port: int | None = None):
         super().__init__(db, port, 1, *extra)
         self.aggregator, self.token_file = aggregator, str(token_file)
+        self.operator_file = f"{token_file}.operator.{self.port}"
 
     def command(self) -> list[str]:
         return [
             sys.executable, "-m", "shuffler", "serve", "--aggregator", self.aggregator, "--token-file", self.token_file,
-            "--db", self.db, "--port", str(self.port), *self.extra,
+            "--db", self.db, "--port", str(self.port), "--operator-token-file", self.operator_file, *self.extra,
         ]  # fmt: skip
+
+    def start(self) -> ShufflerProcess:
+        self.operator = token_file(Path(self.operator_file))
+        super().start()
+        ShufflerProcess.running[self.db] = self
+        return self
+
+    def stop(self) -> None:
+        ShufflerProcess.running.pop(self.db, None)
+        super().stop()
+
+    def kill(self) -> None:
+        ShufflerProcess.running.pop(self.db, None)
+        super().kill()
+
+    def status(self) -> dict[str, dict]:
+        """What its operator is told (``GET /status``), by collection id."""
+        request = urllib.request.Request(f"{self.url}/status", headers={"Authorization": f"Bearer {self.operator}"})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return {row["id"]: row for row in json.load(answer)["collections"]}
+
+
+def waiting_at(db) -> int:
+    """Reports waiting in the shuffler store ``db``, in all: told to the operator of the shuffler
+    running on it (which holds a SQLite file alone), or read from a file no shuffler holds."""
+    running = ShufflerProcess.running.get(str(db))
+    if running is not None:
+        return sum(row["waiting"] for row in running.status().values())
+    import sqlite3
+
+    with closing(sqlite3.connect(db)) as conn:
+        return conn.execute("SELECT count(*) FROM waiting").fetchone()[0]
 
 
 def token_file(path) -> str:

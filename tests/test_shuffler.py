@@ -196,20 +196,21 @@ async def test_nothing_acknowledged_is_lost_or_counted_twice_when_the_shuffler_i
             shuffler.kill()
             shuffler = start()
             await asyncio.sleep(1.5)
-            assert counted(server, "c") == 16 and operator_status(tmp_path / "shuffler.sqlite3")["c"]["waiting"] == 0
+            assert counted(server, "c") == 16 and operator_status(shuffler)["c"]["waiting"] == 0
         finally:
             shuffler.stop()
             server.stop()
             await runner.cleanup()
 
 
-def operator_status(db) -> dict:
-    """``python -m shuffler status --db DB --json``, by collection: what its operator reads of the store."""
+def operator_status(shuffler: ShufflerProcess) -> dict:
+    """``python -m shuffler status --url URL --operator-token-file F --json``, by collection: what
+    its operator is told of the running shuffler."""
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "shuffler", "status", "--db", str(db), "--json"],
-                          capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    command = [sys.executable, "-m", "shuffler", "status", "--url", shuffler.url, "--operator-token-file", shuffler.operator_file, "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
     return {row["id"]: row for row in json.loads(done.stdout)["collections"]}
 
 

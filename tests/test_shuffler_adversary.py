@@ -32,6 +32,7 @@ import socket
 import sqlite3
 import time
 import urllib.error
+from contextlib import closing
 import urllib.request
 
 import aiohttp
@@ -98,8 +99,9 @@ async def test_a_flooding_aggregator_replaying_a_batch_is_left_with_chance(aggre
     answer, so the aggregator finds it with probability 1/101, not 8 times of 8. After a close,
     every re-post hears the same refusal. (SQLite and PostgreSQL stores: their dedup differs.)"""
     server, token = aggregator
+    store = database if database.startswith("postgres") else str(tmp_path / "shuffler.sqlite3")
     async with Proxy(server.url) as front:
-        shuffler = ShufflerProcess(database, front.url, tmp_path / "token.txt", "--interval", "0.3", "--per-address", "0").start()
+        shuffler = ShufflerProcess(store, front.url, tmp_path / "token.txt", "--interval", "0.3", "--per-address", "0").start()
         try:
             create(server, "c", shuffler.url, token, min_batch=100)  # the spec asks for no dummies
             view = ShuffledView.from_dict(await asyncio.to_thread(call, f"{shuffler.url}/collections/c/view"))
@@ -211,14 +213,14 @@ async def test_after_a_release_the_files_keep_no_arrival_order_even_when_the_agg
             no_arrival_order(found_in(held, digests), "released reports' digests")
             dummies = [r for r in batch if r not in set(arrived)]
             assert all(hashlib.sha256(r).digest() in held for r in dummies), "the dummies are not remembered as people are"
-            with sqlite3.connect(db) as conn:
-                assert conn.execute("SELECT count(*) FROM seen").fetchone()[0] == 250
-                assert conn.execute("SELECT count(*) FROM waiting").fetchone()[0] == 0
+            assert (await asyncio.to_thread(shuffler.status))["w"]["waiting"] == 0
             # While the aggregator withholds its answer, a re-post of any report of the batch hears the same.
             answers = await asyncio.to_thread(reposted, shuffler.url, "w", batch)
             assert len(set(answers)) == 1 and answers[0][0] == 200
         finally:
             shuffler.stop()
+    with closing(sqlite3.connect(db)) as conn:  # its own now: a running shuffler holds it alone
+        assert conn.execute("SELECT count(*) FROM seen").fetchone()[0] == 250
 
 
 async def test_a_report_that_could_never_be_stored_learns_nothing_of_the_cap(aggregator, tmp_path):
@@ -343,7 +345,7 @@ async def test_a_store_of_the_earlier_layout_drops_its_people_only_released_set_
         assert await store.expire(150) == 2
         assert await store.add([("c", b"a" * 40), ("c", b"c" * 40)]) == [True, False]  # the older release forgotten
         await store.forget("c")
-        with sqlite3.connect(db) as conn:
-            assert conn.execute("SELECT count(*) FROM seen").fetchone()[0] == 0
     finally:
         await store.shut()
+    with closing(sqlite3.connect(db)) as conn:  # let go of: readable by another connection now
+        assert conn.execute("SELECT count(*) FROM seen").fetchone()[0] == 0

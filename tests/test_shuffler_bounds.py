@@ -20,7 +20,7 @@ from participant.sealing import sealed_length
 from participant.view import ShuffledView
 
 from .hostile import Proxy
-from .servers import Server, ShufflerProcess, token_file
+from .servers import Server, ShufflerProcess, token_file, waiting_at
 from .test_shuffled_guarantee import post, sealed_under
 from .test_shuffler import RECORD, call, counted, create, wait_for
 
@@ -97,34 +97,37 @@ async def test_rates_waiting_reports_and_bodies_are_bounded_and_unknown_collecti
 
 
 async def test_a_device_hears_accepted_only_once_its_report_is_committed(tmp_path):
-    """The shuffler's store locked by another process: its commit fails, the device hears no
-    ``accepted`` (SubmissionFailed, the report kept to re-send); once free, the very same report
-    goes in, and counts once."""
+    """The shuffler's database stops (PostgreSQL, fast shutdown): its commit fails, the device
+    hears no ``accepted`` (SubmissionFailed, the report kept to re-send); once it is back, the
+    very same report goes in, and counts once."""
+    from .postgres import PostgreSQL, server_directory
+
     token = token_file(tmp_path / "token.txt")
     server = Server(tmp_path / "aggregator.sqlite3").start()
-    shuffler = ShufflerProcess(tmp_path / "s.sqlite3", server.url, tmp_path / "token.txt", "--interval", "0.3", "--min-batch", "2", "--dummies", "0").start()
-    try:
-        create(server, "c", shuffler.url, token, min_batch=2)
-        call(f"{shuffler.url}/collections/c/view")  # pinned before the store is locked
-        lock = sqlite3.connect(tmp_path / "s.sqlite3", isolation_level=None)
-        lock.execute("BEGIN EXCLUSIVE")
+    with server_directory("shuffler-commit") as directory:
+        pg = PostgreSQL(directory).start()
+        url = pg.create_database("shuffler")
+        shuffler = ShufflerProcess(url, server.url, tmp_path / "token.txt", "--interval", "0.3", "--min-batch", "2", "--dummies", "0").start()
         try:
-            async with AsyncClient(server.url, ledger=tmp_path / "d.json", pace=0.001, retries=0, shuffler=shuffler.url, limits=PERMISSIVE) as device:
-                with pytest.raises(SubmissionFailed, match="503"):
-                    await device.submit("c", RECORD)
+            create(server, "c", shuffler.url, token, min_batch=2)
+            call(f"{shuffler.url}/collections/c/view")  # pinned before the database stops
+            await asyncio.to_thread(pg.stop, "fast")
+            try:
+                async with AsyncClient(server.url, ledger=tmp_path / "d.json", pace=0.001, retries=0, shuffler=shuffler.url, limits=PERMISSIVE) as device:
+                    with pytest.raises(SubmissionFailed, match="503"):
+                        await device.submit("c", RECORD)
+            finally:
+                await asyncio.to_thread(pg.start)
+            entry = next(iter(json.loads((tmp_path / "d.json").read_text())["entries"].values()))
+            assert entry["sent"] is False
+            for ledger in ("d.json", "e.json"):  # the very same report again, then another person's
+                async with AsyncClient(server.url, ledger=tmp_path / ledger, pace=0.001, shuffler=shuffler.url, limits=PERMISSIVE) as device:
+                    assert await device.submit("c", RECORD) == "accepted"
+            await asyncio.to_thread(wait_for, lambda: counted(server, "c") == 2)
         finally:
-            lock.execute("ROLLBACK")
-            lock.close()
-        entry = next(iter(json.loads((tmp_path / "d.json").read_text())["entries"].values()))
-        assert entry["sent"] is False
-        async with AsyncClient(server.url, ledger=tmp_path / "d.json", pace=0.001, shuffler=shuffler.url, limits=PERMISSIVE) as device:
-            assert await device.submit("c", RECORD) == "accepted"
-        async with AsyncClient(server.url, ledger=tmp_path / "e.json", pace=0.001, shuffler=shuffler.url, limits=PERMISSIVE) as device:
-            assert await device.submit("c", RECORD) == "accepted"
-        wait_for(lambda: counted(server, "c") == 2)
-    finally:
-        shuffler.stop()
-        server.stop()
+            shuffler.stop()
+            pg.stop("fast")
+    server.stop()
 
 
 async def test_closing_always_closes_and_releases_what_waits_padded_with_dummies(tmp_path):
@@ -230,30 +233,33 @@ async def posting_while_closing(reports: str, close: str, token: str, bodies: li
 
 
 def waiting_exact(db) -> int:
-    with sqlite3.connect(db) as conn:
-        return conn.execute("SELECT count(*) FROM waiting").fetchone()[0]
+    return waiting_at(db)
 
 
-def test_a_foreign_lock_on_the_shufflers_file_is_named_by_healthz(tmp_path):
-    """Another process holds a write lock on the shuffler's SQLite file: /healthz answers 503 naming
-    it in words (it said ok while every post failed); once the lock goes, it is ok and a post is
-    stored again."""
+def test_no_other_process_opens_a_running_shufflers_file(tmp_path):
+    """A shuffler holds its SQLite file alone (another process holding it open could keep the log,
+    in arrival order, from every scrub): a second shuffler on the same file refuses to start, in
+    one line, and any other connection is refused its lock; the running one serves on."""
+    import subprocess
+    import sys
+
     token = token_file(tmp_path / "token.txt")
     server = Server(tmp_path / "aggregator.sqlite3").start()
     shuffler = ShufflerProcess(tmp_path / "s.sqlite3", server.url, tmp_path / "token.txt", "--interval", "60").start()
     try:
         create(server, "c", shuffler.url, token, min_batch=50)
         view = ShuffledView.from_dict(call(f"{shuffler.url}/collections/c/view"))
-        assert call(f"{shuffler.url}/healthz")["status"] == "ok"
-        holder = sqlite3.connect(tmp_path / "s.sqlite3", isolation_level=None)
-        holder.execute("BEGIN EXCLUSIVE")
-        try:
-            with pytest.raises(urllib.error.HTTPError) as unhealthy:  # after the store's lock timeout (5 s)
-                urllib.request.urlopen(f"{shuffler.url}/healthz", timeout=30)
-            body = json.load(unhealthy.value)
-            assert unhealthy.value.code == 503 and body["reason"] == "the database file is locked by another process", body
-        finally:
-            holder.close()
+        second = subprocess.run(
+            [sys.executable, "-m", "shuffler", "serve", "--aggregator", server.url, "--token-file", str(tmp_path / "token.txt"),
+             "--db", str(tmp_path / "s.sqlite3"), "--port", "0"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert second.returncode == 2 and "held by another process" in second.stderr and second.stderr.count("\n") == 1
+        other = sqlite3.connect(tmp_path / "s.sqlite3", timeout=0.2)
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            other.execute("SELECT count(*) FROM waiting").fetchone()
+        other.close()
+        assert not os.path.exists(f"{tmp_path / 's.sqlite3'}-shm")  # its log's index is in its memory
         assert call(f"{shuffler.url}/healthz")["status"] == "ok"
         assert post(shuffler.url, "c", sealed_under(view)) == 201
     finally:

@@ -27,7 +27,7 @@ from participant.sealing import open_raw, private_key, sealed_length
 from participant.view import ShuffledView
 
 from .hostile import Proxy
-from .servers import AUTH, Server, ShufflerProcess, token_file
+from .servers import AUTH, Server, ShufflerProcess, token_file, waiting_at
 from .test_shuffled_guarantee import sealed_under
 from .test_shuffler import RECORD, SPEC, call, counted, wait_for
 
@@ -268,10 +268,7 @@ async def test_a_device_keeps_no_token_of_another_key_and_re_asks_its_pending_re
 
 
 def waiting(shuffler: ShufflerProcess) -> int:
-    import sqlite3
-
-    with sqlite3.connect(shuffler.db) as conn:
-        return conn.execute("SELECT count(*) FROM waiting").fetchone()[0]
+    return waiting_at(shuffler.db)
 
 
 async def test_two_instances_on_postgresql_take_a_tokened_report_once(tmp_path, postgres):
@@ -342,3 +339,18 @@ async def test_the_operator_creates_an_enrolled_shuffled_collection_and_hands_ou
         sealed, token_ = tokened(server, view, code)
         assert posted(f"{shuffler.url}/collections/cli/reports", sealed + token_)[0] == 201
     await asyncio.to_thread(wait_for, lambda: counted(server, "cli") == 2)
+
+
+async def test_the_token_request_leaves_a_paced_time_after_the_spec_arrived(enrolled, tmp_path):
+    """The request that follows the draw is the token request: it leaves no sooner than the pace
+    after the spec arrived (a lower bound, which load only makes later), so its moment does not
+    carry the draw's time, which follows the input and noise drawn (it left right after the draw:
+    an outside review told which input a person reported, AUC 0.80, on a SHE spec)."""
+    server, shuffler, token = enrolled
+    codes = create_enrolled(server, "t", shuffler.url, token, min_batch=2, codes=1)
+    call(f"{shuffler.url}/collections/t/view")  # pinned: the device's view is a quick answer
+    async with Proxy(server.url) as front:
+        async with AsyncClient(front.url, ledger=tmp_path / "d.json", pace=0.5, shuffler=shuffler.url, limits=LIMITS) as device:
+            assert await device.submit("t", RECORD, token=codes[0]) == "accepted"
+    gap = front.first_seen[("POST", "/collections/t/tokens")] - front.first_seen[("GET", "/collections/t")]
+    assert gap >= 0.5, gap

@@ -33,7 +33,7 @@ from .postgres import die_with_parent
 from .servers import AUTH, Server, ShufflerProcess, token_file
 from .test_participant_js import BROWSER_ARGS, CHROMIUM, js_device, survey_site  # noqa: F401 (the fixture)
 from .test_shuffled_guarantee import sealed_under
-from .test_shuffler import RECORD, SPEC, call, counted, operator_status, wait_for
+from .test_shuffler import RECORD, SPEC, call, counted, wait_for
 
 
 @pytest.fixture
@@ -89,7 +89,7 @@ def sealed_of(entry: dict) -> bytes:
 
 def waiting(site, cid: str) -> int:
     """Reports the shuffler stored for ``cid`` and has not released."""
-    return operator_status(site.db).get(cid, {}).get("waiting", 0)
+    return site.shuffler.status().get(cid, {}).get("waiting", 0)
 
 
 async def test_node_devices_and_the_survey_page_report_with_their_codes_and_nobody_else_does(enrolled, built, tmp_path):
@@ -351,3 +351,17 @@ async def test_a_node_device_keeps_its_token_before_it_sends_it_and_never_seals_
     finally:
         await runner.cleanup()
     assert posted == [stored, stored] and len(asked) == 1 and kept(ledger)["sent"]
+
+
+async def test_the_node_devices_token_request_leaves_a_paced_time_after_the_spec_arrived(enrolled, built, tmp_path):
+    """As in Python (tests/test_tokens.py): the token request is the first request after the draw,
+    and leaves no sooner than the pace after the spec arrived."""
+    site = enrolled
+    codes, _ = create_enrolled(site, "t", min_batch=2, codes=1)
+    warm, _ = create_enrolled(site, "u", min_batch=2, codes=1)  # the process's first submit calibrates first
+    async with Proxy(site.server.url) as front:
+        steps = [step("u", tmp_path / "n.json", warm[0]), step("t", tmp_path / "n.json", codes[0])]
+        said = await js_device(built, front.url, tmp_path / "unused.json", steps, **node(site, pace=0.5, budget={"total": 8.0, "perDays": 30}))
+    assert said == ["accepted", "accepted"]
+    gap = front.first_seen[("POST", "/collections/t/tokens")] - front.first_seen[("GET", "/collections/t")]
+    assert gap >= 0.5, gap

@@ -417,9 +417,11 @@ export class Client {
     if (claim.sent)
       throw new AlreadyReported(`this device already reported to collection '${id}' at ${this.origin}; a second report would spend epsilon twice`);
     let outgoing = claim.sealed ?? claim.body;
-    if (view !== null && view.spec.shuffle!.issuerKey !== null) outgoing = await this.tokened(id, view, digest, outgoing, code!, claim.key);
+    // Paced before the first request that follows the draw: a token request leaving right after
+    // it would tell the issuer the draw's time, which follows the input and noise drawn.
     const now = performance.now() / 1000;
     await sleepUntil(now + pacedWait(now - arrived, this.pace));
+    if (view !== null && view.spec.shuffle!.issuerKey !== null) outgoing = await this.tokened(id, view, digest, outgoing, code!, claim.key);
     const status = await this.sendReport(id, outgoing, shuffler);
     await this.ledger.markSent(claim.key);
     return status;

@@ -186,8 +186,27 @@ class Store(ABC):
     async def forwarded(self, batch: int) -> None:
         """The aggregator acknowledged ``batch``: it leaves the store (its digests stay released)."""
 
+    async def operator_rows(self) -> list[dict]:
+        """What the shuffler's operator may read of every pinned collection, and nobody else: its
+        floor and dummies, the reports ``waiting`` (exact), the batches drawn and not yet
+        acknowledged (``in_flight``), the people's reports ``forwarded``, whether ``closed``."""
+        waiting = await self.waiting_all()
+        in_flight: dict[str, int] = {}
+        for _, collection_id in await self.in_flight():
+            in_flight[collection_id] = in_flight.get(collection_id, 0) + 1
+        return [
+            {"id": view.collection, "min_batch": view.min_batch, "dummies": view.dummies,
+             "waiting": waiting.get(view.collection, 0), "in_flight": in_flight.get(view.collection, 0),
+             "forwarded": await self.forwarded_count(view.collection), "closed": await self.closed(view.collection)}
+            for view in await self.views()
+        ]  # fmt: skip
+
+    #: Whether a scrub failed and none has finished since (the next round scrubs whatever it did).
+    unscrubbed: bool = False
+
     async def scrub(self) -> None:
-        """Leave on disk nothing of what was just deleted, where the store can (see the implementations)."""
+        """Leave on disk nothing of what was just deleted, where the store can (see the
+        implementations); raises :class:`StoreUnavailable` when it could not."""
 
     def holding(self, collection_id: str) -> AbstractAsyncContextManager[bool]:
         """A context in which this instance alone releases and forwards the collection, if it

@@ -1,5 +1,8 @@
 """The embedded store: one SQLite file (mode 0600, WAL, every commit synced before it returns), for
-one shuffler process. Its queries run on one worker thread of its own, in order.
+one shuffler process, which holds it alone: in exclusive locking mode no other process opens the
+file while the shuffler runs (its operator reads what waits through the service, ``GET /status``),
+and SQLite keeps the log's index in this process's memory, never in a shared-memory file. Its
+queries run on one worker thread of its own, in order.
 
 Beside the guarantees of :mod:`.base`, this store keeps nothing of a released report in arrival
 order on disk, and nothing of a forwarded report's bytes. Its report tables are keyed by digest
@@ -8,10 +11,11 @@ in the order they were written, which is why the released set is written at rele
 batch's drawn order, and never at arrival. Deleted content is overwritten with zeros
 (``secure_delete``, set here: builds differ in their default), and after every release, every
 forwarded batch and every forgetting, whether or not the aggregator acknowledges
-(:meth:`SQLiteStore.scrub`), the write-ahead log (pages in the order they were written) and its
-shared-memory index (the number of every page each commit wrote, in order: the digest ranges
-people's reports fell in, one commit each, in arrival order) are copied into the database and
-overwritten with zeros before SQLite removes them. While reports wait, the log and the waiting table hold them in
+(:meth:`SQLiteStore.scrub`), the write-ahead log (pages in the order they were written: the digest
+ranges people's reports fell in, one commit each, in arrival order) is copied into the database
+and overwritten with zeros before SQLite removes it; a scrub that could not finish is tried again
+every round until one does. A process that held the file open could keep the log, and its order,
+from every scrub: none can while the shuffler runs. While reports wait, the log and the waiting table hold them in
 arrival order (the shuffler sees their arrival anyway; it is the aggregator that must not); their
 release zeroes them.
 """
@@ -85,10 +89,28 @@ class Tables:
         self.db.executescript(SCHEMA)
 
     def _connect(self) -> None:
+        """Open the file and take it for this process alone (see the module's text); a shared-memory
+        index an earlier, non-exclusive, run left is zeroed and removed."""
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        # Before the first access in WAL mode: the log's index then lives in this process's memory.
+        self.db.execute("PRAGMA locking_mode=EXCLUSIVE")
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("PRAGMA secure_delete=ON")  # deleted bytes overwritten with zeros
+        try:
+            self.db.execute("BEGIN IMMEDIATE")  # the file's lock, held from now on
+            self.db.execute("COMMIT")
+        except sqlite3.OperationalError:
+            self.db.close()
+            raise
+        stale = Path(f"{self.path}-shm")
+        with suppress(FileNotFoundError):
+            fd = os.open(stale, os.O_WRONLY)
+            try:
+                _zero(fd)
+            finally:
+                os.close(fd)
+            stale.unlink()
 
     def _upgrade(self) -> None:
         """Bring a file of the earlier layout up to this one. Its released set held people's
@@ -255,26 +277,26 @@ class Tables:
 
     def scrub(self) -> None:
         """Leave nothing of the order pages were written in: copy the write-ahead log into the
-        database, then close the connection, which removes the log and its shared-memory index
-        (this process holds the file's only connection), overwriting both with zeros first through
-        descriptors of their own, and open it again. Where another process holds the file open
-        (its operator's ``status``), SQLite keeps both: the log is truncated instead, and the
-        index waits for the next scrub."""
-        self.db.execute("PRAGMA wal_checkpoint(FULL)")
-        kept = {}
-        for suffix in ("-wal", "-shm"):
-            with suppress(FileNotFoundError):
-                kept[suffix] = os.open(f"{self.path}{suffix}", os.O_WRONLY)
+        database, then close the connection, which removes the log (this process holds the file
+        alone), overwriting it with zeros first through a descriptor of its own, and open it
+        again. Raises ``sqlite3.OperationalError`` when it could not finish (the caller tries
+        again: :attr:`SQLiteStore.unscrubbed`)."""
+        busy, _, _ = self.db.execute("PRAGMA wal_checkpoint(FULL)").fetchone()
+        if busy:
+            raise sqlite3.OperationalError("the log could not be copied into the database")
+        kept = None
+        with suppress(FileNotFoundError):
+            kept = os.open(f"{self.path}-wal", os.O_WRONLY)
         try:
             self.db.close()
-            for suffix, fd in kept.items():
-                if not os.path.exists(f"{self.path}{suffix}"):  # removed by SQLite: nobody reads it now
-                    _zero(fd)
+            if kept is not None:
+                if os.path.exists(f"{self.path}-wal"):
+                    raise sqlite3.OperationalError("the log was not removed when the store let go of it")
+                _zero(kept)
         finally:
-            for fd in kept.values():
-                os.close(fd)
+            if kept is not None:
+                os.close(kept)
             self._connect()
-        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def _zero(fd: int) -> None:
@@ -293,8 +315,13 @@ class SQLiteStore(Store):
         self.location = str(path)
         try:
             self.tables = Tables(path)
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc):
+                raise StoreUnavailable(f"{path} is held by another process (a running shuffler holds its file alone)") from None
+            raise StoreUnavailable(f"cannot open {path}: {exc}") from None
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable(f"cannot open {path}: {exc}") from None
+        self.unscrubbed = False
         self.worker = ThreadPoolExecutor(1, thread_name_prefix="shuffler-store")
 
     async def _call(self, method: str, *args):
@@ -354,5 +381,11 @@ class SQLiteStore(Store):
         return await self._call("forwarded", batch)
 
     async def scrub(self):
-        """Copy the write-ahead log into the database and truncate it to nothing."""
-        return await self._call("scrub")
+        """Copy the write-ahead log into the database, and leave nothing of it (:meth:`Tables.scrub`);
+        one that fails is noted (:attr:`unscrubbed`) and tried again at the next round."""
+        try:
+            await self._call("scrub")
+        except (sqlite3.Error, OSError) as exc:
+            self.unscrubbed = True
+            raise StoreUnavailable(f"the store's log could not be scrubbed: {exc}") from None
+        self.unscrubbed = False
