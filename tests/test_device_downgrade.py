@@ -173,4 +173,8 @@ async def test_the_survey_pages_trust_comes_from_its_own_origin_never_from_the_l
 
     await expect(opened.locator("#status")).to_have_attribute("data-outcome", "unconfigured", timeout=20_000)
     assert await opened.locator("#send").is_disabled()
+    # Opened without its link's service and collection, it says so (it sat on "Loading the questions…").
+    await opened.goto(f"http://127.0.0.1:{survey_site}/examples/survey.html")
+    await expect(opened.locator("#status")).to_have_attribute("data-outcome", "unlinked", timeout=20_000)
+    assert "Loading" not in await opened.locator("#questions").text_content()
     assert liar.seen[("POST", "/collections/c/reports")] == 0 and waiting_at_shuffler(served.shuffler.db) == 0
