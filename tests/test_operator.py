@@ -237,3 +237,27 @@ def test_a_binned_numerical_model_calibrates_on_raw_values_and_a_gaussian_one_is
         own = fitted["model"].predict_log_proba(X_test)
         truth = [list(built.classes_).index(y) for y in y_test]
         assert -own[np.arange(138), truth].mean() == pytest.approx(fitted["log_loss_after"])
+
+
+def test_ctrl_c_during_status_wait_stops_without_a_traceback(tmp_path):
+    """``status --wait`` interrupted (SIGINT, as Ctrl-C sends) ends at once with exit 130 and no
+    traceback (it printed twelve frames)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    server = Server(tmp_path / "aggregator.sqlite3").start()
+    try:
+        spec_file = tmp_path / "spec.json"
+        spec_file.write_text(json.dumps(table_1_spec().to_dict()))
+        assert cli(server, "create", "--spec", str(spec_file), "--id", "wait", "--min-reports", "100").returncode == 0
+        env = {**os.environ, "LDPNB_ADMIN_TOKEN": ADMIN}
+        waiting = subprocess.Popen([sys.executable, "-m", "aggregator", "status", "wait", "--wait", "--url", server.url],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+        time.sleep(2.0)  # waiting on the service
+        waiting.send_signal(signal.SIGINT)
+        out, err = waiting.communicate(timeout=30)
+        assert waiting.returncode == 130 and "Traceback" not in err, err
+    finally:
+        server.stop()

@@ -644,7 +644,11 @@ def main(argv: list[str] | None = None) -> int:
             print(run_privacy(args), flush=True)
             return 0
         if args.command in OPERATOR_COMMANDS:
-            print(run_operator(args), flush=True)
+            try:
+                print(run_operator(args), flush=True)
+            except KeyboardInterrupt:  # Ctrl-C while waiting on the service (status --wait): stop, no traceback
+                print(file=sys.stderr)
+                return 130
             return 0
         if args.command == "copy":
             summary = asyncio.run(copy_database(args.source, args.target, args.settings))

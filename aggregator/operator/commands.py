@@ -269,8 +269,9 @@ async def _status(service: Service, session, args) -> str:
     rate = (people - first.get("people", first["reports"])) / (time.monotonic() - began)
     share = min(1.0, people / second["min_reports"]) if second["min_reports"] else 1.0
     beside = f" (and {second['dummies']:,} of the shuffler's dummies)" if second.get("dummies") else ""
+    needed = f" of {second['min_reports']:,} needed ({share:.0%})" if second["min_reports"] else " (no minimum: released from the first)"
     lines = [
-        f"{args.id}: {people:,} people's reports{beside} of {second['min_reports']:,} needed ({share:.0%}), "
+        f"{args.id}: {people:,} people's reports{beside}{needed}, "
         f"{'released' if second['released'] else 'collecting'}; {rate:,.1f} people/s now; "
         f"epsilon {second['epsilon_per_person']:g} per person",
         f"{'input':<24} {'reports':>10} {'z':>8}  flag",
