@@ -175,3 +175,25 @@ def test_what_the_plan_says_first_comes_before_any_share_is_simulated(monkeypatc
     monkeypatch.setattr(sim.experiment, "run_once", lambda *a, **k: runs.append(k.get("class_share")) or real(*a, **k))
     plan_class_share(load_dataset("car"), "auto", 1.0, shares=(0.4, 0.7), reps=3, first=lambda uniform, n: seen.append(list(runs)))
     assert seen == [[None] * 3] and runs == [None] * 3 + [0.4] * 3 + [0.7] * 3
+
+
+def test_the_people_needed_search_simulates_a_shuffled_settings_dummies():
+    """A sample whose class follows one feature: at local ε = 1 with no dummies, four times its
+    training split (1,600 people) learn; the same ε with a billion dummies in every collection
+    (their noise swamps any number of people tried) learns at no size. The search must simulate
+    the dummies the shuffled setting gives, not the people alone."""
+    from sim.cli_options import Shuffled
+
+    rng = np.random.default_rng(5)
+    codes = rng.integers(4, size=(500, 3))
+    X = np.array([[f"v{v}" for v in row] for row in codes], dtype=object)
+    y = np.where(codes[:, 0] < 2, "a", "b").astype(object)
+    flip = rng.random(500) < 0.1
+    y[flip] = np.where(y[flip] == "a", "b", "a")
+    sample = Dataset("signal", X, y, ("a", "b", "c"), "class")
+
+    def shuffled(dummies: int):
+        return lambda people: Shuffled(people, 1.0, 0.1, 1e-6, dummies)
+
+    assert people_needed(sample, "OUE", shuffled(0), "normsub") == 1600
+    assert people_needed(sample, "OUE", shuffled(10**9), "normsub") is None

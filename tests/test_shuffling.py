@@ -292,3 +292,24 @@ def test_the_http_api_refuses_a_delta_that_says_nothing(tmp_path):
         assert refused.value.code == 400 and "below 1/min_batch" in json.load(refused.value)["error"]
     finally:
         server.stop()
+
+
+def test_a_spec_drafted_for_batches_smaller_than_the_people_takes_its_local_epsilon_from_the_batch(tmp_path):
+    """Without --flooded-eps (whose bound would decide): batches of 500 people and 2,000 dummies,
+    100,000 people expected. The local ε is the largest whose batch of 2,500 reports is within the
+    central ε, not that of 102,000 reports shuffled together; the stated guarantee holds it."""
+    sample = tmp_path / "sample.csv"
+    sample.write_text("colour,size,class\n" + "".join(f"{c},{s},{k}\n" for c in ("red", "blue") for s in ("S", "L") for k in ("a", "b")))
+    out = tmp_path / "spec.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "aggregator", "spec", "--csv", str(sample), "--label", "class", "--central-eps", "1",
+         "--people", "100000", "--min-batch", "500", "--dummies", "2000", "--out", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    spec = CollectionSpec.from_json(out.read_text())
+    delta = default_delta(500)
+    assert (spec.shuffle.min_batch, spec.shuffle.dummies, spec.shuffle.delta) == (500, 2000, delta)
+    assert spec.epsilon == pytest.approx(largest_local_epsilon(1.0, 2500, delta))
+    assert spec.epsilon < largest_local_epsilon(1.0, 102_000, delta) * 0.9  # what all the people together would allow
+    assert guarantees(spec.epsilon, 500, 2000, delta)["people"] <= 1.0 + 1e-4

@@ -474,3 +474,15 @@ def test_a_mistyped_subcommand_is_named_with_the_one_meant(typed, meant, capsys)
         main([typed, "--dataset", "car"])
     err = capsys.readouterr().err
     assert exit.value.code == 2 and err.count("\n") == 1 and f"unknown command {typed!r}" in err and meant in err
+
+
+def test_the_verdict_of_two_repetitions_is_their_paired_standard_error():
+    """Two repetitions are a sample of paired differences, not one split: their standard error is
+    sd(ddof=1)/√2, not the test accuracy's binomial error (which here would call the gain noise)."""
+    from sim.verdict import verdict
+
+    two = verdict([0.75, 0.71], [0.7, 0.7], 100)  # differences 0.05 and 0.01
+    assert two.gain == pytest.approx(0.03) and two.se == pytest.approx(np.std([0.05, 0.01], ddof=1) / np.sqrt(2))
+    assert two.se == pytest.approx(0.02) and two.learned
+    assert np.sqrt(0.73 * 0.27 / 100) > two.gain  # the binomial error would not have it learned
+    assert not verdict([0.75, 0.69], [0.7, 0.7], 100).learned  # differences 0.05 and -0.01: 0.02 ± 0.03
