@@ -36,11 +36,14 @@ publishes (its ``uid``, its spec) can only make the device refuse more, never sp
 Every change happens under an exclusive file lock on the ledger's real file (symlinks resolved;
 threads and processes alike), is written to a fresh temporary file (mode 0600), fsynced and renamed
 over the ledger, so a reader sees the old or the new ledger, never half of one. Reports are kept
-apart, one file each in ``<ledger>.reports`` named by the SHA-256 of its bytes, holding them
-compressed (zlib: a SHE report's floats on the release grid take a third of their bytes), and
-written (and fsynced) before the ledger names it, so a change rewrites the entries and adds one
-report, whatever the reports before it weigh; a report file that is missing or does not hash to
-its name is refused when it is needed, and a report leaves its directory once no entry names it.
+apart, one file each in ``<ledger>.reports`` holding them compressed (zlib: a SHE report's floats
+on the release grid take a third of their bytes), named by a hash of the entry's key, question
+and group and of the bytes (:func:`participant.ledger_format.report_name`), and written (and
+fsynced) before the ledger names it, so a change rewrites the entries and adds one report,
+whatever the reports before it weigh; a report file that is missing, or does not hash to its name
+with the entry that names it, is refused when it is needed (so is one entry's report named by
+another: it would hand one question's answer to another), and a report leaves its directory once
+no entry names it.
 A report is drawn with no lock held, so a long draw never holds up another submission: the entry
 is recorded after the draw under the lock, and a draw that lost the race to another is dropped
 unsent. A file of any other shape than the one a device writes (:mod:`participant.ledger_format`)
@@ -65,9 +68,19 @@ from fractions import Fraction
 from pathlib import Path
 
 from .errors import BudgetExceeded, CollectionChanged, LedgerError, LimitExceeded
-from .ledger_format import VERSION, _no_constant, _valid_v1, entry_key, entry_problem, ledger_problem  # noqa: F401 (entry_problem: imported from here)
+from .ledger_format import (  # noqa: F401 (entry_problem: imported from here)
+    VERSION,
+    RepeatedKey,
+    _no_constant,
+    entry_key,
+    entry_problem,
+    first_format_place,
+    ledger_problem,
+    report_name,
+    unique_keys,
+)
 from .limits import Budget, Limits  # noqa: F401 (Budget: an app imports it from here)
-from .origin import normalise_origin
+from .origin import normalise_origin  # noqa: F401 (imported from here)
 
 REPORT_FIELDS = ("report", "sealed")
 # The most bytes a report file may inflate to: past any report a device draws (the largest
@@ -117,14 +130,14 @@ Sealer = Callable[[bytes], bytes]
 
 
 class Ledger:
-    """A JSON file (mode 0600): ``{"version": 3, "entries": {key: entry}}``, and beside it the
+    """A JSON file (mode 0600): ``{"version": 4, "entries": {key: entry}}``, and beside it the
     directory ``<file>.reports`` (mode 0700) of report files.
 
     An entry, keyed ``"<origin> <collection id>"``, holds: ``origin`` and ``collection`` (the
     app's), ``uid`` and ``fingerprint`` (what the service published when the report was drawn),
     ``question`` and ``group`` (the question it answers, see the module's text), ``epsilon`` (the ε
-    this entry spent: the collection's, or 0 when memoised), ``report`` (the SHA-256, hex, of the
-    packed report, the name of the file holding it), ``sent`` (acknowledged), ``memo_of`` (the
+    this entry spent: the collection's, or 0 when memoised), ``report`` (the name of the file
+    holding the packed report, a SHA-256 of the entry and the bytes), ``sent`` (acknowledged), ``memo_of`` (the
     entry a memoised report was copied from) and the times ``reserved_at`` and ``sent_at`` (seconds
     since the epoch); for a shuffled collection, ``sealed``, the report as sealed for its shuffler,
     kept as ``report`` is. Nothing about the person's record is stored beyond the randomised
@@ -173,12 +186,17 @@ class Ledger:
         except OSError as exc:
             raise LedgerError(f"cannot read the ledger {self.path}: {exc}") from None
         try:
-            data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+            data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=unique_keys)
         except UnicodeDecodeError:
             raise LedgerError(f"the ledger {self.path} is not UTF-8 text (overwritten by another program?)") from None
+        except RepeatedKey:
+            raise LedgerError(
+                f"the ledger {self.path} repeats a key in one object, which no device writes (a reader would keep one "
+                "of the two)"
+            ) from None
         except (ValueError, RecursionError):
             raise LedgerError(f"the ledger {self.path} is not valid JSON (truncated or overwritten)") from None
-        if isinstance(data, dict) and data and "version" not in data and all(map(_valid_v1, data.values())):
+        if isinstance(data, dict) and "version" not in data:
             data = self._from_v1(data)
         problem = ledger_problem(data)
         if problem is not None:
@@ -186,62 +204,106 @@ class Ledger:
         for entry in data["entries"].values():
             entry.pop("record", None)  # earlier ledgers kept a keyed hash of the record; it goes at the next write
         data.pop("salt", None)
-        if data["version"] == 2:  # its reports inline: each moved to its file, named as version 3 names it
-            for entry in data["entries"].values():
+        if data["version"] == 2:  # its reports inline: each moved to its file, named as version 4 names it
+            for key, entry in data["entries"].items():
                 for field in REPORT_FIELDS:
                     if field in entry:
-                        entry[field] = self._store(base64.b64decode(entry[field]))
-            data["version"] = VERSION
+                        entry[field] = self._store(base64.b64decode(entry[field]), field, key, entry)
+        elif data["version"] == 3:  # its reports' files named by their bytes alone: named anew
+            data["superseded"] = self._rename(data["entries"])
+        data["version"] = VERSION
         self._cache = (raw, data)
         return data
 
-    def _store(self, body: bytes) -> str:
-        """The name (SHA-256, hex) of ``body`` kept in the reports directory, written and fsynced
-        there first if it is not ("" for no bytes: nothing to keep)."""
-        if not body:
-            return ""
-        digest = hashlib.sha256(body).hexdigest()
-        target = self.reports / digest
+    def _rename(self, entries: dict) -> set[str]:
+        """Give each report file of ``entries`` (a version 3 ledger's: named by the SHA-256 of its
+        bytes) its version 4 name, a second link to the same file (or a copy where the file system
+        has none), and name that in its entry; returns the names they had, for the next write to
+        remove. A file that is missing is named all the same: refused, as lost, when it is needed."""
+        superseded, named = set(), False
+        try:
+            for key, entry in entries.items():
+                for field in REPORT_FIELDS:
+                    if not entry.get(field):
+                        continue
+                    old = entry[field]
+                    entry[field] = name = report_name(field, key, entry, bytes.fromhex(old))
+                    superseded.add(old)
+                    try:
+                        os.link(self.reports / old, self.reports / name)
+                    except (FileExistsError, FileNotFoundError):
+                        continue  # named so already (an earlier read), or lost
+                    except OSError:  # no hard links here: a copy of the (compressed) bytes
+                        self._keep(self.reports / name, (self.reports / old).read_bytes(), sync_directory=False)
+                    named = True
+            if named:
+                self._sync_reports()
+        except OSError as exc:
+            raise LedgerError(
+                f"cannot name the reports beside the ledger {self.path} anew: {exc}; nothing was sent"
+            ) from None
+        return superseded
+
+    def _sync_reports(self) -> None:
+        """Make the names in the reports directory durable (before the ledger names them)."""
+        directory = os.open(self.reports, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+    def _keep(self, target: Path, raw: bytes, sync_directory: bool = True) -> None:
+        """``raw`` in the file ``target`` of the reports directory: written to a fresh temporary
+        file, fsynced and renamed (and the name made durable unless ``sync_directory`` is false)."""
         tmp = None
         try:
-            if target.is_file():
-                return digest
             self.reports.mkdir(mode=0o700, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.reports, prefix=".", suffix=".tmp")
             with os.fdopen(fd, "wb") as f:
-                f.write(zlib.compress(body))
+                f.write(raw)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, target)
             tmp = None
-            directory = os.open(self.reports, os.O_RDONLY)
-            try:
-                os.fsync(directory)  # the name is durable before the ledger names it
-            finally:
-                os.close(directory)
-        except OSError as exc:
-            raise LedgerError(f"cannot write a report beside the ledger {self.path}: {exc}; nothing was sent") from None
+            if sync_directory:
+                self._sync_reports()  # the name is durable before the ledger names it
         finally:
             if tmp is not None:
                 with suppress(FileNotFoundError):
                     os.unlink(tmp)
-        return digest
 
-    def _load(self, digest: str, key: str) -> bytes:
-        """The bytes the reports directory keeps under ``digest`` (b"" for none), checked against it."""
-        if not digest:
+    def _store(self, body: bytes, field: str, key: str, entry: dict) -> str:
+        """The name of ``body``, the ``field`` of ``entry`` under ``key`` (see
+        :func:`participant.ledger_format.report_name`), kept in the reports directory, written and
+        fsynced there first if it is not ("" for no bytes: nothing to keep)."""
+        if not body:
+            return ""
+        name = report_name(field, key, entry, hashlib.sha256(body).digest())
+        target = self.reports / name
+        try:
+            if not target.is_file():
+                self._keep(target, zlib.compress(body))
+        except OSError as exc:
+            raise LedgerError(f"cannot write a report beside the ledger {self.path}: {exc}; nothing was sent") from None
+        return name
+
+    def _load(self, entry: dict, field: str, key: str) -> bytes:
+        """The bytes of the ``field`` of ``entry`` under ``key`` (b"" for none), from the file it
+        names, checked against that name: bytes, entry and field alike."""
+        name = entry[field]
+        if not name:
             return b""
         try:
             inflate = zlib.decompressobj()
-            body = inflate.decompress((self.reports / digest).read_bytes(), LARGEST_REPORT + 1)
+            body = inflate.decompress((self.reports / name).read_bytes(), LARGEST_REPORT + 1)
             if not inflate.eof or len(body) > LARGEST_REPORT:
                 body = None
         except (OSError, zlib.error):
             body = None
-        if body is None or hashlib.sha256(body).hexdigest() != digest:
+        if body is None or report_name(field, key, entry, hashlib.sha256(body).digest()) != name:
             raise LedgerError(
-                f"the ledger {self.path} lost or holds altered bytes of the report of {key!r} "
-                f"({self.reports / digest}); nothing was sent"
+                f"the ledger {self.path} lost, or holds altered or another entry's bytes of, the {field} of {key!r} "
+                f"({self.reports / name}); nothing was sent"
             )
         return body
 
@@ -256,29 +318,32 @@ class Ledger:
             with suppress(OSError):
                 os.unlink(self.reports / name)
 
-    @staticmethod
-    def _from_v1(entries: dict) -> dict:
-        """A ledger of the first format (keyed by the published uid): each entry keeps its report;
-        its origin and id come from the URL it recorded, its spend is unknown (``None``, counted
-        as the app's cap per collection)."""
+    def _from_v1(self, entries: dict) -> dict:
+        """A ledger of the first format (keyed by the published uid) as version 2 holds it, its
+        reports inline: each entry keeps its report, its origin and id come from the URL it
+        recorded (:func:`participant.ledger_format.first_format_place`), its spend is unknown
+        (``None``, counted as the app's cap per collection). ``entries`` unchanged unless it is
+        exactly a ledger of that format (refused then, as stating no version); a LedgerError if
+        two of its entries name one collection (one would be lost, and its spend with it)."""
+        places = [first_format_place(uid, entry) for uid, entry in entries.items()]
+        if not places or None in places:
+            return entries
         converted = {}
-        for uid, entry in entries.items():
-            url = str(entry.get("collection", ""))
-            origin, _, collection = url.rpartition("/collections/")
-            with suppress(ValueError):
-                origin = normalise_origin(origin)
-            fingerprint = entry.get("fingerprint")
-            converted[entry_key(origin, collection or uid)] = {
+        for (uid, entry), (origin, collection) in zip(entries.items(), places):
+            key = entry_key(origin, collection)
+            if key in converted:
+                raise LedgerError(f"the ledger {self.path} (of the first format) names the collection {key!r} twice")
+            converted[key] = {
                 "origin": origin,
-                "collection": collection or uid,
+                "collection": collection,
                 "uid": uid,
-                "fingerprint": fingerprint if isinstance(fingerprint, str) else "",
+                "fingerprint": entry["fingerprint"],
                 "epsilon": None,
                 "report": entry["report"],
                 "sent": entry["sent"],
                 "reserved_at": 0.0,
             }
-        return {"version": 2, "entries": converted}  # its reports inline, as version 2 holds them
+        return {"version": 2, "entries": converted}
 
     def _write(self, data: dict) -> None:
         tmp = None
@@ -319,7 +384,7 @@ class Ledger:
             for key, entry in entries.items():
                 for field in REPORT_FIELDS:
                     if field in entry:
-                        entry[field] = base64.b64encode(self._load(entry[field], key)).decode()
+                        entry[field] = base64.b64encode(self._load(entry, field, key)).decode()
             return entries
 
     def spent(self, limits: Limits, now: float | None = None) -> float:
@@ -369,14 +434,14 @@ class Ledger:
                     f"this device reported to {entry['collection']!r} at {entry['origin']} under another spec "
                     f"(fingerprint {entry['fingerprint'][:16]}…, now {asked.fingerprint[:16]}…); nothing was sent"
                 )
-            sealed = self._load(entry["sealed"], key) if "sealed" in entry else None
+            sealed = self._load(entry, "sealed", key) if "sealed" in entry else None
             if seal is not None and sealed is None:
                 # Drawn for a collection this device reported to directly: never sent sealed after.
                 raise CollectionChanged(
                     f"this device reported to {entry['collection']!r} at {entry['origin']} directly; the collection "
                     "now asks for a shuffler; nothing was sent"
                 )
-            return Claim(key, self._load(entry["report"], key), entry["sent"], 0.0, sealed)
+            return Claim(key, self._load(entry, "report", key), entry["sent"], 0.0, sealed)
         limits.check_collection(asked.epsilon, asked.collection)
         now = time.time()
         since = now - limits.budget.per_days * SECONDS_PER_DAY
@@ -392,7 +457,7 @@ class Ledger:
             None,
         )  # fmt: skip
         if memo is not None:
-            body = resend(self._load(entries[memo]["report"], memo))
+            body = resend(self._load(entries[memo], "report", memo))
             sealed = None if seal is None else seal(body)
             self._record(data, asked, body, 0.0, memo, limits, sealed)
             return Claim(key, body, False, 0.0, sealed)
@@ -442,7 +507,8 @@ class Ledger:
         now = time.time()
         named = self._named(data["entries"])
         self._expire(data["entries"], limits, now)
-        data["entries"][entry_key(asked.origin, asked.collection)] = {
+        key = entry_key(asked.origin, asked.collection)
+        entry = {
             "origin": asked.origin,
             "collection": asked.collection,
             "uid": asked.uid,
@@ -450,15 +516,22 @@ class Ledger:
             "question": asked.question,
             "group": asked.group,
             "epsilon": spent,
-            "report": self._store(body),
+            "report": "",
             "sent": False,
             "memo_of": memo,
             "reserved_at": now,
         }
+        entry["report"] = self._store(body, "report", key, entry)
         if sealed is not None:
-            data["entries"][entry_key(asked.origin, asked.collection)]["sealed"] = self._store(sealed)
+            entry["sealed"] = self._store(sealed, "sealed", key, entry)
+        data["entries"][key] = entry
+        self._commit(data, named)
+
+    def _commit(self, data: dict, named: set[str]) -> None:
+        """Write ``data``, then remove the report files no entry names now: of ``named`` (those
+        named before the change), and those a version 3 ledger named (see :meth:`_rename`)."""
         self._write(data)
-        self._forget(named - self._named(data["entries"]))
+        self._forget((named | data.pop("superseded", set())) - self._named(data["entries"]))
 
     def claim(
         self,
@@ -512,8 +585,7 @@ class Ledger:
             # A new object, never an edit: _encoded encodes anew only what is another object.
             entry = data["entries"][key] = {**entry, "sent": True, "sent_at": time.time()}
             self._drop_acknowledged(data["entries"], entry)
-            self._write(data)
-            self._forget(named - self._named(data["entries"]))
+            self._commit(data, named)
 
     def reseal(self, key: str, sealed: bytes) -> None:
         """Replace the sealed copy of the unsent shuffled entry under ``key`` with ``sealed`` (the
@@ -526,9 +598,8 @@ class Ledger:
             if entry is None or "sealed" not in entry or entry["sent"]:
                 raise LedgerError(f"the ledger {self.path} holds no unsent shuffled entry {key!r} to attach a token to")
             named = self._named(data["entries"])
-            data["entries"][key] = {**entry, "sealed": self._store(sealed)}
-            self._write(data)
-            self._forget(named - self._named(data["entries"]))
+            data["entries"][key] = {**entry, "sealed": self._store(sealed, "sealed", key, entry)}
+            self._commit(data, named)
 
     @staticmethod
     def _drop_acknowledged(entries: dict, entry: dict) -> None:

@@ -2,18 +2,42 @@
 not write (the rules of ``participant-js/src/ledger.ts`` too). :mod:`participant.ledger` reads and
 writes the file; this module only says what a well-formed one holds.
 
-Version 3 (written): each entry's ``report`` and ``sealed`` hold the SHA-256 (hex) of the bytes,
-kept zlib-compressed in a file of that name in the directory beside the ledger (``<ledger>.reports``), or are
-empty once the device needs the bytes no more. Version 2 (read, moved to 3 by the next change)
-held the bytes themselves, base64."""
+The file is JSON in which no object repeats a key (JSON parsers keep one of the two, Python's and
+JavaScript's the last: a repeated key is how a file would say two things at once, and it is refused).
+
+Version 4 (written): each entry's ``report`` and ``sealed`` name a file in the directory beside
+the ledger (``<ledger>.reports``) holding the bytes zlib-compressed, or are empty once the device
+needs the bytes no more. The name commits to the entry as well as to the bytes: it is
+:func:`report_name`, the SHA-256 (hex) of the field, the entry's key, question and group (canonical
+JSON) followed by the SHA-256 of the bytes, so that a report named by one entry, or a report
+named under another field, is a report altered. Version 3 (read, its reports named anew and the
+ledger moved to 4 by the next change) named the files by the SHA-256 of the bytes alone. Version 2
+(read, moved to 4 by the next change) held the bytes themselves, base64. The first format (read
+and converted) stated no version: see :func:`first_format_place`."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 
-VERSION = 3
-READABLE = (2, 3)  # and the first format, which states no version
+from .origin import normalise_origin
+
+VERSION = 4
+READABLE = (2, 3, 4)  # and the first format, which states no version
+
+
+class RepeatedKey(ValueError):
+    """A JSON object of the ledger file holds one key twice."""
+
+
+def unique_keys(pairs: list) -> dict:
+    """``json.loads``'s ``object_pairs_hook``: the object, unless it repeats a key (RepeatedKey)."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        raise RepeatedKey("an object repeats a key")
+    return data
 
 
 def entry_key(origin: str, collection: str) -> str:
@@ -60,7 +84,7 @@ _DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 def _digest(value) -> bool:
-    """The SHA-256 of a report's bytes (lowercase hex), or empty: version 3's ``report`` and ``sealed``."""
+    """A SHA-256 (lowercase hex), or empty: versions 3 and 4's ``report`` and ``sealed``, the names of their files."""
     return isinstance(value, str) and (value == "" or _DIGEST.fullmatch(value) is not None)
 
 
@@ -90,7 +114,7 @@ _OPTIONAL = {
 }
 
 
-# Version 3 holds digests where version 2 held base64.
+# Versions 3 and 4 hold names (digests) where version 2 held base64.
 _REQUIRED_3 = {**_REQUIRED, "report": _digest}
 _OPTIONAL_3 = {**_OPTIONAL, "sealed": _digest}
 
@@ -98,7 +122,7 @@ _OPTIONAL_3 = {**_OPTIONAL, "sealed": _digest}
 def entry_problem(key: str, entry, version: int = VERSION) -> str | None:
     """What is wrong with the ledger entry ``entry`` under ``key`` in a ledger of ``version``, or
     None when it has the shape a device writes (the rules of ``participant-js/src/ledger.ts`` too)."""
-    required, optional = (_REQUIRED_3, _OPTIONAL_3) if version == 3 else (_REQUIRED, _OPTIONAL)
+    required, optional = (_REQUIRED_3, _OPTIONAL_3) if version >= 3 else (_REQUIRED, _OPTIONAL)
     if not isinstance(entry, dict):
         return f"entry {key!r} is not a mapping"
     for name, ok in required.items():
@@ -129,6 +153,50 @@ def ledger_problem(data) -> str | None:
     return next((p for key, e in data["entries"].items() if (p := entry_problem(key, e, version)) is not None), None)
 
 
-def _valid_v1(entry) -> bool:
-    """An entry of the first format (keyed by the published uid)."""
-    return isinstance(entry, dict) and isinstance(entry.get("sent"), bool) and _base64(entry.get("report"))
+def report_name(field: str, key: str, entry: dict, digest: bytes) -> str:
+    """The name, in a ledger of version 4, of the file holding the bytes (of SHA-256 ``digest``)
+    of ``field`` (``report`` or ``sealed``) of ``entry``, kept under ``key``: the SHA-256 (hex)
+    of ``[field, key, question, group]`` as canonical JSON (ASCII, no spaces, the group a float:
+    ``participant-js``'s ``canonicalJson`` writes the same bytes), then ``digest``. A file named by
+    another entry, another field, or an entry whose question or group was changed is refused as
+    altered when it is read. (The digest of the bytes, not the bytes: a version 3 file, named by
+    that digest, is named anew without being read.)"""
+    group = entry.get("group")
+    binding = [field, key, entry.get("question", ""), None if group is None else float(group) + 0.0]  # + 0.0: -0 is 0
+    return hashlib.sha256(json.dumps(binding, separators=(",", ":")).encode() + digest).hexdigest()
+
+
+# The first format (the device before version 2, which stated no version): a mapping of the
+# published uid (at least 16 characters) to an entry holding exactly the report (base64 of a
+# packed report: never empty), whether it was acknowledged, when it was drawn (and acknowledged),
+# the collection's URL (``<service>/collections/<id>``) and its spec's fingerprint (SHA-256, hex).
+_FIRST_REQUIRED = {
+    "report": lambda v: _base64(v) and v != "",
+    "sent": lambda v: isinstance(v, bool),
+    "reserved_at": _time,
+    "collection": lambda v: isinstance(v, str),
+    "fingerprint": lambda v: isinstance(v, str) and _DIGEST.fullmatch(v) is not None,
+}
+_FIRST_OPTIONAL = {"sent_at": _time}
+
+
+def first_format_place(uid, entry) -> tuple[str, str] | None:
+    """The origin (normalised) and collection id of ``entry``, kept under ``uid`` in a ledger of
+    the first format, from the URL it recorded; None unless it is exactly an entry that format's
+    device wrote (the rules of ``participant-js/src/ledger.ts`` too). A ledger is read as one of
+    the first format only when it states no version and every entry has a place, no two the same:
+    anything less is not a ledger a device wrote, and is refused."""
+    if not isinstance(uid, str) or len(uid) < 16 or not isinstance(entry, dict):
+        return None
+    if not all(name in entry and ok(entry[name]) for name, ok in _FIRST_REQUIRED.items()):
+        return None
+    if not all(name in _FIRST_REQUIRED or (name in _FIRST_OPTIONAL and _FIRST_OPTIONAL[name](value))
+               for name, value in entry.items()):  # fmt: skip
+        return None
+    service, separator, collection = entry["collection"].rpartition("/collections/")
+    if not separator or not collection:
+        return None
+    try:
+        return normalise_origin(service), collection
+    except ValueError:
+        return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 
 import pytest
 
@@ -49,9 +50,10 @@ async def test_a_page_without_web_crypto_says_what_it_needs(browser_and_service)
 
 
 # Puts `records` ([store, key, value], ...) into the page's IndexedDB ledger, its stores emptied
-# first, as another script of the origin could: the stores the library creates, and its layout.
+# first, as another script of the origin could: the stores the library creates, and its layout
+# (database version 3: each report record bound to its entry, see `bound`).
 WRITE_LEDGER = """records => new Promise((done, fail) => {
-    const open = indexedDB.open("ldpnb", 2);
+    const open = indexedDB.open("ldpnb", 3);
     open.onupgradeneeded = () => ["ledger", "entries", "reports"].forEach(s => open.result.createObjectStore(s));
     open.onsuccess = () => {
         const tx = open.result.transaction(["ledger", "entries", "reports"], "readwrite");
@@ -62,10 +64,27 @@ WRITE_LEDGER = """records => new Promise((done, fail) => {
     };
 })"""
 
+# The database as the layout before (version 2, report records unbound) kept it, holding only
+# `records` ([store, key, value], ...): what a page of the library before left.
+WRITE_EARLIER_LEDGER = """records => new Promise((done, fail) => {
+    const removed = indexedDB.deleteDatabase("ldpnb");
+    removed.onerror = () => fail(removed.error);
+    removed.onsuccess = () => {
+        const open = indexedDB.open("ldpnb", 2);
+        open.onupgradeneeded = () => ["ledger", "entries", "reports"].forEach(s => open.result.createObjectStore(s));
+        open.onsuccess = () => {
+            const tx = open.result.transaction(["ledger", "entries", "reports"], "readwrite");
+            for (const [store, key, value] of records) tx.objectStore(store).put(value, key);
+            tx.oncomplete = () => { open.result.close(); done(); };
+            tx.onerror = () => fail(tx.error);
+        };
+    };
+})"""
+
 # What the page's IndexedDB ledger holds: {store: [[key, value], ...]}, or with `counting`
 # {store: how many records}.
 READ_LEDGER = """(counting) => new Promise((done, fail) => {
-    const open = indexedDB.open("ldpnb", 2);
+    const open = indexedDB.open("ldpnb");
     open.onsuccess = () => {
         const tx = open.result.transaction(["ledger", "entries", "reports"], "readonly");
         const out = {};
@@ -93,11 +112,22 @@ async def ready_to_send(browser_and_service):
     return page, server, port
 
 
-def entry(origin: str, collection: str, *, reserved_at: float) -> dict:
+def entry(origin: str, collection: str, *, reserved_at: float, **fields) -> dict:
     """An entry as the device writes it (its report apart, in the store `reports`)."""
     return {"origin": origin, "collection": collection, "uid": collection.ljust(32, "u"), "fingerprint": "f" * 64,
             "question": "q" * 64, "group": None, "epsilon": 0.0, "report": "", "sent": True, "memo_of": None,
-            "reserved_at": reserved_at, "sent_at": reserved_at}  # fmt: skip
+            "reserved_at": reserved_at, "sent_at": reserved_at, **fields}  # fmt: skip
+
+
+def bound(key: str, report: str = "", question: str = "q" * 64, group: int | None = None) -> dict:
+    """A report record as the store `reports` keeps it: the report, and the key, question and
+    group of the entry it belongs to."""
+    return {"entry": key, "question": question, "group": group, "report": report}
+
+
+def published_fingerprint(server, cid: str) -> str:
+    with urllib.request.urlopen(f"{server.url}/collections/{cid}", timeout=10) as answer:
+        return json.load(answer)["fingerprint"]
 
 
 async def test_a_ledger_in_indexeddb_the_device_did_not_write_fails_closed(browser_and_service):
@@ -106,24 +136,42 @@ async def test_a_ledger_in_indexeddb_the_device_did_not_write_fails_closed(brows
     page, server, port = await ready_to_send(browser_and_service)
     origin = f"http://127.0.0.1:{port}"
     now = await page.evaluate("Date.now() / 1000")
+    key = f"{origin} old"
     kept = entry(origin, "old", reserved_at=now - 86_400)
+    # This collection's entry (keyed by the service's origin), unsent: the page re-sends its
+    # report, read through the record under its key, which must be bound to it.
+    this = entry(server.url, "c", reserved_at=now - 60, fingerprint=published_fingerprint(server, "c"), sent=False)
+    del this["sent_at"]
+    mine, report = f"{server.url} c", "AAAA"
     cases = {
         "an earlier layout's text that is not a ledger": [["ledger", "ledger", '{"version": 2, "entries": []}']],
         "an earlier layout's entry that is not an entry": [["ledger", "ledger", '{"version": 2, "entries": {"k": {"sent": true}}}']],
+        "an earlier layout's text repeating a key": [["ledger", "ledger", '{"version": 2, "entries": {}, "entries": {}}']],
         "an earlier layout beside the new one": [
-            ["ledger", "ledger", '{"version": 2, "entries": {}}'], ["entries", "k", kept], ["reports", "k", {"report": ""}]],
-        "an entry that is not one": [["entries", f"{origin} old", {"sent": True}], ["reports", f"{origin} old", {"report": ""}]],
-        "an entry under another key": [["entries", "k", kept], ["reports", "k", {"report": ""}]],
-        "an entry without its report": [["entries", f"{origin} old", kept]],
-        "a report without its entry": [["reports", f"{origin} old", {"report": ""}]],
-        "an entry holding its report": [["entries", f"{origin} old", {**kept, "report": "AAAA"}], ["reports", f"{origin} old", {"report": ""}]],
-        "a key that is not text": [["entries", 7, kept], ["reports", 7, {"report": ""}]],
+            ["ledger", "ledger", '{"version": 2, "entries": {}}'], ["entries", "k", kept], ["reports", "k", bound("k")]],
+        "an entry that is not one": [["entries", key, {"sent": True}], ["reports", key, bound(key)]],
+        "an entry under another key": [["entries", "k", kept], ["reports", "k", bound("k")]],
+        "an entry without its report": [["entries", key, kept]],
+        "a report without its entry": [["reports", key, bound(key)]],
+        "an entry holding its report": [["entries", key, {**kept, "report": "AAAA"}], ["reports", key, bound(key)]],
+        "a key that is not text": [["entries", 7, kept], ["reports", 7, bound(7)]],
+        # Each entry's report kept under the other's key (the review's swap): the page would send
+        # the other entry's answer as this collection's.
+        "reports swapped": [["entries", mine, this], ["reports", mine, bound(key)],
+                            ["entries", key, kept], ["reports", key, bound(mine, report)]],
+        "a report bound to another question": [["entries", mine, this], ["reports", mine, bound(mine, report, "p" * 64)]],
+        "a report bound to another group": [["entries", mine, this], ["reports", mine, bound(mine, report, group=1)]],
+        "a report of the layout before, unbound": [["entries", mine, this], ["reports", mine, {"report": report}]],
     }  # fmt: skip
+    said = {"an earlier layout's text repeating a key": "repeats a key", "reports swapped": "not bound to it",
+            "a report bound to another question": "not bound to it", "a report bound to another group": "not bound to it",
+            "a report of the layout before, unbound": "not bound to it"}  # fmt: skip
     for case, records in cases.items():
         await page.evaluate(WRITE_LEDGER, records)
         await page.click("#send")
         await expect(page.locator("#status")).to_have_attribute("data-outcome", "LedgerError", timeout=20_000)
-        assert "ledger" in await page.locator("#status").text_content(), case
+        text = await page.locator("#status").text_content()
+        assert "ledger" in text and said.get(case, "") in text, (case, text)
         await page.evaluate("document.getElementById('status').dataset.outcome = ''")
     assert reports_stored(server, "c") == 0
 
@@ -141,8 +189,9 @@ async def test_a_ledger_of_the_earlier_layout_moves_into_one_record_per_entry(br
     assert stored["ledger"] == [] and len(stored["entries"]) == len(stored["reports"]) == 1
     (key, record), ((_, report),) = stored["entries"][0], stored["reports"]
     assert record["report"] == "" and report["report"], "the report is kept apart from its entry"
+    assert report == bound(key, report["report"], record["question"]), "and bound to it"
     # The same ledger in the earlier layout, its report not yet acknowledged.
-    legacy = {"version": 2, "entries": {key: {**record, **report, "sent": False}}}
+    legacy = {"version": 2, "entries": {key: {**record, "report": report["report"], "sent": False}}}
     legacy["entries"][key].pop("sent_at")
     await page.evaluate(WRITE_LEDGER, [["ledger", "ledger", json.dumps(legacy)]])
     await page.reload()
@@ -152,8 +201,33 @@ async def test_a_ledger_of_the_earlier_layout_moves_into_one_record_per_entry(br
     await expect(page.locator("#status")).to_have_attribute("data-outcome", "duplicate", timeout=20_000)
     moved = await page.evaluate(READ_LEDGER, False)
     assert moved["ledger"] == [] and [k for k, _ in moved["entries"]] == [key]
-    assert moved["reports"] == [[key, report]], "the very same report, kept apart"
+    assert moved["reports"] == [[key, report]], "the very same report, kept apart and bound"
     assert moved["entries"][0][1]["sent"] is True
+    assert reports_stored(server, "c") == 1, "the re-sent report was the same one, stored once"
+
+
+async def test_a_database_of_the_layout_before_has_its_reports_bound_as_it_opens(browser_and_service):
+    """The database as the library before kept it (version 2: report records without what binds
+    them to their entry) is upgraded as the page opens it: each well-formed record bound to the
+    entry under its key, so an unacknowledged report in it is re-sent, the very same bytes, and
+    kept bound; a record of any other shape is left unbound, and refused when it is needed."""
+    from playwright.async_api import expect
+
+    page, server, _ = await ready_to_send(browser_and_service)
+    await page.click("#send")
+    await expect(page.locator("#status")).to_have_attribute("data-outcome", "accepted", timeout=20_000)
+    stored = await page.evaluate(READ_LEDGER, False)
+    (key, record), ((_, report),) = stored["entries"][0], stored["reports"]
+    unsent = {k: v for k, v in record.items() if k != "sent_at"} | {"sent": False}
+    for earlier, outcome in [({"report": report["report"]}, "duplicate"), ({"report": report["report"], "x": 1}, "LedgerError")]:
+        await page.evaluate(WRITE_EARLIER_LEDGER, [["entries", key, unsent], ["reports", key, earlier]])
+        await page.reload()
+        await expect(page.locator("#send")).to_be_enabled(timeout=20_000)
+        await page.click("#send")
+        await expect(page.locator("#status")).to_have_attribute("data-outcome", outcome, timeout=20_000)
+    upgraded = await page.evaluate(READ_LEDGER, False)
+    assert upgraded["reports"] == [[key, {"report": report["report"], "x": 1}]], "left unbound, refused"
+    assert "a report of another shape" in await page.locator("#status").text_content()
     assert reports_stored(server, "c") == 1, "the re-sent report was the same one, stored once"
 
 
@@ -221,7 +295,7 @@ async def test_a_draw_never_holds_the_pages_main_thread_more_than_a_tenth_of_a_s
 # each an 8 KiB OUE report (65,536 entries, the most one input may carry): about 12,000 entries,
 # 130 MB of reports. Written straight into the page's IndexedDB, spread over the last year.
 BUILD_LARGEST_LEDGER = """([origin, count]) => new Promise((done, fail) => {
-    const open = indexedDB.open("ldpnb", 2);
+    const open = indexedDB.open("ldpnb", 3);
     open.onupgradeneeded = () => ["ledger", "entries", "reports"].forEach(s => open.result.createObjectStore(s));
     open.onsuccess = () => {
         const tx = open.result.transaction(["entries", "reports"], "readwrite");
@@ -232,7 +306,7 @@ BUILD_LARGEST_LEDGER = """([origin, count]) => new Promise((done, fail) => {
             tx.objectStore("entries").put({ origin, collection, uid: collection.padEnd(32, "u"), fingerprint: "f".repeat(64),
                 question: i.toString(16).padStart(64, "0"), group: null, epsilon: 0.0, report: "", sent: true, memo_of: null,
                 reserved_at: at, sent_at: at }, key);
-            tx.objectStore("reports").put({ report }, key);
+            tx.objectStore("reports").put({ entry: key, question: i.toString(16).padStart(64, "0"), group: null, report }, key);
         }
         tx.oncomplete = () => { open.result.close(); done(); };
         tx.onerror = () => fail(tx.error);

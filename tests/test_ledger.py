@@ -2,11 +2,13 @@
 and nothing sent when the ledger cannot be trusted."""
 
 import asyncio
+import base64
 import fcntl
 import hashlib
 import json
 import multiprocessing
 import os
+import shutil
 import stat
 import threading
 import time
@@ -104,7 +106,7 @@ async def test_processes_sharing_a_ledger_send_one_report(service, tmp_path):  #
         '{"abc": {"report": "AAAA", "sent": "no"}}',
         '{"abc": "entry"}',
         '{"version": 2, "salt": "00", "entries": {"k": {"report": "AAAA", "sent": false}}}',  # no fingerprint
-        '{"version": 4, "salt": "00", "entries": {}}',
+        '{"version": 5, "salt": "00", "entries": {}}',
     ],
 )
 async def test_a_corrupted_ledger_raises_ledger_error_and_sends_nothing(service, tmp_path, content):  # noqa: F811
@@ -178,10 +180,12 @@ def test_the_ledger_records_when_and_what_and_replaces_its_file_atomically(tmp_p
     assert "record" not in entry and "salt" not in data
     # Each write goes to a hidden temporary file beside the ledger (a rename is atomic only within
     # one file system), then replaces it; nothing is left behind. The report is written first, to
-    # the reports directory (compressed), under the SHA-256 of its bytes, which the entry names.
+    # the reports directory (compressed), under the SHA-256 of its field, its entry's key, question
+    # and group and the SHA-256 of its bytes, which the entry names.
     reports = tmp_path / "ledger.json.reports"
     body = zlib.decompress((reports / entry["report"]).read_bytes())
-    assert entry["report"] == hashlib.sha256(body).hexdigest() and body == b"report"
+    binding = b'["report","http://x c1","' + b"q" * 64 + b'",3.0]' + hashlib.sha256(body).digest()
+    assert entry["report"] == hashlib.sha256(binding).hexdigest() and body == b"report"
     assert [(d, t) for d, _, t in replaced] == [(str(reports), str(reports / entry["report"])), (str(tmp_path), str(path)), (str(tmp_path), str(path))]
     for _, name, _ in replaced:
         assert name.startswith(".") and name.endswith(".tmp")
@@ -213,7 +217,9 @@ def test_a_report_that_is_not_base64_is_a_corrupt_ledger(tmp_path):
 def test_a_first_format_ledger_keeps_its_reports_and_counts_them_at_the_cap(tmp_path):
     path = tmp_path / "ledger.json"
     url = "HTTP://X:80/collections/c1"
-    old = {"u" * 32: {"report": "cmVwb3J0", "sent": True, "collection": url, "fingerprint": "f" * 64}}
+    # Exactly what the first format's device wrote (participant/client.py before version 2).
+    old = {"u" * 32: {"report": "cmVwb3J0", "sent": True, "reserved_at": 1.7e9, "collection": url, "fingerprint": "f" * 64,
+                      "sent_at": 1.7e9 + 1}}  # fmt: skip
     path.write_text(json.dumps(old))
     ledger = Ledger(path)
     assert claim(ledger) == Claim("http://x c1", b"report", True, 0.0)
@@ -221,6 +227,104 @@ def test_a_first_format_ledger_keeps_its_reports_and_counts_them_at_the_cap(tmp_
     with pytest.raises(BudgetExceeded, match="this device spent epsilon=2 in the last 30 days"):
         claim(ledger, replace(ASKED, collection="c2", uid="w" * 32, fingerprint="a" * 64, question="b" * 64,
                               epsilon=1.5))  # fmt: skip
+
+
+def spent_ledger(path) -> Ledger:
+    """A ledger that spent its whole budget of 3 on c1, c2 and c3 (each its own question), all sent."""
+    ledger = Ledger(path)
+    for c in ("c1", "c2", "c3"):
+        asked = replace(ASKED, collection=c, uid=c * 16, question=c * 32)
+        ledger.mark_sent(ledger.claim(asked, LIMITS, lambda c=c: f"answer {c}".encode(), pytest.fail).key)
+    return ledger
+
+
+def test_a_ledger_repeating_a_key_is_refused_so_that_no_text_says_two_things_at_once(tmp_path):
+    """The review's: a second ``entries`` after the first (every report forgotten: the device
+    reports again and draws past its budget), or an entry's ``epsilon`` given and taken back.
+    JSON parsers keep the last of a repeated key; the device refuses the file, nothing drawn."""
+    path = tmp_path / "ledger.json"
+    ledger = spent_ledger(path)
+    fresh = replace(ASKED, collection="c4", uid="d" * 32, question="d" * 64)
+    with pytest.raises(BudgetExceeded):
+        claim(ledger, fresh)
+    text = path.read_text()
+    bent = [text[:-1] + ', "entries": {}}', text.replace('"epsilon": 1.0', '"epsilon": 1.0, "epsilon": 0.0'),
+            text.replace('"epsilon": 1.0', '"epsilon": 1.0, "epsil\\u006fn": 0.0')]  # fmt: skip
+    for variant in bent:
+        assert variant != text and json.loads(variant)  # JSON, read leniently
+        path.write_text(variant)
+        for asked in (fresh, replace(ASKED, collection="c1", uid="c1" * 16, question="c1" * 32)):
+            with pytest.raises(LedgerError, match="repeats a key in one object"):
+                Ledger(path).claim(asked, LIMITS, pytest.fail, pytest.fail)
+        assert path.read_text() == variant
+
+
+def test_only_a_ledger_exactly_of_the_first_format_is_read_as_one(tmp_path):
+    """The review's: an entry holding only ``sent`` and an empty ``report`` was read as the first
+    format, its collection lost, so the device reported again. The first format's device wrote
+    each entry with its report, times, collection URL and fingerprint; anything less, more or
+    other is refused, as are two entries naming one collection (one would be lost)."""
+    path = tmp_path / "ledger.json"
+    entry = {"report": "cmVwb3J0", "sent": True, "reserved_at": 1.7e9, "collection": "http://x/collections/c1",
+             "fingerprint": "f" * 64, "sent_at": 1.7e9 + 1}  # fmt: skip
+    for bent in [{"x" * 32: {"sent": True, "report": ""}}, {"u" * 32: {**entry, "report": ""}},
+                 {"u" * 32: {**entry, "x": 1}}, {"u" * 15: entry}, {"u" * 32: entry, "v" * 32: entry}]:  # fmt: skip
+        path.write_text(json.dumps(bent))
+        with pytest.raises(LedgerError, match=str(path)):
+            Ledger(path).claim(ASKED, LIMITS, pytest.fail, pytest.fail)
+    path.write_text(json.dumps({"u" * 32: entry, "v" * 32: {**entry, "collection": "http://x/collections/c2"}}))
+    assert Ledger(path).claim(ASKED, LIMITS, pytest.fail, pytest.fail) == Claim("http://x c1", b"report", True, 0.0)
+
+
+def test_a_report_named_by_another_entry_is_refused_so_that_no_question_gets_anothers_answer(tmp_path):
+    """The review's: two entries' report names swapped (each file still matching its bytes) would
+    hand a new collection asking the first one's question the second one's randomised answer. A
+    report's name binds its entry's key, question and group: swapped, or kept by an entry whose
+    question changed, it is refused, nothing drawn or sent."""
+    path = tmp_path / "ledger.json"
+    spent_ledger(path)
+    clone = replace(ASKED, collection="c5", uid="e" * 32, question="c1" * 32)
+    assert claim(Ledger(tmp_path / "ledger.json"), clone).body == b"memo:answer c1"
+    data = json.loads(path.read_text())
+    c1, c2 = data["entries"]["http://x c1"], data["entries"]["http://x c2"]
+    for bent in [{"http://x c1": {**c1, "report": c2["report"]}, "http://x c2": {**c2, "report": c1["report"]}},
+                 {"http://x c1": {**c1, "question": "c2" * 32}, "http://x c2": {**c2, "question": "c1" * 32}}]:  # fmt: skip
+        path.write_text(json.dumps({**data, "entries": {**data["entries"], **bent}}))
+        with pytest.raises(LedgerError, match="another entry's bytes of, the report of 'http://x c"):
+            Ledger(path).claim(replace(clone, collection="c6", uid="g" * 32), LIMITS, pytest.fail, lambda old: old)
+
+
+def test_a_ledger_of_version_3_is_read_and_its_reports_named_anew_by_the_next_write(tmp_path):
+    """Version 3 named each report's file by the SHA-256 of its bytes alone. It is read (each file
+    given its version 4 name, a second link), moved to version 4 by the next write, and the old
+    names go then; a file it lost is refused when it is needed, as before."""
+    path = tmp_path / "ledger.json"
+    spent_ledger(path)
+    reports = tmp_path / "ledger.json.reports"
+    current = {f.name for f in reports.iterdir()}
+    data = json.loads(path.read_text())
+    for entry in data["entries"].values():
+        old = hashlib.sha256(zlib.decompress((reports / entry["report"]).read_bytes())).hexdigest()
+        (reports / entry["report"]).rename(reports / old)
+        entry["report"] = old
+    older = {f.name for f in reports.iterdir()}
+    path.write_text(json.dumps({**data, "version": 3}))
+    lost = tmp_path / "lost.json"
+    shutil.copy(path, lost)
+    shutil.copytree(reports, tmp_path / "lost.json.reports")
+    ledger = Ledger(path)
+    assert base64.b64decode(ledger.entries()["http://x c2"]["report"]) == b"answer c2"
+    assert json.loads(path.read_text())["version"] == 3 and {f.name for f in reports.iterdir()} == current | older
+    clone = claim(ledger, replace(ASKED, collection="c5", uid="e" * 32, question="c2" * 32))
+    assert (clone.body, clone.spent) == (b"memo:answer c2", 0.0)
+    assert json.loads(path.read_text())["version"] == 4
+    names = {f.name for f in reports.iterdir()}
+    assert current < names and not names & older and len(names) == len(current) + 1
+    # A version 3 ledger that lost a report: read, and refused when that report is needed.
+    (tmp_path / "lost.json.reports" / data["entries"]["http://x c3"]["report"]).unlink()
+    assert claim(Ledger(lost), replace(ASKED, collection="c6", uid="f" * 32, question="c2" * 32)).spent == 0.0
+    with pytest.raises(LedgerError, match="lost, or holds altered"):
+        claim(Ledger(lost), replace(ASKED, collection="c7", uid="h" * 32, question="c3" * 32))
 
 
 def test_the_memo_answers_a_question_once_at_every_origin_and_the_budget_counts_every_origin(tmp_path):
@@ -314,6 +418,7 @@ def test_a_symlinked_ledger_is_one_ledger_with_one_lock(tmp_path):
 
 
 @pytest.mark.parametrize("content", [b"{}", b"[]", b"null", b'"ledger"', b"7", b'{"version": 2}', b"\xff\xfe{}",
+                                     b'{"version": 4, "entries": {}, "version": 4}',
                                      b'{"version": 2, "entries": {"k": {"report": "AA==", "sent": false, '
                                      b'"fingerprint": "f", "reserved_at": 0, "group": "1"}}}'])  # fmt: skip
 def test_a_file_that_is_not_a_ledger_refuses_to_send(tmp_path, content):

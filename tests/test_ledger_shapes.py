@@ -2,15 +2,18 @@
 budget per ledger file whatever its names; a ledger that stays small and fast.
 
 The shared fuzz mutates ledgers the Python device wrote (a field removed, renamed or added, a
-value of another type, a number out of range, bytes that are not UTF-8 or not JSON) and has both
-devices read the same files: each claims a report and marks it sent, or refuses with the ledger
-error. They must agree on every file, and nothing but a participant error may escape either.
+value of another type, a number out of range, bytes that are not UTF-8 or not JSON), in this
+format and every earlier one, and adds the shapes a review bent the ledger into (a key repeated
+in one object, an entry of the first format it never wrote, a report named by another entry) and
+has both devices read the same files: each claims a report and marks it sent, or refuses with the
+ledger error. They must agree on every file, and nothing but a participant error may escape either.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import os
 import shutil
@@ -62,6 +65,54 @@ def inline(path) -> dict:
             if entry.get(field):
                 entry[field] = base64.b64encode(zlib.decompress((reports_of(path) / entry[field]).read_bytes())).decode()
     return {**data, "version": 2}
+
+
+def as_version_3(path, target) -> dict:
+    """The ledger ``path`` as version 3 kept it, written at ``target``: each report's file named by
+    the SHA-256 of its bytes alone."""
+    data = json.loads(path.read_text())
+    reports_of(target).mkdir()
+    for entry in data["entries"].values():
+        for field in ("report", "sealed"):
+            if entry.get(field):
+                raw = (reports_of(path) / entry[field]).read_bytes()
+                entry[field] = hashlib.sha256(zlib.decompress(raw)).hexdigest()
+                (reports_of(target) / entry[field]).write_bytes(raw)
+    data = {**data, "version": 3}
+    target.write_text(json.dumps(data))
+    return data
+
+
+def first_format(earlier: dict) -> dict:
+    """The entries of the version 2 ledger ``earlier`` as the first format's device wrote them
+    (participant/client.py before version 2): keyed by the published uid, each holding exactly the
+    report inline, whether and when it was sent, when it was drawn, the collection's URL and the
+    spec's fingerprint."""
+    return {
+        e["uid"]: {"report": e["report"], "sent": e["sent"], "reserved_at": e["reserved_at"],
+                   "collection": f"{e['origin']}/collections/{e['collection']}", "fingerprint": e["fingerprint"],
+                   **({"sent_at": e["sent_at"]} if e["sent"] else {})}
+        for e in earlier["entries"].values()
+    }  # fmt: skip
+
+
+def shuffled_by_a_device(path) -> dict:
+    """A ledger the Python device wrote holding one shuffled entry, not yet acknowledged (its
+    report and sealed copy both kept)."""
+    Ledger(path).claim(replace(ASKED, collection="s", uid="s" * 32, question=""), READER_LIMITS, lambda: b"drawn",
+                       pytest.fail, lambda body: b"sealed:" + body)  # fmt: skip
+    return json.loads(path.read_text())
+
+
+def tricky_by_a_device(path) -> dict:
+    """A ledger the Python device wrote whose collection ids and uid hold what a careless JSON
+    scanner trips on: quotes, colons, braces, a repeated key's text, backslashes (an even run
+    before a quote), non-ASCII and astral characters and a lone surrogate."""
+    ledger = Ledger(path)
+    for i, collection in enumerate(['c"1: {"a": 1, "a": 2}', "c\\", 'c\\"3', "ç😀\ud800"]):
+        asked = replace(ASKED, collection=collection, uid=f'{i}", "uid": "{i}\\'.ljust(32, "u"), group=i or None)
+        ledger.claim(asked, READER_LIMITS, lambda: b"drawn", lambda old: old)
+    return json.loads(path.read_text())
 
 
 ODD = [None, True, False, 0, -1, -0.5, 1.5, 2**70, "", "x", [], {}, "AAAA", "A===", "NaN!", "Inf!", "Big!", 2.0]
@@ -138,21 +189,111 @@ async def node_reads(built, paths) -> list[str]:
 CASES = 400
 
 
+def repeated_keys(base: dict, earlier: dict, first: dict) -> dict[str, bytes]:
+    """Ledgers whose text repeats a key in one object: JSON parsers keep the last, so each reads
+    as a well-formed ledger a device never wrote, reporting again or giving back a budget."""
+    text, older, oldest = json.dumps(base), json.dumps(earlier), json.dumps(first)
+    key, entry = next(iter(base["entries"].items()))
+    assert text.count('"epsilon": 1.0') > 1 and older.count('"sent": false') and oldest.count('"report": ')
+    return {
+        # The review's: every entry forgotten, so the device reports and draws again.
+        "entries again": (text[:-1] + ', "entries": {}}').encode(),
+        # The review's: an entry's spend given and taken back.
+        "epsilon again": text.replace('"epsilon": 1.0', '"epsilon": 2.0, "epsilon": 0.0', 1).encode(),
+        "epsilon again, escaped": text.replace('"epsilon": 1.0', '"epsilon": 1.0, "epsil\\u006fn": 0.0', 1).encode(),
+        "an entry twice": text.replace('"entries": {', f'"entries": {{{json.dumps(key)}: {json.dumps(entry)}, ', 1).encode(),
+        "version again": text.replace('{"version": 4', '{"version": 4, "version": 4', 1).encode(),
+        "sent again, version 2": older.replace('"sent": false', '"sent": false, "sent": true', 1).encode(),
+        "report again, first format": oldest.replace('"report": ', '"report": "AAAA", "report": ', 1).encode(),
+        "the old repeated entries": b'{"version": 2, "entries": {}, "entries": []}',
+    }
+
+
+def not_first_format(first: dict) -> dict[str, dict]:
+    """Ledgers stating no version that are not exactly one of the first format: read as one, each
+    would forget what it says and report again (the review's, the first), so each is refused."""
+    uid, entry = next(iter(first.items()))
+    others = dict(list(first.items())[1:])
+    bent = {
+        "the review's": {"x" * 32: {"sent": True, "report": ""}},
+        "an empty report": {**first, uid: {**entry, "report": ""}},
+        "an unknown field": {**first, uid: {**entry, "epsilon": 0.0}},
+        "a short uid": {**others, "u" * 15: entry},
+        "no collection id": {**first, uid: {**entry, "collection": entry["collection"].rpartition("/")[0] + "/"}},
+        "no collection URL": {**first, uid: {**entry, "collection": "c1"}},
+        "an origin that is none": {**first, uid: {**entry, "collection": "ftp://x.example/collections/c1"}},
+        "a fingerprint that is not one": {**first, uid: {**entry, "fingerprint": "F" * 64}},
+        "one collection twice": {**first, "z" * 32: entry},
+        "nothing": {},
+    }
+    for field in ("report", "sent", "reserved_at", "collection", "fingerprint"):
+        bent[f"no {field}"] = {**first, uid: {k: v for k, v in entry.items() if k != field}}
+    return bent
+
+
+def bent_reports(base: dict, v3: dict) -> dict[str, dict]:
+    """Ledgers whose report files all match their names' bytes but not their entries: each would
+    hand one entry's randomised answer to another question (the review's, the first)."""
+    entries = list(base["entries"].items())
+    (k1, e1), (k2, e2), (k3, e3) = entries
+
+    def changed(**by_key):
+        return {**base, "entries": {k: by_key.get(k, e) for k, e in entries}}
+
+    moved = {**e1, "collection": "c9"}
+    return {
+        "two reports swapped": changed(**{k1: {**e1, "report": e3["report"]}, k3: {**e3, "report": e1["report"]}}),
+        "one report named twice": changed(**{k2: {**e2, "report": e1["report"]}}),
+        "a question changed": changed(**{k1: {**e1, "question": "p" * 64}}),
+        "a group changed": changed(**{k3: {**e3, "group": 5}}),
+        "an entry moved": {**base, "entries": {entry_key(moved["origin"], "c9"): moved, k2: e2, k3: e3}},
+        "version 3's names in version 4": {**v3, "version": 4},
+        "version 4's names in version 3": {**base, "version": 3},
+    }
+
+
 async def test_python_and_javascript_read_every_ledger_shape_alike_and_fail_closed(built, tmp_path):
-    """The ledger as the device writes it (its reports apart, version 3) and as version 2 held it
-    (inline), each mutated half the time; every file beside the reports the device wrote, so a
-    mutated name is a report lost."""
+    """The ledger as the device writes it (its reports apart, version 4), as version 3 kept it
+    (files named by their bytes alone), as version 2 held it (inline) and as the first format
+    wrote it, each mutated; the shapes a review bent it into; and report files altered, lost or
+    named by another entry. Every file lies beside the reports its ledger was written with, so a
+    mutated name is a report lost. Both devices read each file alike; where the outcome is known,
+    it is the one named, and where both read a file, what they wrote of it is the same."""
     base = written_by_a_device(tmp_path / "base.json")
     earlier = inline(tmp_path / "base.json")
+    v3 = as_version_3(tmp_path / "base.json", tmp_path / "v3.json")
+    first = first_format(earlier)
+    shuffled = shuffled_by_a_device(tmp_path / "shuffled.json")
+    tricky = tricky_by_a_device(tmp_path / "tricky.json")
     rng = np.random.default_rng(55)
-    files = [json.dumps(base).encode(), json.dumps(earlier).encode()]
-    files += [mutated(base if i % 2 else earlier, rng) for i in range(CASES)]
-    files += [
-        json.dumps({"version": 2, "entries": []}).encode(),  # fails open in a lax reader
-        json.dumps({"version": 3, "entries": {k: {**e, "epsilon": -1.0} for k, e in base["entries"].items()}}).encode(),
-        json.dumps({"version": 3, "entries": {k: {x: v for x, v in e.items() if x != "epsilon"} for k, e in base["entries"].items()}}).encode(),
-        b'{"version": 2, "entries": {}, "entries": []}',  # a repeated key: the last one counts, in both
-    ]  # fmt: skip
+    cases: list[tuple[str, bytes, str, str | None]] = []  # label, bytes, whose reports lie beside it, the outcome known
+
+    def case(label: str, raw, beside: str = "base", outcome: str | None = None) -> None:
+        cases.append((label, raw if isinstance(raw, bytes) else json.dumps(raw).encode(), beside, outcome))
+
+    for label, data, beside in [("as written", base, "base"), ("version 3", v3, "v3"), ("version 2", earlier, "base"),
+                                ("first format", first, "base"), ("shuffled", shuffled, "shuffled"),
+                                ("tricky", tricky, "tricky")]:  # fmt: skip
+        case(label, data, beside, "ok")
+    for i in range(CASES):
+        case(f"mutated {i}", mutated(base if i % 2 else earlier, rng))
+    for i in range(CASES // 4):
+        case(f"mutated version 3 {i}", mutated(v3, rng), "v3")
+        case(f"mutated first format {i}", mutated(first, rng))
+    case("entries a list", {"version": 2, "entries": []}, outcome="LedgerError")  # fails open in a lax reader
+    case("a negative epsilon", {"version": 4, "entries": {k: {**e, "epsilon": -1.0} for k, e in base["entries"].items()}},
+         outcome="LedgerError")  # fmt: skip
+    case("no epsilon", {"version": 4, "entries": {k: {x: v for x, v in e.items() if x != "epsilon"}
+                                                  for k, e in base["entries"].items()}}, outcome="LedgerError")  # fmt: skip
+    for label, raw in repeated_keys(base, earlier, first).items():
+        case(f"repeated key: {label}", raw, outcome="LedgerError")
+    for label, data in not_first_format(first).items():
+        case(f"not the first format: {label}", data, outcome="LedgerError")
+    for label, data in bent_reports(base, v3).items():
+        case(f"bent reports: {label}", data, "v3" if label.startswith("version 3") else "base", outcome="LedgerError")
+    ((key, entry),) = shuffled["entries"].items()
+    swapped = {**entry, "report": entry["sealed"], "sealed": entry["report"]}
+    case("bent reports: report and sealed copy swapped", {**shuffled, "entries": {key: swapped}}, "shuffled", "LedgerError")
     # Shapes a lax reader accepted alike in both languages: a time no clock shows (an entry that
     # would count and be remembered for ever), and an unknown spend on an entry that states its
     # question (only the first format's entries, which state none, have one).
@@ -161,40 +302,52 @@ async def test_python_and_javascript_read_every_ledger_shape_alike_and_fail_clos
         {"reserved_at": 1e300}, {"reserved_at": 2.0**33 + 1}, {"sent_at": 1e300},
         {"epsilon": None}, {"epsilon": None, "memo_of": drop}, {"epsilon": None, "question": drop},
     ]  # fmt: skip
-    first_format = {"epsilon": None, "question": drop, "memo_of": drop}  # read: its spend counted at the cap
-    for change in [*refused, first_format]:
+    first_format_spend = {"epsilon": None, "question": drop, "memo_of": drop}  # read: its spend counted at the cap
+    for change in [*refused, first_format_spend]:
         entries = {k: {x: v for x, v in {**e, **change}.items() if v is not drop} for k, e in earlier["entries"].items()}
-        files.append(json.dumps({"version": 2, "entries": entries}).encode())
+        case(f"version 2 with {change}", {"version": 2, "entries": entries},
+             outcome="ok" if change is first_format_spend else "LedgerError")  # fmt: skip
     # A report another program changed (not zlib, other bytes, bytes inflating past any report),
-    # and one it removed: refused when needed.
+    # and one it removed, in this version and the one before: refused when needed.
     bomb = zlib.compress(bytes(LARGEST_REPORT + 1), 9)
     changes = [lambda f: f.write_bytes(b"drawn!"), lambda f: f.write_bytes(zlib.compress(b"drawn!")),
                lambda f: f.write_bytes(bomb), lambda f: f.unlink()]  # fmt: skip
-    (tmp_path / "altered").mkdir()
-    copy_ledger(tmp_path / "base.json", tmp_path / "altered" / "ledger.json")
     (name,) = (e["report"] for e in base["entries"].values() if e["memo_of"] is None and e["group"] is None)
-    paths = {}
+    (old_name,) = (e["report"] for e in v3["entries"].values() if e["memo_of"] is None and e["group"] is None)
+    altered = [(i, "base", name) for i in range(len(changes))] + [(len(changes) - 1, "v3", old_name)]
+    paths, labels = {}, [label for label, *_ in cases] + [f"report {i} altered beside {b}" for i, b, _ in altered]
     for who in ("py", "js"):
         (tmp_path / who).mkdir()
         paths[who] = []
-        for i, raw in enumerate(files):
+        for i, (_, raw, beside, _) in enumerate(cases):
             (tmp_path / who / f"{i}.json").write_bytes(raw)
-            shutil.copytree(reports_of(tmp_path / "base.json"), reports_of(tmp_path / who / f"{i}.json"))
+            shutil.copytree(reports_of(tmp_path / f"{beside}.json"), reports_of(tmp_path / who / f"{i}.json"))
             paths[who].append(tmp_path / who / f"{i}.json")
-        for i, change in enumerate(changes):
-            copy_ledger(tmp_path / "altered" / "ledger.json", tmp_path / who / f"changed{i}.json")
-            change(reports_of(tmp_path / who / f"changed{i}.json") / name)
-            paths[who].append(tmp_path / who / f"changed{i}.json")
+        for j, (i, beside, report) in enumerate(altered):
+            copy_ledger(tmp_path / f"{beside}.json", tmp_path / who / f"changed{j}.json")
+            changes[i](reports_of(tmp_path / who / f"changed{j}.json") / report)
+            paths[who].append(tmp_path / who / f"changed{j}.json")
     python = [python_reads(p) for p in paths["py"]]
     node = await node_reads(built, paths["js"])
-    crashes = [(i, o) for i, o in enumerate(python + node) if o.startswith("crash")]
+    crashes = [(labels[i % len(labels)], o) for i, o in enumerate(python + node) if o.startswith("crash")]
     assert not crashes, crashes[:5]
-    differ = [(i, (files + [b"changed"] * len(changes))[i][:300], python[i], node[i]) for i in range(len(python)) if python[i] != node[i]]
+    differ = [(labels[i], python[i], node[i]) for i in range(len(python)) if python[i] != node[i]]
     assert not differ, differ[:5]
-    assert python[:2] == ["ok", "ok"] and python[CASES + 2 : CASES + 5] == ["LedgerError"] * 3
-    assert python[-len(refused) - 1 - len(changes) : -len(changes)] == ["LedgerError"] * len(refused) + ["ok"]
-    assert python[-len(changes) :] == ["LedgerError"] * len(changes), "a report altered or lost is refused"
+    known = [(label, outcome, python[i]) for i, (label, _, _, outcome) in enumerate(cases) if outcome not in (None, python[i])]
+    assert not known, known
+    assert python[len(cases):] == ["LedgerError"] * len(altered), "a report altered or lost is refused"
     assert {"ok", "LedgerError"} <= set(python) and python.count("LedgerError") > CASES // 2, python
+    # What both wrote of a file both read is the same: the entries (but for when each drew its own
+    # report and marked one sent) and the report files, named alike (their names bind the same entries).
+    fuzz = entry_key(FUZZ_ASKED.origin, FUZZ_ASKED.collection)
+    for i, (label, _, _, outcome) in enumerate(cases):
+        if outcome == "ok":
+            wrote = [json.loads(paths[who][i].read_text()) for who in ("py", "js")]
+            entries = [{k: {x: v for x, v in e.items() if x != "sent_at" and (k, x) != (fuzz, "reserved_at")}
+                        for k, e in w["entries"].items()} for w in wrote]  # fmt: skip
+            files = [sorted(f.name for f in reports_of(paths[who][i]).iterdir()) for who in ("py", "js")]
+            assert wrote[0]["version"] == wrote[1]["version"] == 4 and entries[0] == entries[1], label
+            assert files[0] == files[1] and Ledger._named(wrote[0]["entries"]) <= set(files[0]), label
 
 
 def test_every_shape_the_python_device_writes_is_one_it_reads(tmp_path):

@@ -1,9 +1,14 @@
 /**
  * The ledger in a browser: this profile's IndexedDB database `ldpnb`, one record per entry, the
  * same entries as the file ledger. An entry is kept in two stores under its key: `entries` holds
- * it with `report` and `sealed` empty, `reports` holds those two. A submit reads every entry but
- * only the one report it repeats, and writes only the entries it changes, so its work on the
- * page's main thread grows with the number of entries, not with their reports' bytes.
+ * it with `report` and `sealed` empty, `reports` holds those two with what binds them to their
+ * entry (its key, question and group: a report record kept under another entry's key, or beside
+ * an entry whose question changed, is refused, as the file ledger refuses a report file named by
+ * another entry). A submit reads every entry but only the one report it repeats, and writes only
+ * the entries it changes, so its work on the page's main thread grows with the number of entries,
+ * not with their reports' bytes. The database of the layout before (version 2, report records
+ * without their binding) has each well-formed record bound as it opens, in its upgrade's
+ * transaction (all or none); a record left unbound is refused when it is needed.
  *
  * Every change runs inside one read-write transaction, and IndexedDB runs read-write transactions
  * on a store one at a time across every tab of the profile: two tabs submitting at once cannot
@@ -11,9 +16,9 @@
  * (the whole ledger as one text record in the store `ledger`) is checked as a file is and moved
  * into the two stores by the first change.
  */
-import { type Entry, Ledger, LedgerError, type LedgerData, type LedgerStorage, VERSION, checkedLedger, entryProblem, isMapping } from "./ledger.js";
+import { type Entry, Ledger, LedgerError, type LedgerData, type LedgerStorage, VERSION, checkedLedger, entryProblem, isMapping, parseJson } from "./ledger.js";
 
-const VERSION_OF_DATABASE = 2;
+const VERSION_OF_DATABASE = 3;
 const LEGACY = "ledger";
 const LEGACY_KEY = "ledger";
 const ENTRIES = "entries";
@@ -23,12 +28,45 @@ const STORES = [LEGACY, ENTRIES, REPORTS];
 function opened(name: string): Promise<IDBDatabase> {
   return new Promise((resolve, reject) => {
     const request = indexedDB.open(name, VERSION_OF_DATABASE);
-    request.onupgradeneeded = () => {
+    request.onupgradeneeded = (event) => {
       for (const store of STORES) if (!request.result.objectStoreNames.contains(store)) request.result.createObjectStore(store);
+      if (event.oldVersion === 2) bindReports(request.transaction as IDBTransaction);
     };
-    request.onsuccess = () => resolve(request.result);
+    request.onsuccess = () => {
+      // A later version of this library, in another tab, upgrading the database: let it.
+      request.result.onversionchange = () => request.result.close();
+      resolve(request.result);
+    };
     request.onerror = () => reject(new LedgerError(`cannot open the ledger (IndexedDB '${name}'): ${request.error?.message}`));
   });
+}
+
+/** What the store `reports` keeps of an entry: its report and sealed copy, and what binds them to the entry (its key, question and group). */
+interface ReportRecord {
+  entry: string;
+  question: string;
+  group: number | null;
+  report: string;
+  sealed?: string;
+}
+
+/**
+ * Binds each report record of database version 2 (`{report, sealed?}`) to its entry, as version 3
+ * keeps it, inside the upgrade's transaction (an error aborts it all, and the database stays as it
+ * was). Only a record of exactly that shape beside an entry of the shape a device writes is bound;
+ * any other is left as it is, and refused when it is needed.
+ */
+function bindReports(transaction: IDBTransaction): void {
+  const [entries, reports] = [transaction.objectStore(ENTRIES), transaction.objectStore(REPORTS)];
+  const beside = new Map<IDBValidKey, unknown>();
+  const abort = () => transaction.abort();
+  readAll(entries, true, (keys, values) => keys.forEach((key, i) => beside.set(key, values[i])), () =>
+    readAll(reports, true, (keys, values) => keys.forEach((key, i) => {
+      const [stored, entry] = [values[i], beside.get(key)];
+      if (isMapping(stored) && typeof stored.report === "string" && onlyReports(stored) && typeof key === "string" && entryProblem(key, entry) === null)
+        reports.put(reportOf(key, { ...(entry as Entry), ...stored }), key);
+    }), () => {}, abort, 50), // 50 reports a task: one may be tens of KB
+  abort);
 }
 
 /** The request's result, or a rejection naming what failed. */
@@ -44,9 +82,14 @@ function withoutReport(entry: Entry): Entry {
   return { ...entry, report: "", ...(entry.sealed === undefined ? {} : { sealed: "" }) };
 }
 
-/** What the store `reports` keeps of an entry. */
-function reportOf(entry: Entry): { report: string; sealed?: string } {
-  return entry.sealed === undefined ? { report: entry.report } : { report: entry.report, sealed: entry.sealed };
+/** Whether `stored` holds nothing but a report and a sealed copy. */
+const onlyReports = (stored: object) => Object.keys(stored).every((name) => name === "report" || name === "sealed");
+
+/** What the store `reports` keeps of the entry `entry` under `key`: its report (and sealed copy) bound to it. */
+function reportOf(key: string, entry: Entry): ReportRecord {
+  const bound: ReportRecord = { entry: key, question: entry.question ?? "", group: entry.group ?? null, report: entry.report };
+  if (entry.sealed !== undefined) bound.sealed = entry.sealed;
+  return bound;
 }
 
 // Records read per request: each request's results arrive, and are checked, in a task of their
@@ -54,7 +97,7 @@ function reportOf(entry: Entry): { report: string; sealed?: string } {
 const CHUNK = 500;
 
 /**
- * Every key of `store` (and its value, when `values`) in key order, `CHUNK` at a time: `each`
+ * Every key of `store` (and its value, when `values`) in key order, `chunk` at a time: `each`
  * sees every chunk as it arrives, then `then` runs; whatever throws goes to `fail`.
  */
 function readAll(
@@ -63,15 +106,16 @@ function readAll(
   each: (keys: IDBValidKey[], values: unknown[]) => void,
   then: () => void,
   fail: (error: unknown) => void,
+  chunk = CHUNK,
 ): void {
   const next = (after?: IDBValidKey) => {
     const range = after === undefined ? undefined : IDBKeyRange.lowerBound(after, true);
-    const keys = store.getAllKeys(range, CHUNK);
-    const last = values ? store.getAll(range, CHUNK) : keys;
+    const keys = store.getAllKeys(range, chunk);
+    const last = values ? store.getAll(range, chunk) : keys;
     last.onsuccess = () => {
       try {
         each(keys.result, values ? (last.result as unknown[]) : []);
-        if (keys.result.length < CHUNK) then();
+        if (keys.result.length < chunk) then();
         else next(keys.result[keys.result.length - 1]);
       } catch (error) {
         fail(error);
@@ -141,7 +185,7 @@ export class IndexedDbStorage implements LedgerStorage {
         entries.put(withoutReport(entry), key);
         // An entry read without its report and changed (marked sent) keeps the stored report;
         // a shuffled one is emptied then, as the file ledger empties it.
-        if (moving || entry.report !== "" || entry.sealed !== undefined) reports.put(reportOf(entry), key);
+        if (moving || entry.report !== "" || entry.sealed !== undefined) reports.put(reportOf(key, entry), key);
       }
       for (const key of before.keys())
         if (!Object.prototype.hasOwnProperty.call(data.entries, key)) {
@@ -156,7 +200,7 @@ export class IndexedDbStorage implements LedgerStorage {
         if (read.result !== undefined) {
           // Text, as in the file: a value another script put there is checked like a file's.
           if (typeof read.result !== "string") throw new LedgerError(`the ledger ${this.where} is not ledger text`);
-          const moved = checkedLedger(JSON.parse(read.result), this.where);
+          const moved = checkedLedger(parseJson(read.result, this.where), this.where);
           if (moved.version !== 2) this.refuse("the earlier layout holds another version than 2");
           const counts = [entries.count(), reports.count()];
           counts[1].onsuccess = () => {
@@ -212,7 +256,7 @@ export class IndexedDbStorage implements LedgerStorage {
         if (problem !== null) this.refuse(problem);
         const entry = change(this.whole(key, read.result, stored.result));
         entries.put(withoutReport(entry), key);
-        if (entry.sealed !== undefined) reports.put(reportOf(entry), key); // a shuffled one: resealed, or emptied once sent
+        if (entry.sealed !== undefined) reports.put(reportOf(key, entry), key); // a shuffled one: resealed, or emptied once sent
       } catch (error) {
         failure = error;
         transaction.abort();
@@ -221,12 +265,19 @@ export class IndexedDbStorage implements LedgerStorage {
     await committed;
   }
 
-  /** The entry `record` (from the store `entries`) with its report record `stored`, checked whole as version 2 held an entry: its report inline, base64. */
+  /**
+   * The entry `record` (from the store `entries`) with its report record `stored`, checked whole as
+   * version 2 held an entry (its report inline, base64), and the report checked to be bound to it:
+   * its key, question and group.
+   */
   private whole(key: string, record: unknown, stored: unknown): Entry {
     if (!isMapping(record) || !isMapping(stored)) this.refuse(`entry '${key}' or its report is missing`);
-    if (!Object.keys(stored).every((name) => name === "report" || name === "sealed") || ("sealed" in stored) !== ("sealed" in record))
+    const { entry: of, question, group, ...report } = stored;
+    if (!onlyReports(report) || ("sealed" in report) !== ("sealed" in record))
       this.refuse(`entry '${key}' holds a report of another shape`);
-    const entry = { ...record, ...stored };
+    if (of !== key || question !== (record.question ?? "") || group !== (record.group ?? null))
+      this.refuse(`entry '${key}' holds a report not bound to it`);
+    const entry = { ...record, ...report };
     const problem = entryProblem(key, entry, 2);
     if (problem !== null) this.refuse(problem);
     return entry as unknown as Entry;

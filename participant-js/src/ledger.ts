@@ -1,6 +1,6 @@
 /**
  * The device's ledger: what it reported, where, and what that spent. The same rules, and the same
- * entries (version 3, keyed `"<origin> <collection id>"`), as the Python participant's
+ * entries (version 4, keyed `"<origin> <collection id>"`), as the Python participant's
  * `participant/ledger.py`, whose opening note argues why they hold:
  *
  * - one report per collection: a collection reported to is never reported to again (a report
@@ -16,10 +16,16 @@
 import { ParticipantError } from "./errors.js";
 import { type Rational, rationalOf } from "./exact.js";
 import { BudgetExceeded, LimitExceeded, type Limits } from "./limits.js";
+import { normaliseOrigin } from "./origin.js";
+import { PyFloat, canonicalJson } from "./pyjson.js";
 
-export const VERSION = 3;
-/** The versions read: version 2 held each report inline (base64), version 3 names its file (SHA-256, hex). */
-export const READABLE = [2, 3];
+export const VERSION = 4;
+/**
+ * The versions read: version 2 held each report inline (base64), version 3 named its file by the
+ * SHA-256 of its bytes, version 4 by {@link reportBinding} and that SHA-256; and the first format,
+ * which states no version ({@link fromFirstFormat}).
+ */
+export const READABLE = [2, 3, 4];
 const SECONDS_PER_DAY = 86_400;
 
 /** The ledger cannot be read or written, or is not a ledger. Nothing is sent. */
@@ -35,7 +41,7 @@ export interface Entry {
   question: string;
   group: number | null;
   epsilon: number | null;
-  report: string; // the packed report: base64 as the ledger hands it out, in a version 3 file the SHA-256 (hex) of the file holding it; empty once acknowledged, for a shuffled entry
+  report: string; // the packed report: base64 as the ledger hands it out, in a version 4 file the name of the file holding it (reportBinding); empty once acknowledged, for a shuffled entry
   sent: boolean;
   memo_of: string | null;
   reserved_at: number; // seconds since the epoch
@@ -101,7 +107,7 @@ function isBase64(v: unknown): boolean {
   return typeof v === "string" && v.length % 4 === 0 && /^[A-Za-z0-9+/]*={0,2}$/.test(v);
 }
 
-/** The SHA-256 of a report's bytes (lowercase hex), or empty: version 3's `report` and `sealed`. */
+/** A SHA-256 (lowercase hex), or empty: versions 3 and 4's `report` and `sealed`, the names of their files. */
 function isDigest(v: unknown): boolean {
   return typeof v === "string" && (v === "" || /^[0-9a-f]{64}$/.test(v));
 }
@@ -133,10 +139,15 @@ const OPTIONAL: Record<string, (v: unknown) => boolean> = {
 };
 
 // The same tables as maps (an entry is checked thousands of times in a large ledger), by version:
-// version 3 holds digests where version 2 held base64.
+// versions 3 and 4 hold names (digests) where version 2 held base64.
+const NAMED: [Map<string, (v: unknown) => boolean>, Map<string, (v: unknown) => boolean>] = [
+  new Map(Object.entries({ ...REQUIRED, report: isDigest })),
+  new Map(Object.entries({ ...OPTIONAL, sealed: isDigest })),
+];
 const CHECKS: Record<number, [Map<string, (v: unknown) => boolean>, Map<string, (v: unknown) => boolean>]> = {
   2: [new Map(Object.entries(REQUIRED)), new Map(Object.entries(OPTIONAL))],
-  3: [new Map(Object.entries({ ...REQUIRED, report: isDigest })), new Map(Object.entries({ ...OPTIONAL, sealed: isDigest }))],
+  3: NAMED,
+  4: NAMED,
 };
 
 /** A plain object (as JSON.parse and IndexedDB's structured clone make one), nothing else. */
@@ -186,7 +197,7 @@ export function checkedLedger(raw: unknown, where: string): LedgerData {
   return data;
 }
 
-/** The text of a ledger file as JSON, or a LedgerError: strict UTF-8 (no replacement characters, a byte-order mark refused as Python refuses it). */
+/** The text of a ledger file as JSON, or a LedgerError: strict UTF-8 (no replacement characters, a byte-order mark refused as Python refuses it), then {@link parseJson}. */
 export function parseLedger(bytes: Uint8Array, where: string): unknown {
   let text: string;
   try {
@@ -194,11 +205,147 @@ export function parseLedger(bytes: Uint8Array, where: string): unknown {
   } catch {
     throw new LedgerError(`the ledger ${where} is not UTF-8 text (overwritten by another program?)`);
   }
+  return parseJson(text, where);
+}
+
+/**
+ * The ledger text `text` as JSON, or a LedgerError: not JSON, or an object in it that repeats a
+ * key. JSON.parse keeps a repeated key's last value (as Python's json does), so a file could say
+ * two things at once (a second `entries`, an entry's `epsilon` given and taken back); a device
+ * never writes one, and the Python participant refuses it too (`participant/ledger_format.py`).
+ */
+export function parseJson(text: string, where: string): unknown {
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch {
     throw new LedgerError(`the ledger ${where} is not valid JSON (truncated or overwritten)`);
   }
+  if (keysWritten(text) !== keysHeld(value))
+    throw new LedgerError(`the ledger ${where} repeats a key in one object, which no device writes`);
+  return value;
+}
+
+/**
+ * The keys the JSON text `text` (valid JSON) writes, in every object, repeated ones each time: its
+ * colons outside strings, since a colon outside a string follows a key and nothing else. A string
+ * ends at the first quote after its opening one that an odd run of backslashes does not escape.
+ * Compared with {@link keysHeld}, this tells whether any object repeats a key, whatever the
+ * nesting and however the key is escaped (JSON.parse has compared the keys themselves).
+ */
+function keysWritten(text: string): number {
+  let count = 0;
+  for (let at = 0; ; ) {
+    const open = text.indexOf('"', at);
+    const end = open === -1 ? text.length : open;
+    for (let i = at; i < end; i++) if (text.charCodeAt(i) === 58) count++; // ":"
+    if (open === -1) return count;
+    let close = open;
+    for (;;) {
+      close = text.indexOf('"', close + 1);
+      if (close === -1) return -1; // no string ends here: not the JSON JSON.parse read (never so)
+      let before = close - 1;
+      while (text.charCodeAt(before) === 92) before--; // "\\"
+      if ((close - 1 - before) % 2 === 0) break;
+    }
+    at = close + 1;
+  }
+}
+
+/** The keys the parsed JSON `value` holds, in every object (each once: JSON.parse kept one of a repeated key). Without recursion: JSON.parse takes deeper nesting than a stack would. */
+function keysHeld(value: unknown): number {
+  let count = 0;
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const next = pending.pop();
+    if (typeof next !== "object" || next === null) continue;
+    const keyed = !Array.isArray(next); // an array's items are no keys
+    // JSON.parse makes every key an own property, "__proto__" too; a mapping's prototype holds no enumerable key.
+    for (const key in next) {
+      if (keyed) count++;
+      const item = (next as Record<string, unknown>)[key];
+      if (typeof item === "object" && item !== null) pending.push(item);
+    }
+  }
+  return count;
+}
+
+/**
+ * What the name of a report file commits to besides the bytes, in a ledger of version 4: the field
+ * (`report` or `sealed`), the entry's key, question and group, as canonical JSON (the group a
+ * float), exactly as `participant/ledger_format.py`'s `report_name` writes it. The name is the
+ * SHA-256 (hex) of these bytes followed by the SHA-256 of the report's bytes, so a report named by
+ * another entry or field, or kept by an entry whose question or group changed, is refused as altered.
+ */
+export function reportBinding(field: "report" | "sealed", key: string, entry: Entry): Uint8Array {
+  const group = entry.group ?? null;
+  // + 0: a group of -0 is 0, as in Python (whose JSON reads "-0" as the integer 0).
+  const binding = canonicalJson([field, key, entry.question ?? "", group === null ? null : new PyFloat(group + 0)]);
+  return new TextEncoder().encode(binding); // ASCII: canonicalJson escapes every other character
+}
+
+/**
+ * The first format (the Python device before version 2, which stated no version): a mapping of
+ * the published uid (at least 16 characters) to an entry holding exactly the report (base64 of a
+ * packed report: never empty), whether it was acknowledged, when it was drawn (and acknowledged),
+ * the collection's URL (`<service>/collections/<id>`) and its spec's fingerprint (SHA-256, hex).
+ */
+const FIRST_REQUIRED: Record<string, (v: unknown) => boolean> = {
+  report: (v) => isBase64(v) && v !== "",
+  sent: (v) => typeof v === "boolean",
+  reserved_at: isTime,
+  collection: isText,
+  fingerprint: (v) => typeof v === "string" && /^[0-9a-f]{64}$/.test(v),
+};
+const FIRST_OPTIONAL: Record<string, (v: unknown) => boolean> = { sent_at: isTime };
+
+/**
+ * The origin (normalised) and collection id of `entry`, kept under `uid` in a ledger of the first
+ * format, from the URL it recorded; null unless it is exactly an entry that format's device wrote
+ * (the rules of `participant/ledger_format.py`'s `first_format_place`).
+ */
+export function firstFormatPlace(uid: string, entry: unknown): [string, string] | null {
+  const own = (o: object, name: string) => Object.prototype.hasOwnProperty.call(o, name);
+  // Characters as Python counts them (code points), not UTF-16 units.
+  if (Array.from(uid).length < 16 || !isMapping(entry)) return null;
+  for (const name in FIRST_REQUIRED) if (!own(entry, name) || !FIRST_REQUIRED[name](entry[name])) return null;
+  for (const name in entry) if (!own(FIRST_REQUIRED, name) && !(own(FIRST_OPTIONAL, name) && FIRST_OPTIONAL[name](entry[name]))) return null;
+  const url = entry.collection as string;
+  const at = url.lastIndexOf("/collections/");
+  const collection = at === -1 ? "" : url.slice(at + "/collections/".length);
+  if (collection === "") return null;
+  try {
+    return [normaliseOrigin(url.slice(0, at)), collection];
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A parsed ledger that states no version, as version 2 holds it (its reports inline) when it is
+ * exactly a ledger of the first format: each entry keeps its report, its origin and id come from
+ * the URL it recorded, its spend is unknown (null, counted as the app's cap per collection).
+ * `data` unchanged otherwise (refused then, as stating no version); a LedgerError if two of its
+ * entries name one collection (one would be lost, and its spend with it). As the Python participant's `_from_v1`.
+ */
+export function fromFirstFormat(data: unknown, where: string): unknown {
+  if (!isMapping(data) || Object.prototype.hasOwnProperty.call(data, "version")) return data;
+  const uids = Object.keys(data);
+  const places = uids.map((uid) => firstFormatPlace(uid, data[uid]));
+  if (places.length === 0 || places.includes(null)) return data;
+  const entries: Record<string, Entry> = {};
+  uids.forEach((uid, i) => {
+    const [origin, collection] = places[i] as [string, string];
+    const key = entryKey(origin, collection);
+    if (Object.prototype.hasOwnProperty.call(entries, key))
+      throw new LedgerError(`the ledger ${where} (of the first format) names the collection '${key}' twice`);
+    const entry = data[uid] as Record<string, unknown>;
+    entries[key] = {
+      origin, collection, uid, fingerprint: entry.fingerprint as string, epsilon: null,
+      report: entry.report as string, sent: entry.sent as boolean, reserved_at: 0,
+    } as Entry;
+  });
+  return { version: 2, entries };
 }
 
 export function toBase64(bytes: Uint8Array): string {

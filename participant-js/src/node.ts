@@ -6,17 +6,33 @@
  * id: a lock whose process is gone is taken over. The path is resolved through symlinks, so every
  * name of one ledger shares its lock and its budget, and a file with more than one name (a hard
  * link, which the rename would split into two files, two budgets) is refused. Reports are kept
- * apart, as the Python participant keeps them: one file each in `<ledger>.reports`, named by the
- * SHA-256 of its bytes, holding them zlib-compressed, written (and fsynced) before the ledger
+ * apart, as the Python participant keeps them: one file each in `<ledger>.reports`, holding them
+ * zlib-compressed, named by the SHA-256 of the entry's binding ({@link reportBinding}: its field,
+ * key, question and group) and of the bytes' SHA-256, written (and fsynced) before the ledger
  * names it, so a change rewrites the entries and adds one report, whatever the reports before it
- * weigh.
+ * weigh; a report named by another entry than its own is refused as altered. A ledger of version 3
+ * (its files named by the bytes alone) has them named anew as it is read (a second link to each),
+ * and the old names go with the next write.
  */
-import { closeSync, constants, existsSync, fstatSync, fsyncSync, mkdirSync, openSync, readFileSync, realpathSync, renameSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, constants, existsSync, fstatSync, fsyncSync, linkSync, mkdirSync, openSync, readFileSync, realpathSync, renameSync, unlinkSync, writeSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { createHash, randomBytes } from "node:crypto";
 import { deflateSync, inflateSync } from "node:zlib";
 
-import { type Entry, Ledger, LedgerError, type LedgerData, type LedgerStorage, VERSION, checkedLedger, fromBase64, parseLedger, toBase64 } from "./ledger.js";
+import {
+  type Entry,
+  Ledger,
+  LedgerError,
+  type LedgerData,
+  type LedgerStorage,
+  VERSION,
+  checkedLedger,
+  fromBase64,
+  fromFirstFormat,
+  parseLedger,
+  reportBinding,
+  toBase64,
+} from "./ledger.js";
 
 const REPORT_FIELDS = ["report", "sealed"] as const;
 // The most bytes a report file may inflate to, as participant/ledger.py's LARGEST_REPORT.
@@ -57,6 +73,23 @@ function realPath(path: string): string {
   }
 }
 
+/** The name of the file holding `field` of `entry` (kept under `key`) whose bytes have the SHA-256 `digest`: as `participant/ledger_format.py`'s `report_name`. */
+function reportName(field: "report" | "sealed", key: string, entry: Entry, digest: Uint8Array): string {
+  return createHash("sha256").update(reportBinding(field, key, entry)).update(digest).digest("hex");
+}
+
+const sha256 = (bytes: Uint8Array): Buffer => createHash("sha256").update(bytes).digest();
+
+/** Makes the names in `directory` durable. */
+function syncDirectory(directory: string): void {
+  const fd = openSync(directory, "r");
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -89,6 +122,8 @@ export class FileStorage implements LedgerStorage {
   private readonly lockPath: string;
   /** The ledger's bytes as this storage last read or wrote them, and what they hold: parsed and checked again only when the file holds other bytes. */
   private cache: { bytes: Buffer; data: LedgerData } | null = null;
+  /** The names a version 3 ledger gave its reports' files, named anew as it was read: removed after the next write. */
+  private superseded = new Set<string>();
 
   readonly reports: string;
 
@@ -98,41 +133,68 @@ export class FileStorage implements LedgerStorage {
     this.reports = `${this.path}.reports`;
   }
 
-  /** The name (SHA-256, hex) of `bytes` kept in the reports directory, written there first if it is not ("" for no bytes). */
-  private store(bytes: Uint8Array): string {
+  /** The name of `bytes`, the `field` of `entry` under `key` ({@link reportName}), kept in the reports directory, written there first if it is not ("" for no bytes). */
+  private store(bytes: Uint8Array, field: "report" | "sealed", key: string, entry: Entry): string {
     if (bytes.length === 0) return "";
-    const digest = createHash("sha256").update(bytes).digest("hex");
-    const target = join(this.reports, digest);
+    const name = reportName(field, key, entry, sha256(bytes));
+    const target = join(this.reports, name);
     try {
-      if (existsSync(target)) return digest;
+      if (existsSync(target)) return name;
       mkdirSync(this.reports, { recursive: true, mode: 0o700 });
       replaced(this.reports, "", target, deflateSync(bytes));
-      const directory = openSync(this.reports, "r");
-      try {
-        fsyncSync(directory); // the name is durable before the ledger names it
-      } finally {
-        closeSync(directory);
-      }
+      syncDirectory(this.reports); // the name is durable before the ledger names it
     } catch (error) {
       throw new LedgerError(`cannot write a report beside the ledger ${this.path}: ${(error as Error).message}; nothing was sent`);
     }
-    return digest;
+    return name;
   }
 
-  /** The bytes the reports directory keeps under `digest` (empty for none), checked against it. */
-  private load(digest: string, key: string): Uint8Array {
-    if (digest === "") return new Uint8Array(0);
+  /** The bytes of the `field` of `entry` under `key` (empty for none), from the file it names, checked against that name: bytes, entry and field alike. */
+  private load(entry: Entry, field: "report" | "sealed", key: string): Uint8Array {
+    const name = entry[field] as string;
+    if (name === "") return new Uint8Array(0);
     let bytes: Buffer | null = null;
     try {
-      bytes = inflateSync(readFileSync(join(this.reports, digest)), { maxOutputLength: LARGEST_REPORT });
+      bytes = inflateSync(readFileSync(join(this.reports, name)), { maxOutputLength: LARGEST_REPORT });
     } catch {
       /* refused below */
     }
-    if (bytes === null || createHash("sha256").update(bytes).digest("hex") !== digest)
+    if (bytes === null || reportName(field, key, entry, sha256(bytes)) !== name)
       throw new LedgerError(
-        `the ledger ${this.path} lost or holds altered bytes of the report of '${key}' (${join(this.reports, digest)}); nothing was sent`,
+        `the ledger ${this.path} lost, or holds altered or another entry's bytes of, the ${field} of '${key}' (${join(this.reports, name)}); nothing was sent`,
       );
     return bytes;
+  }
+
+  /**
+   * Gives each report file of `entries` (a version 3 ledger's: named by the SHA-256 of its bytes)
+   * its version 4 name, a second link to the same file (or a copy where the file system has none),
+   * and names that in its entry; the names they had go after the next write. A file that is
+   * missing is named all the same: refused, as lost, when it is needed. As the Python participant's `_rename`.
+   */
+  private rename(entries: Record<string, Entry>): void {
+    let named = false;
+    try {
+      for (const [key, entry] of Object.entries(entries))
+        for (const field of REPORT_FIELDS) {
+          const old = entry[field];
+          if (!old) continue;
+          const name = reportName(field, key, entry, Buffer.from(old, "hex"));
+          entry[field] = name;
+          this.superseded.add(old);
+          try {
+            linkSync(join(this.reports, old), join(this.reports, name));
+          } catch (error) {
+            const code = (error as NodeJS.ErrnoException).code;
+            if (code === "EEXIST" || code === "ENOENT") continue; // named so already (an earlier read), or lost
+            replaced(this.reports, "", join(this.reports, name), readFileSync(join(this.reports, old))); // no hard links here: a copy
+          }
+          named = true;
+        }
+      if (named) syncDirectory(this.reports);
+    } catch (error) {
+      throw new LedgerError(`cannot name the reports beside the ledger ${this.path} anew: ${(error as Error).message}; nothing was sent`);
+    }
   }
 
   /** The report files `entries` name. */
@@ -200,13 +262,14 @@ export class FileStorage implements LedgerStorage {
     } finally {
       closeSync(fd);
     }
-    const data = checkedLedger(parseLedger(bytes, this.path), this.path);
+    const data = checkedLedger(fromFirstFormat(parseLedger(bytes, this.path), this.path), this.path);
     if (data.version === 2) {
-      // Its reports inline: each moved to its file, named as version 3 names it.
-      for (const entry of Object.values(data.entries))
-        for (const field of REPORT_FIELDS) if (entry[field] !== undefined) entry[field] = this.store(fromBase64(entry[field] as string));
-      data.version = VERSION;
-    }
+      // Its reports inline: each moved to its file, named as version 4 names it.
+      for (const [key, entry] of Object.entries(data.entries))
+        for (const field of REPORT_FIELDS)
+          if (entry[field] !== undefined) entry[field] = this.store(fromBase64(entry[field] as string), field, key, entry);
+    } else if (data.version === 3) this.rename(data.entries); // its reports' files named by their bytes alone: named anew
+    data.version = VERSION;
     this.cache = { bytes: Buffer.from(bytes), data };
     return data;
   }
@@ -260,17 +323,18 @@ export class FileStorage implements LedgerStorage {
       const old = before.get(key);
       if (old === entry) continue;
       for (const field of REPORT_FIELDS)
-        if (entry[field] !== undefined && entry[field] !== old?.[field]) entry[field] = this.store(fromBase64(entry[field] as string));
+        if (entry[field] !== undefined && entry[field] !== old?.[field]) entry[field] = this.store(fromBase64(entry[field] as string), field, key, entry);
     }
     this.write(data);
     const kept = FileStorage.named(Object.values(data.entries));
-    for (const name of named)
+    for (const name of [...named, ...this.superseded])
       if (!kept.has(name))
         try {
           unlinkSync(join(this.reports, name));
         } catch {
           /* gone already */
         }
+    this.superseded.clear();
     return result;
   }
 
@@ -280,7 +344,7 @@ export class FileStorage implements LedgerStorage {
       const entries = this.read().entries;
       if (!Object.prototype.hasOwnProperty.call(entries, key)) return undefined;
       const whole = { ...entries[key] };
-      for (const field of REPORT_FIELDS) if (whole[field] !== undefined) whole[field] = toBase64(this.load(whole[field] as string, key));
+      for (const field of REPORT_FIELDS) if (whole[field] !== undefined) whole[field] = toBase64(this.load(entries[key], field, key));
       return whole;
     });
   }
