@@ -12,7 +12,7 @@
 3. Specs a hostile service may publish, over the default :class:`~participant.Limits`: the time
    and peak traced memory of reading the answer and refusing it (``Published.from_answer``).
 4. The same units for the JavaScript device in Node (``participant-js``, built with ``npm ci &&
-   npm run build``), beside what it estimates with after measuring itself.
+   npm run build``), beside the constants it estimates with (Python's).
 5. One submit's ledger work (claim a fresh report, record it, mark it sent) against the ledger
    one and three years of daily collections leave (a new question a day), each answered with the
    largest report the default limits let that device draw (a SHE report: about 78 KiB in Python,
@@ -122,7 +122,7 @@ JS = Path(__file__).resolve().parents[1] / "participant-js"
 
 JS_UNITS = """
 import { makeOracle, SecureRandom } from "./dist/src/index.js";
-import { secondsPerEntry } from "./dist/src/calibration.js";
+import { SLOW_DEVICE } from "./dist/src/calibration.js";
 const source = new SecureRandom();
 function perEntry(oracle, d) {
   oracle.perturb(0, source);
@@ -132,7 +132,7 @@ function perEntry(oracle, d) {
   return times[2] / 1000 / d;
 }
 console.log(JSON.stringify({ noise: perEntry(makeOracle("SHE", 1, 2000), 2000),
-  coins: perEntry(makeOracle("OUE", 1, 1000000), 1000000), estimate: secondsPerEntry() }));
+  coins: perEntry(makeOracle("OUE", 1, 1000000), 1000000), estimate: SLOW_DEVICE }));
 """
 
 JS_LEDGER = """
@@ -189,7 +189,8 @@ def she_reports(entries: int) -> Callable[[], bytes]:
 
 
 def daily_collections(path: Path, days: int, report: Callable[[], bytes], shuffled: bool) -> None:
-    """The ledger ``days`` of daily collections leave: one new question a day at ε 0.25, each
+    """The ledger ``days`` of daily collections leave: one new question a day at ε 0.0625 (a year
+    of them within the default yearly cap of 24), each
     answered with a fresh ``report()`` (sealed too when ``shuffled``), written by the device day
     by day, so that entries leave as they would."""
     ledger, limits = Ledger(path), Limits()
@@ -198,7 +199,7 @@ def daily_collections(path: Path, days: int, report: Callable[[], bytes], shuffl
     try:
         for day in range(days):
             time.time = lambda day=day: start + day * 86_400
-            asked = Asked("http://x.example", f"day{day}", f"{day:032d}", "f" * 64, 0.25, f"{day:064d}")
+            asked = Asked("http://x.example", f"day{day}", f"{day:032d}", "f" * 64, 0.0625, f"{day:064d}")
             claim = ledger.claim(asked, limits, report, lambda old: old, seal)
             ledger.mark_sent(claim.key)
     finally:
@@ -455,7 +456,7 @@ def main() -> None:
         "",
         "## The JavaScript device's units (Node, participant-js/src/calibration.ts)",
         "",
-        "| unit | measured here | Python's | the device estimates with (after measuring itself) |",
+        "| unit | measured here | Python's | the device estimates with (Python's constants) |",
         "|---|---|---|---|",
         f"| one exact discrete Laplace sample | {units['noise'] * 1e6:.1f} us | {noise * 1e6:.1f} us | "
         f"{units['estimate']['noise'] * 1e6:.0f} us |",

@@ -9,29 +9,37 @@ publishes (its ``uid``, its spec) can only make the device refuse more, never sp
   for. A collection reported to is never reported to again; if the service now publishes another
   spec for it, the device refuses (:class:`CollectionChanged`). The one exception: a report never
   acknowledged is re-sent, the very same bytes, which reveal nothing new.
-- **One answer per question (the memo).** A question is what decides a report's distribution
-  given a record: the spec without the fields the device never uses (θ, SHE or THE), and the input
-  group the operator assigned. Every collection that asks a question this device answered before,
-  at any origin under any id, gets that same randomised answer again under a fresh report id, and
-  costs nothing, *whatever the person's record now is*. So whether a device repeats itself depends
-  on the questions alone: comparing two clones tells a service nothing about whether a record
-  changed (a memo keyed by the record would tell it exactly that), and any number of clones
-  learn what the first answer told (RAPPOR's permanent randomised response). A changed record is
-  reported afresh only to a question not asked before. Not for shuffled collections: a report
-  sent through a shuffler is drawn afresh for each collection (its ε counted) and never memoised,
-  since one answer in two shuffled batches would single out its sender among the senders the two
-  batches share.
+- **One answer per question at an origin (the memo).** A question is what decides a report's
+  distribution given a record: the spec without the fields the device never uses (θ, SHE or THE),
+  and the input group the operator assigned. Every collection at one origin that asks a question
+  this device answered there before, under any id, gets that same randomised answer again under a
+  fresh report id, and costs nothing, *whatever the person's record now is*. So whether a device
+  repeats itself depends on the questions alone: comparing two clones tells a service nothing
+  about whether a record changed (a memo keyed by the record would tell it exactly that), and any
+  number of clones learn what the first answer told (RAPPOR's permanent randomised response). A
+  changed record is reported afresh only to a question not asked before. Another origin asking the
+  same question gets a fresh draw, its ε counted: the same bytes sent to two services (or to one
+  under two names) would link the device's reports there, and the enrollment tokens sent with
+  them, whereas two fresh draws are independent given the record, so they link a device no better
+  than ε allows. (RAPPOR's other answer, a fresh randomisation of the memoised one, would still
+  tie the two reports to one permanent answer, and its estimators would have to undo two
+  randomisations.) Asking under many names buys a service nothing the budget does not count. Not
+  for shuffled collections: a report sent through a shuffler is drawn afresh for each collection
+  (its ε counted) and never memoised, since one answer in two shuffled batches would single out
+  its sender among the senders the two batches share.
 - **One budget per device.** A fresh draw happens only if its ε is within the app's cap per
-  collection and every fresh draw on this ledger over the last ``per_days`` days, at every origin
-  together, stays within the app's total: no spelling of an address and no number of services
-  buys more. The ledger is one file: its name is resolved through symlinks, and a file with more
+  collection and every fresh draw on this ledger over the last ``per_days`` days, and over the
+  last 365, at every origin together, stays within the app's total and yearly cap
+  (:class:`participant.limits.Budget`): no spelling of an address and no number of services buys
+  more. The ledger is one file: its name is resolved through symlinks, and a file with more
   than one name (a hard link, which the atomic rename below would split into two files, two
   budgets) is refused.
 - **A small ledger.** At most ``Limits.max_collections`` collections within the budget's window
   (memoised answers included: they cost nothing, but each is an entry). An acknowledged entry
-  drawn before the window leaves the ledger at the next write unless it is the newest holding
-  its question's answer, which the memo keeps for ``Limits.memo_days`` after it was last given
-  (then the question is answered afresh, its ε counted): a year's questions at most, by default.
+  drawn before the year leaves the ledger at the next write unless it is the newest holding
+  its question's answer at its origin, which the memo keeps for ``Limits.memo_days`` after it
+  was last given (then the question is answered afresh, its ε counted): a year's questions at
+  most, by default.
 
 Every change happens under an exclusive file lock on the ledger's real file (symlinks resolved;
 threads and processes alike), is written to a fresh temporary file (mode 0600), fsynced and renamed
@@ -79,7 +87,7 @@ from .ledger_format import (  # noqa: F401 (entry_problem: imported from here)
     report_name,
     unique_keys,
 )
-from .limits import Budget, Limits  # noqa: F401 (Budget: an app imports it from here)
+from .limits import YEAR_DAYS, Budget, Limits  # noqa: F401 (Budget: an app imports it from here)
 from .origin import normalise_origin  # noqa: F401 (imported from here)
 
 REPORT_FIELDS = ("report", "sealed")
@@ -387,16 +395,18 @@ class Ledger:
                         entry[field] = base64.b64encode(self._load(entry, field, key)).decode()
             return entries
 
-    def spent(self, limits: Limits, now: float | None = None) -> float:
-        """The ε this device spent on fresh draws within the last ``limits.budget.per_days`` days, at every origin."""
+    def spent(self, limits: Limits, now: float | None = None, days: float | None = None) -> float:
+        """The ε this device spent on fresh draws within the last ``days`` days (default
+        ``limits.budget.per_days``; 365 for the yearly cap), at every origin."""
         with self._locked():
-            return float(self._spent(self._read()["entries"], limits, time.time() if now is None else now))
+            data = self._read()["entries"]
+            return float(self._spent(data, limits, time.time() if now is None else now, days))
 
     @staticmethod
-    def _spent(entries: dict, limits: Limits, now: float) -> Fraction:
+    def _spent(entries: dict, limits: Limits, now: float, days: float | None = None) -> Fraction:
         """Exactly (each float ε is a binary fraction, summed without rounding), so that no sum of
         spends rounds down past the app's total."""
-        since = now - limits.budget.per_days * SECONDS_PER_DAY
+        since = now - (limits.budget.per_days if days is None else days) * SECONDS_PER_DAY
         # An entry of unknown spend (first ledger format) counts at the cap, whenever it was drawn.
         return sum(
             (
@@ -409,10 +419,12 @@ class Ledger:
 
     @staticmethod
     def _answers(entry: dict, asked: Asked) -> bool:
-        """Whether ``entry`` answered ``asked``'s question. An entry of an earlier format has no
-        ``question``: its spec fingerprint stands for it, and its group is known only when none was
-        assigned."""
-        if "sealed" in entry:  # sent through a shuffler: never sent again anywhere
+        """Whether ``entry`` answered ``asked``'s question at ``asked``'s origin. An entry of an
+        earlier format has no ``question``: its spec fingerprint stands for it, and its group is
+        known only when none was assigned. Another origin's answer is never repeated: the same
+        bytes sent to two services would let them link the device's reports (and the tokens sent
+        with them); another origin asking the same question gets a fresh draw, counted."""
+        if "sealed" in entry or entry["origin"] != asked.origin:  # shuffled: never sent again anywhere
             return False
         if entry.get("question"):
             return entry["question"] == asked.question and entry.get("group") == asked.group
@@ -434,6 +446,11 @@ class Ledger:
                     f"this device reported to {entry['collection']!r} at {entry['origin']} under another spec "
                     f"(fingerprint {entry['fingerprint'][:16]}…, now {asked.fingerprint[:16]}…); nothing was sent"
                 )
+            if entry["origin"] != asked.origin:
+                # This collection's uid reached under another origin (another name for its service,
+                # or another service claiming it): refused as reported, acknowledged or not, since
+                # its bytes sent to a second origin would link the two.
+                return Claim(key, b"", True, 0.0, None)
             sealed = self._load(entry, "sealed", key) if "sealed" in entry else None
             if seal is not None and sealed is None:
                 # Drawn for a collection this device reported to directly: never sent sealed after.
@@ -461,28 +478,30 @@ class Ledger:
             sealed = None if seal is None else seal(body)
             self._record(data, asked, body, 0.0, memo, limits, sealed)
             return Claim(key, body, False, 0.0, sealed)
-        used = self._spent(entries, limits, now)
-        if used + Fraction(asked.epsilon) > Fraction(limits.budget.total):
-            raise BudgetExceeded(
-                f"this device spent epsilon={float(used):g} in the last {limits.budget.per_days:g} days; another "
-                f"{asked.epsilon:g} would pass this app's total of {limits.budget.total:g}; nothing was drawn or sent"
-            )
+        budget = limits.budget
+        for days, total, name in ((budget.per_days, budget.total, "total"), (YEAR_DAYS, budget.yearly, "yearly cap")):
+            used = self._spent(entries, limits, now, days)
+            if used + Fraction(asked.epsilon) > Fraction(total):
+                raise BudgetExceeded(
+                    f"this device spent epsilon={float(used):g} in the last {days:g} days; another "
+                    f"{asked.epsilon:g} would pass this app's {name} of {total:g}; nothing was drawn or sent"
+                )
         return None
 
     @staticmethod
     def _expire(entries: dict, limits: Limits, now: float) -> None:
         """Drop, from ``entries``, what the device no longer needs: entries acknowledged, drawn
-        before the budget's window (so they count toward no spend) and whose randomised answer
-        the memo does not keep (for each question, the newest entry answering it stays, for
+        before the budget's windows (so they count toward no spend) and whose randomised answer
+        the memo does not keep (for each question at each origin, the newest entry answering it stays, for
         ``limits.memo_days`` after it was given; see :meth:`_answers`). Entries of unknown spend
         stay: they count at the cap forever."""
-        since = now - limits.budget.per_days * SECONDS_PER_DAY
+        since = now - limits.budget.kept_days * SECONDS_PER_DAY
         remembered = now - limits.memo_days * SECONDS_PER_DAY
         newest: dict[tuple, tuple[float, str]] = {}
         for key, e in entries.items():
             if "sealed" in e:  # a shuffled answer holds no memo: it leaves like any other
                 continue
-            question = (e.get("question") or "fingerprint " + e["fingerprint"], e.get("group"))
+            question = (e["origin"], e.get("question") or "fingerprint " + e["fingerprint"], e.get("group"))
             if newest.get(question, (-1.0, ""))[0] < e["reserved_at"]:
                 newest[question] = (e["reserved_at"], key)
         memo = {key for reserved, key in newest.values() if reserved > remembered}
@@ -548,13 +567,14 @@ class Ledger:
         token), and ``seal(body)``, for a shuffled collection, seals a new report for its shuffler
         (the sealed bytes are recorded with it: a retry re-sends them). In order:
 
-        1. this collection (or the published ``uid``, reached under another name) has an entry:
-           its report, unchanged; :class:`CollectionChanged` if its spec differs now;
+        1. this collection (or the published ``uid``, reached under another id) has an entry:
+           its report, unchanged; :class:`CollectionChanged` if its spec differs now; a claim
+           already sent, with no bytes, if that entry is at another origin;
         2. :class:`BudgetExceeded` if the collection's ε is above ``limits.max_epsilon``;
-        3. an entry, at any origin, that answered the same question (``asked.question`` and
+        3. an entry at this origin that answered the same question (``asked.question`` and
            ``asked.group``): its randomised answer again (spends 0), whatever the record now is;
-        4. :class:`BudgetExceeded` if the device's spend over the budget's window would pass its
-           total; else a fresh draw, spending the collection's ε.
+        4. :class:`BudgetExceeded` if the device's spend over the budget's window, or over the
+           year, would pass its total or yearly cap; else a fresh draw, spending the collection's ε.
 
         Nothing random is drawn before 4, and the draw runs with no lock held; steps 1 to 4 are
         then taken again under the lock, so a claim that another thread or process recorded

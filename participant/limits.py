@@ -35,6 +35,10 @@ SECONDS_PER_INDEX = 1e-4
 # OUE) or index (constant: DE, the one-bit mean).
 WORK_OF_PROTOCOL = {"DE": "index", "SUE": "coins", "OUE": "coins", "auto": "coins", "SHE": "noise", "THE": "noise"}
 SECONDS_PER = {"noise": SECONDS_PER_NOISE, "coins": SECONDS_PER_COIN, "index": 0.0}
+# The window of Budget.yearly, in days, and its default as a multiple of Budget.total: three
+# months' worth of the rolling total in any year (24 ε at the default 8).
+YEAR_DAYS = 365.0
+YEARLY_SHARE = 3.0
 
 
 def _positive(value, name: str, integer: bool = False) -> None:
@@ -46,15 +50,30 @@ def _positive(value, name: str, integer: bool = False) -> None:
 
 @dataclass(frozen=True)
 class Budget:
-    """The most ε (``total``) this device spends on fresh draws within any ``per_days`` days, at
-    every service together (one ledger is one device)."""
+    """The most ε (``total``) this device spends on fresh draws within any ``per_days`` days, and
+    the most (``yearly``) within any 365 days, at every service together (one ledger is one device).
+
+    The rolling window alone would let a device spend ``total`` afresh every ``per_days`` days
+    (about 97 ε a year at the defaults); ``yearly`` is the ceiling over time: at the defaults, 24 ε
+    in any year (2 a month on average, a burst of 8 within one month), so at most 240 ε in any ten
+    years. Unset, ``yearly`` is ``YEARLY_SHARE`` times ``total``, so an app that raises its total
+    raises its ceiling in proportion. A repeated question answered from the memo costs nothing
+    under either."""
 
     total: float = 8.0
     per_days: float = 30.0
+    yearly: float | None = None
 
     def __post_init__(self):
-        for name in ("total", "per_days"):
+        if self.yearly is None and isinstance(self.total, (int, float)) and not isinstance(self.total, bool):
+            object.__setattr__(self, "yearly", YEARLY_SHARE * self.total)
+        for name in ("total", "per_days", "yearly"):
             _positive(getattr(self, name), f"Budget.{name}")
+
+    @property
+    def kept_days(self) -> float:
+        """The days an entry's spend counts toward some window: the longer of the two."""
+        return max(self.per_days, YEAR_DAYS)
 
 
 def _count(value, what: str) -> int:
@@ -105,7 +124,8 @@ class Limits:
     hold for an app that never sets them.
 
     - ``max_epsilon``: the most ε one collection may cost (a collection asking more is refused);
-    - ``budget``: the most ε all fresh draws on this device cost within a window of days;
+    - ``budget``: the most ε all fresh draws on this device cost within a window of days, and
+      within any year (:class:`Budget`);
     - ``max_spec_bytes`` and ``max_answer_bytes``: the largest collection description, and any
       other answer, the device reads (bytes; read in a bounded stream, refused beyond);
     - ``max_domain`` and ``max_total_domain``: the most entries one input's report may carry, and

@@ -9,7 +9,8 @@ do user information, empty and dot segments of the path (``/x/..``, ``/%2e/``) a
 slash; percent-escapes of unreserved characters are decoded and the others written upper-case.
 
 Names that resolve to one machine (``localhost`` and ``127.0.0.1``) stay two origins, as in a
-browser: the device's budget and memo do not depend on the origin (:mod:`participant.ledger`).
+browser: the device's budget does not depend on the origin, and a second origin asking a question
+gets a fresh draw, counted, never the first's answer (:mod:`participant.ledger`).
 """
 
 from __future__ import annotations

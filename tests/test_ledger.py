@@ -15,8 +15,10 @@ import time
 import zlib
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
+from participant import CollectionSpec, Feature
 from participant.client import AlreadyReported, AsyncClient, Client
 from participant.errors import BudgetExceeded, CollectionChanged, LedgerError
 from participant.ledger import Asked, Budget, Claim, Ledger, Limits, normalise_origin
@@ -327,28 +329,101 @@ def test_a_ledger_of_version_3_is_read_and_its_reports_named_anew_by_the_next_wr
         claim(Ledger(lost), replace(ASKED, collection="c7", uid="h" * 32, question="c3" * 32))
 
 
-def test_the_memo_answers_a_question_once_at_every_origin_and_the_budget_counts_every_origin(tmp_path):
+def test_the_memo_answers_a_question_once_at_an_origin_and_another_origin_draws_afresh_from_one_budget(tmp_path):
+    limits = Limits(max_epsilon=2.0, budget=Budget(total=5.0, per_days=30))
     ledger = Ledger(tmp_path / "ledger.json")
-    first = claim(ledger, body=b"drawn")
-    # The same question under another id, another origin, another fingerprint (a θ that DE never
-    # uses, say): the same randomised answer, for nothing. The ledger never sees the record, so
-    # the answer cannot depend on whether it changed.
-    for i, (origin, fingerprint) in enumerate([("http://x", "f" * 64), ("http://y", "f" * 64), ("http://z", "e" * 64)]):
-        clone = claim(ledger, replace(ASKED, origin=origin, collection=f"clone{i}", uid=f"{i}" * 32,
-                                      fingerprint=fingerprint), body=b"other")  # fmt: skip
+    first = claim(ledger, limits=limits, body=b"drawn")
+    # The same question under another id and another fingerprint (a θ that DE never uses, say) at
+    # the same origin: the same randomised answer, for nothing. The ledger never sees the record,
+    # so the answer cannot depend on whether it changed.
+    for i, fingerprint in enumerate(["f" * 64, "e" * 64]):
+        clone = claim(ledger, replace(ASKED, collection=f"clone{i}", uid=f"{i}" * 32, fingerprint=fingerprint),
+                      limits, body=b"other")  # fmt: skip
         assert (clone.body, clone.spent) == (b"memo:drawn", 0.0)
+    # Another origin (another service, or this one under another name) asking the same question:
+    # a fresh draw, counted, so that the two cannot link this device by its answer; and at that
+    # origin, its own answer again for nothing.
+    # The first collection's uid published at another origin (another name for its service, or
+    # another service claiming it): refused as reported, its bytes never sent there, even unsent.
+    assert not ledger.entries()["http://x c1"]["sent"]
+    claimed = claim(ledger, replace(ASKED, origin="http://y", collection="c9"), limits, body=b"fresh")
+    assert claimed == Claim("http://x c1", b"", True, 0.0)
+    elsewhere = claim(ledger, replace(ASKED, origin="http://y", collection="c1", uid="y" * 32), limits, body=b"fresh")
+    assert (elsewhere.body, elsewhere.spent) == (b"fresh", 1.0)
+    again = claim(ledger, replace(ASKED, origin="http://y", collection="c2", uid="w" * 32), limits, body=b"other")
+    assert (again.body, again.spent) == (b"memo:fresh", 0.0)
     # Another assigned group is another question: a fresh draw, spending ε.
-    grouped = claim(ledger, replace(ASKED, collection="g", uid="g" * 32, group=2), body=b"group")
+    grouped = claim(ledger, replace(ASKED, collection="g", uid="g" * 32, group=2), limits, body=b"group")
     assert (grouped.body, grouped.spent) == (b"group", 1.0)
-    # A new question at another origin spends from the same device budget: 1 + 1 + 1 = 3.
-    other = claim(ledger, replace(ASKED, origin="http://w", collection="n", uid="n" * 32, question="n" * 64), body=b"n")
-    assert other.spent == 1.0 and ledger.spent(LIMITS) == 3.0 and first.spent == 1.0
-    with pytest.raises(BudgetExceeded, match="this device spent epsilon=3 in the last 30 days"):
-        ledger.claim(replace(ASKED, origin="http://v", collection="c4", uid="z" * 32, question="z" * 64),
-                     LIMITS, pytest.fail, pytest.fail)  # fmt: skip
+    # A new question at another origin spends from the same device budget: 1 + 1 + 1 + 1 = 4.
+    other = claim(ledger, replace(ASKED, origin="http://w", collection="n", uid="n" * 32, question="n" * 64),
+                  limits, body=b"n")  # fmt: skip
+    assert other.spent == 1.0 and ledger.spent(limits) == 4.0 and first.spent == 1.0
+    with pytest.raises(BudgetExceeded, match="this device spent epsilon=4 in the last 30 days"):
+        ledger.claim(replace(ASKED, origin="http://v", collection="c4", uid="z" * 32, question="z" * 64, epsilon=2.0),
+                     limits, pytest.fail, pytest.fail)  # fmt: skip
     # Once the window has passed, the device may spend again.
-    assert ledger.spent(LIMITS, now=time.time() + 31 * 86400) == 0.0
+    assert ledger.spent(limits, now=time.time() + 31 * 86400) == 0.0
 
+
+def test_many_devices_asked_one_question_by_two_origins_cannot_be_linked_by_their_answers(tmp_path):
+    """Twenty devices of one record, each asked the same SHE question at two origins (two services,
+    or one under two names): were the memo to send the first origin's answer to the second, every
+    device's two reports would be the same bytes, linked 20 of 20. Each report's nearest report
+    at the other origin is its own device's no more often than chance (1 in 20 each)."""
+    from participant.reporting import Participant
+    from participant.wire import pack_report, rewrap, unpack
+
+    spec = CollectionSpec([Feature("f", [str(i) for i in range(8)])], ["a", "b"], "SHE", 1.0)
+    record = {"f": "3", "class": "a"}
+    answers = {"http://one.example": [], "http://two.example": []}
+    for device in range(20):
+        ledger = Ledger(tmp_path / f"device{device}.json")
+        participant = Participant(spec)
+        for origin, sent in answers.items():
+            uid = hashlib.sha256(f"{origin} {device}".encode()).hexdigest()[:32]  # each service's own
+            asked = Asked(origin, "c", uid, spec.fingerprint, spec.epsilon, spec.question)
+            claimed = ledger.claim(asked, LIMITS, lambda: pack_report(participant.draw(record), spec),
+                                   lambda old: rewrap(old, spec))  # fmt: skip
+            wire = unpack(claimed.body)
+            sent.append((wire["input"], np.frombuffer(wire["value"], dtype="<f8")))
+    first, second = answers.values()
+
+    def distance(a, b) -> float:  # reports of two inputs (the device picks one at random) are unlike
+        return float(((a[1] - b[1]) ** 2).sum()) if a[0] == b[0] else np.inf
+
+    distances = np.array([[distance(a, b) for b in second] for a in first])
+    linked = int(((distances.argmin(axis=1) == np.arange(20)) & np.isfinite(distances.min(axis=1))).sum())
+    # Chance links about one device (Poisson(1)): at least 7 happens by chance once in 12,000 runs.
+    assert linked < 7, f"{linked} of 20 devices linked across origins"
+
+
+def test_the_yearly_cap_bounds_what_the_rolling_window_allows_over_a_year(tmp_path):
+    """A new question a month at the default budget (8 ε in 30 days): the rolling window alone
+    would allow 8 ε a month; the yearly cap (3 × 8 = 24 by default) refuses the fourth month's
+    draw, and the spend leaves the ledger only once it has counted toward no window."""
+    limits = Limits(max_epsilon=8.0)
+    assert limits.budget.yearly == 24.0 and Budget(total=2.0).yearly == 6.0 and Budget(yearly=100.0).yearly == 100.0
+    path = tmp_path / "ledger.json"
+    ledger = Ledger(path)
+    for month in range(3):
+        entry = claim(ledger, replace(ASKED, collection=f"m{month}", uid=f"{month}" * 32, question=f"{month}" * 64,
+                                      epsilon=8.0), limits)  # fmt: skip
+        ledger.mark_sent(entry.key)
+        data = json.loads(path.read_text())
+        for value in data["entries"].values():  # every entry a month older
+            value["reserved_at"] -= 31 * 86400
+            value["sent_at"] = value["reserved_at"]
+        path.write_text(json.dumps(data))
+        ledger = Ledger(path)
+    assert ledger.spent(limits) == 0.0 and ledger.spent(limits, days=365) == 24.0
+    with pytest.raises(BudgetExceeded, match="in the last 365 days; another 1 would pass this app's yearly cap of 24"):
+        ledger.claim(replace(ASKED, collection="m3", uid="3" * 32, question="3" * 64), limits, pytest.fail, pytest.fail)
+    # A year after the first, its 8 ε count no more: the device may draw 8 again.
+    later = time.time() + (365 - 3 * 31 + 1) * 86400
+    assert ledger.spent(limits, now=later, days=365) == 16.0
+    with pytest.raises(ValueError, match="Budget.yearly"):
+        Budget(yearly=0.0)
 
 def test_an_acknowledged_shuffled_entry_keeps_neither_its_report_nor_its_sealed_copy(tmp_path):
     """A shuffled report is never sent again and never an answer to repeat: once acknowledged its

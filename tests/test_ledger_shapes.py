@@ -294,6 +294,14 @@ async def test_python_and_javascript_read_every_ledger_shape_alike_and_fail_clos
     ((key, entry),) = shuffled["entries"].items()
     swapped = {**entry, "report": entry["sealed"], "sealed": entry["report"]}
     case("bent reports: report and sealed copy swapped", {**shuffled, "entries": {key: swapped}}, "shuffled", "LedgerError")
+    # A report named in base64 (version 2's inline form) in a ledger that names files: a name with
+    # '/' (or '..') would be read as a path out of the reports directory; refused as a shape.
+    assert "/" in base64.b64encode(b"\xff\xef\xff answer").decode()
+    for version, data, beside in [(3, v3, "v3"), (4, base, "base")]:
+        (k1, e1), *rest = data["entries"].items()
+        for label, name in [("with '/'", base64.b64encode(b"\xff\xef\xff answer").decode()), ("a path", "../../" + "a" * 58)]:
+            named = {**data, "entries": {k1: {**e1, "report": name}, **dict(rest)}}
+            case(f"version {version} naming a report in base64 {label}", named, beside, "LedgerError")
     # Shapes a lax reader accepted alike in both languages: a time no clock shows (an entry that
     # would count and be remembered for ever), and an unknown spend on an entry that states its
     # question (only the first format's entries, which state none, have one).
@@ -390,7 +398,7 @@ def aged(path, days_ago: dict[str, float]) -> None:
 def test_acknowledged_entries_drawn_before_the_window_leave_the_ledger_but_the_memo_keeps_its_answers(tmp_path):
     path = tmp_path / "ledger.json"
     ledger = Ledger(path)
-    limits = Limits(max_epsilon=2.0, budget=Budget(total=8.0, per_days=30))
+    limits = Limits(max_epsilon=2.0, budget=Budget(total=8.0, per_days=30), memo_days=1000)
     keys = {}
     for name, question, sent in [("old", "a", True), ("old-clone", "a", True), ("lone", "b", True),
                                  ("pending", "c", False), ("recent", "d", True)]:  # fmt: skip
@@ -399,7 +407,8 @@ def test_acknowledged_entries_drawn_before_the_window_leave_the_ledger_but_the_m
         keys[name] = claim.key
         if sent:
             ledger.mark_sent(claim.key)
-    aged(path, {keys["old"]: 60, keys["old-clone"]: 61, keys["lone"]: 90, keys["pending"]: 90, keys["recent"]: 1})
+    # Older than both windows (30 days, and the year of the yearly cap), within the memo's 1,000 days.
+    aged(path, {keys["old"]: 400, keys["old-clone"]: 401, keys["lone"]: 430, keys["pending"]: 430, keys["recent"]: 1})
     ledger.claim(replace(ASKED, collection="new", uid="n" * 32, question="n" * 64), limits, lambda: b"new", pytest.fail)
     kept = set(ledger.entries())
     # The older of two answers to question a goes (the newer holds the same answer); the only
@@ -421,6 +430,10 @@ def test_a_device_reports_to_at_most_max_collections_in_a_window_memoised_answer
     assert ledger.claim(replace(ASKED, collection="c3", uid="3" * 32), limits, pytest.fail, pytest.fail).body == b"x"
 
 
+# A new question a day within the default yearly cap (24 ε): 365 × 0.0625 = 22.8 (a binary fraction).
+DAILY_EPSILON = 0.0625
+
+
 def a_year_of_daily_collections(path, report_bytes: int) -> None:
     """The largest ledger a year of daily collections leaves: a new question a day, each answer
     a report of ``report_bytes`` (an OUE report over the largest domain the default limits take is
@@ -432,7 +445,7 @@ def a_year_of_daily_collections(path, report_bytes: int) -> None:
     for day in range(365):
         time.time = lambda day=day: start + day * DAY  # noqa: B023 (the device's clock, a day at a time)
         try:
-            asked = replace(ASKED, collection=f"day{day}", uid=f"{day:032d}", question=f"{day:064d}", epsilon=0.25)
+            asked = replace(ASKED, collection=f"day{day}", uid=f"{day:032d}", question=f"{day:064d}", epsilon=DAILY_EPSILON)
             claim = ledger.claim(asked, limits, lambda: os.urandom(report_bytes), pytest.fail)
             ledger.mark_sent(claim.key)
         finally:
@@ -450,13 +463,13 @@ def test_the_memo_forgets_a_question_not_asked_for_memo_days_and_the_ledger_stay
         for day in range(731):
             time.time = lambda day=day: start + day * DAY  # noqa: B023 (the device's clock, a day at a time)
             question = f"{day % 730:064d}"  # day 730 asks day 0's question again
-            asked = replace(ASKED, collection=f"day{day}", uid=f"{day:032d}", question=question, epsilon=0.25)
+            asked = replace(ASKED, collection=f"day{day}", uid=f"{day:032d}", question=question, epsilon=DAILY_EPSILON)
             claim = ledger.claim(asked, limits, lambda day=day: draws.append(day) or b"r", pytest.fail)
             ledger.mark_sent(claim.key)
             assert len(ledger.entries()) <= 366
-        assert draws[-1] == 730 and claim.spent == 0.25, "a question a year forgotten is answered afresh"
+        assert draws[-1] == 730 and claim.spent == DAILY_EPSILON, "a question a year forgotten is answered afresh"
         time.time = lambda: start + 731 * DAY
-        again = ledger.claim(replace(ASKED, collection="again", uid="a" * 32, question=f"{729:064d}", epsilon=0.25),
+        again = ledger.claim(replace(ASKED, collection="again", uid="a" * 32, question=f"{729:064d}", epsilon=DAILY_EPSILON),
                              limits, pytest.fail, lambda old: old)  # fmt: skip
         assert again.spent == 0.0, "asked within the year, the memo answers for nothing"
     finally:
@@ -467,12 +480,12 @@ def test_the_memo_forgets_a_question_not_asked_for_memo_days_and_the_ledger_stay
     idle = Ledger(tmp_path / "idle.json")
     try:
         time.time = lambda: start
-        first = idle.claim(replace(ASKED, question="q" * 64, epsilon=0.25), limits, lambda: b"r", pytest.fail)
+        first = idle.claim(replace(ASKED, question="q" * 64, epsilon=DAILY_EPSILON), limits, lambda: b"r", pytest.fail)
         idle.mark_sent(first.key)
         time.time = lambda: start + 400 * DAY
-        later = idle.claim(replace(ASKED, collection="later", uid="l" * 32, question="q" * 64, epsilon=0.25),
+        later = idle.claim(replace(ASKED, collection="later", uid="l" * 32, question="q" * 64, epsilon=DAILY_EPSILON),
                            limits, lambda: b"s", pytest.fail)  # fmt: skip
-        assert later.spent == 0.25 and later.body == b"s"
+        assert later.spent == DAILY_EPSILON and later.body == b"s"
     finally:
         time.time = real
 

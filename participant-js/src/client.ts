@@ -24,7 +24,7 @@
  */
 import { decode, encode } from "@msgpack/msgpack";
 
-import { ParticipantError } from "./errors.js";
+import { ClientError, ParticipantError } from "./errors.js";
 import { type Ledger, type Asked } from "./ledger.js";
 import { LimitExceeded, Limits, type LimitsOptions } from "./limits.js";
 import { normaliseOrigin } from "./origin.js";
@@ -36,9 +36,9 @@ import { INPUT_BYTES, concat, finish, issuingKey, tokenLength, tokenRequest } fr
 import { ShuffledView } from "./view.js";
 
 /** This device already reported to the collection: a second report would spend ε again. */
-export class AlreadyReported extends ParticipantError {}
+export class AlreadyReported extends ClientError {}
 /** The aggregator refused the request (4xx): retrying would not help. */
-export class ReportRejected extends ParticipantError {
+export class ReportRejected extends ClientError {
   constructor(
     readonly status: number,
     message: string,
@@ -47,7 +47,7 @@ export class ReportRejected extends ParticipantError {
   }
 }
 /** The aggregator could not be reached through every retry; the report stays pending and is re-sent unchanged. */
-export class SubmissionFailed extends ParticipantError {}
+export class SubmissionFailed extends ClientError {}
 
 /**
  * This page or runtime has no Web Crypto (`crypto.getRandomValues` and `crypto.subtle`): a
@@ -265,16 +265,16 @@ export class Client {
       headers: { Accept: "application/json" },
     });
     if (status !== 200) throw this.refusal(status, data);
-    if (typeof data !== "object" || data === null) throw new ParticipantError("the service's description of the collection is not a mapping");
+    if (typeof data !== "object" || data === null) throw new ClientError("the service's description of the collection is not a mapping");
     const { spec: raw, uid, fingerprint, id: published } = data as Record<string, unknown>;
     if (typeof uid !== "string" || uid.length < 16 || uid.length > 256)
-      throw new ParticipantError("the service published no usable collection identity (uid)");
+      throw new ClientError("the service published no usable collection identity (uid)");
     if (typeof published !== "string" || typeof fingerprint !== "string")
-      throw new ParticipantError("the service published a collection id or fingerprint that is not text");
+      throw new ClientError("the service published a collection id or fingerprint that is not text");
     this.limits.checkSpec(raw, published);
     const spec = CollectionSpec.fromDict(raw);
     if ((await spec.fingerprint()) !== fingerprint)
-      throw new ParticipantError("the published spec does not match its fingerprint; refusing to report");
+      throw new ClientError("the published spec does not match its fingerprint; refusing to report");
     return { collectionId: published, uid, spec, fingerprint, raw };
   }
 

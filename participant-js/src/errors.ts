@@ -18,3 +18,6 @@ export class RecordError extends ParticipantError {
 
 /** A spec the service may publish but this library refuses, naming what is wrong. */
 export class SpecError extends ParticipantError {}
+
+/** Base of the errors of talking to a service (the client and its ledger), as the Python participant's `ClientError`. */
+export class ClientError extends ParticipantError {}

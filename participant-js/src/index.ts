@@ -9,7 +9,7 @@ export {
   AlreadyReported, Client, type ClientOptions, DEFAULT_PACE, InsecureContext, pacedWait, ReportRejected, requireWebCrypto, sleepUntil,
   SubmissionFailed, type SubmitOptions,
 } from "./client.js";
-export { ParticipantError, RecordError } from "./errors.js";
+export { ClientError, ParticipantError, RecordError } from "./errors.js";
 export { CollectionChanged, Ledger, LedgerError, type LedgerStorage } from "./ledger.js";
 export { BudgetExceeded, LimitExceeded, Limits, type LimitsOptions } from "./limits.js";
 export { normaliseOrigin } from "./origin.js";

@@ -5,17 +5,19 @@
  *
  * - one report per collection: a collection reported to is never reported to again (a report
  *   never acknowledged is re-sent, the very same bytes);
- * - one answer per question (the memo): a collection asking a question this device answered
- *   before, anywhere, gets that same randomised answer again at no cost, whatever the record now
- *   is, so whether a device repeats itself depends on the questions alone;
+ * - one answer per question at an origin (the memo): a collection asking a question this device
+ *   answered before at the same origin gets that same randomised answer again at no cost, whatever
+ *   the record now is, so whether a device repeats itself depends on the questions alone; another
+ *   origin gets a fresh draw, counted, so that no two services can link the device by its answers;
  * - one budget per device: a fresh draw only if its ε fits the app's cap per collection and every
- *   fresh draw of the window, at every origin together, stays within the app's total.
+ *   fresh draw of the window, and of the last 365 days, at every origin together, stays within the
+ *   app's total and yearly cap.
  *
  * The storage (a file in Node, IndexedDB in a browser) makes each read-modify-write atomic.
  */
-import { ParticipantError } from "./errors.js";
+import { ClientError } from "./errors.js";
 import { type Rational, rationalOf } from "./exact.js";
-import { BudgetExceeded, LimitExceeded, type Limits } from "./limits.js";
+import { BudgetExceeded, LimitExceeded, type Limits, YEAR_DAYS } from "./limits.js";
 import { normaliseOrigin } from "./origin.js";
 import { PyFloat, canonicalJson } from "./pyjson.js";
 
@@ -29,9 +31,9 @@ export const READABLE = [2, 3, 4];
 const SECONDS_PER_DAY = 86_400;
 
 /** The ledger cannot be read or written, or is not a ledger. Nothing is sent. */
-export class LedgerError extends ParticipantError {}
+export class LedgerError extends ClientError {}
 /** The service now publishes another spec for a collection this device reported to. Nothing is sent. */
-export class CollectionChanged extends ParticipantError {}
+export class CollectionChanged extends ClientError {}
 
 export interface Entry {
   origin: string;
@@ -365,9 +367,9 @@ function add(a: Rational, b: Rational): Rational {
   return { n: a.n * b.d + b.n * a.d, d: a.d * b.d };
 }
 
-/** The ε fresh draws spent within the window, exactly (each float a binary fraction). */
-function spent(entries: Record<string, Entry>, limits: Limits, now: number): Rational {
-  const since = now - limits.budget.perDays * SECONDS_PER_DAY;
+/** The ε fresh draws spent within the last `days` days, exactly (each float a binary fraction). */
+function spent(entries: Record<string, Entry>, limits: Limits, now: number, days: number): Rational {
+  const since = now - days * SECONDS_PER_DAY;
   let total: Rational = { n: 0n, d: 1n };
   for (const key in entries) {
     const e = entries[key];
@@ -377,8 +379,9 @@ function spent(entries: Record<string, Entry>, limits: Limits, now: number): Rat
   return total;
 }
 
+/** Whether `entry` answered `asked`'s question at `asked`'s origin: another origin's answer is never repeated (see the module's note). */
 function answers(entry: Entry, asked: Asked): boolean {
-  if (entry.sealed !== undefined) return false; // sent through a shuffler: never sent again anywhere
+  if (entry.sealed !== undefined || entry.origin !== asked.origin) return false; // shuffled: never sent again anywhere
   const group = entry.group ?? null;
   if (entry.question) return entry.question === asked.question && group === asked.group;
   return entry.fingerprint === asked.fingerprint && group === asked.group;
@@ -426,32 +429,38 @@ export class Ledger {
     if (asked.question)
       for (const other in entries)
         if (entries[other].reserved_at > remembered && answers(entries[other], asked)) return { kind: "memo", key: other };
-    const used = spent(entries, limits, now);
     const asking = rationalOf(asked.epsilon);
-    const total = rationalOf(limits.budget.total);
-    const after = add(used, asking);
-    if (after.n * total.d > total.n * after.d)
-      throw new BudgetExceeded(
-        `this device spent epsilon=${Number(used.n) / Number(used.d)} in the last ${limits.budget.perDays} days; ` +
-          `another ${asked.epsilon} would pass this app's total of ${limits.budget.total}; nothing was drawn or sent`,
-      );
+    const windows: [number, number, string][] = [
+      [limits.budget.perDays, limits.budget.total, "total"],
+      [YEAR_DAYS, limits.budget.yearly, "yearly cap"],
+    ];
+    for (const [days, cap, name] of windows) {
+      const used = spent(entries, limits, now, days);
+      const total = rationalOf(cap);
+      const after = add(used, asking);
+      if (after.n * total.d > total.n * after.d)
+        throw new BudgetExceeded(
+          `this device spent epsilon=${Number(used.n) / Number(used.d)} in the last ${days} days; ` +
+            `another ${asked.epsilon} would pass this app's ${name} of ${cap}; nothing was drawn or sent`,
+        );
+    }
     return { kind: "draw" };
   }
 
   /**
-   * Drop what the device no longer needs: entries acknowledged, drawn before the budget's window
-   * and whose randomised answer the memo does not keep (for each question the newest entry
-   * answering it stays, for `memoDays` after it was given). Entries of unknown spend stay: they
-   * count at the cap forever.
+   * Drop what the device no longer needs: entries acknowledged, drawn before the budget's windows
+   * and whose randomised answer the memo does not keep (for each question at each origin the
+   * newest entry answering it stays, for `memoDays` after it was given). Entries of unknown spend
+   * stay: they count at the cap forever.
    */
   private expire(entries: Record<string, Entry>, limits: Limits, now: number): void {
-    const since = now - limits.budget.perDays * SECONDS_PER_DAY;
+    const since = now - Math.max(limits.budget.perDays, YEAR_DAYS) * SECONDS_PER_DAY;
     const remembered = now - limits.memoDays * SECONDS_PER_DAY;
-    const newest = new Map<string, string>(); // question (its group first: a number's text holds no space) -> key
+    const newest = new Map<string, string>(); // [origin, group, question] as JSON -> key
     for (const key in entries) {
       const e = entries[key];
       if (e.sealed !== undefined) continue; // a shuffled answer holds no memo: it leaves like any other
-      const question = `${e.group ?? null} ${e.question || `fingerprint ${e.fingerprint}`}`;
+      const question = JSON.stringify([e.origin, e.group ?? null, e.question || `fingerprint ${e.fingerprint}`]);
       const seen = newest.get(question);
       if (seen === undefined || entries[seen].reserved_at < e.reserved_at) newest.set(question, key);
     }
@@ -519,6 +528,9 @@ export class Ledger {
         const entry = await this.stored(first.key);
         if (entry === undefined) continue; // it left the ledger meanwhile (another tab's expiry): settle again
         if (first.kind === "entry") {
+          // This collection's uid reached under another origin: refused as reported, sent or not,
+          // since its bytes sent to a second origin would link the two (participant/ledger.py).
+          if (entry.origin !== asked.origin) return { key: first.key, body: new Uint8Array(), sent: true, spent: 0, sealed: null };
           const sealed = entry.sealed === undefined ? null : fromBase64(entry.sealed);
           return { key: first.key, body: fromBase64(entry.report), sent: entry.sent, spent: 0, sealed };
         }

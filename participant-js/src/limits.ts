@@ -2,15 +2,15 @@
  * What the app lets one device spend and do, as the Python participant's `Limits`: no service can
  * raise any of it, and every limit is checked on what the service published before anything is drawn.
  */
-import { ParticipantError } from "./errors.js";
+import { ClientError } from "./errors.js";
 import { MAIN_THREAD_SECONDS, type Work, drawSeconds, onBrowserMainThread } from "./calibration.js";
 import { SpecError } from "./spec.js";
 import { type ShuffledView } from "./view.js";
 
 /** The collection asks more ε than the app accepts, or the device's budget would be passed. Nothing was drawn or sent. */
-export class BudgetExceeded extends ParticipantError {}
+export class BudgetExceeded extends ClientError {}
 /** What a service published or answered is larger than the app's limits allow. Nothing was drawn or sent. */
-export class LimitExceeded extends ParticipantError {}
+export class LimitExceeded extends ClientError {}
 
 /**
  * The dummies a shuffled collection's batch must carry by default, as a share of its floor: it
@@ -22,10 +22,20 @@ const WORK_OF_PROTOCOL: Record<string, Work> = {
   DE: "index", SUE: "coins", OUE: "coins", auto: "coins", SHE: "noise", THE: "noise",
 };
 
+/** The window of `Budget.yearly`, in days, and its default as a multiple of `total` (the Python participant's YEAR_DAYS and YEARLY_SHARE). */
+export const YEAR_DAYS = 365;
+export const YEARLY_SHARE = 3;
+
 export interface Budget {
   /** The most ε all fresh draws on this device cost within `perDays` days, at every service together. */
   total: number;
   perDays: number;
+  /**
+   * The most ε they cost within any 365 days: by default YEARLY_SHARE times `total`, 24 at the
+   * default total (2 a month on average, a burst of 8 within one month), so at most 240 in any ten
+   * years, where the rolling window alone would allow about 97 a year.
+   */
+  yearly?: number;
 }
 
 export interface LimitsOptions {
@@ -103,7 +113,7 @@ export function declaredInputs(data: unknown): [Work, number][] {
 
 export class Limits {
   readonly maxEpsilon: number;
-  readonly budget: Budget;
+  readonly budget: Required<Budget>;
   readonly maxSpecBytes: number;
   readonly maxAnswerBytes: number;
   readonly maxDomain: number;
@@ -114,11 +124,15 @@ export class Limits {
   readonly minBatch: number;
   readonly minDummyShare: number;
 
-  /** The defaults protect a person whose app never sets them: 2 per collection, 8 over 30 days. */
+  /** The defaults protect a person whose app never sets them: 2 per collection, 8 over 30 days, 24 over a year. */
   constructor(options: LimitsOptions = {}) {
     this.maxEpsilon = positive(options.maxEpsilon ?? 2, "maxEpsilon");
     const budget = options.budget ?? { total: 8, perDays: 30 };
-    this.budget = { total: positive(budget.total, "budget.total"), perDays: positive(budget.perDays, "budget.perDays") };
+    this.budget = {
+      total: positive(budget.total, "budget.total"),
+      perDays: positive(budget.perDays, "budget.perDays"),
+      yearly: positive(budget.yearly ?? YEARLY_SHARE * budget.total, "budget.yearly"),
+    };
     this.maxSpecBytes = positive(options.maxSpecBytes ?? 256 * 1024, "maxSpecBytes");
     this.maxAnswerBytes = positive(options.maxAnswerBytes ?? 64 * 1024, "maxAnswerBytes");
     this.maxDomain = positive(options.maxDomain ?? 65_536, "maxDomain");
@@ -164,7 +178,7 @@ export class Limits {
       throw new LimitExceeded(`${refusal} ${total} entries over its ${inputs.length} inputs; this app accepts at most ${this.maxTotalDomain}; nothing was drawn or sent`);
     const seconds = Math.max(...inputs.map(([work, entries]) => drawSeconds(work, entries)));
     if (seconds > this.maxDrawSeconds)
-      throw new LimitExceeded(`${refusal} a draw estimated at ${seconds.toPrecision(3)} s on this device; this app accepts at most ${this.maxDrawSeconds} s; nothing was drawn or sent`);
+      throw new LimitExceeded(`${refusal} a draw estimated at ${seconds.toPrecision(3)} s on a slow device; this app accepts at most ${this.maxDrawSeconds} s (maxDrawSeconds); nothing was drawn or sent`);
     if (onBrowserMainThread() && seconds > MAIN_THREAD_SECONDS)
       throw new LimitExceeded(
         `${refusal} a draw estimated at ${seconds.toPrecision(3)} s, longer than a page's main thread may be held ` +

@@ -9,7 +9,7 @@
  *     SHA-256("ldpnb shuffled view v1" 0x00 ‖ spec digest (32) ‖ min_batch (u64) ‖ dummies (u64)
  *             ‖ len(id) (u16) ‖ id ‖ len(uid) (u16) ‖ uid)          (integers big-endian, text UTF-8)
  */
-import { ParticipantError } from "./errors.js";
+import { ClientError } from "./errors.js";
 import { type Limits } from "./limits.js";
 import { CollectionSpec, SpecError, hexOf } from "./spec.js";
 
@@ -53,14 +53,14 @@ export class ShuffledView {
 
   /** The view a shuffler's answer describes, checked: the spec's size against `limits` before it is built, the spec, its fingerprint, its floor and dummies against the spec's, and the digest. */
   static async fromDict(data: unknown, limits?: Limits): Promise<ShuffledView> {
-    if (typeof data !== "object" || data === null) throw new ParticipantError("the shuffler's view of the collection is not a mapping");
+    if (typeof data !== "object" || data === null) throw new ClientError("the shuffler's view of the collection is not a mapping");
     const { spec: raw, uid, fingerprint, id, min_batch: minBatch, dummies, digest } = data as Record<string, unknown>;
     if (typeof id !== "string" || typeof fingerprint !== "string" || typeof digest !== "string")
-      throw new ParticipantError("the shuffler's view names a collection, fingerprint or digest that is not text");
+      throw new ClientError("the shuffler's view names a collection, fingerprint or digest that is not text");
     if (typeof uid !== "string" || uid.length < 16 || uid.length > 256) throw new SpecError("the view names no usable collection identity (uid)");
     limits?.checkSpec(raw, id);
     const spec = CollectionSpec.fromDict(raw);
-    if ((await spec.fingerprint()) !== fingerprint) throw new ParticipantError("the shuffler's view does not match its spec's fingerprint; refusing to report");
+    if ((await spec.fingerprint()) !== fingerprint) throw new ClientError("the shuffler's view does not match its spec's fingerprint; refusing to report");
     if (spec.shuffle === null) throw new SpecError(`collection '${id}' is not shuffled: it has no shuffled view`);
     if (!isWhole(minBatch) || !isWhole(dummies)) throw new SpecError("the view's min_batch and dummies must be whole numbers");
     if (minBatch < spec.shuffle.minBatch || dummies < spec.shuffle.dummies)
@@ -69,7 +69,7 @@ export class ShuffledView {
           `${spec.shuffle.minBatch} and ${spec.shuffle.dummies}; refusing to report`,
       );
     const computed = await viewDigest(id, uid, await spec.fingerprintDigest(), minBatch, dummies);
-    if (hexOf(computed) !== digest) throw new ParticipantError("the shuffler's view does not match its digest; refusing to report");
+    if (hexOf(computed) !== digest) throw new ClientError("the shuffler's view does not match its digest; refusing to report");
     return new ShuffledView(id, uid, spec, fingerprint, minBatch, dummies, computed);
   }
 

@@ -10,7 +10,7 @@ import { createServer } from "node:http";
 import { type AddressInfo } from "node:net";
 
 import { Client, CollectionSpec, InsecureContext, LimitExceeded, Limits, Participant, SpecError, SubmissionFailed } from "../src/index.js";
-import { MAIN_THREAD_SECONDS, secondsPerEntry } from "../src/calibration.js";
+import { MAIN_THREAD_SECONDS } from "../src/calibration.js";
 import { Ledger } from "../src/ledger.js";
 
 const memory = () =>
@@ -36,22 +36,22 @@ test("without Web Crypto (an insecure page) every call is one error of the famil
 
 const she = (entries: number) => ({ features: [{ name: "f", categories: Array.from({ length: entries / 2 }, (_, i) => `v${i}`) }], classes: ["a", "b"], protocol: "SHE", epsilon: 1 });
 
-test("the draw-time limit follows this sampler: the largest SHE spec admitted draws within the limit, the next is refused", () => {
+test("the draw-time limit is the Python participant's constants, never measured here: the largest SHE spec admitted is the same on every device", () => {
   const limits = new Limits({ maxDrawSeconds: 0.25 });
-  const perNoise = secondsPerEntry().noise;
-  const largest = 2 * Math.floor((0.25 - 1e-4) / perNoise / 2);
+  const largest = 2 * Math.floor((0.25 - 1e-4) / 1e-4 / 2); // SECONDS_PER_INDEX + SECONDS_PER_NOISE per entry
   limits.checkSpec(she(largest), "fits");
-  assert.throws(() => limits.checkSpec(she(largest + 2), "over"), (e: Error) => e instanceof LimitExceeded && /on this device/.test(e.message));
+  assert.throws(() => limits.checkSpec(she(largest + 2), "over"), (e: Error) => e instanceof LimitExceeded && /on a slow device/.test(e.message));
   const spec = CollectionSpec.fromDict({ ...she(largest), theta: 0.25 });
   const started = performance.now();
   new Participant(spec).report({ f: "v1", class: "a" }, undefined);
-  assert.ok((performance.now() - started) / 1000 < 0.25, "the admitted draw took longer than the limit");
+  // The constants are a slow device's: this one draws the largest admitted report within twice the limit even loaded.
+  assert.ok((performance.now() - started) / 1000 < 0.5, "the admitted draw took longer than twice the limit");
 });
 
-test("on a browser page's main thread no draw may take longer than a tenth of a second", () => {
+test("on a browser page's main thread no draw may be estimated past MAIN_THREAD_SECONDS, short of a long task", () => {
   const limits = new Limits();
-  const perNoise = secondsPerEntry().noise;
-  const largest = 2 * Math.floor((MAIN_THREAD_SECONDS - 1e-4) / perNoise / 2);
+  const largest = 2 * Math.floor((MAIN_THREAD_SECONDS - 1e-4) / 1e-4 / 2);
+  assert.equal(largest, 248);
   (globalThis as { document?: unknown }).document = {};
   try {
     limits.checkSpec(she(largest), "fits");

@@ -150,3 +150,71 @@ test("a version 3 ledger (its files named by their bytes alone) is read, and mov
   assert.ok([...older].every((name) => !names.has(name)), "and its version 3 name gone");
   assert.equal(names.size, current.size + 1, "with the clone's report");
 });
+
+test("many devices asked one question at two origins are linked by their answers no better than chance; a uid reached at another origin sends nothing", async () => {
+  const { CollectionSpec, Participant } = await import("../src/index.js");
+  const { packReport } = await import("../src/report.js");
+  const { decode } = await import("@msgpack/msgpack");
+  const spec = CollectionSpec.fromDict({ features: [{ name: "f", categories: ["0", "1", "2", "3", "4", "5", "6", "7"] }], classes: ["a", "b"], protocol: "SHE", epsilon: 1 });
+  const [fingerprint, question, digest] = [await spec.fingerprint(), await spec.question(), await spec.fingerprintDigest()];
+  const record = { f: "3", class: "a" };
+  const origins = ["http://one.example", "http://two.example"];
+  const sent: [number, Float64Array][][] = [[], []];
+  for (let device = 0; device < 20; device++) {
+    const ledger = fileLedger(join(mkdtempSync(join(tmpdir(), "ldpnb-link-")), "ledger.json"));
+    const participant = new Participant(spec);
+    for (const [o, origin] of origins.entries()) {
+      const uid = createHash("sha256").update(`${origin} ${device}`).digest("hex").slice(0, 32); // each service's own
+      const claim = await ledger.claim({ origin, collection: "c", uid, fingerprint, epsilon: 1, question, group: null }, limits,
+        () => packReport(participant.draw(record), digest), (old) => old);
+      const wire = decode(claim.body) as { input: number; value: Uint8Array };
+      sent[o].push([wire.input, new Float64Array(wire.value.slice().buffer)]);
+    }
+    // The first origin's uid published at the second (another name for its service, or another
+    // service claiming it): refused as reported (its bytes never sent there), though unacknowledged.
+    const uid = createHash("sha256").update(`${origins[0]} ${device}`).digest("hex").slice(0, 32);
+    const again = await ledger.claim({ origin: origins[1], collection: "other", uid, fingerprint, epsilon: 1, question, group: null }, limits,
+      () => assert.fail("nothing drawn"), () => assert.fail("nothing repeated"));
+    assert.deepEqual([again.sent, again.body.length], [true, 0]);
+  }
+  const distance = (a: [number, Float64Array], b: [number, Float64Array]) =>
+    a[0] !== b[0] ? Infinity : a[1].reduce((total, v, i) => total + (v - b[1][i]) ** 2, 0);
+  let linked = 0;
+  for (let i = 0; i < 20; i++) {
+    const distances = sent[1].map((b) => distance(sent[0][i], b));
+    const nearest = distances.indexOf(Math.min(...distances));
+    if (Number.isFinite(distances[nearest]) && nearest === i) linked++;
+  }
+  // Chance links about one device (Poisson(1)): 7 or more happens once in 12,000 runs; the memo
+  // sending one origin's answer to the other linked 20 of 20.
+  assert.ok(linked < 7, `${linked} of 20 devices linked across origins`);
+});
+
+test("the yearly cap (3 times the total by default) refuses what the rolling window alone would allow over a year", async () => {
+  const { Ledger } = await import("../src/ledger.js");
+  const { BudgetExceeded } = await import("../src/limits.js");
+  let stored: any = { version: 4, entries: {} };
+  const storage = {
+    async update<T>(change: (data: any) => { result: T; write: boolean }): Promise<T> {
+      const copy = JSON.parse(JSON.stringify(stored));
+      const { result, write } = change(copy);
+      if (write) stored = copy;
+      return result;
+    },
+  };
+  let clock = 1_000_000_000;
+  const ledger = new Ledger(storage as any, () => clock);
+  const defaults = new Limits({ maxEpsilon: 8 });
+  assert.deepEqual([defaults.budget.yearly, new Limits({ budget: { total: 2, perDays: 30 } }).budget.yearly], [24, 6]);
+  assert.throws(() => new Limits({ budget: { total: 8, perDays: 30, yearly: 0 } }), /budget.yearly/);
+  const month = (m: number, epsilon: number) => ({ origin: "http://x.example", collection: `m${m}`, uid: `${m}`.padEnd(32, "u"), fingerprint: "f".repeat(64), epsilon, question: `${m}`.padEnd(64, "q"), group: null });
+  for (let m = 0; m < 3; m++) {
+    await ledger.markSent((await ledger.claim(month(m, 8), defaults, () => utf8(`m${m}`), () => assert.fail("no memo"))).key);
+    clock += 31 * 86_400;
+  }
+  await assert.rejects(ledger.claim(month(3, 1), defaults, () => assert.fail("nothing drawn"), () => assert.fail("no memo")),
+    (e: Error) => e instanceof BudgetExceeded && /in the last 365 days; another 1 would pass this app's yearly cap of 24/.test(e.message));
+  assert.equal(Object.keys(stored.entries).length, 3, "spend older than the rolling window stays while the year counts it");
+  clock += (365 - 3 * 31 + 1) * 86_400; // the first month's 8 counts no more
+  assert.equal((await ledger.claim(month(4, 8), defaults, () => utf8("m4"), () => assert.fail("no memo"))).spent, 8);
+});
