@@ -55,14 +55,13 @@ def array32(count: int, item: bytes) -> bytes:
 ])  # fmt: skip
 def test_bodies_larger_than_any_batch_are_refused_while_unpacking(name, body):
     tracemalloc.start()
-    start = time.perf_counter()
     with pytest.raises(ReportError):
         unpack(body, 10_000)
-    seconds = time.perf_counter() - start
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    # Unpacked whole, 8 MiB of empty arrays took 628 MB and 12 s.
-    assert seconds < 0.1 and peak < 20 * 2**20, (name, seconds, peak)
+    # Unpacked whole, 8 MiB of empty arrays took 628 MB and 12 s: the memory tells it, whatever
+    # the machine's load (a time would not).
+    assert peak < 20 * 2**20, (name, peak)
 
 
 def test_a_batch_at_the_limit_still_unpacks():
@@ -366,10 +365,10 @@ async def test_requests_outside_http_1_are_refused_up_front_in_json(configured, 
     async with aiohttp.ClientSession() as session:
         async with session.post(f"{url}/collections", json={"spec": table_1_spec().to_dict(), "id": "c1"}, headers=AUTH) as r:
             assert r.status == 201 and r.headers["Server"] == "ldpnb"  # no language or framework versions
-    answer, seconds = await asyncio.to_thread(_raw, host, int(port), request_bytes)
+    answer, _ = await asyncio.to_thread(_raw, host, int(port), request_bytes, 10.0)
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.split(b" ")[1] == status and b"Server: ldpnb" in head and body.startswith(b'{"error"'), answer
-    assert seconds < 1.0  # the 9 MiB body is not waited for
+    # The 9 MiB body is never sent: an answer at all (not a timeout) says it was not waited for.
     assert "Traceback" not in caplog.text and "unhandled error" not in caplog.text
 
 

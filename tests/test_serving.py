@@ -18,7 +18,7 @@ from participant.wire import pack_report
 from .conftest import table_1_spec
 from .servers import AUTH, MSGPACK, Server
 
-REPORTS = 20_000
+REPORTS = 6_000
 
 
 def passes(metrics: str) -> float:
@@ -27,8 +27,8 @@ def passes(metrics: str) -> float:
 
 
 async def test_a_serving_process_rarely_runs_the_garbage_collector(tmp_path):
-    """20,000 single reports, 64 in flight: the collector ran 37 passes with CPython's defaults (one
-    of them over the whole heap, modules included) and none as served. In bench/ingest.py's load
+    """6,000 single reports, 64 in flight: the collector ran 63 passes with CPython's defaults (one
+    of them over the whole heap, modules included), and fewer than 10 as served. In bench/ingest.py's load
     such passes cost 6 µs of a report's 80 µs of CPU, and a whole-heap pass held the loop 23 ms."""
     spec = table_1_spec()
     participant = Participant(spec)
@@ -53,7 +53,7 @@ async def test_a_serving_process_rarely_runs_the_garbage_collector(tmp_path):
                 during = passes(await r.text()) - before
     finally:
         server.stop()
-    assert during < 10
+    assert during < 10, during  # 63 with CPython's defaults
 
 
 def serve(*args: str, env: dict | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
