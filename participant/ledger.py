@@ -439,18 +439,18 @@ class Ledger:
         key = entry_key(asked.origin, asked.collection)
         entry = entries.get(key)
         if entry is None:
-            key, entry = next(((k, e) for k, e in entries.items() if e.get("uid") == asked.uid), (key, None))
+            # The published uid reached under another id at this origin; never at another origin, where
+            # a refusal (or a re-send) would tell that origin what this device did at the first.
+            key, entry = next(
+                ((k, e) for k, e in entries.items() if e.get("uid") == asked.uid and e["origin"] == asked.origin),
+                (key, None),
+            )
         if entry is not None:
             if entry["fingerprint"] != asked.fingerprint:
                 raise CollectionChanged(
                     f"this device reported to {entry['collection']!r} at {entry['origin']} under another spec "
                     f"(fingerprint {entry['fingerprint'][:16]}…, now {asked.fingerprint[:16]}…); nothing was sent"
                 )
-            if entry["origin"] != asked.origin:
-                # This collection's uid reached under another origin (another name for its service,
-                # or another service claiming it): refused as reported, acknowledged or not, since
-                # its bytes sent to a second origin would link the two.
-                return Claim(key, b"", True, 0.0, None)
             sealed = self._load(entry, "sealed", key) if "sealed" in entry else None
             if seal is not None and sealed is None:
                 # Drawn for a collection this device reported to directly: never sent sealed after.
@@ -567,9 +567,8 @@ class Ledger:
         token), and ``seal(body)``, for a shuffled collection, seals a new report for its shuffler
         (the sealed bytes are recorded with it: a retry re-sends them). In order:
 
-        1. this collection (or the published ``uid``, reached under another id) has an entry:
-           its report, unchanged; :class:`CollectionChanged` if its spec differs now; a claim
-           already sent, with no bytes, if that entry is at another origin;
+        1. this collection (or the published ``uid``, reached under another id at this origin)
+           has an entry: its report, unchanged; :class:`CollectionChanged` if its spec differs now;
         2. :class:`BudgetExceeded` if the collection's ε is above ``limits.max_epsilon``;
         3. an entry at this origin that answered the same question (``asked.question`` and
            ``asked.group``): its randomised answer again (spends 0), whatever the record now is;

@@ -403,8 +403,10 @@ export class Ledger {
     let key = entryKey(asked.origin, asked.collection);
     let entry: Entry | undefined = Object.prototype.hasOwnProperty.call(entries, key) ? entries[key] : undefined;
     if (entry === undefined)
+      // The published uid reached under another id at this origin; never at another origin, where a
+      // refusal (or a re-send) would tell that origin what this device did at the first.
       for (const other in entries)
-        if (entries[other].uid === asked.uid) {
+        if (entries[other].uid === asked.uid && entries[other].origin === asked.origin) {
           [key, entry] = [other, entries[other]];
           break;
         }
@@ -528,9 +530,6 @@ export class Ledger {
         const entry = await this.stored(first.key);
         if (entry === undefined) continue; // it left the ledger meanwhile (another tab's expiry): settle again
         if (first.kind === "entry") {
-          // This collection's uid reached under another origin: refused as reported, sent or not,
-          // since its bytes sent to a second origin would link the two (participant/ledger.py).
-          if (entry.origin !== asked.origin) return { key: first.key, body: new Uint8Array(), sent: true, spent: 0, sealed: null };
           const sealed = entry.sealed === undefined ? null : fromBase64(entry.sealed);
           return { key: first.key, body: fromBase64(entry.report), sent: entry.sent, spent: 0, sealed };
         }

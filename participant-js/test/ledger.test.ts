@@ -151,7 +151,7 @@ test("a version 3 ledger (its files named by their bytes alone) is read, and mov
   assert.equal(names.size, current.size + 1, "with the clone's report");
 });
 
-test("many devices asked one question at two origins are linked by their answers no better than chance; a uid reached at another origin sends nothing", async () => {
+test("many devices asked one question at two origins are linked by their answers no better than chance; a uid published at another origin is a new collection there", async () => {
   const { CollectionSpec, Participant } = await import("../src/index.js");
   const { packReport } = await import("../src/report.js");
   const { decode } = await import("@msgpack/msgpack");
@@ -170,12 +170,13 @@ test("many devices asked one question at two origins are linked by their answers
       const wire = decode(claim.body) as { input: number; value: Uint8Array };
       sent[o].push([wire.input, new Float64Array(wire.value.slice().buffer)]);
     }
-    // The first origin's uid published at the second (another name for its service, or another
-    // service claiming it): refused as reported (its bytes never sent there), though unacknowledged.
+    // The first origin's uid published at the second (another service claiming it): a new
+    // collection there (another question: a fresh draw), neither refused nor re-sent, either of
+    // which would tell the second origin what the device did at the first.
     const uid = createHash("sha256").update(`${origins[0]} ${device}`).digest("hex").slice(0, 32);
-    const again = await ledger.claim({ origin: origins[1], collection: "other", uid, fingerprint, epsilon: 1, question, group: null }, limits,
-      () => assert.fail("nothing drawn"), () => assert.fail("nothing repeated"));
-    assert.deepEqual([again.sent, again.body.length], [true, 0]);
+    const again = await ledger.claim({ origin: origins[1], collection: "other", uid, fingerprint, epsilon: 1, question: "o".repeat(64), group: null }, limits,
+      () => new Uint8Array([7]), () => assert.fail("nothing repeated"));
+    assert.deepEqual([again.sent, again.spent, [...again.body]], [false, 1, [7]]);
   }
   const distance = (a: [number, Float64Array], b: [number, Float64Array]) =>
     a[0] !== b[0] ? Infinity : a[1].reduce((total, v, i) => total + (v - b[1][i]) ** 2, 0);
