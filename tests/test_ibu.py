@@ -10,7 +10,7 @@ def test_ibu_recovers_the_histogram_and_stays_a_histogram():
     truth = np.array([5000, 3000, 1500, 500, 0, 0])
     oracle = make_oracle("DE", 1.0, len(truth))
     rng = np.random.default_rng(3)
-    estimates = np.array([iterative_bayesian_update(oracle, oracle.simulate_counts(truth, rng)).counts for _ in range(100)])
+    estimates = np.array([iterative_bayesian_update(oracle, oracle.simulate_counts(truth, rng)).counts for _ in range(50)])
     assert (estimates >= 0).all() and np.allclose(estimates.sum(axis=1), truth.sum())
     # Unbiased estimates have this standard deviation; the MLE (biased near the boundary) stays within it.
     sd = np.sqrt(oracle.variance(truth.sum(), truth))
