@@ -401,19 +401,22 @@ def test_acknowledged_entries_drawn_before_the_window_leave_the_ledger_but_the_m
     limits = Limits(max_epsilon=2.0, budget=Budget(total=8.0, per_days=30), memo_days=1000)
     keys = {}
     for name, question, sent in [("old", "a", True), ("old-clone", "a", True), ("lone", "b", True),
-                                 ("pending", "c", False), ("recent", "d", True)]:  # fmt: skip
+                                 ("pending", "c", False), ("pending-clone", "d", False), ("recent", "d", True)]:  # fmt: skip
         asked = replace(ASKED, collection=name, uid=name * 8, question=question * 64)
         claim = ledger.claim(asked, limits, lambda: name.encode(), lambda old: old)
         keys[name] = claim.key
         if sent:
             ledger.mark_sent(claim.key)
     # Older than both windows (30 days, and the year of the yearly cap), within the memo's 1,000 days.
-    aged(path, {keys["old"]: 400, keys["old-clone"]: 401, keys["lone"]: 430, keys["pending"]: 430, keys["recent"]: 1})
+    aged(path, {keys["old"]: 400, keys["old-clone"]: 401, keys["lone"]: 430, keys["pending"]: 430,
+                keys["pending-clone"]: 430, keys["recent"]: 1})  # fmt: skip
     ledger.claim(replace(ASKED, collection="new", uid="n" * 32, question="n" * 64), limits, lambda: b"new", pytest.fail)
     kept = set(ledger.entries())
     # The older of two answers to question a goes (the newer holds the same answer); the only
-    # answer to b stays for the memo; an unsent report stays to be sent; recent ones stay.
-    assert kept == {keys["old"], keys["lone"], keys["pending"], keys["recent"], entry_key(ASKED.origin, "new")}
+    # answer to b stays for the memo; an unsent report stays to be sent, even one whose answer the
+    # memo no longer keeps (d's newest is "recent"); recent ones stay.
+    assert kept == {keys["old"], keys["lone"], keys["pending"], keys["pending-clone"], keys["recent"],
+                    entry_key(ASKED.origin, "new")}  # fmt: skip
     clone = ledger.claim(replace(ASKED, collection="b-again", uid="b" * 32, question="b" * 64), limits, pytest.fail,
                          lambda old: old)  # fmt: skip
     assert (clone.body, clone.spent) == (b"lone", 0.0)
