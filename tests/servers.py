@@ -29,8 +29,9 @@ class Server:
     """One ``serve`` process (with ``workers`` pre-forked workers) on ``port``."""
 
     def __init__(
-        self, db: str, port: int | None = None, workers: int = 1, *extra: str, admin: str = ADMIN, env: dict | None = None
-    ):
+        self, db: str, port: int | None = None, workers: int = 1, *extra: str, admin: str = ADMIN,
+        env: dict | None = None,
+    ):  # fmt: skip
         self.db, self.port, self.workers, self.extra = str(db), port or free_port(), workers, extra
         self.admin = admin  # the token in its environment
         self.env = env or {}  # more of its environment (a test's failpoint, aggregator.store.base.FAILPOINT)

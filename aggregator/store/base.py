@@ -492,7 +492,9 @@ class Store(ABC):
         copy is in the same transaction is a duplicate like its reports."""
         rows: dict[tuple[int, str], tuple[ShuffledBatch, tuple]] = {}
         for note, spans in notes:
-            refused = sum(int(np.isin(outcomes[group][start:end], (CONFLICT, TOKEN_USED)).sum()) for group, start, end in spans)
+            refused = sum(
+                int(np.isin(outcomes[group][start:end], (CONFLICT, TOKEN_USED)).sum()) for group, start, end in spans
+            )
             key = self._collections[note.collection_id].key
             row = (key, note.batch, note.size, note.dummies, note.junk + refused)
             rows.setdefault((key, note.batch), (note, row))

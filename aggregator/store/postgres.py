@@ -451,8 +451,9 @@ class PostgresStore(Store):
         rows = self._batch_rows(notes, outcomes)
         try:
             written = await conn.fetch(
-                ALL_NEW, keys, ids, inputs, values, now, self.instance, *self._columns(updates), *self._rows_columns(rows)
-            )
+                ALL_NEW, keys, ids, inputs, values, now, self.instance, *self._columns(updates),
+                *self._rows_columns(rows),
+            )  # fmt: skip
         except asyncpg.UniqueViolationError:
             return None
         if rows:
