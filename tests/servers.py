@@ -28,9 +28,13 @@ def free_port() -> int:
 class Server:
     """One ``serve`` process (with ``workers`` pre-forked workers) on ``port``."""
 
-    def __init__(self, db: str, port: int | None = None, workers: int = 1, *extra: str, admin: str = ADMIN):
+    def __init__(
+        self, db: str, port: int | None = None, workers: int = 1, *extra: str, admin: str = ADMIN,
+        env: dict | None = None,
+    ):  # fmt: skip
         self.db, self.port, self.workers, self.extra = str(db), port or free_port(), workers, extra
         self.admin = admin  # the token in its environment
+        self.env = env or {}  # more of its environment (a test's failpoint, aggregator.store.base.FAILPOINT)
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
@@ -46,7 +50,7 @@ class Server:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, "LDPNB_ADMIN_TOKEN": self.admin},
+            env={**os.environ, "LDPNB_ADMIN_TOKEN": self.admin, **self.env},
             start_new_session=True,  # its workers form a group that kill() ends together
         )  # spawned to die with the test process: a suite killed outright leaves no server behind
         line = self.proc.stdout.readline()

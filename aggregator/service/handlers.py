@@ -27,7 +27,7 @@ from ..estimation.plausibility import plausibility
 from ..estimation.smoothing import STRENGTHS
 from ..estimation.statistics import CollectionStatistics
 from ..store import CONFLICT, NEW, TOKEN_USED, Collection, CollectionExists, IncomingBatch
-from ..store.base import COLLECTION_ID
+from ..store.base import COLLECTION_ID, ShuffledBatch
 from .addresses import client_address
 from .answers import Busy, Cancelled, encode_json, encode_msgpack
 from .auth import SETTING_KEY, enrollment_nonce, hash_token, issue_enrollment_tokens, require_admin
@@ -576,13 +576,18 @@ async def _sorted_reports(key: bytes, collection: Collection, reports: list):
     return rejections, batches, batch_positions
 
 
-async def ingest_reports(request: web.Request, collection: Collection, reports: list, dummies: int = 0) -> list[dict]:
+async def ingest_reports(
+    request: web.Request, collection: Collection, reports: list, shuffled: ShuffledBatch | None = None
+) -> list[dict]:
     """Validate, store and count ``reports``; returns one result per report, in order.
 
     Per-report checks run first, a slice at a time; payloads are then decoded together per input
     (vectorised); every valid report goes to the writer, a large request's in several parts.
-    ``dummies``: how many of the reports are a shuffler's dummy reports (a shuffled batch): each
-    valid report is counted as ``dummies / valid`` of one (see :class:`IncomingBatch`).
+    ``shuffled``: the shuffler's batch the reports are (its ``junk`` those that did not open): each
+    valid report is counted as ``dummies / valid`` of its dummies (see :class:`IncomingBatch`), the
+    batch's refused reports are added to its junk, and its reports go to the writer as one request,
+    never in parts, so that they, their dummies and the batch's row are one transaction (or, none
+    valid, the row alone is written); ``shuffled.noted`` then says whether the row is new.
     """
     metrics, key = request.app[METRICS], request.app[ENROLLMENT_HMAC]
     results: list[dict] = [{"status": "accepted"}] * len(reports)
@@ -591,12 +596,20 @@ async def ingest_reports(request: web.Request, collection: Collection, reports: 
         results[position] = rejected(metrics, collection.id, reason, message)
         if n % CHECK_SLICE == CHECK_SLICE - 1:
             await asyncio.sleep(0)
+    if shuffled is not None:
+        shuffled.junk += len(rejections)
+        if not batches:
+            shuffled.noted = await request.app[STORE].record_batch(
+                collection, shuffled.batch, shuffled.size, shuffled.dummies, shuffled.junk
+            )
     if not batches:
         return results
-    if dummies:
-        share = dummies / sum(map(len, batches))
-        batches = [replace(batch, dummy_shares=np.full(len(batch), share)) for batch in batches]
-    outcomes = [o for part in await asyncio.gather(*map(request.app[WRITER].submit, _parts(batches))) for o in part]
+    parts = _parts(batches)
+    if shuffled is not None:
+        share = shuffled.dummies / sum(map(len, batches))
+        shares = (lambda batch: {"dummy_shares": np.full(len(batch), share)}) if shuffled.dummies else (lambda _: {})
+        parts = [[replace(batch, shuffled=shuffled, **shares(batch)) for batch in batches]]
+    outcomes = [o for part in await asyncio.gather(*map(request.app[WRITER].submit, parts)) for o in part]
     recorded = 0
     for positions, batch_outcomes in zip(batch_positions, outcomes):
         for position, outcome in zip(positions, batch_outcomes):

@@ -29,6 +29,7 @@ from participant.sealing import sealed_length
 from participant.view import ShuffledView
 from participant.wire import ReportError, unpack
 
+from ..store.base import ShuffledBatch
 from .auth import require_admin
 from .errors import APIError
 from .handlers import admin, batch_answer, get_collection, ingest_reports, read_raw, rejected, respond, source
@@ -122,11 +123,13 @@ async def post_shuffled(request: web.Request) -> web.Response:
             positions.append(position)
         except ReportError as exc:
             results[position] = rejected(app[METRICS], collection.id, exc.reason, str(exc))
-    for position, result in zip(positions, await ingest_reports(request, collection, opened, dummies)):
+    # The batch's row goes in the transaction of its reports (their junk added there): never
+    # dummies counted without their row, nor a row without its reports (aggregator.store.base).
+    noted = ShuffledBatch(collection.id, batch, size, dummies, junk=len(sealed) - len(opened))
+    for position, result in zip(positions, await ingest_reports(request, collection, opened, noted)):
         results[position] = result
-    junk = sum(1 for r in results if r["status"] == "rejected")
-    if await app[STORE].record_batch(collection, batch, size, dummies, junk):
-        app[METRICS].shuffled_batch(collection.id, junk)
+    if noted.noted:
+        app[METRICS].shuffled_batch(collection.id, sum(1 for r in results if r["status"] == "rejected"))
     return await batch_answer(request, results)
 
 

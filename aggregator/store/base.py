@@ -32,6 +32,21 @@ with PostgreSQL machines) can share one. Why the numbers they serve are never st
   new (it is not), so it is counted exactly once either way. One write runs at a time per
   instance id (the writer's queue; a process with several write lanes gives each its own id,
   :meth:`Store.lanes`), so no other transaction of the old id can be in flight.
+- **Shuffled batches.** A shuffler's batch is stored in one transaction: its reports, the partials
+  counting them (the people's cells and the dummies' figure, :data:`DUMMIES`) and the batch's row
+  (its size, dummies and junk: the status's batches, the fewest people in one), written by the
+  same transaction's last statement before its commit (:meth:`Store.ingest`, a
+  :class:`ShuffledBatch` carried by the batch's reports). The service submits a batch's reports as
+  one request, never in parts, and the writer never splits a request, so a crash at any moment
+  leaves either nothing of the batch or the whole of it with its dummies and its row: never its
+  dummies counted as people, never a row without its reports or reports without their row. The
+  writer may group several batches (and other requests) into one transaction; each batch's row is
+  then in the transaction that holds its reports, and if that transaction fails for one request,
+  each request is stored alone, its row with it. The row's key (collection, batch id) makes a
+  re-sent batch's row a no-op, and its reports are duplicates by their ids, so a batch whose
+  answer was lost is counted once when the shuffler sends it again; a batch none of whose reports
+  could be stored (all junk) counts nothing, and its row is written alone
+  (:meth:`Store.record_batch`).
 - **Collections** are immutable once created, so each instance caches them and looks the
   database up on a miss: one created on another instance is found there. A duplicate id is
   refused by the primary key (409), never by a race between instances.
@@ -44,8 +59,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
+import os
 import re
 import secrets
+import sys
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
@@ -65,6 +82,23 @@ DUMMIES = -1
 # When the request being served must have its answer (the event loop's clock), so that its reads
 # together take at most one timeout, not one each; set by the service for every request.
 REQUEST_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("request_deadline", default=None)
+
+
+# Test only: LDPNB_FAILPOINT=after-batch-reports makes the process stop (it sleeps, saying so on
+# stderr, for a test to SIGKILL it) once a transaction has written a shuffled batch's reports and
+# partials and not yet its row; where the two are one statement (PostgreSQL's all-new path), right
+# after that statement. Unset, as it always is outside the tests, :func:`failpoint` does nothing.
+FAILPOINT = os.environ.get("LDPNB_FAILPOINT", "")
+AFTER_BATCH_REPORTS = "after-batch-reports"
+
+
+def failpoint(name: str) -> None:
+    """Stop here for good if ``$LDPNB_FAILPOINT`` names ``name`` (tests only; see :data:`FAILPOINT`)."""
+    if FAILPOINT and FAILPOINT == name:
+        sys.stderr.write(f"ldpnb failpoint {name} reached\n")
+        sys.stderr.flush()
+        while True:
+            time.sleep(3600)
 
 
 def read_deadline(timeout: float) -> float:
@@ -133,6 +167,23 @@ class PartialUpdate:
     values: np.ndarray
 
 
+@dataclass(eq=False)
+class ShuffledBatch:
+    """A shuffler's batch whose row is written in the transaction storing its reports: its
+    shuffler's id for it, its ``size`` in reports, how many were ``dummies``, and how many were
+    ``junk`` before the store (did not open, or were refused by the checks; the store adds those
+    it refuses, conflicts). Every :class:`IncomingBatch` of the batch carries the same one.
+    ``noted`` is set once the transaction committed: whether it wrote the row (False for a
+    re-sent batch, whose row was there)."""
+
+    collection_id: str
+    batch: str
+    size: int
+    dummies: int
+    junk: int
+    noted: bool = False
+
+
 @dataclass(frozen=True)
 class IncomingBatch:
     """Validated reports of one collection, all carrying the same input, waiting to be stored:
@@ -151,6 +202,8 @@ class IncomingBatch:
     # valid reports holding M dummies stands for M/V of them, whichever it is (the aggregator
     # cannot tell), so the batch's reports, each counted once, add M once all are counted.
     dummy_shares: np.ndarray | None = None
+    # The shuffler's batch these reports belong to, whose row goes in their transaction.
+    shuffled: ShuffledBatch | None = None
 
     def __len__(self) -> int:
         return len(self.report_ids)
@@ -347,10 +400,10 @@ class Store(ABC):
 
     @abstractmethod
     async def record_batch(self, collection: Collection, batch: str, size: int, dummies: int, junk: int) -> bool:
-        """Note a shuffled batch (its shuffler's id for it, its ``size`` in reports, how many were
-        ``dummies`` and how many ``junk``: did not open or were refused), once per id; whether it
-        was new. Written after the batch's reports are stored (a note, not what is counted: the
-        dummies the statistics take out travel with the reports, :class:`IncomingBatch`)."""
+        """Note a shuffled batch none of whose reports is to be stored (all ``junk``: did not open
+        or were refused; its shuffler's id for it, its ``size`` in reports, how many were
+        ``dummies``), once per id; whether it was new. A batch with reports to store is noted in
+        their transaction instead (:class:`ShuffledBatch`)."""
 
     @abstractmethod
     async def batch_totals(self, collection: Collection) -> dict[str, int]:
@@ -391,8 +444,8 @@ class Store(ABC):
         return groups
 
     async def ingest(self, batches: list[IncomingBatch]) -> list[np.ndarray]:
-        """Store every batch and update this instance's partial statistics in one durable
-        transaction.
+        """Store every batch, update this instance's partial statistics and write the rows of the
+        shuffled batches the reports belong to (:class:`ShuffledBatch`) in one durable transaction.
 
         Returns, per batch, an int8 array of outcomes: :data:`NEW` where the report was new and is
         now counted, :data:`DUPLICATE` where the same report (id, input and value) was already
@@ -406,21 +459,46 @@ class Store(ABC):
         merged = {
             group: self._decoded(merge_group([batches[b] for b in members])) for group, members in groups.items()
         }
+        # Where each batch's reports sit in its group's outcomes: (group, start, end).
+        spans: list[tuple[tuple[str, int], int, int]] = [(("", 0), 0, 0)] * len(batches)
+        for group, members in groups.items():
+            start = 0
+            for b in members:
+                spans[b] = (group, start, start + len(batches[b]))
+                start += len(batches[b])
+        notes: dict[int, tuple[ShuffledBatch, list]] = {}
+        for b, batch in enumerate(batches):
+            if batch.shuffled is not None:
+                notes.setdefault(id(batch.shuffled), (batch.shuffled, []))[1].append(spans[b])
         try:
-            outcomes, updates = await self._transaction(merged)
+            outcomes, updates, noted = await self._transaction(merged, list(notes.values()))
         except BaseException:
             self._forget_partials()
             raise
-        for group, members in groups.items():
+        for b, (group, start, end) in enumerate(spans):
             # Plain slices: np.split's per-piece axis juggling cost a µs per single-report request.
-            start, found = 0, outcomes[group]
-            for b in members:
-                end = start + len(batches[b])
-                results[b] = found[start:end]
-                start = end
+            if group in outcomes:
+                results[b] = outcomes[group][start:end]
         # This instance's partials change only once committed.
         self._apply(updates)
+        for note in noted:
+            note.noted = True
         return results
+
+    def _batch_rows(self, notes: list[tuple[ShuffledBatch, list]], outcomes) -> list[tuple[ShuffledBatch, tuple]]:
+        """The shuffled batches' rows ``(collection key, batch, size, dummies, junk)`` the
+        transaction writes once it has its reports' ``outcomes`` (those it refused, conflicts and
+        used tokens, are junk too), each (collection, batch) once: a batch re-sent while its first
+        copy is in the same transaction is a duplicate like its reports."""
+        rows: dict[tuple[int, str], tuple[ShuffledBatch, tuple]] = {}
+        for note, spans in notes:
+            refused = sum(
+                int(np.isin(outcomes[group][start:end], (CONFLICT, TOKEN_USED)).sum()) for group, start, end in spans
+            )
+            key = self._collections[note.collection_id].key
+            row = (key, note.batch, note.size, note.dummies, note.junk + refused)
+            rows.setdefault((key, note.batch), (note, row))
+        return list(rows.values())
 
     def _decoded(self, batch: IncomingBatch) -> IncomingBatch:
         """``batch`` with its rows, decoded from its values in one vectorised call if it has none."""
@@ -491,10 +569,12 @@ class Store(ABC):
 
     @abstractmethod
     async def _transaction(
-        self, merged: dict[tuple[str, int], IncomingBatch]
-    ) -> tuple[dict[tuple[str, int], np.ndarray], list[PartialUpdate]]:
-        """Insert every group's reports and write the changed partials in one transaction;
-        returns the outcomes per group and the partials' updates (:meth:`_updated_partials`)."""
+        self, merged: dict[tuple[str, int], IncomingBatch], notes: list[tuple[ShuffledBatch, list]]
+    ) -> tuple[dict[tuple[str, int], np.ndarray], list[PartialUpdate], list[ShuffledBatch]]:
+        """Insert every group's reports, write the changed partials and the shuffled batches' rows
+        (``notes``: each batch and where its reports sit in the groups, :meth:`_batch_rows`) in one
+        transaction; returns the outcomes per group, the partials' updates
+        (:meth:`_updated_partials`) and the batches whose rows it wrote (not there before)."""
 
 
 def classify(report_ids: list[bytes], inserted: set[bytes], stored: dict[bytes, tuple[int, object]], batch_input: int, values: list) -> np.ndarray:

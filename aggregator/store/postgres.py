@@ -22,6 +22,7 @@ import msgpack
 import numpy as np
 
 from .base import (
+    AFTER_BATCH_REPORTS,
     DUMMIES,
     NEW,
     SCHEMA_VERSION,
@@ -30,6 +31,7 @@ from .base import (
     Store,
     StoreUnavailable,
     classify,
+    failpoint,
     read_deadline,
 )
 from .defaults import DEFAULT_POOL, DEFAULT_TIMEOUT, POSTGRES_WRITE_LANES
@@ -75,7 +77,9 @@ INSERT_MANY = (
 # rolls the whole of it back, and the group goes the slower way. Skipping the speculative
 # insertion ON CONFLICT needs took PostgreSQL 15 % less time on a group of 64 (documentation, *Several
 # instances*). Like ON CONFLICT, the insert waits for a concurrent transaction inserting the same
-# id to end: it fails if that one commits, and goes ahead if it rolls back.
+# id to end: it fails if that one commits, and goes ahead if it rolls back. The shuffled batches'
+# rows are in it too (none, but for a shuffler's batch), so that a batch's reports and its row are
+# one statement: what it returns is the batches whose rows it wrote.
 ALL_NEW = """
 WITH ins AS (
     INSERT INTO reports (collection, report_id, input, value, received_at)
@@ -88,9 +92,18 @@ WITH ins AS (
     INSERT INTO partial_cells (collection, input, instance, cell, value)
     SELECT c, i, $6, x, v FROM unnest($10::int[], $11::int[], $12::int[], $13::float8[]) AS t(c, i, x, v)
     ON CONFLICT (collection, input, instance, cell) DO UPDATE SET value = excluded.value
+), noted AS (
+    INSERT INTO shuffled_batches (collection, batch, size, dummies, junk)
+    SELECT * FROM unnest($14::int[], $15::text[], $16::int[], $17::int[], $18::int[])
+    ON CONFLICT DO NOTHING RETURNING collection, batch
 )
-SELECT 1
+SELECT collection, batch FROM noted
 """
+NOTE_BATCHES = (
+    "INSERT INTO shuffled_batches (collection, batch, size, dummies, junk) "
+    "SELECT * FROM unnest($1::int[], $2::text[], $3::int[], $4::int[], $5::int[]) "
+    "ON CONFLICT DO NOTHING RETURNING collection, batch"
+)
 UPSERT_COUNTS = (
     "INSERT INTO partial_counts SELECT c, i, $3, n FROM unnest($1::int[], $2::int[], $4::bigint[]) AS t(c, i, n) "
     "ON CONFLICT (collection, input, instance) DO UPDATE SET n = excluded.n"
@@ -423,9 +436,9 @@ class PostgresStore(Store):
         rows = await self._query("fetch", sql + " ORDER BY received_at, report_id", *args)
         return [(r["input"], msgpack.unpackb(r["value"])) for r in rows]
 
-    async def _all_new(self, conn, merged, now: float):
-        """``(outcomes, partials)`` if every report is new and was stored in one statement, else None
-        (nothing stored)."""
+    async def _all_new(self, conn, merged, notes, now: float):
+        """``(outcomes, partials, batches noted)`` if every report is new and was stored in one
+        statement with its batch's row, else None (nothing stored)."""
         outcomes = {group: np.full(len(batch), NEW, dtype=np.int8) for group, batch in merged.items()}
         updates = self._updated_partials(merged, outcomes)
         keys, ids, inputs, values = [], [], [], []
@@ -435,11 +448,28 @@ class PostgresStore(Store):
             ids += [batch.report_ids[j] for j in order]
             inputs += [i] * len(batch)
             values += [msgpack.packb(batch.values[j]) for j in order]
+        rows = self._batch_rows(notes, outcomes)
         try:
-            await conn.execute(ALL_NEW, keys, ids, inputs, values, now, self.instance, *self._columns(updates))
+            written = await conn.fetch(
+                ALL_NEW, keys, ids, inputs, values, now, self.instance, *self._columns(updates),
+                *self._rows_columns(rows),
+            )  # fmt: skip
         except asyncpg.UniqueViolationError:
             return None
-        return outcomes, updates
+        if rows:
+            failpoint(AFTER_BATCH_REPORTS)  # the reports and the row were one statement: both are in
+        return outcomes, updates, self._written(rows, written)
+
+    @staticmethod
+    def _rows_columns(rows) -> tuple[list, ...]:
+        """The shuffled batches' rows (:meth:`Store._batch_rows`) as the arrays their insert unnests."""
+        return tuple(map(list, zip(*(row for _, row in rows)))) if rows else ([], [], [], [], [])
+
+    @staticmethod
+    def _written(rows, written) -> list:
+        """The batches of ``rows`` whose row the insert wrote (``written``: their keys it returned)."""
+        keys = {(r["collection"], r["batch"]) for r in written}
+        return [note for note, row in rows if (row[0], row[1]) in keys]
 
     @staticmethod
     def _columns(updates) -> tuple[list, ...]:
@@ -453,7 +483,7 @@ class PostgresStore(Store):
         sums = [v for u in updates for v in u.values.tolist()]
         return (*counts, cell_keys, cell_inputs, cells, sums)
 
-    async def _transaction(self, merged):
+    async def _transaction(self, merged, notes):
         """Raises :class:`StoreUnavailable` when the database is away, with ``maybe_stored`` once
         anything was sent (a commit's answer may be what was lost)."""
         now = time.time()
@@ -465,7 +495,7 @@ class PostgresStore(Store):
                 try:
                     for attempt in range(DEADLOCK_ATTEMPTS):
                         try:
-                            return await self._attempt(self._conn, merged, now)
+                            return await self._attempt(self._conn, merged, notes, now)
                         except asyncpg.DeadlockDetectedError:
                             # Rolled back whole, so trying again cannot count anything twice.
                             if attempt == DEADLOCK_ATTEMPTS - 1:
@@ -503,16 +533,16 @@ class PostgresStore(Store):
         if conn is not None:
             await self.pool.release(conn)
 
-    async def _attempt(self, conn, merged, now: float):
+    async def _attempt(self, conn, merged, notes, now: float):
         if all(batch.tokens is None for batch in merged.values()):
-            done = await self._all_new(conn, merged, now)
+            done = await self._all_new(conn, merged, notes, now)
             if done is not None:
                 return done
-        return await self._row_by_row(conn, merged, now)
+        return await self._row_by_row(conn, merged, notes, now)
 
-    async def _row_by_row(self, conn, merged, now: float):
+    async def _row_by_row(self, conn, merged, notes, now: float):
         """The slower path (duplicates, tokens), in one transaction: nothing of it is stored or
-        counted unless all of it is."""
+        counted unless all of it is, the shuffled batches' rows with it."""
         outcomes: dict[tuple[str, int], np.ndarray] = {}
         async with conn.transaction():
             for (cid, i), batch, order in _in_lock_order(merged):
@@ -526,7 +556,12 @@ class PostgresStore(Store):
                 keys, inputs, n, cell_keys, cell_inputs, cells, sums = self._columns(updates)
                 await conn.execute(UPSERT_COUNTS, keys, inputs, self.instance, n)
                 await conn.execute(UPSERT_CELLS, cell_keys, cell_inputs, self.instance, cells, sums)
-        return outcomes, updates
+            noted = []
+            rows = self._batch_rows(notes, outcomes)
+            if rows:
+                failpoint(AFTER_BATCH_REPORTS)
+                noted = self._written(rows, await conn.fetch(NOTE_BATCHES, *self._rows_columns(rows)))
+        return outcomes, updates, noted
 
     @staticmethod
     async def _stored(conn, key: int, report_ids: list[bytes], inserted: set[bytes]) -> dict[bytes, tuple[int, object]]:

@@ -29,6 +29,7 @@ import numpy as np
 from sqlite_utils import Database
 
 from .base import (
+    AFTER_BATCH_REPORTS,
     DUMMIES,
     NEW,
     SCHEMA_VERSION,
@@ -37,6 +38,7 @@ from .base import (
     Store,
     StoreUnavailable,
     classify,
+    failpoint,
 )
 
 log = logging.getLogger("ldpnb.aggregator")
@@ -48,6 +50,7 @@ THREAD_CELLS = 20_000
 READ_SLICE = 16_384  # statistics rows read between two releases of the GIL
 LOCKED = "the database is locked by another process"
 INSERT_REPORT = "INSERT OR IGNORE INTO reports (collection, report_id, input, value, received_at) VALUES (?, ?, ?, ?, ?)"
+NOTE_BATCH = "INSERT OR IGNORE INTO shuffled_batches VALUES (?, ?, ?, ?, ?)"
 
 
 class StoreLocked(Exception):
@@ -367,10 +370,7 @@ class SQLiteStore(Store):
         return self.db.execute("SELECT count(*) FROM reports WHERE collection = ?", [collection.key]).fetchone()[0]
 
     async def record_batch(self, collection, batch: str, size: int, dummies: int, junk: int) -> bool:
-        cursor = await self._unlocked(
-            self.db.execute, "INSERT OR IGNORE INTO shuffled_batches VALUES (?, ?, ?, ?, ?)",
-            (collection.key, batch, size, dummies, junk),
-        )  # fmt: skip
+        cursor = await self._unlocked(self.db.execute, NOTE_BATCH, (collection.key, batch, size, dummies, junk))
         return cursor.rowcount == 1
 
     async def batch_totals(self, collection) -> dict[str, int]:
@@ -391,7 +391,7 @@ class SQLiteStore(Store):
 
     # reports
 
-    async def _transaction(self, merged):
+    async def _transaction(self, merged, notes):
         self._check_writable()
 
         reports = sum(len(batch) for batch in merged.values())
@@ -399,8 +399,8 @@ class SQLiteStore(Store):
 
         async def write():
             if reports > THREAD_FROM or cells > THREAD_CELLS:
-                return await asyncio.to_thread(self._write, merged)
-            return self._write(merged)
+                return await asyncio.to_thread(self._write, merged, notes)
+            return self._write(merged, notes)
 
         return await self._unlocked(write)
 
@@ -409,9 +409,9 @@ class SQLiteStore(Store):
         oracle = self._collections[collection_id].spec.oracles[input_index]
         return 1 if oracle.wire_kind == "index" else oracle.state_size
 
-    def _write(self, merged):
-        """Insert every group's reports and write this instance's changed partials, in one durable
-        transaction on the writes' connection."""
+    def _write(self, merged, notes):
+        """Insert every group's reports, write this instance's changed partials and the shuffled
+        batches' rows, in one durable transaction on the writes' connection."""
         now = time.time()
         conn = self._writes
         try:
@@ -427,6 +427,12 @@ class SQLiteStore(Store):
                 counts, cells = self._cell_rows(self.instance, updates)
                 conn.executemany("INSERT OR REPLACE INTO partial_counts VALUES (?, ?, ?, ?)", counts)
                 conn.executemany("INSERT OR REPLACE INTO partial_cells VALUES (?, ?, ?, ?, ?)", cells)
+                noted = []
+                if notes:
+                    failpoint(AFTER_BATCH_REPORTS)
+                    for note, row in self._batch_rows(notes, outcomes):
+                        if conn.execute(NOTE_BATCH, row).rowcount == 1:
+                            noted.append(note)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -440,7 +446,7 @@ class SQLiteStore(Store):
             raise StoreUnavailable(*self._write_error) from None
         self._write_error = None
         self._locked_until = 0.0
-        return outcomes, updates
+        return outcomes, updates, noted
 
     def _insert_all_new(self, conn: sqlite3.Connection, merged, now: float) -> dict | None:
         """Every group's reports in one statement, if none carries a token and every one is new:
