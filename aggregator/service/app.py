@@ -15,7 +15,11 @@ from .auth import ENROLLMENT_KEY, SETTING_KEY, TokenError, check_admin_token, ha
 from participant.serving import CappedRunner
 from .errors import MAX_BODY, error_middleware, server_header
 from .flags import refresher
-from .handlers import REPORTS_PATH, routes
+from .collection_routes import routes as collection_routes
+from .ingestion import REPORTS_PATH
+from .ingestion import routes as ingestion_routes
+from .model_answers import routes as model_routes
+from .site import routes as site_routes
 from .keys import (
     ADMIN_FAILURES,
     ANSWERS,
@@ -114,7 +118,10 @@ async def create_app(store: Store, config: Config | None = None) -> web.Applicat
     app.on_shutdown.append(_stop_builds)
     # aiohttp tries the routes that share a prefix ("/collections") in the order they were added:
     # the reports route, which nearly every request takes, goes first.
-    app.add_routes(sorted(routes, key=lambda route: getattr(route, "path", "") != REPORTS_PATH))
+    app.add_routes(sorted(ingestion_routes, key=lambda route: getattr(route, "path", "") != REPORTS_PATH))
+    app.add_routes(collection_routes)
+    app.add_routes(model_routes)
+    app.add_routes(site_routes)
     app.add_routes(shuffled_routes)
     app.add_routes(issuance_routes)
     app.cleanup_ctx.append(_writer_context)

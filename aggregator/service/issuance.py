@@ -32,7 +32,7 @@ from participant.blind_rsa import BlindSignatureError, blind_sign
 from ..store import Store
 from .auth import enrollment_nonce
 from .errors import APIError
-from .handlers import get_collection, off_loop, read_body, respond, wants_msgpack
+from .plumbing import get_collection, off_loop, read_body, respond, wants_msgpack
 from .keys import ENROLLMENT_HMAC, STORE
 from .shuffling import key_setting
 

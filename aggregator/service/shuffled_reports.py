@@ -8,7 +8,7 @@ spec's, and the batch's may not be below the view's (S − M + P reports at leas
 dummies stand in for people a closing batch lacks; M − P at least Mv), or the whole batch is
 refused (409): a shuffler that released less than it promised gets nothing counted. Each report must carry that view's digest and open with the sealing key the spec names
 (:mod:`participant.sealing`); it is then checked, stored and counted as a report sent directly
-would be (:func:`~aggregator.service.handlers.ingest_reports`), standing for ``M / valid`` of the
+would be (:func:`~aggregator.service.ingestion.ingest_reports`), standing for ``M / valid`` of the
 batch's dummies. A report that does not open, or is refused, is *junk*: counted in the batch's
 size, but nobody's; the batch's junk is noted (status, metrics). Reports are opened in processes
 of the service's own (:mod:`.opening`), never on the event loop.
@@ -32,7 +32,8 @@ from participant.wire import ReportError, unpack
 from ..store.base import ShuffledBatch
 from .auth import require_admin
 from .errors import APIError
-from .handlers import admin, batch_answer, get_collection, ingest_reports, read_raw, rejected, respond, source
+from .ingestion import batch_answer, ingest_reports, rejected
+from .plumbing import admin, get_collection, read_raw, respond, source
 from .keys import ADMIN_FAILURES, CONFIG, METRICS, OPENER, STORE
 from .shuffling import current_key, private_key_bytes, rotate, shuffler_setting
 

@@ -17,7 +17,7 @@ import numpy as np
 from ..store import IncomingBatch, Store, StoreUnavailable
 
 # Requests grouped into one transaction until it holds this many reports (one request is never
-# split: a large request comes as several, see handlers._parts). What a transaction holds the loop for is its grouping and decoding, per (collection,
+# split: a large request comes as several, see ingestion._parts). What a transaction holds the loop for is its grouping and decoding, per (collection,
 # input) group, not per report, and SQLite's statement work runs on a thread: a 10,000-report
 # batch into a collection of 10^6 entries holds it 14 ms (bench/stall.py). At 500, eight batches
 # of 1,000 in flight took eight durable commits instead of two, and SQLite's batched ingest fell
