@@ -498,13 +498,20 @@ async def test_an_unacknowledged_report_is_resent_unchanged(service, tmp_path):
     ledger = Ledger(tmp_path / "ledger.json")
     live = AsyncClient(service.url, ledger=ledger)
     published = await live.fetch_collection("c1")
-    # An address where nothing listens: every attempt fails, the report stays pending.
+    # The service unreachable when the report leaves: every attempt fails, the report stays pending.
+    sent = live.send_report
     with socket_closed_port() as port:
-        dead = AsyncClient(f"http://127.0.0.1:{port}", ledger=ledger, retries=2, backoff=0.01)
+
+        async def unreachable(collection_id, body, *args, **kwargs):
+            with pytest.raises(SubmissionFailed, match="3 attempts") as failed:
+                async with AsyncClient(f"http://127.0.0.1:{port}", ledger=None, retries=2, backoff=0.01) as dead:
+                    await dead.send_report(collection_id, body)
+            raise failed.value
+
+        live.send_report = unreachable
         with pytest.raises(SubmissionFailed, match="3 attempts"):
-            await dead.submit("c1", record, published=published)
-        await dead.close()
-    # Pending under the uid the live service published (the dead address is another origin).
+            await live.submit("c1", record)
+    live.send_report = sent
     ((key, entry),) = ledger.entries().items()
     assert entry["uid"] == published.uid and entry["sent"] is False
     pending = base64.b64decode(entry["report"])
@@ -951,7 +958,7 @@ def test_a_generated_collection_id_never_begins_with_a_dash(monkeypatch):
     '-' (a replay test failed on one). The draw is repeated until it does not."""
     import secrets
 
-    from aggregator.service.handlers import new_collection_id
+    from aggregator.service.collection_routes import new_collection_id
 
     drawn = iter(["-dashfirst12", "-dashagain12", "okid_fine-12"])
     monkeypatch.setattr(secrets, "token_urlsafe", lambda n: next(drawn))
