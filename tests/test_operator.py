@@ -255,7 +255,21 @@ def test_ctrl_c_during_status_wait_stops_without_a_traceback(tmp_path):
         env = {**os.environ, "LDPNB_ADMIN_TOKEN": ADMIN}
         waiting = subprocess.Popen([sys.executable, "-m", "aggregator", "status", "wait", "--wait", "--url", server.url],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
-        time.sleep(2.0)  # waiting on the service
+        # Interrupted once it talks to the service (a socket among its files): a loaded machine may
+        # take seconds to start it, and a signal before then would stop the interpreter, not the command.
+        def talking() -> bool:
+            for fd in os.listdir(f"/proc/{waiting.pid}/fd"):
+                try:
+                    if os.readlink(f"/proc/{waiting.pid}/fd/{fd}").startswith("socket:"):
+                        return True
+                except FileNotFoundError:  # closed meanwhile
+                    continue
+            return False
+
+        deadline = time.monotonic() + 120
+        while not talking():
+            assert waiting.poll() is None and time.monotonic() < deadline, waiting.stderr.read()
+            time.sleep(0.05)
         waiting.send_signal(signal.SIGINT)
         out, err = waiting.communicate(timeout=30)
         assert waiting.returncode == 130 and "Traceback" not in err, err

@@ -41,11 +41,9 @@ test("the draw-time limit is the Python participant's constants, never measured 
   const largest = 2 * Math.floor((0.25 - 1e-4) / 1e-4 / 2); // SECONDS_PER_INDEX + SECONDS_PER_NOISE per entry
   limits.checkSpec(she(largest), "fits");
   assert.throws(() => limits.checkSpec(she(largest + 2), "over"), (e: Error) => e instanceof LimitExceeded && /on a slow device/.test(e.message));
+  // How long this machine takes to draw it is bench/device.py's to measure (a loaded machine stretches it).
   const spec = CollectionSpec.fromDict({ ...she(largest), theta: 0.25 });
-  const started = performance.now();
-  new Participant(spec).report({ f: "v1", class: "a" }, undefined);
-  // The constants are a slow device's: this one draws the largest admitted report within twice the limit even loaded.
-  assert.ok((performance.now() - started) / 1000 < 0.5, "the admitted draw took longer than twice the limit");
+  assert.equal((new Participant(spec).report({ f: "v1", class: "a" }, undefined).payload as Float64Array).length, largest);
 });
 
 test("on a browser page's main thread no draw may be estimated past MAIN_THREAD_SECONDS, short of a long task", () => {
