@@ -13,7 +13,7 @@ import numpy as np
 from aggregator.estimation.estimators import ESTIMATORS
 from participant.errors import ClientError, RecordError, SpecError
 from participant.spec import EPSILON_RANGE, CollectionSpec
-from participant.usage import Parser, non_negative_int, number, positive_int, secret_line, share
+from participant.usage import Parser, folded, non_negative_int, number, positive_int, secret_line, share
 from protocols import DEFAULT_THETA, PROTOCOL_NAMES
 
 from .cli_options import (
@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_central_options(parser)
     parser.add_argument(
         "--protocol",
+        type=folded(PROTOCOL_NAMES),
         choices=list(PROTOCOL_NAMES),
         default="auto",
         help="frequency oracle; auto (default): per input DE or OUE, whichever has the smaller variance",
