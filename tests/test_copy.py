@@ -236,8 +236,9 @@ def test_the_postgresql_guides_trial_database_starts_takes_the_copy_before_any_s
     directory = tempfile.mkdtemp(prefix="pg", dir="/tmp")  # a socket's path is short
     try:
         started = subprocess.run(
-            [sys.executable, "-c", start.replace("/tmp/ldpnb-pg", directory)], capture_output=True, text=True, timeout=120
-        )
+            [sys.executable, "-c", start.replace("/tmp/ldpnb-pg", directory)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
         assert started.returncode == 0, started.stderr[-2000:]
         url = exported.replace("/tmp/ldpnb-pg", directory)
         assert started.stdout.strip() == url
@@ -247,8 +248,9 @@ def test_the_postgresql_guides_trial_database_starts_takes_the_copy_before_any_s
         done = copy(source, url)
         assert done.returncode == 0 and "copied 2 collections" in done.stdout, done.stderr
         stopped = subprocess.run(
-            [sys.executable, "-c", stop.replace("/tmp/ldpnb-pg", directory)], capture_output=True, text=True, timeout=120
-        )
+            [sys.executable, "-c", stop.replace("/tmp/ldpnb-pg", directory)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
         assert stopped.returncode == 0, stopped.stderr[-2000:]
         assert not (Path(directory) / "postmaster.pid").exists()
     finally:

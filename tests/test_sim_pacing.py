@@ -22,9 +22,8 @@ def create_shuffled(server: Server, cid: str, shuffler: str, token: str) -> None
     spec = json.loads(open("sim/specs/car.json").read())
     block = {"url": shuffler, "token": token, "min_batch": 2, "dummies": 0}
     body = {"spec": spec, "id": cid, "min_reports": 1, "shuffler": block}
-    request = urllib.request.Request(
-        f"{server.url}/collections", data=json.dumps(body).encode(), headers={**AUTH, "Content-Type": "application/json"}
-    )
+    headers = {**AUTH, "Content-Type": "application/json"}
+    request = urllib.request.Request(f"{server.url}/collections", data=json.dumps(body).encode(), headers=headers)
     urllib.request.urlopen(request, timeout=10).close()
 
 
@@ -68,7 +67,8 @@ def test_a_replay_through_a_shuffler_paces_itself_by_retry_after_and_a_refusal_n
 
 
 def refusal(status: int, message: str, retry_after: float | None) -> SubmissionFailed:
-    return SubmissionFailed(f"POST u failed after 1 attempts; last: {status} {message}", status=status, retry_after=retry_after)
+    message = f"POST u failed after 1 attempts; last: {status} {message}"
+    return SubmissionFailed(message, status=status, retry_after=retry_after)
 
 
 async def test_the_replay_pauses_together_within_its_patience_and_names_the_party():
@@ -83,7 +83,8 @@ async def test_the_replay_pauses_together_within_its_patience_and_names_the_part
     with pytest.raises(Refused) as stopped:  # 4 s paused, 7 more asked: past the 10 s
         pacer.refused(refusal(429, "more than 10 reports per minute", 7.0), 1)
     message = str(stopped.value)
-    assert message.startswith("the aggregator at http://agg.example kept refusing this replay's reports after pausing 4 s")
+    assert message.startswith("the aggregator at http://agg.example kept refusing this replay's reports")
+    assert "after pausing 4 s as it asked" in message
     assert "python -m aggregator serve --rate-limit 500" in message
     # No Retry-After (the network, say): a few retries with a growing wait, then the party named.
     waits = [pacer.refused(SubmissionFailed("POST u failed; last: OSError: refused"), n) for n in range(1, 5)]
