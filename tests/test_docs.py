@@ -76,3 +76,29 @@ def test_the_javascript_guides_trial_creates_the_collection_its_page_opens(tmp_p
             assert json.load(answer)["spec"]["label"]
     finally:
         server.stop()
+
+
+def test_the_deployment_guides_commands_take_only_options_their_help_lists():
+    """Every option the deployment guide gives `aggregator serve`, `shuffler serve` or the other
+    commands it names is one their parser takes (a unit's ExecStart and its continued lines too)."""
+    import argparse
+
+    from aggregator.operator.cli import build_parser as aggregator_parser
+    from shuffler.cli import build_parser as shuffler_parser
+
+    def subcommands(parser) -> dict:
+        (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        return action.choices
+
+    known = {f"aggregator {n}": p for n, p in subcommands(aggregator_parser()).items()}
+    known |= {f"shuffler {n}": p for n, p in subcommands(shuffler_parser()).items()}
+    page = (ROOT / "docs" / "guides" / "deployment.md").read_text().replace("\\\n", " ")
+    found = re.findall(r"python -m (aggregator|shuffler) (\w+)([^`\n]*)", page)
+    checked = set()
+    for program, command, rest in found:
+        parser = known[f"{program} {command}"]
+        options = {o for a in parser._actions for o in a.option_strings}
+        for option in re.findall(r"(?<![\w-])--[a-z][a-z-]*", rest.split("#")[0]):
+            assert option in options, f"python -m {program} {command} has no {option}"
+            checked.add((command, option))
+    assert {("serve", "--trusted-proxy"), ("serve", "--per-address"), ("serve", "--operator-token-file")} <= checked
