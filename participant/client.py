@@ -237,7 +237,7 @@ class AsyncClient:
         :class:`SubmissionFailed` when every attempt failed, and :class:`LimitExceeded` for an
         answer longer than ``limit`` bytes (read no further). Redirects are not followed: the app
         configured the one origin it reports to."""
-        last = "no attempt made"
+        last, status, retry_after = "no attempt made", None, None
         for attempt in range(self.retries + 1):
             if attempt:
                 delay = self.backoff * 2 ** (attempt - 1)
@@ -247,11 +247,15 @@ class AsyncClient:
                     body = await _bounded(response, limit, f"{method} {url}")
                     if response.status >= 500 or response.status == 429:
                         last = f"{response.status} {body[:200]!r}"
+                        status, retry_after = response.status, _retry_after(response.headers.get("Retry-After"))
                         continue
                     return response.status, body, response.content_type
             except (TimeoutError, _aiohttp().ClientError, OSError, ValueError) as exc:
-                last = f"{type(exc).__name__}: {exc}"
-        raise SubmissionFailed(f"{method} {url} failed after {self.retries + 1} attempts; last: {last}")
+                last, status, retry_after = f"{type(exc).__name__}: {exc}", None, None
+        raise SubmissionFailed(
+            f"{method} {url} failed after {self.retries + 1} attempts; last: {last}",
+            url=url, status=status, retry_after=retry_after,
+        )  # fmt: skip
 
     @staticmethod
     def _decode(body: bytes, content_type: str):
@@ -542,6 +546,16 @@ def shuffler_url(url: str) -> str:
         return normalise_origin(url)
     except ValueError as exc:
         raise ValueError(str(exc).replace("the aggregator's address", "the shuffler's address")) from None
+
+
+def _retry_after(value: str | None) -> float | None:
+    """The seconds a ``Retry-After`` header in its delta-seconds form asks to wait; None when it
+    is absent or is not a non-negative number (its date form included)."""
+    try:
+        seconds = float(value) if value is not None else math.nan
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds < math.inf else None
 
 
 async def _bounded(response: aiohttp.ClientResponse, limit: int, what: str) -> bytes:

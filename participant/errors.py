@@ -66,7 +66,15 @@ class ReportRejected(ClientError):
 
 class SubmissionFailed(ClientError):
     """The aggregator could not be reached, or kept failing, through every retry. The report
-    stays pending in the ledger and is re-sent unchanged by the next ``submit``."""
+    stays pending in the ledger and is re-sent unchanged by the next ``submit``.
+
+    ``url`` is the address last asked; ``status`` the last answer's status (None when no answer
+    came) and ``retry_after`` the seconds its ``Retry-After`` asked to wait (None when it asked
+    none), so a caller that sends many reports can pace itself by them."""
+
+    def __init__(self, message: str, *, url: str = "", status: int | None = None, retry_after: float | None = None):
+        super().__init__(message)
+        self.url, self.status, self.retry_after = url, status, retry_after
 
 
 class LedgerError(ClientError):

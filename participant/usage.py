@@ -59,8 +59,9 @@ def _suggestion(parser: argparse.ArgumentParser, message: str) -> str:
     """``"; did you mean X?"`` for the first mistyped command or option in what was given, or ``""``."""
     choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
     if choice:
-        close = difflib.get_close_matches(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)), n=1)
-        return f"; did you mean {close[0]!r}?" if close else ""
+        choices = {c.casefold(): c for c in re.findall(r"'([^']*)'", choice.group(2))}  # 'ou': 'OUE'
+        close = difflib.get_close_matches(choice.group(1).casefold(), list(choices), n=1)
+        return f"; did you mean {choices[close[0]]!r}?" if close else ""
     known = [option for action in parser._actions for option in action.option_strings]
     for token in getattr(parser, "_given", []):
         name = token.split("=", 1)[0]
@@ -146,6 +147,18 @@ def listed(choices=None, kind=str, otherwise: str = ""):
             raise argparse.ArgumentTypeError("give at least one value")
         return values
 
+    return parse
+
+
+def folded(choices):
+    """An argparse ``type``: the one of ``choices`` that ``text`` names whatever its case (``oue``
+    is ``OUE``), else ``text`` unchanged, for ``choices=`` to refuse with its list and the closest."""
+    by_folded = {str(choice).casefold(): choice for choice in choices}
+
+    def parse(text: str):
+        return by_folded.get(text.strip().casefold(), text)
+
+    parse.__name__ = "str"
     return parse
 
 

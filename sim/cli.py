@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import json
 import os
-import shlex
 import sys
 
 import numpy as np
@@ -14,7 +13,7 @@ import numpy as np
 from aggregator.estimation.estimators import ESTIMATORS
 from participant.errors import ClientError, RecordError, SpecError
 from participant.spec import EPSILON_RANGE, CollectionSpec
-from participant.usage import Parser, non_negative_int, number, positive_int, secret_line, share
+from participant.usage import Parser, folded, non_negative_int, number, positive_int, secret_line, share
 from protocols import DEFAULT_THETA, PROTOCOL_NAMES
 
 from .cli_options import (
@@ -27,6 +26,7 @@ from .cli_options import (
     training_people,
 )
 from .datasets import ENV_VAR, dataset_names
+from .shuffler_hint import through_shuffler
 
 # The simulator's machinery (scikit-learn, aiohttp, tqdm) is imported where a command runs, not
 # here: `--help` and a refused option answer without loading it (tests/test_startup.py).
@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_central_options(parser)
     parser.add_argument(
         "--protocol",
+        type=folded(PROTOCOL_NAMES),
         choices=list(PROTOCOL_NAMES),
         default="auto",
         help="frequency oracle; auto (default): per input DE or OUE, whichever has the smaller variance",
@@ -425,49 +426,6 @@ def learned(results: list, estimator: str, data, args, setup=None, search: bool 
             epsilon = shuffled_rule(args)
         out["people_needed"] = people_needed(data, args.protocol, epsilon, estimator, setup, args.seed)
     return out
-
-
-def through_shuffler(data, args, setup, argv: list[str]) -> dict:
-    """What the same people would give reporting through a shuffler at the same ε against the
-    aggregator (``--central-eps`` with the default dummies, each input's protocol chosen for the
-    local ε), when that beats the constant classifier: ``{"through_shuffler": {...}}`` with the
-    accuracy, its gain and the command that shows it, else nothing. Its collections run in fast
-    mode, so this costs a fraction of the replay it follows."""
-    from .experiment import run_once, test_rows
-    from .verdict import verdict
-
-    shuffled = shuffled_for(args.eps, training_people(data))
-    if shuffled.local <= args.eps:  # too few people for a shuffler to amplify anything
-        return {}
-    results = [
-        run_once(data, "auto", shuffled.local, args.seed + r, (args.estimator,), args.theta, setup,
-                 args.budget, "fast", args.class_share, False, shuffled.dummies)  # fmt: skip
-        for r in range(args.reps)
-    ]
-    accuracy = np.array([r.accuracy[args.estimator] for r in results])
-    found = verdict(accuracy, [r.majority_accuracy for r in results], test_rows(results[0].n_train))
-    if not found.learned:
-        return {}
-    command, skip = [], False
-    for a in argv:  # --eps becomes --central-eps; --protocol goes: the shuffled spec chooses
-        if skip or a.startswith("--protocol="):
-            skip = False
-        elif a == "--protocol":
-            skip = True
-        else:
-            command.append("--central-eps" if a == "--eps" else a.replace("--eps=", "--central-eps=", 1))
-    return {
-        "through_shuffler": {
-            "central_eps": args.eps,
-            "local_eps": shuffled.local,
-            "dummies": shuffled.dummies,
-            "accuracy_mean": float(accuracy.mean()),
-            "accuracy_std": float(accuracy.std()),
-            "gain_over_constant": found.gain,
-            "gain_over_constant_se": found.se,
-            "command": "python -m sim " + shlex.join(command),
-        }
-    }
 
 
 def shuffled_rule(args):

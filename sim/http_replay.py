@@ -40,6 +40,7 @@ from .experiment import (
     spec_for,
     split,
 )
+from .pacing import Pacer, Refused, send_paced
 
 
 def connection_caps(clients: int) -> list[str]:
@@ -126,16 +127,21 @@ async def send_all(
     url: str, collection_id: str, bodies: list[bytes], clients: int, session, progress: tqdm, shuffler: str | None = None
 ) -> None:
     """Send every body from its own participant client, at most ``clients`` in flight (sealed
-    bodies to the ``shuffler`` at that URL)."""
+    bodies to the ``shuffler`` at that URL), all pausing as long as a 429 or 503 asks
+    (:mod:`sim.pacing`). Raises :class:`ReplayError` naming the party that refused for good."""
     next_index = iter(range(len(bodies)))
+    pacer = Pacer(shuffler.rstrip("/") if shuffler else url, shuffler is not None, len(bodies))
 
     async def worker():
         for i in next_index:
-            participant = AsyncClient(url, ledger=None, session=session)
-            await participant.send_report(collection_id, bodies[i], shuffler)
+            participant = AsyncClient(url, ledger=None, session=session, retries=0)
+            await send_paced(participant, collection_id, bodies[i], shuffler, pacer)
             progress.update()
 
-    await asyncio.gather(*(worker() for _ in range(min(clients, len(bodies)))))
+    try:
+        await asyncio.gather(*(worker() for _ in range(min(clients, len(bodies)))))
+    except Refused as exc:
+        raise ReplayError(str(exc)) from None
 
 
 @dataclass

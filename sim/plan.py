@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from participant.spec import EPSILON_RANGE
-from participant.usage import Parser, non_negative_int, number, positive_int
+from participant.usage import Parser, folded, non_negative_int, number, positive_int
 from protocols import PROTOCOL_NAMES
 
 from .cli_options import (
@@ -235,7 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", metavar="DIR", help="folder holding the UCI files")
     add_csv_options(parser)
     parser.add_argument(
-        "--protocol", choices=list(PROTOCOL_NAMES), default="auto", help="frequency oracle (default auto)"
+        "--protocol", type=folded(PROTOCOL_NAMES), choices=list(PROTOCOL_NAMES), default="auto",
+        help="frequency oracle (default auto)",
     )
     parser.add_argument("--eps", type=number(*EPSILON_RANGE), help="epsilon each person spends on their one report (default 1)")
     add_central_options(parser)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from aggregator import ESTIMATORS
 from aggregator.operator.csvdata import DataError, read_csv
-from participant.usage import Parser, listed, non_negative_int, positive_int
+from participant.usage import Parser, folded, listed, non_negative_int, positive_int
 from protocols import DEFAULT_THETA, FREQUENCY_ORACLES, PROTOCOL_NAMES
 
 from .cli_options import (
@@ -281,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--datasets", type=listed(dataset_names(), otherwise=", or pass --csv FILE"), default=[], help=f"comma-separated: {', '.join(dataset_names())}"
     )
     parser.add_argument(
-        "--protocols", type=listed(PROTOCOL_NAMES), default=list(FREQUENCY_ORACLES), help="comma-separated (default all)"
+        "--protocols", type=listed(PROTOCOL_NAMES, folded(PROTOCOL_NAMES)), default=list(FREQUENCY_ORACLES), help="comma-separated (default all)"
     )
     parser.add_argument("--eps", type=epsilon_list, default=[0.5, 1, 2, 3, 4, 5], help="comma-separated ε values")
     add_central_options(parser, many=True)

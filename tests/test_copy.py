@@ -216,3 +216,46 @@ async def test_the_postgresql_guides_commands_leave_the_operator_with_the_token_
         assert admin_status(server, exported) == 200 and admin_status(server, ADMIN) == 403
     finally:
         server.stop()
+
+
+def test_the_postgresql_guides_trial_database_starts_takes_the_copy_before_any_serve_and_stops(tmp_path):
+    """Issue 81: the guide started `serve` before `copy` (refused: a service had started on the
+    target) and never said how to stop the pgserver database. Its lines, as written, in a
+    directory of their own: the database starts at the address the guide exports, the SQLite file
+    is copied before any service starts on it, and the guide's last line stops it."""
+    import asyncio
+    import re
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "guides" / "postgresql.md").read_text()
+    assert page.index("aggregator copy --from") < page.index("--rotate-admin-token")
+    start, stop = re.findall(r'^python -c "(import pgserver; .*)"$', page, re.M)
+    exported = re.search(r"^export LDPNB_DB='([^']+)'", page, re.M).group(1)
+    directory = tempfile.mkdtemp(prefix="pg", dir="/tmp")  # a socket's path is short
+    try:
+        started = subprocess.run(
+            [sys.executable, "-c", start.replace("/tmp/ldpnb-pg", directory)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert started.returncode == 0, started.stderr[-2000:]
+        url = exported.replace("/tmp/ldpnb-pg", directory)
+        assert started.stdout.strip() == url
+        assert (Path(directory) / "postmaster.pid").exists()  # running after the command returned
+        source = tmp_path / "ldpnb.sqlite3"
+        asyncio.run(fill(str(source)))
+        done = copy(source, url)
+        assert done.returncode == 0 and "copied 2 collections" in done.stdout, done.stderr
+        stopped = subprocess.run(
+            [sys.executable, "-c", stop.replace("/tmp/ldpnb-pg", directory)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert stopped.returncode == 0, stopped.stderr[-2000:]
+        assert not (Path(directory) / "postmaster.pid").exists()
+    finally:
+        subprocess.run(
+            [sys.executable, "-c", f"import pgserver; pgserver.get_server({directory!r}, cleanup_mode='delete')"],
+            capture_output=True, timeout=120,
+        )  # fmt: skip
+        shutil.rmtree(directory, ignore_errors=True)

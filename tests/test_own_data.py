@@ -71,6 +71,17 @@ def test_an_id_column_is_flagged_and_can_be_dropped(tmp_path, capsys):
     assert run("--csv", path, "--label", "outcome", "--reps", 1, "--drop", "id", "--json") == 0
     captured = capsys.readouterr()
     assert "unique per row" not in captured.err
+    # A mistyped column: the closest named, else every column (issue 81).
+    refused(capsys, "--csv", path, "--label", "outcome", "--drop", "ID", words=["--drop 'ID': no such column; did you mean 'id'?"])
+    refused(capsys, "--csv", path, "--label", "outcome", "--drop", "zzz", words=[
+        "--drop 'zzz': no such column; the file has 4 columns: 'id', 'colour', 'size', 'outcome'",
+    ])  # fmt: skip
+
+
+def test_a_protocol_is_named_whatever_its_case(capsys):
+    assert run("--dataset", "car", "--protocol", "oue", "--reps", 1, "--mode", "fast", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["protocol"] == "OUE"
+    refused(capsys, "--dataset", "car", "--protocol", "ou", words=["invalid choice: 'ou'", "did you mean 'OUE'?"])
 
 
 def test_a_headerless_continuous_file_with_declared_ranges(tmp_path, capsys):
@@ -88,7 +99,17 @@ def test_a_headerless_continuous_file_with_declared_ranges(tmp_path, capsys):
         assert "numeric columns detected" not in captured.err  # declared by their ranges
         assert out["nonprivate_mean"] > 0.8 and out["accuracy_mean"] > 0.75, out
     # Without declared ranges: refused, unless ranges from the data are asked for (and warned).
-    refused(capsys, "--csv", path, "--no-header", "--label", 4, words=["needs a declared range", "--range 0=LO:HI"])
+    refused(capsys, "--csv", path, "--no-header", "--label", 4, words=[
+        "4 numeric columns need a declared range each: '0', '1', '2', '3';", "--range 0=LO:HI", "--ranges FILE",
+    ])  # fmt: skip
+    # One declared, by a pattern or a file: the rest are named, and only they.
+    (tmp_path / "ranges.txt").write_text("# declared beforehand\n0=-4:6\n")
+    refused(capsys, "--csv", path, "--no-header", "--label", 4, "--ranges", tmp_path / "ranges.txt", words=[
+        "3 numeric columns need a declared range each: '1', '2', '3';", "--range 1=LO:HI",
+    ])  # fmt: skip
+    ranges_file = tmp_path / "all.txt"
+    ranges_file.write_text("".join(f"{j}=-4:6\n" for j in range(4)))
+    assert run("--csv", path, "--no-header", "--label", 4, "--ranges", ranges_file, "--reps", 1, "--mode", "fast") == 0
     assert run("--csv", path, "--no-header", "--label", 4, "--ranges-from-data", "--reps", 1) == 0
     assert "leaks information about them" in capsys.readouterr().err
     # --label 2 is the third column by position, not a column headed "2".
@@ -257,7 +278,8 @@ def test_one_spec_format_drafted_from_a_sample_and_run_by_the_simulator(tmp_path
     assert json.loads(capsys.readouterr().out)["nonprivate_mean"] > 0.8
     with pytest.raises(SystemExit) as exit:  # numeric columns without declared ranges
         aggregator(["spec", "--csv", str(numeric), "--label", "class"])
-    assert exit.value.code == 2 and "needs a declared range" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and "2 numeric columns need a declared range each: 'a', 'b';" in err and "--ranges FILE" in err
 
 
 def test_a_drafted_spec_states_a_class_share_and_uneven_samples_are_told_of_it(tmp_path, capsys):

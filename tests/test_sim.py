@@ -250,7 +250,8 @@ def test_an_aggregator_refusing_the_replay_is_one_line_and_exit_2(tmp_path):
         ]
     finally:
         server.stop()
-    for result, words in zip(results, ["creating the collection failed (413)", "cannot use the aggregator"]):
+    words_of = ["creating the collection failed (413)", f"the aggregator at {server.url} refused a report (413)"]
+    for result, words in zip(results, words_of):
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
         assert words in result.stderr.strip().splitlines()[-1], result.stderr
 
@@ -402,20 +403,24 @@ def test_a_model_that_learned_nothing_is_told_with_the_people_it_would_need(caps
 
 
 def test_a_model_that_learned_nothing_names_the_shuffler_when_it_would_beat_the_constant(capsys):
-    """Car, OUE at ε = 1, 1,382 people: the model learns nothing, and the same people through a
-    shuffler at the same ε against the aggregator would (issue 66): the run names that accuracy and
-    the command, and the command run says the same model beats the constant."""
-    argv = ["--dataset", "car", "--protocol", "OUE", "--eps", "1", "--reps", "5"]
+    """Car, OUE at ε = 1 (the default), 1,382 people: the model learns nothing, and the same people
+    through a shuffler at the same ε against the aggregator would (issue 66): the run names that
+    accuracy and a command that differs from the run (issue 81: with ε left at its default it named
+    the run itself), and that command gives the very accuracy quoted."""
+    import shlex
+
+    argv = ["--dataset", "car", "--protocol", "OUE", "--reps", "5"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     (line,) = [line for line in out.splitlines() if "through a shuffler" in line]
-    assert line.endswith("python -m sim --dataset car --central-eps 1 --reps 5"), line
+    assert line.endswith(": python -m sim --dataset car --reps 5 --central-eps 1 --mode fast"), line
     assert main([*argv, "--json"]) == 0
     via = json.loads(capsys.readouterr().out)["through_shuffler"]
     assert via["gain_over_constant"] > via["gain_over_constant_se"] and via["local_eps"] > 1
-    assert main(["--dataset", "car", "--central-eps", "1", "--reps", "5", "--json"]) == 0
+    assert f"give {via['accuracy_mean']:.4f} (" in line
+    assert main([*shlex.split(via["command"])[3:], "--json"]) == 0
     shuffled = json.loads(capsys.readouterr().out)
-    assert shuffled["beats_constant"] is True and abs(shuffled["accuracy_mean"] - via["accuracy_mean"]) < 0.03
+    assert shuffled["beats_constant"] is True and shuffled["accuracy_mean"] == via["accuracy_mean"]
     # Where the shuffler does not help either (ε = 0.05), nothing is named.
     assert main(["--dataset", "car", "--protocol", "OUE", "--eps", "0.05", "--reps", "3", "--mode", "fast", "--json"]) == 0
     assert "through_shuffler" not in json.loads(capsys.readouterr().out)
@@ -486,3 +491,17 @@ def test_the_verdict_of_two_repetitions_is_their_paired_standard_error():
     assert two.se == pytest.approx(0.02) and two.learned
     assert np.sqrt(0.73 * 0.27 / 100) > two.gain  # the binomial error would not have it learned
     assert not verdict([0.75, 0.69], [0.7, 0.7], 100).learned  # differences 0.05 and -0.01: 0.02 ± 0.03
+
+
+def test_the_shuffled_command_turns_eps_into_central_eps_and_never_repeats_the_run():
+    from sim.shuffler_hint import shuffled_command
+
+    assert shuffled_command(["--dataset", "car", "--eps", "0.5", "--protocol", "OUE"], 0.5) == (
+        "python -m sim --dataset car --central-eps 0.5 --mode fast"
+    )
+    assert shuffled_command(["--dataset=car", "--eps=2", "--protocol=DE", "--mode", "replay"], 2.0) == (
+        "python -m sim --dataset=car --central-eps=2 --mode fast"
+    )
+    assert shuffled_command(["--csv", "my data.csv", "--mode=fast"], 1.0) == (
+        "python -m sim --csv 'my data.csv' --central-eps 1 --mode fast"
+    )

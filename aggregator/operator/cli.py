@@ -15,8 +15,9 @@ from pathlib import Path
 
 from participant.spec import EPSILON_RANGE
 from participant.usage import (
-    Parser, add_connection_options, non_negative_int, number, positive_int, positive_number, secret_line, share,
+    Parser, add_connection_options, folded, non_negative_int, number, positive_int, positive_number, secret_line, share,
 )
+from protocols import PROTOCOL_NAMES
 
 from ..store.defaults import DEFAULT_POOL, DEFAULT_TIMEOUT, POSTGRES_WRITE_LANES
 from .commands import COMMANDS as OPERATOR_COMMANDS
@@ -238,7 +239,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--ranges", action="append", default=[], metavar="FILE",
         help="a file of declared ranges, one COL=LO:HI (or pattern) per line, # for comments",
     )
-    draft.add_argument("--protocol", default="auto", help="DE, SUE, OUE, SHE, THE or auto (default)")
+    draft.add_argument(
+        "--protocol", type=folded(PROTOCOL_NAMES), choices=list(PROTOCOL_NAMES), default="auto",
+        help="frequency oracle, any case (default auto)",
+    )
     draft.add_argument("--eps", type=number(*EPSILON_RANGE), help="epsilon per person (default 1)")
     draft.add_argument(
         "--central-eps",

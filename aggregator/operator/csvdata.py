@@ -157,12 +157,14 @@ def read_csv(path: str | Path, options: CSVOptions) -> tuple[Table, list[str]]:
     columns = list(frame.columns)
     if options.label not in columns:
         where = "positions 0 to %d" % (len(columns) - 1) if not options.header else f"columns {columns}"
-        close = difflib.get_close_matches(str(options.label), [str(c) for c in columns], n=1)
-        hint = _separator_hint(columns, sep) or (f"; did you mean {close[0]!r}?" if close else "")
+        close = closest(str(options.label), columns)
+        hint = _separator_hint(columns, sep) or (f"; did you mean {close!r}?" if close else "")
         raise DataError(f"{path}: no column {options.label!r} for --label; the file has {where}{hint}")
     for name in options.drop:
         if name not in columns:
-            raise DataError(f"--drop {name!r}: no such column")
+            close = closest(str(name), columns)
+            hint = f"; did you mean {close!r}?" if close else f"; the file has {len(columns)} columns: {_named(columns)}"
+            raise DataError(f"--drop {name!r}: no such column{hint}")
     frame = frame.drop(columns=list(options.drop))
     if frame.empty:
         raise DataError(f"{path} has a header but no rows")
@@ -199,17 +201,12 @@ def read_csv(path: str | Path, options: CSVOptions) -> tuple[Table, list[str]]:
         X = frame[features].to_numpy(dtype=object)
         return Table(path.stem, X, y, tuple(features), label), notes
     values = frame[features].astype(float)
-    ranges = []
-    for column in features:
-        if column in options.ranges:
-            ranges.append(options.ranges[column])
-        elif options.ranges_from_data:
-            ranges.append((float(values[column].min()), float(values[column].max())))
-        else:
-            raise DataError(
-                f"numeric column {column!r} needs a declared range: --range {column}=LO:HI (or, leaking outside "
-                "the guarantee, --ranges-from-data)"
-            )
+    undeclared = [c for c in features if c not in options.ranges]
+    if undeclared and not options.ranges_from_data:
+        raise DataError(undeclared_ranges(undeclared))
+    ranges = [
+        options.ranges[c] if c in options.ranges else (float(values[c].min()), float(values[c].max())) for c in features
+    ]
     if options.ranges_from_data:
         notes.append(
             "warning: --ranges-from-data takes ranges from the surveyed people themselves; that leaks "
@@ -225,6 +222,32 @@ def read_csv(path: str | Path, options: CSVOptions) -> tuple[Table, list[str]]:
                 + ("; a model learns little from a range that excludes this much" if share >= 0.05 else "")
             )
     return Table(path.stem, values.to_numpy(), y, tuple(features), label, tuple(ranges)), notes
+
+
+def undeclared_ranges(columns: list[str]) -> str:
+    """The refusal of numeric ``columns`` that have no declared range: every one named, with the
+    two ways to declare them."""
+    first = columns[0]
+    if len(columns) == 1:
+        said = f"numeric column {first!r} needs a declared range"
+    else:
+        said = f"{len(columns)} numeric columns need a declared range each: {_named(columns)}"
+    return (
+        f"{said}; declare them with --range {first}=LO:HI (one per column; a pattern such as 'x*' covers several) "
+        "or --ranges FILE (one COL=LO:HI a line), or, leaking outside the guarantee, --ranges-from-data"
+    )
+
+
+def closest(name: str, columns) -> str | None:
+    """The column whose name is closest to ``name`` whatever the case (``ID``: ``id``), or None."""
+    folded = {str(c).casefold(): str(c) for c in reversed(list(columns))}  # the first of equal ones
+    close = difflib.get_close_matches(name.casefold(), list(folded), n=1)
+    return folded[close[0]] if close else None
+
+
+def _named(columns) -> str:
+    """``columns`` quoted, comma-separated."""
+    return ", ".join(repr(str(c)) for c in columns)
 
 
 def _numeric_columns(frame, features: list[str], options: CSVOptions, notes: list[str]) -> list[str]:
