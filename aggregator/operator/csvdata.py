@@ -42,6 +42,37 @@ class DataError(ValueError):
     """The data cannot be used as asked; the message says what to change."""
 
 
+class RangesMissing(DataError):
+    """Numeric ``columns`` without a declared range (and ranges not taken from the data)."""
+
+    def __init__(self, columns: list[str]):
+        self.columns = list(columns)
+        first, rest = self.columns[0], self.columns[1:]
+        super().__init__(
+            f"numeric column {first!r} needs a declared range: --range {first}=LO:HI (or, leaking outside the "
+            "guarantee, --ranges-from-data)" + (f"; so do {', '.join(map(repr, rest))}" if rest else "")
+        )
+
+
+class MixedColumns(DataError):
+    """Both ``numeric`` and categorical (``others``) feature columns: a collection is one or the other."""
+
+    def __init__(self, numeric: list[str], others: list[str]):
+        self.numeric, self.others = list(numeric), list(others)
+        super().__init__(
+            f"numeric columns {self.numeric} and categorical ones {self.others} in one file: a collection is all "
+            "categorical or all continuous; --drop some, or pass --categorical COL,... for the numeric ones"
+        )
+
+
+def from_data_warning(option: str = "--ranges-from-data") -> str:
+    """The warning given whenever ranges are taken from the data (``option``: how the user asked)."""
+    return (
+        f"{option} takes ranges from the surveyed people themselves; that leaks information about them "
+        "outside the LDP guarantee (a real collection declares them beforehand)"
+    )
+
+
 @dataclass
 class CSVOptions:
     """How to read a CSV (the command line's data options)."""
@@ -56,6 +87,7 @@ class CSVOptions:
     categorical: tuple[str, ...] = ()
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     ranges_from_data: bool = False
+    from_data_option: str = "--ranges-from-data"  # how the user asked for ranges from the data, for the warning
 
 
 def parse_ranges(items: list[str], files: list[str] = ()) -> dict[str, tuple[float, float]]:
@@ -167,6 +199,16 @@ def read_csv(path: str | Path, options: CSVOptions) -> tuple[Table, list[str]]:
     if frame.empty:
         raise DataError(f"{path} has a header but no rows")
     frame = frame.apply(lambda column: column.str.strip())
+    table = table_from_frame(frame, options, str(path), notes)
+    return replace(table, name=path.stem), notes
+
+
+def table_from_frame(frame, options: CSVOptions, source: str, notes: list[str]) -> Table:
+    """The :class:`Table` of a pandas DataFrame holding the label column ``options.label`` and the
+    feature columns (strings as read from a CSV, or any values a DataFrame holds): missing values
+    dropped or kept, numeric columns found (declared, or detected) and given their declared ranges
+    (or, asked for, the data's, warned), what was assumed appended to ``notes``. ``source`` names
+    the data in messages. Raises :class:`DataError` (:class:`RangesMissing`, :class:`MixedColumns`)."""
     missing_rows = frame.isna().any(axis=1)
     if missing_rows.any():
         if options.missing == "drop":
@@ -176,45 +218,38 @@ def read_csv(path: str | Path, options: CSVOptions) -> tuple[Table, list[str]]:
             frame = frame.fillna(MISSING_CATEGORY)
             notes.append(f"{int(missing_rows.sum())} rows have missing values, kept as the category {MISSING_CATEGORY!r}")
     if frame.empty:
-        raise DataError(f"{path}: no rows left after dropping those with missing values")
+        raise DataError(f"{source}: no rows left after dropping those with missing values")
     label = options.label
     features = [c for c in frame.columns if c != label]
     if not features:
-        raise DataError(f"{path}: no feature columns besides the label")
+        raise DataError(f"{source}: no feature columns besides the label")
     y = frame[label].to_numpy(dtype=object)
     if len(set(y)) < 2:
-        raise DataError(f"{path}: the label {label!r} takes a single value; a classifier needs two classes or more")
+        raise DataError(f"{source}: the label {label!r} takes a single value; a classifier needs two classes or more")
     options = replace(options, ranges=declared_ranges(options.ranges, features))
     numeric = _numeric_columns(frame, features, options, notes)
     if numeric and len(numeric) != len(features):
-        others = [c for c in features if c not in numeric]
-        raise DataError(
-            f"numeric columns {numeric} and categorical ones {others} in one file: a collection is all "
-            "categorical or all continuous; --drop some, or pass --categorical COL,... for the numeric ones"
-        )
+        raise MixedColumns(numeric, [c for c in features if c not in numeric])
     for column in features:
         if frame[column].nunique() == len(frame) and len(frame) > 20 and column not in numeric:
             notes.append(f"warning: column {column!r} is unique per row (an id?): it only adds noise; --drop {column}")
     if not numeric:
         X = frame[features].to_numpy(dtype=object)
-        return Table(path.stem, X, y, tuple(features), label), notes
+        return Table(source, X, y, tuple(features), label)
     values = frame[features].astype(float)
+    undeclared = [column for column in features if column not in options.ranges]
+    if undeclared and not options.ranges_from_data:
+        raise RangesMissing(undeclared)
     ranges = []
     for column in features:
         if column in options.ranges:
             ranges.append(options.ranges[column])
-        elif options.ranges_from_data:
-            ranges.append((float(values[column].min()), float(values[column].max())))
         else:
-            raise DataError(
-                f"numeric column {column!r} needs a declared range: --range {column}=LO:HI (or, leaking outside "
-                "the guarantee, --ranges-from-data)"
-            )
+            low, high = float(values[column].min()), float(values[column].max())
+            # A column of one value has no width: a unit around it, so that the range is a range.
+            ranges.append((low, high) if low < high else (low - 0.5, high + 0.5))
     if options.ranges_from_data:
-        notes.append(
-            "warning: --ranges-from-data takes ranges from the surveyed people themselves; that leaks "
-            "information about them outside the LDP guarantee (a real collection declares them beforehand)"
-        )
+        notes.append("warning: " + from_data_warning(options.from_data_option))
     for column, (low, high) in zip(features, ranges):
         share = clipped_share(values[column].to_numpy(), low, high)
         if share > 0 and column in options.ranges:
@@ -224,7 +259,7 @@ def read_csv(path: str | Path, options: CSVOptions) -> tuple[Table, list[str]]:
                 f"{low:g}:{high:g} and is clipped to it"
                 + ("; a model learns little from a range that excludes this much" if share >= 0.05 else "")
             )
-    return Table(path.stem, values.to_numpy(), y, tuple(features), label, tuple(ranges)), notes
+    return Table(source, values.to_numpy(), y, tuple(features), label, tuple(ranges))
 
 
 def _numeric_columns(frame, features: list[str], options: CSVOptions, notes: list[str]) -> list[str]:
