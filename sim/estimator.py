@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from numbers import Number
 
 import warnings
 
@@ -14,7 +13,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from aggregator import build_model
-from aggregator.operator.csvdata import CSVOptions, MixedColumns, RangesMissing, table_from_frame
+from aggregator.operator.csvdata import read_frame
 from participant.encoding import encode_features, encode_labels, raw_field_names
 from participant.errors import RecordError
 from participant.spec import CollectionSpec, Feature
@@ -35,7 +34,7 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
 
     **Numbers.** Columns of floats (and columns of numbers with many distinct values, or any
     column given a range) are numeric, read as ``python -m sim --csv`` reads them (the same code,
-    :func:`aggregator.operator.csvdata.table_from_frame`): each needs a declared range,
+    :func:`aggregator.operator.csvdata.read_frame`): each needs a declared range,
     ``ranges={"alcohol": (8, 15), ...}`` (keys may be patterns, ``"x*"``; a value outside its range
     is clipped, as a device clips it), or ``ranges="data"`` to take the training rows' least and
     greatest values, which leaks them outside the LDP guarantee and is warned (``UserWarning``).
@@ -144,8 +143,6 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         classes = [str(c) for c in self.classes_]
         if len(set(classes)) != len(classes):
             classes = [f"{j}:{c}" for j, c in enumerate(self.classes_)]
-        if self.ranges is not None and not (self.ranges == "data" or isinstance(self.ranges, Mapping)):
-            raise ValueError(f"ranges must be a mapping of column to (low, high), 'data' or None, got {self.ranges!r}")
         numeric = self._numeric_table(X, dtypes, np.asarray(classes, dtype=object)[labels]) if self.categories == "auto" else None
         if numeric is not None:
             return self._fit_numeric(numeric, classes)
@@ -192,58 +189,25 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
 
     def _numeric_table(self, X: np.ndarray, dtypes, labels: np.ndarray):
         """The training rows as the command line reads a CSV
-        (:func:`~aggregator.operator.csvdata.table_from_frame`): a table with declared (or, asked
-        for, the data's) ranges when its columns are numeric, None when they are categorical.
-        Floats are declared numeric; strings, booleans and pandas categories categorical; the rest
-        (integers, numbers in an object column) numeric when they take many values, as the command
-        line detects them. Its warnings become ``UserWarning``; a refusal names ``ranges=``."""
+        (:func:`~aggregator.operator.csvdata.read_frame`): a table with declared (or, asked for, the
+        data's) ranges when its columns are numeric, None when they are categorical. Its warnings
+        become ``UserWarning``; a refusal names ``ranges=``."""
         import pandas as pd
 
         names = self._feature_names(X.shape[1])
         dtypes = dtypes or [X.dtype] * X.shape[1]
-        floats, categorical = [], []
-        for j, (name, dtype) in enumerate(zip(names, dtypes)):
-            kind = getattr(dtype, "kind", "O")
-            if kind == "f":
-                floats.append(name)
-            elif kind == "b" or not isinstance(dtype, np.dtype):
-                categorical.append(name)
-            elif kind == "O":
-                types = {type(v) for v in X[:, j]}
-                odd = [t for t in types if not issubclass(t, (str, bytes, Number, np.bool_, type(None)))]
-                if odd:
-                    raise TypeError(f"column {name!r}: argument must be a string or a number, got {odd[0].__name__}")
-                if any(issubclass(t, (str, bytes, bool, np.bool_)) for t in types):
-                    categorical.append(name)
         frame = pd.DataFrame({name: X[:, j] for j, name in enumerate(names)})
-        for name in floats:
-            if frame[name].isna().any():
+        for name, dtype in zip(names, dtypes):
+            if getattr(dtype, "kind", "O") == "f" and frame[name].isna().any():
                 raise ValueError(f"Input X contains NaN in column {name!r}: impute or drop the missing numbers first")
         label = "class"
         while label in names:
             label += "_"
         frame[label] = labels
-        declared = dict(self.ranges) if isinstance(self.ranges, Mapping) else {}
-        options = CSVOptions(
-            label, numeric=tuple(floats), categorical=tuple(c for c in categorical if c not in declared),
-            missing="category", ranges=declared, ranges_from_data=self.ranges == "data",
-            from_data_option='ranges="data"',
-        )  # fmt: skip
         notes: list[str] = []
-        try:
-            table = table_from_frame(frame, options, "X", notes)
-        except RangesMissing as exc:
-            raise ValueError(
-                f"numeric columns {exc.columns} need declared ranges: LDPNaiveBayes(ranges={{{exc.columns[0]!r}: "
-                "(low, high), ...}) as the collection would publish them, or ranges=\"data\" to take them from the "
-                "training rows (leaks outside the LDP guarantee; warned). To take every value as a category "
-                "instead, pass the columns as strings"
-            ) from None
-        except MixedColumns as exc:
-            raise ValueError(
-                f"numeric columns {exc.numeric} and categorical ones {exc.others}: a collection is all numeric "
-                "or all categorical; drop some columns, or pass the numeric ones as strings (every value a category)"
-            ) from None
+        table = read_frame(
+            frame, label, self.ranges, caller="LDPNaiveBayes", notes=notes, dtypes=dtypes, missing="category"
+        )
         if table.ranges is None:
             return None
         for note in notes:

@@ -68,11 +68,11 @@ def test_the_estimator_is_the_command_lines_collection_of_a_continuous_data_set(
 
 
 def test_a_pattern_range_a_narrow_range_and_a_mixed_table():
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(10)  # not the fits' seeds: their draws would follow the data's
     y = rng.integers(0, 2, 2000)
     X = pd.DataFrame(rng.normal(0, 1, (2000, 3)) + y[:, None], columns=["a", "b", "c"])
     scores = [LDPNaiveBayes(epsilon=4, ranges={"*": (-3, 4)}, random_state=s).fit(X, y).score(X, y) for s in range(3)]
-    assert np.mean(scores) > 0.65, scores  # the non-private model scores 0.76
+    assert min(scores) > 0.7, scores  # the non-private model scores 0.76
     with pytest.warns(UserWarning, match="of 'a' lies outside its declared range 0:0.5 and is clipped"):
         LDPNaiveBayes(ranges={"a": (0, 0.5), "*": (-3, 4)}, random_state=0).fit(X, y)
     with pytest.raises(ValueError, match=r"numeric columns \['a', 'b', 'c'\] and categorical ones \['colour'\]"):
@@ -84,7 +84,7 @@ def test_a_pattern_range_a_narrow_range_and_a_mixed_table():
 def test_categorical_tables_are_read_as_before():
     """Strings, booleans and integers with few values stay categories, with no warning; an
     integer column of many values is numeric, as the command line detects it."""
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(10)
     y = rng.integers(0, 2, 500)
     X = pd.DataFrame({"colour": np.where(y, "red", "blue"), "flag": y == 1, "level": rng.integers(0, 5, 500)})
     with warnings.catch_warnings():

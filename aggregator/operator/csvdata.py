@@ -15,6 +15,7 @@ import difflib
 import fnmatch
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -294,6 +295,65 @@ def _numeric_columns(frame, features: list[str], options: CSVOptions, notes: lis
             "(--categorical COL,... keeps one categorical)"
         )
     return [name for name in features if name in declared or name in detected]
+
+
+def read_frame(
+    frame, label, ranges=None, *, caller: str, notes: list[str], dtypes=None, missing: str = "drop", drop=()
+) -> Table:
+    """A pandas DataFrame read as :func:`read_csv` reads a file (:func:`table_from_frame`), for the
+    Python API: column names become strings; floats are numeric, strings, booleans and pandas
+    categories (and other extension types) categorical, and the rest (integers, numbers in an
+    object column) numeric when they take many values, as a CSV's numbers are detected. ``ranges``:
+    None, a mapping of column (or pattern) to ``(low, high)`` (a column with a range is numeric),
+    or ``"data"`` for the data's least and greatest values (warned in ``notes``). ``dtypes``: the
+    columns' types less the label's, when ``frame`` holds them as objects. A refusal is a
+    ``ValueError`` that names ``caller``'s option (``ranges=``); a value that is neither a string
+    nor a number a ``TypeError``."""
+    from numbers import Number
+
+    if ranges is not None and not (isinstance(ranges, str) and ranges == "data" or isinstance(ranges, Mapping)):
+        raise ValueError(f"ranges must be a mapping of column to (low, high), 'data' or None, got {ranges!r}")
+    frame = frame.rename(columns=str).drop(columns=[str(c) for c in drop])
+    label = str(label)
+    if label not in frame.columns:
+        close = difflib.get_close_matches(label, list(frame.columns), n=1)
+        raise DataError(f"no column {label!r} for label=; the table has {list(frame.columns)}"
+                        + (f"; did you mean {close[0]!r}?" if close else ""))  # fmt: skip
+    features = [c for c in frame.columns if c != label]
+    dtypes = list(dtypes) if dtypes is not None else [frame[c].dtype for c in features]
+    floats, categorical = [], []
+    for name, dtype in zip(features, dtypes):
+        kind = getattr(dtype, "kind", "O")
+        if kind == "f":
+            floats.append(name)
+        elif kind == "b" or not isinstance(dtype, np.dtype):
+            categorical.append(name)
+        elif kind == "O":
+            types = {type(v) for v in frame[name]}
+            odd = [t for t in types if not issubclass(t, (str, bytes, Number, np.bool_, type(None)))]
+            if odd:
+                raise TypeError(f"column {name!r}: argument must be a string or a number, got {odd[0].__name__}")
+            if any(issubclass(t, (str, bytes, bool, np.bool_)) for t in types):
+                categorical.append(name)
+    declared = {str(k): v for k, v in ranges.items()} if isinstance(ranges, Mapping) else {}
+    options = CSVOptions(
+        label, numeric=tuple(floats), categorical=tuple(c for c in categorical if c not in declared),
+        missing=missing, ranges=declared, ranges_from_data=isinstance(ranges, str), from_data_option='ranges="data"',
+    )  # fmt: skip
+    try:
+        return table_from_frame(frame, options, "the table", notes)
+    except RangesMissing as exc:
+        raise ValueError(
+            f"numeric columns {exc.columns} need declared ranges: {caller}(..., ranges={{{exc.columns[0]!r}: "
+            "(low, high), ...}) as the collection would publish them, or ranges=\"data\" to take them from the "
+            "data (leaks outside the LDP guarantee; warned). To take every value as a category instead, pass "
+            "the columns as strings"
+        ) from None
+    except MixedColumns as exc:
+        raise ValueError(
+            f"numeric columns {exc.numeric} and categorical ones {exc.others}: a collection is all numeric or all "
+            "categorical; drop some columns, or pass the numeric ones as strings (every value a category)"
+        ) from None
 
 
 def clipped_share(values: np.ndarray, low: float, high: float) -> float:
