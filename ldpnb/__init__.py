@@ -29,6 +29,7 @@ _HOMES = {
     "participant.errors": (
         "AlreadyReported", "BudgetExceeded", "ClientError", "CollectionChanged", "LedgerError", "LimitExceeded",
         "ParticipantError", "RecordError", "ReportRejected", "SpecError", "SubmissionFailed", "UnknownFields",
+        "UnknownValues",
     ),
     "participant.limits": ("Budget", "Limits"),
     "participant.spec": ("CollectionSpec", "Feature"),
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
         SpecError,
         SubmissionFailed,
         UnknownFields,
+        UnknownValues,
     )
     from participant.limits import Budget, Limits
     from participant.spec import CollectionSpec, Feature

@@ -31,7 +31,7 @@ def test_ldpnb_exposes_the_users_names_as_the_same_objects():
     # Every error participant exports, the same classes.
     for name in ("ParticipantError", "ClientError", "RecordError", "SpecError", "AlreadyReported", "BudgetExceeded",
                  "LimitExceeded", "CollectionChanged", "ReportRejected", "SubmissionFailed", "LedgerError",
-                 "UnknownFields"):  # fmt: skip
+                 "UnknownFields", "UnknownValues"):  # fmt: skip
         assert getattr(ldpnb, name) is getattr(errors, name) is getattr(participant, name), name
     assert set(EXPECTED) <= set(ldpnb.__all__) <= set(dir(ldpnb))
     assert ldpnb.__doc__ and "LDPNaiveBayes" in ldpnb.__doc__
