@@ -60,4 +60,27 @@ if TYPE_CHECKING:
     from participant.spec import CollectionSpec, Feature
     from sim.estimator import LDPNaiveBayes
 
-__all__ = sorted(name for names in _HOMES.values() for name in names)
+__all__ = [
+    "AlreadyReported",
+    "AsyncClient",
+    "Budget",
+    "BudgetExceeded",
+    "Client",
+    "ClientError",
+    "CollectionChanged",
+    "CollectionSpec",
+    "DraftNote",
+    "Feature",
+    "LDPNaiveBayes",
+    "LedgerError",
+    "LimitExceeded",
+    "Limits",
+    "ParticipantError",
+    "RecordError",
+    "ReportRejected",
+    "SpecError",
+    "SubmissionFailed",
+    "UnknownFields",
+    "UnknownValues",
+    "draft_spec",
+]
