@@ -37,6 +37,7 @@ _HOMES = {
     ".errors": (
         "AlreadyReported", "BudgetExceeded", "ClientError", "CollectionChanged", "LedgerError", "LimitExceeded",
         "ParticipantError", "RecordError", "ReportRejected", "SpecError", "SubmissionFailed", "UnknownFields",
+        "UnknownValues",
     ),
     ".ledger": ("Ledger",),
     ".limits": ("Budget", "Limits"),
@@ -70,6 +71,7 @@ if TYPE_CHECKING:
         SpecError,
         SubmissionFailed,
         UnknownFields,
+        UnknownValues,
     )
     from .ledger import Ledger
     from .limits import Budget, Limits
@@ -99,6 +101,7 @@ __all__ = [
     "PerturbedInputs",
     "RecordError",
     "UnknownFields",
+    "UnknownValues",
     "Report",
     "SecureGenerator",
     "SpecError",

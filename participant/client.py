@@ -171,6 +171,12 @@ class AsyncClient:
     time follows their noise). Network errors, 5xx and 429 answers are
     retried ``retries`` times with exponential backoff (``backoff`` seconds, doubled each time, with
     jitter); the report id makes retries safe. ``rng`` defaults to the secure source.
+    ``strict=True`` refuses a record holding a key its spec does not know, lacking a field, or
+    holding a value it does not declare (:class:`~participant.errors.RecordError`; see
+    :class:`~participant.reporting.Participant`), before anything is drawn, the ledger touched or
+    sent: the refusal is the app's to see, never the service's. By default such a record is
+    reported (unknown keys and wrong-case values warned of), so that whether a report is sent
+    never depends on what a person answered.
     """
 
     def __init__(
@@ -189,6 +195,7 @@ class AsyncClient:
         retries: int = 5,
         backoff: float = 0.2,
         timeout: float = 10.0,
+        strict: bool = False,
     ):
         self.origin = normalise_origin(base_url)
         self.base_url = self.origin  # requests go where the ledger says they went
@@ -210,6 +217,7 @@ class AsyncClient:
         self.retries = retries
         self.backoff = backoff
         self.timeout = _aiohttp().ClientTimeout(total=timeout)
+        self.strict = bool(strict)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -423,8 +431,8 @@ class AsyncClient:
         elif self.shuffler is not None:  # refused before the record is read: a shuffled collection shown unshuffled
             await self._check_direct(collection_id)
         arrived = _monotonic()
-        participant = Participant(spec, rng=self.rng)
-        participant.validate(record, group)  # nothing drawn yet
+        participant = Participant(spec, rng=self.rng, strict=self.strict)
+        participant.validate(record, group)  # nothing drawn yet; strict refuses here, the ledger untouched
 
         def draw() -> bytes:
             return pack_report(participant.draw(record, group), spec, token)

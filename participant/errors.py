@@ -31,6 +31,13 @@ class UnknownFields(UserWarning):
     that lacks them before any record is read."""
 
 
+class UnknownValues(UserWarning):
+    """A record's value differs from a value its spec declares only in case (``"young"`` where
+    ``"Young"`` is declared): most likely the app's spelling, not the person's answer. Warned on the
+    device only, as :class:`UnknownFields`: the report is drawn and sent as for any undeclared value
+    (a value drawn uniformly from the declared ones). ``strict=True`` refuses such a record instead."""
+
+
 class ClientError(ParticipantError):
     """Base of the errors of talking to a service (the client and its ledger)."""
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .encoding import raw_field_names, record_input
-from .errors import RecordError, UnknownFields
+from .encoding import _declared, _finite, raw_field_names, record_input
+from .errors import RecordError, UnknownFields, UnknownValues
 from .randomness import SecureGenerator
 from .spec import CollectionSpec
 
@@ -96,11 +96,25 @@ class Participant:
 
     ``rng`` defaults to :class:`SecureGenerator` (the OS CSPRNG); pass a seeded numpy
     ``Generator`` only in simulations.
+
+    ``strict=True`` refuses (:class:`~participant.errors.RecordError`, before anything is drawn) a
+    record that holds a key the spec does not know, lacks one of its fields, or holds a value it
+    does not declare (a category or class outside its list, a continuous value that is not a finite
+    number); by default such a record is reported, an unknown key warned of
+    (:class:`~participant.errors.UnknownFields`), a value differing from a declared one only in
+    case too (:class:`~participant.errors.UnknownValues`, "did you mean 'Young'?"), and an
+    undeclared value replaced by one drawn uniformly from the declared ones. The refusal depends
+    only on the record's keys and values against the spec, and comes before any draw: it is seen by
+    the app, never by the service, to which nothing is sent. A person whose record is refused does
+    not report at all, though, and a missing report is the one thing a service could notice: strict
+    suits an app's development and records the app itself builds, where an undeclared value is the
+    app's bug, not the person's answer.
     """
 
-    def __init__(self, spec: CollectionSpec, rng=None):
+    def __init__(self, spec: CollectionSpec, rng=None, strict: bool = False):
         self.spec = spec
         self.rng = SecureGenerator() if rng is None else rng
+        self.strict = bool(strict)
 
     def _chosen(self, group) -> int | None:
         """The assigned input ``group`` checked against the spec (None when inputs are chosen at
@@ -117,24 +131,70 @@ class Participant:
 
     def validate(self, record: Mapping[str, object], group: int | None = None) -> None:
         """Raise :class:`~participant.errors.RecordError` when :meth:`report` would refuse
-        ``group`` or a ``record`` that is not a mapping; draws nothing. What the record holds is
-        never refused (see :func:`~participant.encoding.record_input`); keys the spec does not know
-        are warned of (:class:`~participant.errors.UnknownFields`), on the device only."""
+        ``group`` or a ``record`` that is not a mapping; draws nothing. Unless :attr:`strict`, what
+        the record holds is never refused (see :func:`~participant.encoding.record_input`); keys the
+        spec does not know are warned of (:class:`~participant.errors.UnknownFields`), and values
+        differing from declared ones only in case (:class:`~participant.errors.UnknownValues`), on
+        the device only. With :attr:`strict` either, a missing field or an undeclared value is
+        refused (:class:`~participant.errors.RecordError` naming the field), nothing drawn."""
         self._one_report()
         self._chosen(group)
         if not isinstance(record, Mapping):
             raise RecordError("record", "must be a mapping of field name to value")
+        self._check_record(record)
+
+    def _check_record(self, record: Mapping[str, object]) -> None:
+        """Warn of (or, :attr:`strict`, refuse) unknown keys and undeclared values; draws nothing."""
         fields = raw_field_names(self.spec)
         known = set(fields)  # a wide spec's record holds tens of thousands of keys: no scan per key
         unknown = [str(key) for key in record if key not in known]
+        if unknown and self.strict:
+            raise RecordError(
+                unknown[0], f"not a field of this spec (its fields: {_listed(fields)}); strict: nothing drawn or sent"
+            )
         if unknown:  # the app developer's to hear; what is drawn and sent does not change
             warnings.warn(
                 UnknownFields(
                     f"the record holds {_listed(unknown)}, which this spec does not know (its fields: {_listed(fields)}): "
                     "not reported; a field meant instead is reported as a value drawn uniformly from its declared ones"
                 ),
-                stacklevel=3,
+                stacklevel=4,
             )
+        for name, value, declared in self._undeclared(record):
+            if isinstance(value, str):
+                # A lookup by folded case for the one field at fault: no scan of a wide spec.
+                meant = {c.casefold(): c for c in declared}.get(value.casefold())
+            else:
+                meant = None
+            hint = f"did you mean {meant!r}? " if meant is not None else ""
+            if self.strict:
+                what = "missing" if name not in record or value is None else f"{value!r} is not declared"
+                choices = f"one of {_listed(declared)}" if declared else "a finite number"
+                raise RecordError(name, f"{what}: {hint}expected {choices}; strict: nothing drawn or sent")
+            if meant is not None:
+                warnings.warn(
+                    UnknownValues(
+                        f"the record's {name!r} is {value!r}, which this spec does not declare: {hint}reported as a "
+                        "value drawn uniformly from the declared ones"
+                    ),
+                    stacklevel=4,
+                )
+
+    def _undeclared(self, record: Mapping[str, object]):
+        """``(field, value, declared values)`` of each field whose value ``record`` lacks or the
+        spec does not declare (declared values empty for a continuous field: any finite number)."""
+        spec = self.spec
+        fields = [(spec.label, spec.class_codes, spec.classes)]
+        if spec.continuous is None:
+            fields += [(f.name, codes, f.categories) for f, codes in zip(spec.features, spec.category_codes)]
+        for name, codes, declared in fields:
+            value = record.get(name)
+            if _declared(value, codes) is None:
+                yield name, value, declared
+        for f in spec.continuous.inputs if spec.continuous is not None else ():
+            value = record.get(f.name)
+            if not _finite(value):
+                yield f.name, value, ()
 
     def _one_report(self) -> None:
         if self.spec.budget != "one-report":
@@ -168,6 +228,8 @@ class Participant:
             raise RecordError("budget", "this collection takes one report per person: use report()")
         if not isinstance(record, Mapping):
             raise RecordError("record", "must be a mapping of field name to value")
+        if self.strict:
+            self._check_record(record)
         return [
             Report(i, oracle.perturb(record_input(record, self.spec, i, self.rng), self.rng)[0])
             for i, oracle in enumerate(self.spec.oracles)

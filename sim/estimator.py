@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -11,12 +12,14 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from aggregator import build_model
-from participant.encoding import encode_features, encode_labels
+from aggregator.operator.csvdata import read_frame
+from participant.encoding import encode_features, encode_labels, raw_field_names
 from participant.errors import RecordError
 from participant.spec import CollectionSpec, Feature
 from protocols import DEFAULT_THETA
 
-from .experiment import simulate_collection
+from .datasets import Dataset
+from .experiment import Setup, collect, simulate_collection, spec_for
 
 
 class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
@@ -26,9 +29,23 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
     ``protocol`` and ``epsilon`` (each person spends ``epsilon`` with the default
     ``budget="one-report"``; see :class:`~participant.spec.CollectionSpec`), simulates their
     reports (``mode="fast"`` draws the aggregates from their exact distribution, ``"replay"``
-    every report), and assembles the model with ``estimator``. Features are categorical: every
-    distinct value is a category (``categories="auto"``) or the lists given in ``categories``
-    are the declared domains. A category unknown at prediction time is refused
+    every report), and assembles the model with ``estimator``.
+
+    **Numbers.** Columns of floats (and columns of numbers with many distinct values, or any
+    column given a range) are numeric, read as ``python -m sim --csv`` reads them (the same code,
+    :func:`aggregator.operator.csvdata.read_frame`): each needs a declared range,
+    ``ranges={"alcohol": (8, 15), ...}`` (keys may be patterns, ``"x*"``; a value outside its range
+    is clipped, as a device clips it), or ``ranges="data"`` to take the training rows' least and
+    greatest values, which leaks them outside the LDP guarantee and is warned (``UserWarning``).
+    Without either a fit on numeric columns is refused (``ValueError`` naming them and
+    ``ranges=``). Numeric columns are then binned into ``bins`` equal-width bins
+    (``model="discrete"``) or modelled as a Gaussian per class (``model="gaussian"``, with the
+    multi-dimensional ``approach``), as a collection with that spec would be. A collection is all
+    numeric or all categorical: a table holding both is refused.
+
+    **Categories.** Other columns (strings, booleans, pandas categories, integers with few values)
+    are categorical: every distinct value is a category (``categories="auto"``) or the lists given
+    in ``categories`` are the declared domains (every column then categorical). A category unknown at prediction time is refused
     (:class:`~participant.errors.RecordError` naming the feature, as the exported pipeline and a
     device refuse it) when the domains were declared (``spec``), and contributes no evidence when
     they came from the training data, where a cross-validation fold can miss a rare value;
@@ -63,6 +80,10 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         random_state=None,
         spec: CollectionSpec | None = None,
         handle_unknown: str | None = None,
+        ranges=None,
+        model: str = "discrete",
+        bins: int = 4,
+        approach: int = 3,
     ):
         self.protocol = protocol
         self.epsilon = epsilon
@@ -74,6 +95,10 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.spec = spec
         self.handle_unknown = handle_unknown
+        self.ranges = ranges
+        self.model = model
+        self.bins = bins
+        self.approach = approach
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -92,7 +117,7 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         if not hasattr(X, "columns"):
             return X
         if self.spec is not None:
-            names = [f.name for f in self.spec.features]
+            names = list(raw_field_names(self.spec)[:-1])
         elif not fitting and hasattr(self, "feature_names_in_"):
             names = list(self.feature_names_in_)
         else:
@@ -105,13 +130,21 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
 
     def fit(self, X, y):
         """Simulate the collection of ``X, y`` (one participant per row) and assemble the model."""
-        X, y = validate_data(self, self._table(X, y, fitting=True), y, dtype=None)
+        table = self._table(X, y, fitting=True)
+        dtypes = list(table.dtypes) if hasattr(table, "columns") else None
+        X, y = validate_data(self, table, y, dtype=None)
         check_classification_targets(y)
         if self.spec is not None:
             return self._fit_declared(X, y)
         self.classes_, labels = np.unique(y, return_inverse=True)
         if len(self.classes_) < 2:
             raise ValueError(f"LDPNaiveBayes needs at least two classes; y has {len(self.classes_)} class")
+        classes = [str(c) for c in self.classes_]
+        if len(set(classes)) != len(classes):
+            classes = [f"{j}:{c}" for j, c in enumerate(self.classes_)]
+        numeric = self._numeric_table(X, dtypes, np.asarray(classes, dtype=object)[labels]) if self.categories == "auto" else None
+        if numeric is not None:
+            return self._fit_numeric(numeric, classes)
         self.encoder_ = OrdinalEncoder(
             categories=self.categories, handle_unknown="use_encoded_value", unknown_value=-1, dtype=np.int64
         ).fit(X)
@@ -121,9 +154,6 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
             if len(set(names)) != len(names):
                 names = [f"{j}:{c}" for j, c in enumerate(cats)]
             features.append(Feature(f"x{i}", names))
-        classes = [str(c) for c in self.classes_]
-        if len(set(classes)) != len(classes):
-            classes = [f"{j}:{c}" for j, c in enumerate(self.classes_)]
         self.spec_ = CollectionSpec(
             features, classes, self.protocol, self.epsilon, theta=self.theta, budget=self.budget
         )
@@ -132,9 +162,16 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
     def _fit_declared(self, X, y):
         """``fit`` with the domains, classes and randomisation of :attr:`spec` (nothing from the data)."""
         spec = self.spec
-        if spec.continuous is not None or len(spec.features) != X.shape[1]:
-            raise ValueError(f"spec declares {len(spec.features)} categorical features; X has {X.shape[1]} columns")
         self.classes_ = np.asarray(spec.classes, dtype=object)
+        if spec.continuous is not None:
+            if len(spec.continuous.inputs) != X.shape[1]:
+                raise ValueError(f"spec declares {len(spec.continuous.inputs)} numeric features; X has {X.shape[1]} columns")
+            self.spec_ = spec
+            rng = np.random.default_rng(self.random_state)
+            self.model_ = build_model(collect(spec, X, y, rng, self.mode), self.estimator)
+            return self
+        if len(spec.features) != X.shape[1]:
+            raise ValueError(f"spec declares {len(spec.features)} categorical features; X has {X.shape[1]} columns")
         labels = encode_labels(y, spec)
         self.encoder_ = OrdinalEncoder(
             categories=[list(f.categories) for f in spec.features],
@@ -144,6 +181,52 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         ).fit([[f.categories[0] for f in spec.features]])  # the categories are given: one row fits it
         self.spec_ = spec
         return self._collect(encode_features(np.asarray(X, dtype=object), spec), labels)
+
+    def _feature_names(self, n: int) -> list[str]:
+        names = getattr(self, "feature_names_in_", None)
+        return [str(c) for c in names] if names is not None else [f"x{i}" for i in range(n)]
+
+    def _numeric_table(self, X: np.ndarray, dtypes, labels: np.ndarray):
+        """The training rows as the command line reads a CSV
+        (:func:`~aggregator.operator.csvdata.read_frame`): a table with declared (or, asked for, the
+        data's) ranges when its columns are numeric, None when they are categorical. Its warnings
+        become ``UserWarning``; a refusal names ``ranges=``."""
+        import pandas as pd
+
+        names = self._feature_names(X.shape[1])
+        dtypes = dtypes or [X.dtype] * X.shape[1]
+        frame = pd.DataFrame({name: X[:, j] for j, name in enumerate(names)})
+        for name, dtype in zip(names, dtypes):
+            if getattr(dtype, "kind", "O") == "f" and frame[name].isna().any():
+                raise ValueError(f"Input X contains NaN in column {name!r}: impute or drop the missing numbers first")
+        label = "class"
+        while label in names:
+            label += "_"
+        frame[label] = labels
+        notes: list[str] = []
+        table = read_frame(
+            frame, label, self.ranges, caller="LDPNaiveBayes", notes=notes, dtypes=dtypes, missing="category"
+        )
+        if table.ranges is None:
+            return None
+        for note in notes:
+            if note.startswith("warning: "):
+                warnings.warn(note.removeprefix("warning: "), UserWarning, stacklevel=4)
+        return table
+
+    def _fit_numeric(self, table, classes: list[str]):
+        """``fit`` on numeric columns: the spec the command line builds for a continuous data set
+        (:func:`~sim.experiment.spec_for`: the ranges, and ``bins`` or the Gaussian model), then
+        the collection of every row."""
+        if self.model not in ("discrete", "gaussian"):
+            raise ValueError(f"model must be 'discrete' or 'gaussian', got {self.model!r}")
+        dataset = Dataset(**vars(table))
+        dataset.classes = classes  # in classes_ order, not sorted as strings
+        setup = Setup(self.model, self.bins if self.model == "discrete" else None, approach=self.approach)
+        self.spec_ = spec_for(dataset, self.protocol, self.epsilon, self.theta, setup, budget=self.budget)
+        rng = np.random.default_rng(self.random_state)
+        self.model_ = build_model(collect(self.spec_, table.X, table.y, rng, self.mode), self.estimator)
+        return self
 
     def _collect(self, codes: np.ndarray, labels: np.ndarray):
         """Simulate the collection of the encoded rows and assemble :attr:`model_`."""
@@ -156,6 +239,11 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
     def _joint_log_likelihood(self, X) -> np.ndarray:
         check_is_fitted(self)
         X = validate_data(self, self._table(X), dtype=None, reset=False)
+        spec = self.spec_
+        if spec.continuous is not None:  # clipped to the declared ranges, as a device clips them
+            if spec.model == "gaussian":
+                return self.model_.joint_log_likelihood_prepared(spec.continuous.transform(X))
+            return self.model_.joint_log_likelihood_codes(encode_features(X, spec))
         if self.spec is not None:  # declared categories are compared as written, as a device does
             X = np.asarray(X, dtype=object).astype(str)
         codes = self.encoder_.transform(X)
@@ -188,7 +276,7 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
     def predict_log_proba(self, X) -> np.ndarray:
         """Log posterior class probabilities at the model's temperature, shape ``(m, k)``."""
         jll = self._joint_log_likelihood(X)  # checks the fit before the model is read
-        jll *= self.model_.temperature
+        jll *= getattr(self.model_, "temperature", 1.0)  # a Gaussian model has none
         return jll - np.logaddexp.reduce(jll, axis=1, keepdims=True)
 
     def predict_proba(self, X) -> np.ndarray:

@@ -270,7 +270,12 @@ def test_a_sweep_scores_log_loss_when_asked_and_plots_it(tmp_path, capsys):
 
 
 def test_the_sklearn_estimator_passes_check_estimator():
-    check_estimator(LDPNaiveBayes(random_state=0))
+    """Taking ranges from the data (or a Gaussian model over them), every check passes; by
+    default a fit on floats is refused until ranges are declared, as a user is told."""
+    check_estimator(LDPNaiveBayes(random_state=0, ranges="data"))
+    check_estimator(LDPNaiveBayes(random_state=0, ranges="data", model="gaussian"))
+    refused = {"check_estimators_dtypes": "a float array needs declared ranges (ranges=)"}
+    check_estimator(LDPNaiveBayes(random_state=0), expected_failed_checks=refused)
 
 
 def test_the_sklearn_estimator_takes_arrays_dataframes_and_records():

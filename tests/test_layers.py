@@ -1,6 +1,7 @@
 """Imports only go down: protocols → participant → aggregator (estimation → store → service →
-operator) → sim → bench, the shuffler beside the aggregator on participant alone, and no two
-modules import each other, directly or round a circle."""
+operator) → sim → bench, ldpnb (the names users import, gathered) above sim, the shuffler beside
+the aggregator on participant alone, and no two modules import each other, directly or round a
+circle."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ LAYERS = [
     "aggregator.service",
     "aggregator.operator",
     "sim",
+    "ldpnb",
 ]
-PACKAGES = ("protocols", "participant", "aggregator", "sim", "shuffler")
+PACKAGES = ("protocols", "participant", "aggregator", "sim", "shuffler", "ldpnb")
 
 
 def module_name(path: Path) -> str:

@@ -19,7 +19,7 @@ from .conftest import table_1_spec
 from .test_service import sqlite_service  # noqa: F401 (the fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("protocols", "participant", "aggregator", "sim", "shuffler")
+PACKAGES = ("protocols", "participant", "aggregator", "sim", "shuffler", "ldpnb")
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,15 @@ else:
     raise AssertionError("aggregator imported without its extra")
 cli = subprocess.run([sys.executable, "-m", "sim", "--help"], capture_output=True, text=True)
 assert cli.returncode == 2 and cli.stderr.count("\\n") == 1 and "ldpnb[sim]" in cli.stderr, cli.stderr
+import ldpnb
 from participant import AlreadyReported, Client
+assert ldpnb.Client is Client and ldpnb.AlreadyReported is AlreadyReported
+try:
+    ldpnb.LDPNaiveBayes
+except ModuleNotFoundError as exc:
+    assert "pip install 'ldpnb[" in str(exc), exc
+else:
+    raise AssertionError("LDPNaiveBayes imported without its extra")
 client = Client(sys.argv[1], ledger=sys.argv[2])
 print(client.submit("c1", dict(age="Young", income="Low", gender="Male", missed_payment="Yes")))
 try:

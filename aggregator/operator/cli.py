@@ -319,7 +319,7 @@ def refuse_unwritable(path: str) -> None:
 def run_spec_draft(args) -> str:
     """``python -m aggregator spec``: the drafted spec's JSON (or where it was written)."""
     from .csvdata import CSVOptions, parse_ranges, read_csv
-    from .specdraft import draft_spec, spec_json
+    from .specdraft import draft_table_spec, spec_json
 
     split = lambda text: tuple(c.strip() for c in text.split(",") if c.strip())  # noqa: E731
     options = CSVOptions(
@@ -342,7 +342,7 @@ def run_spec_draft(args) -> str:
     elif any(v is not None for v in (args.min_batch, args.delta, args.dummies, args.flooded_eps)):
         raise UsageError("--min-batch, --delta, --dummies and --flooded-eps go with --central-eps (a shuffled collection)")
     table, notes = read_csv(args.csv, options)
-    spec, more = draft_spec(
+    spec, more = draft_table_spec(
         table, args.protocol, 1.0 if args.eps is None else args.eps, args.model, args.bins, args.approach,
         class_share=args.class_share, people=args.people,
     )  # fmt: skip

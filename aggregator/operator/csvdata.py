@@ -15,6 +15,7 @@ import difflib
 import fnmatch
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -42,6 +43,33 @@ class DataError(ValueError):
     """The data cannot be used as asked; the message says what to change."""
 
 
+class RangesMissing(DataError):
+    """Numeric ``columns`` without a declared range (and ranges not taken from the data)."""
+
+    def __init__(self, columns: list[str]):
+        self.columns = list(columns)
+        super().__init__(undeclared_ranges(self.columns))
+
+
+class MixedColumns(DataError):
+    """Both ``numeric`` and categorical (``others``) feature columns: a collection is one or the other."""
+
+    def __init__(self, numeric: list[str], others: list[str]):
+        self.numeric, self.others = list(numeric), list(others)
+        super().__init__(
+            f"numeric columns {self.numeric} and categorical ones {self.others} in one file: a collection is all "
+            "categorical or all continuous; --drop some, or pass --categorical COL,... for the numeric ones"
+        )
+
+
+def from_data_warning(option: str = "--ranges-from-data") -> str:
+    """The warning given whenever ranges are taken from the data (``option``: how the user asked)."""
+    return (
+        f"{option} takes ranges from the surveyed people themselves; that leaks information about them "
+        "outside the LDP guarantee (a real collection declares them beforehand)"
+    )
+
+
 @dataclass
 class CSVOptions:
     """How to read a CSV (the command line's data options)."""
@@ -56,6 +84,7 @@ class CSVOptions:
     categorical: tuple[str, ...] = ()
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     ranges_from_data: bool = False
+    from_data_option: str = "--ranges-from-data"  # how the user asked for ranges from the data, for the warning
 
 
 def parse_ranges(items: list[str], files: list[str] = ()) -> dict[str, tuple[float, float]]:
@@ -169,6 +198,16 @@ def read_csv(path: str | Path, options: CSVOptions) -> tuple[Table, list[str]]:
     if frame.empty:
         raise DataError(f"{path} has a header but no rows")
     frame = frame.apply(lambda column: column.str.strip())
+    table = table_from_frame(frame, options, str(path), notes)
+    return replace(table, name=path.stem), notes
+
+
+def table_from_frame(frame, options: CSVOptions, source: str, notes: list[str]) -> Table:
+    """The :class:`Table` of a pandas DataFrame holding the label column ``options.label`` and the
+    feature columns (strings as read from a CSV, or any values a DataFrame holds): missing values
+    dropped or kept, numeric columns found (declared, or detected) and given their declared ranges
+    (or, asked for, the data's, warned), what was assumed appended to ``notes``. ``source`` names
+    the data in messages. Raises :class:`DataError` (:class:`RangesMissing`, :class:`MixedColumns`)."""
     missing_rows = frame.isna().any(axis=1)
     if missing_rows.any():
         if options.missing == "drop":
@@ -178,40 +217,38 @@ def read_csv(path: str | Path, options: CSVOptions) -> tuple[Table, list[str]]:
             frame = frame.fillna(MISSING_CATEGORY)
             notes.append(f"{int(missing_rows.sum())} rows have missing values, kept as the category {MISSING_CATEGORY!r}")
     if frame.empty:
-        raise DataError(f"{path}: no rows left after dropping those with missing values")
+        raise DataError(f"{source}: no rows left after dropping those with missing values")
     label = options.label
     features = [c for c in frame.columns if c != label]
     if not features:
-        raise DataError(f"{path}: no feature columns besides the label")
+        raise DataError(f"{source}: no feature columns besides the label")
     y = frame[label].to_numpy(dtype=object)
     if len(set(y)) < 2:
-        raise DataError(f"{path}: the label {label!r} takes a single value; a classifier needs two classes or more")
+        raise DataError(f"{source}: the label {label!r} takes a single value; a classifier needs two classes or more")
     options = replace(options, ranges=declared_ranges(options.ranges, features))
     numeric = _numeric_columns(frame, features, options, notes)
     if numeric and len(numeric) != len(features):
-        others = [c for c in features if c not in numeric]
-        raise DataError(
-            f"numeric columns {numeric} and categorical ones {others} in one file: a collection is all "
-            "categorical or all continuous; --drop some, or pass --categorical COL,... for the numeric ones"
-        )
+        raise MixedColumns(numeric, [c for c in features if c not in numeric])
     for column in features:
         if frame[column].nunique() == len(frame) and len(frame) > 20 and column not in numeric:
             notes.append(f"warning: column {column!r} is unique per row (an id?): it only adds noise; --drop {column}")
     if not numeric:
         X = frame[features].to_numpy(dtype=object)
-        return Table(path.stem, X, y, tuple(features), label), notes
+        return Table(source, X, y, tuple(features), label)
     values = frame[features].astype(float)
-    undeclared = [c for c in features if c not in options.ranges]
+    undeclared = [column for column in features if column not in options.ranges]
     if undeclared and not options.ranges_from_data:
-        raise DataError(undeclared_ranges(undeclared))
-    ranges = [
-        options.ranges[c] if c in options.ranges else (float(values[c].min()), float(values[c].max())) for c in features
-    ]
+        raise RangesMissing(undeclared)
+    ranges = []
+    for column in features:
+        if column in options.ranges:
+            ranges.append(options.ranges[column])
+        else:
+            low, high = float(values[column].min()), float(values[column].max())
+            # A column of one value has no width: a unit around it, so that the range is a range.
+            ranges.append((low, high) if low < high else (low - 0.5, high + 0.5))
     if options.ranges_from_data:
-        notes.append(
-            "warning: --ranges-from-data takes ranges from the surveyed people themselves; that leaks "
-            "information about them outside the LDP guarantee (a real collection declares them beforehand)"
-        )
+        notes.append("warning: " + from_data_warning(options.from_data_option))
     for column, (low, high) in zip(features, ranges):
         share = clipped_share(values[column].to_numpy(), low, high)
         if share > 0 and column in options.ranges:
@@ -221,7 +258,7 @@ def read_csv(path: str | Path, options: CSVOptions) -> tuple[Table, list[str]]:
                 f"{low:g}:{high:g} and is clipped to it"
                 + ("; a model learns little from a range that excludes this much" if share >= 0.05 else "")
             )
-    return Table(path.stem, values.to_numpy(), y, tuple(features), label, tuple(ranges)), notes
+    return Table(source, values.to_numpy(), y, tuple(features), label, tuple(ranges))
 
 
 def undeclared_ranges(columns: list[str]) -> str:
@@ -282,6 +319,65 @@ def _numeric_columns(frame, features: list[str], options: CSVOptions, notes: lis
             "(--categorical COL,... keeps one categorical)"
         )
     return [name for name in features if name in declared or name in detected]
+
+
+def read_frame(
+    frame, label, ranges=None, *, caller: str, notes: list[str], dtypes=None, missing: str = "drop", drop=()
+) -> Table:
+    """A pandas DataFrame read as :func:`read_csv` reads a file (:func:`table_from_frame`), for the
+    Python API: column names become strings; floats are numeric, strings, booleans and pandas
+    categories (and other extension types) categorical, and the rest (integers, numbers in an
+    object column) numeric when they take many values, as a CSV's numbers are detected. ``ranges``:
+    None, a mapping of column (or pattern) to ``(low, high)`` (a column with a range is numeric),
+    or ``"data"`` for the data's least and greatest values (warned in ``notes``). ``dtypes``: the
+    columns' types less the label's, when ``frame`` holds them as objects. A refusal is a
+    ``ValueError`` that names ``caller``'s option (``ranges=``); a value that is neither a string
+    nor a number a ``TypeError``."""
+    from numbers import Number
+
+    if ranges is not None and not (isinstance(ranges, str) and ranges == "data" or isinstance(ranges, Mapping)):
+        raise ValueError(f"ranges must be a mapping of column to (low, high), 'data' or None, got {ranges!r}")
+    frame = frame.rename(columns=str).drop(columns=[str(c) for c in drop])
+    label = str(label)
+    if label not in frame.columns:
+        close = difflib.get_close_matches(label, list(frame.columns), n=1)
+        raise DataError(f"no column {label!r} for label=; the table has {list(frame.columns)}"
+                        + (f"; did you mean {close[0]!r}?" if close else ""))  # fmt: skip
+    features = [c for c in frame.columns if c != label]
+    dtypes = list(dtypes) if dtypes is not None else [frame[c].dtype for c in features]
+    floats, categorical = [], []
+    for name, dtype in zip(features, dtypes):
+        kind = getattr(dtype, "kind", "O")
+        if kind == "f":
+            floats.append(name)
+        elif kind == "b" or not isinstance(dtype, np.dtype):
+            categorical.append(name)
+        elif kind == "O":
+            types = {type(v) for v in frame[name]}
+            odd = [t for t in types if not issubclass(t, (str, bytes, Number, np.bool_, type(None)))]
+            if odd:
+                raise TypeError(f"column {name!r}: argument must be a string or a number, got {odd[0].__name__}")
+            if any(issubclass(t, (str, bytes, bool, np.bool_)) for t in types):
+                categorical.append(name)
+    declared = {str(k): v for k, v in ranges.items()} if isinstance(ranges, Mapping) else {}
+    options = CSVOptions(
+        label, numeric=tuple(floats), categorical=tuple(c for c in categorical if c not in declared),
+        missing=missing, ranges=declared, ranges_from_data=isinstance(ranges, str), from_data_option='ranges="data"',
+    )  # fmt: skip
+    try:
+        return table_from_frame(frame, options, "the table", notes)
+    except RangesMissing as exc:
+        raise ValueError(
+            f"numeric columns {exc.columns} need declared ranges: {caller}(..., ranges={{{exc.columns[0]!r}: "
+            "(low, high), ...}) as the collection would publish them, or ranges=\"data\" to take them from the "
+            "data (leaks outside the LDP guarantee; warned). To take every value as a category instead, pass "
+            "the columns as strings"
+        ) from None
+    except MixedColumns as exc:
+        raise ValueError(
+            f"numeric columns {exc.numeric} and categorical ones {exc.others}: a collection is all numeric or all "
+            "categorical; drop some columns, or pass the numeric ones as strings (every value a category)"
+        ) from None
 
 
 def clipped_share(values: np.ndarray, low: float, high: float) -> float:

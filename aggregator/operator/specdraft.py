@@ -3,12 +3,15 @@
 The sample gives the categories of each categorical column and the class labels; numeric columns
 take the ranges the operator declares. The draft is the spec the service accepts (``create
 --spec``) and the simulator runs (``python -m sim --spec``); what the sample could not decide is
-printed, for the operator to settle before publishing.
+printed, for the operator to settle before publishing. In Python, :func:`draft_spec` drafts the
+same spec from a pandas DataFrame, what the sample could not decide given as :class:`DraftNote`
+warnings.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from collections import Counter
 
 import numpy as np
@@ -16,13 +19,55 @@ import numpy as np
 from participant.continuous import ContinuousFeature, Preparation
 from participant.spec import CollectionSpec, Feature
 
-from .csvdata import Table
+from .csvdata import Table, read_frame
 
 # A sample's most common class at this share or more gets the note on who reports the class.
 UNEVEN = 0.6
 
 
+class DraftNote(UserWarning):
+    """What a sample could not decide about a drafted spec (:func:`draft_spec`): settle it before publishing."""
+
+
 def draft_spec(
+    frame,
+    label,
+    *,
+    ranges=None,
+    protocol: str = "auto",
+    epsilon: float = 1.0,
+    model: str = "discrete",
+    bins: int = 4,
+    approach: int = 3,
+    budget: str = "one-report",
+    class_share: float | None = None,
+    people: int | None = None,
+    drop=(),
+) -> CollectionSpec:
+    """The collection spec for a public sample held in a pandas DataFrame, as ``python -m
+    aggregator spec --csv`` drafts it from a file (the same code): the class labels of column
+    ``label``; each categorical column's categories (strings, booleans, pandas categories,
+    integers with few values); numeric columns (floats, integers of many values) with their
+    declared ``ranges`` (a mapping of column or pattern to ``(low, high)``), binned into ``bins``
+    (``model="discrete"``) or Gaussian (``model="gaussian"``). ``ranges="data"`` takes the sample's
+    extremes, warned. Numeric columns without ranges are refused (``ValueError`` naming them and
+    ``ranges=``), as is a table of both kinds. ``drop``: columns to leave out. What the sample
+    could not decide is warned as :class:`DraftNote` (a ``UserWarning``). Publish the draft with
+    ``spec.to_json()`` (``python -m aggregator create --spec``) or fit on it,
+    ``LDPNaiveBayes(spec=spec)``."""
+    notes: list[str] = []
+    table = read_frame(frame, label, ranges, caller="draft_spec", notes=notes, drop=drop)
+    # Values as written, as a CSV holds them and as a device compares them (True, 3 and 3.5 as "True", "3", "3.5").
+    table.y = table.y.astype(str).astype(object)
+    if table.ranges is None:
+        table.X = table.X.astype(str).astype(object)
+    spec, more = draft_table_spec(table, protocol, epsilon, model, bins, approach, budget, class_share, people)
+    for note in notes + more:
+        warnings.warn(note.removeprefix("warning: "), DraftNote, stacklevel=2)
+    return spec
+
+
+def draft_table_spec(
     table: Table,
     protocol: str = "auto",
     epsilon: float = 1.0,

@@ -110,6 +110,14 @@ export interface ClientOptions {
   backoff?: number;
   timeout?: number;
   source?: ExactRandomness;
+  /**
+   * Refuse (RecordError) a record holding a key its spec does not know, lacking a field, or
+   * holding a value it does not declare, before anything is drawn, the ledger touched or sent: the
+   * refusal is the app's to see, never the service's (see {@link Participant}). By default such a
+   * record is reported (unknown keys and wrong-case values warned of on the console), so that
+   * whether a report is sent never depends on what a person answered.
+   */
+  strict?: boolean;
 }
 
 export interface Published {
@@ -205,6 +213,7 @@ export class Client {
   private readonly backoff: number;
   private readonly timeout: number;
   private readonly source?: ExactRandomness;
+  readonly strict: boolean;
 
   constructor(baseUrl: string, options: ClientOptions) {
     this.origin = normaliseOrigin(baseUrl);
@@ -219,6 +228,7 @@ export class Client {
     this.backoff = options.backoff ?? 0.2;
     this.timeout = options.timeout ?? 10;
     this.source = options.source;
+    this.strict = options.strict ?? false;
   }
 
   private async request(method: string, url: string, limit: number, init: RequestInit = {}): Promise<[number, unknown]> {
@@ -358,7 +368,7 @@ export class Client {
       throw new SpecError(`collection '${id}' changed after its questions were shown; refusing to report (show them again)`);
     const spec = published.spec;
     if (expected !== undefined) spec.checkExpected(expected);
-    const participant = new Participant(spec, this.source);
+    const participant = new Participant(spec, this.source, this.strict);
     const digest = await spec.fingerprintDigest();
     // A shuffled collection: refused before the record is read without the trusted shuffler, its view or a usable key.
     let view: ShuffledView | null = null;
@@ -392,7 +402,7 @@ export class Client {
     const arrived = performance.now() / 1000;
     const shuffler = view === null ? null : this.shuffler;
     const sealer = view === null ? undefined : (body: Uint8Array) => seal(body, view, digest);
-    participant.validate(record, group); // nothing drawn yet
+    participant.validate(record, group); // nothing drawn yet; strict refuses here, the ledger untouched
     if (this.pace === 0 && spec.oracles.some((o) => o.name === "SHE" || o.name === "THE" || o.name === "laplace"))
       throw new LimitExceeded(
         `collection '${id}' uses ${spec.protocol} or a Laplace mean, whose draw time follows its noise: with pace=0 the moment a report ` +

@@ -84,10 +84,26 @@ export function chooseInput(spec: CollectionSpec, source: ExactRandomness): numb
   return uniform < spec.classShare ? 0 : feature;
 }
 
+/** `finite` as the Python participant's `_finite`: a finite number (a string, a boolean or NaN is not). */
+function finite(value: unknown): boolean {
+  return typeof value === "number" && Number.isFinite(value);
+}
+
+/**
+ * One person's side of a collection. `strict` refuses (RecordError, before anything is drawn) a
+ * record holding a key the spec does not know, lacking one of its fields, or holding a value it
+ * does not declare; by default such a record is reported, an unknown key and a value that differs
+ * from a declared one only in case warned of on the console, and an undeclared value replaced by
+ * one drawn uniformly from the declared ones. The refusal depends only on the record's keys and
+ * values against the spec and comes before any draw: the app sees it, the service never does, as
+ * nothing is sent. A refused person does not report at all, though, and a missing report is what a
+ * service can notice: strict suits development and records the app builds itself.
+ */
 export class Participant {
   constructor(
     readonly spec: CollectionSpec,
     readonly source: ExactRandomness = new SecureRandom(),
+    readonly strict: boolean = false,
   ) {}
 
   /** The input the operator assigned, checked (null when inputs are chosen at random); draws nothing. */
@@ -105,8 +121,10 @@ export class Participant {
 
   /**
    * Throw the RecordError {@link report} would (a group the spec does not take, a record that is
-   * not a mapping), drawing nothing. Keys the spec does not know (a misspelt field) are warned of
-   * on the console, on the device only: what is drawn and sent does not change.
+   * not a mapping; with `strict`, an unknown key, a missing field or an undeclared value), drawing
+   * nothing. Otherwise keys the spec does not know (a misspelt field) and values differing from a
+   * declared one only in case are warned of on the console, on the device only: what is drawn and
+   * sent does not change.
    */
   validate(record: RawRecord, group?: number): void {
     this.chosen(group);
@@ -115,11 +133,44 @@ export class Participant {
     const fields = [...(this.spec.continuous === null ? this.spec.features : this.spec.continuous.inputs).map((f) => f.name), this.spec.label];
     const known = new Set(fields); // a wide spec's record holds tens of thousands of keys: no scan per key
     const unknown = Object.keys(record).filter((key) => !known.has(key));
+    if (unknown.length && this.strict)
+      throw new RecordError(unknown[0], `not a field of this spec (its fields: ${listed(fields)}); strict: nothing drawn or sent`);
     if (unknown.length)
       console.warn(
         `ldpnb: the record holds ${listed(unknown)}, which this spec does not know (its fields: ${listed(fields)}): ` +
           "not reported; a field meant instead is reported as a value drawn uniformly from its declared ones",
       );
+    for (const [name, value, choices] of this.undeclared(record)) {
+      // A lookup by folded case for the one field at fault: no scan of a wide spec.
+      const meant = typeof value === "string" ? new Map(choices.map((c) => [c.toLowerCase(), c])).get(value.toLowerCase()) : undefined;
+      const hint = meant !== undefined ? `did you mean '${meant}'? ` : "";
+      if (this.strict) {
+        const what = value === undefined || value === null ? "missing" : `${typeof value === "string" ? `'${value}'` : String(value)} is not declared`;
+        const expected = choices.length ? `one of ${listed(choices)}` : "a finite number";
+        throw new RecordError(name, `${what}: ${hint}expected ${expected}; strict: nothing drawn or sent`);
+      }
+      if (meant !== undefined)
+        console.warn(`ldpnb: the record's '${name}' is '${value}', which this spec does not declare: ${hint}reported as a value drawn uniformly from the declared ones`);
+    }
+  }
+
+  /** `[field, value, declared values]` of each field whose value `record` lacks or the spec does not declare (none declared for a continuous field: any finite number). */
+  private *undeclared(record: RawRecord): Generator<[string, unknown, readonly string[]]> {
+    const spec = this.spec;
+    const label = own(record, spec.label);
+    if (declared(label, spec.classCodes) === null) yield [spec.label, label, spec.classes];
+    if (spec.continuous === null) {
+      for (let i = 0; i < spec.features.length; i++) {
+        const feature = spec.features[i];
+        const value = own(record, feature.name);
+        if (declared(value, spec.categoryCodes[i]) === null) yield [feature.name, value, feature.categories];
+      }
+    } else {
+      for (const f of spec.continuous.inputs) {
+        const value = own(record, f.name);
+        if (!finite(value)) yield [f.name, value, []];
+      }
+    }
   }
 
   /**
@@ -173,7 +224,7 @@ export function packReport(report: Report, specDigest: Uint8Array, token?: strin
 }
 
 /** `names` quoted and comma-separated, the first `most` of them. */
-function listed(names: string[], most = 12): string {
+function listed(names: readonly string[], most = 12): string {
   const shown = names.slice(0, most).map((n) => `'${n}'`).join(", ");
   return names.length > most ? `${shown} and ${names.length - most} more` : shown;
 }

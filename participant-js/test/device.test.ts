@@ -9,7 +9,7 @@ import { test } from "node:test";
 import { createServer } from "node:http";
 import { type AddressInfo } from "node:net";
 
-import { Client, CollectionSpec, InsecureContext, LimitExceeded, Limits, Participant, SpecError, SubmissionFailed } from "../src/index.js";
+import { Client, CollectionSpec, InsecureContext, LimitExceeded, Limits, Participant, RecordError, SpecError, SubmissionFailed } from "../src/index.js";
 import { MAIN_THREAD_SECONDS } from "../src/calibration.js";
 import { Ledger } from "../src/ledger.js";
 
@@ -221,4 +221,65 @@ test("an app pinning a shuffler reports to an unshuffled collection only when it
   const unpinned = await outcome(200, { shuffler: false });
   assert.equal(unpinned.said, "accepted");
   assert.equal(unpinned.seen["GET /collections/plain/view"], undefined);
+});
+
+/** A source that refuses to be drawn from: a refusal it never reaches came before any draw. */
+const untouchable = new Proxy({}, { get: () => () => { throw new Error("drawn from"); } }) as any;
+
+test("strict refuses an unknown key, a missing field or an undeclared value before anything is drawn", () => {
+  const spec = CollectionSpec.fromDict({ features: [{ name: "age", categories: ["Young", "Old"] }], classes: ["Yes", "No"], protocol: "DE", epsilon: 1, label: "y" });
+  const refusals: [Record<string, unknown>, RegExp][] = [
+    [{ age: "Young", y: "Yes", Age: "Young" }, /^Age: not a field of this spec .*strict: nothing drawn or sent$/],
+    [{ age: "young", y: "Yes" }, /^age: 'young' is not declared: did you mean 'Young'\? expected one of 'Young', 'Old'; strict/],
+    [{ age: "Ancient", y: "Yes" }, /^age: 'Ancient' is not declared: expected one of 'Young', 'Old'/],
+    [{ age: "Old", y: "yes" }, /^y: 'yes' is not declared: did you mean 'Yes'\?/],
+    [{ y: "Yes" }, /^age: missing: expected one of/],
+  ];
+  for (const [record, why] of refusals) {
+    assert.throws(() => new Participant(spec, untouchable, true).report(record), (e: Error) => e instanceof RecordError && why.test(e.message), JSON.stringify(record));
+    const real = console.warn;
+    console.warn = () => {};
+    try {
+      assert.ok(new Participant(spec).report(record).input <= 1); // by default reported as before
+    } finally {
+      console.warn = real;
+    }
+  }
+  const numeric = CollectionSpec.fromDict({ classes: ["a", "b"], protocol: "DE", epsilon: 1, label: "y", continuous: { inputs: [{ name: "x", low: 0, high: 1 }], bins: 2 } });
+  for (const x of [Number.NaN, "0.5", null])
+    assert.throws(() => new Participant(numeric, untouchable, true).report({ x, y: "a" }), /RecordError: x: .*expected a finite number; strict/);
+  assert.ok(new Participant(numeric, undefined, true).report({ x: 0.5, y: "a" }).input <= 1);
+});
+
+test("by default a value differing from a declared one only in case is warned of on the console, and reported as before", () => {
+  const spec = CollectionSpec.fromDict({ features: [{ name: "age", categories: ["Young", "Old"] }], classes: ["a", "b"], protocol: "DE", epsilon: 1, label: "y" });
+  const warned: string[] = [];
+  const real = console.warn;
+  console.warn = (message: string) => void warned.push(message);
+  try {
+    new Participant(spec).report({ age: "Young", y: "a" });
+    new Participant(spec).report({ age: "Ancient", y: "a" }); // a person's value the spec left out: not the app's bug
+    assert.deepEqual(warned, []);
+    assert.ok(new Participant(spec).report({ age: "young", y: "a" }).input <= 1);
+  } finally {
+    console.warn = real;
+  }
+  assert.equal(warned.length, 1);
+  assert.match(warned[0], /the record's 'age' is 'young', which this spec does not declare: did you mean 'Young'\? reported as a value drawn/);
+});
+
+test("a strict client refuses such a record with nothing sent and nothing in its ledger, and sends a declared one", async () => {
+  const site = await plainCollection(404, "unknown");
+  const storage = kept();
+  const client = new Client(site.url, { ledger: new Ledger(storage as any), pace: 0.001, retries: 0, strict: true });
+  try {
+    for (const record of [{ f: "A", class: "x" }, { f: "a", class: "x", F: "a" }, { class: "x" }])
+      await assert.rejects(client.submit("plain", record), (e: Error) => e instanceof RecordError && /strict: nothing drawn or sent$/.test(e.message));
+    assert.equal(site.seen["POST /collections/plain/reports"], undefined);
+    assert.equal(Object.keys(storage.data().entries).length, 0);
+    assert.equal(await client.submit("plain", { f: "a", class: "x" }), "accepted");
+    assert.equal(site.seen["POST /collections/plain/reports"], 1);
+  } finally {
+    await site.close();
+  }
 });
