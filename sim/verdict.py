@@ -180,7 +180,7 @@ def describe(found: Verdict, needed: int | None = None, searched: bool = False) 
     )
     if searched:
         if needed is None:
-            line += f"; more people would not help at this epsilon (tried up to {PEOPLE_FACTORS[-1]}x)"
+            line += f"; more people were not shown to help at this epsilon (none confirmed up to {PEOPLE_FACTORS[-1]}x)"
         else:
             line += f"; with about {needed:,} people it would (python -m sim plan simulates such collections)"
     return line
