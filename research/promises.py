@@ -137,13 +137,17 @@ def share(failed: int, made: int) -> str:
 
 def report(cells: list[dict], args) -> list[str]:
     lines = [
-        f"# Promises on fresh collections (`python research/promises.py --pilots {args.pilots} --eps {args.eps} "
-        f"--pilot-cap {args.pilot_cap} --check {args.check}{' --shuffled' if args.shuffled else ''}`)",
+        (
+            f"# Promises on fresh collections (`python research/promises.py --pilots {args.pilots} --eps {args.eps} "
+            f"--pilot-cap {args.pilot_cap} --check {args.check}{' --shuffled' if args.shuffled else ''}`)"
+        ),
         "",
-        f"Problems: {', '.join(dict.fromkeys(c['problem'] for c in cells))}. Pilots per problem and ε: {args.pilots} "
-        f"(seeded [problem index, pilot, shuffled]); verdict seeds 0-9; search seeds 0-9, confirmation seeds 10-29; "
-        f"check: {args.check} fresh collections of N from the whole data set, pilot p's seeds {CHECK_SEED} + {args.check}p onwards "
-        f"(both rules' promises on one pilot at the same N share one check).",
+        (
+            f"Problems: {', '.join(dict.fromkeys(c['problem'] for c in cells))}. Pilots per problem and ε: {args.pilots} "
+            f"(seeded [problem index, pilot, shuffled]); verdict seeds 0-9; search seeds 0-9, confirmation seeds 10-29; "
+            f"check: {args.check} fresh collections of N from the whole data set, pilot p's seeds {CHECK_SEED} + "
+            f"{args.check}p onwards (both rules' promises on one pilot at the same N share one check)."
+        ),
         "",
     ]
     for label, mine in (("labels as they are", [c for c in cells if not c["shuffled"]]),
@@ -151,28 +155,42 @@ def report(cells: list[dict], args) -> list[str]:
         if not mine:
             continue
         asked = [c for c in mine if not c["learned"]]
-        lines += [f"## {label}", "", f"{len(mine)} pilots; the model beat the constant on {len(mine) - len(asked)}; "
-                  f"a number of people asked for on {len(asked)}.", ""]  # fmt: skip
-        for which, name in (("new", "rule of issue 80 (confirmed)"), ("old", "rule it replaced (first size with gain > SE)")):
+        lines += [f"## {label}", "", (f"{len(mine)} pilots; the model beat the constant on {len(mine) - len(asked)}; "
+                  f"a number of people asked for on {len(asked)}."), ""]  # fmt: skip
+        for which, name in (
+            ("new", "rule of issue 80 (confirmed)"),
+            ("old", "rule it replaced (first size with gain > SE)"),
+        ):
             made = [c for c in asked if c[which] is not None]
             failed = sum(c[f"check_{which}"]["failed"] for c in made)
             lines.append(f"- {name}: promises failed {share(failed, len(made))}")
-        old_cost = [10 * (1 + [int(c["rows"] * 0.8 * f) for f in PEOPLE_FACTORS].index(c["old"])) if c["old"] else 40 for c in asked]
+        old_cost = [
+            10 * (1 + [int(c["rows"] * 0.8 * f) for f in PEOPLE_FACTORS].index(c["old"])) if c["old"] else 40
+            for c in asked
+        ]
         new_cost = [c["collections_new"] for c in asked]
-        lines += ["", f"Collections simulated per number asked for: the new rule {np.mean(new_cost):.1f} on average "
-                  f"(at most {max(new_cost)}; the bound is 120), the old rule {np.mean(old_cost):.1f} (bound 40)."]  # fmt: skip
+        lines += ["", (f"Collections simulated per number asked for: the new rule {np.mean(new_cost):.1f} on average "
+                  f"(at most {max(new_cost)}; the bound is 120), the old rule {np.mean(old_cost):.1f} (bound 40).")]  # fmt: skip
         lines += ["", "| problem | ε | pilot | rows | new rule N | check | old rule N | check | collections (new rule) | s |",
                   "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for c in sorted(asked, key=lambda c: (c["problem"], c["eps"], c["pilot"])):
             cells_ = []
             for which in ("new", "old"):
                 n, k = c[which], c[f"check_{which}"]
-                cells_ += ["none", ""] if n is None else [f"{n:,}", f"{k['gain']:+.4f} ± {k['se']:.4f}" + (" **failed**" if k["failed"] else "")]
+                cells_ += (
+                    ["none", ""]
+                    if n is None
+                    else [f"{n:,}", f"{k['gain']:+.4f} ± {k['se']:.4f}" + (" **failed**" if k["failed"] else "")]
+                )
             lines.append(f"| {c['problem']} | {c['eps']:g} | {c['pilot']} | {c['rows']:,} | " + " | ".join(cells_)
                          + f" | {c['collections_new']} | {c['seconds']:.0f} |")  # fmt: skip
         lines.append("")
     learned = sorted({(c["problem"], c["eps"]) for c in cells if c["learned"] and not c["shuffled"]})
-    lines.append("Beat the constant on the pilot (no promise asked): " + (", ".join(f"{p} ε {e:g}" for p, e in learned) or "none") + ".")
+    lines.append(
+        "Beat the constant on the pilot (no promise asked): "
+        + (", ".join(f"{p} ε {e:g}" for p, e in learned) or "none")
+        + "."
+    )
     return lines
 
 

@@ -165,7 +165,11 @@ def people_needed(data, protocol: str, epsilon, estimator: str, setup=None, seed
         people = int(len(data.y) * 0.8 * factor)
         if not passes(grown_gains(data, people, protocol, epsilon, estimator, setup, search), SEARCH_LEVEL / looks):
             continue
-        if passes(grown_gains(data, people, protocol, epsilon, estimator, setup, fresh), CONFIRM_LEVEL / looks, promise_effect()):
+        if passes(
+            grown_gains(data, people, protocol, epsilon, estimator, setup, fresh),
+            CONFIRM_LEVEL / looks,
+            promise_effect(),
+        ):
             return people
     return None
 
