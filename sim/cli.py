@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
 def learned(results: list, estimator: str, data, args, setup=None, search: bool = True) -> dict:
     """Whether the model beat the constant classifier (``beats_constant``, with the mean gain and
     its standard error), and, when it did not and ``search``, the people a collection would need
-    for it to (``people_needed``; None: more people would not help), from simulated collections."""
+    for it to (``people_needed``; None: more people were not shown to help), from simulated collections."""
     from .experiment import test_rows
     from .verdict import people_needed, verdict
 

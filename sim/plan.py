@@ -158,7 +158,7 @@ def people_line(sample: Dataset, args, setup, uniform: ShareForecast, people: in
     """Whether the uniform choice's collections of ``people`` (its forecast ``uniform``) beat the
     best constant on their test rows; when they do not, the people a collection would need
     (:func:`sim.verdict.people_needed`, simulated as the plan simulates, None when more people
-    would not help)."""
+    were not shown to help)."""
     from .experiment import test_rows
     from .verdict import PEOPLE_FACTORS, people_needed, verdict
 
@@ -178,7 +178,7 @@ def people_line(sample: Dataset, args, setup, uniform: ShareForecast, people: in
     if needed is None:
         line = (
             f"people: with {people:,} the model does not beat the best constant classifier, and more people "
-            f"would not help at this epsilon (tried up to {PEOPLE_FACTORS[-1]}x)"
+            f"were not shown to help at this epsilon (none confirmed up to {PEOPLE_FACTORS[-1]}x)"
         )
     else:
         line = f"people: about {needed:,} needed; with {people:,} the model does not beat the best constant classifier"
