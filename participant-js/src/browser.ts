@@ -214,7 +214,7 @@ export class IndexedDbStorage implements LedgerStorage {
           };
           return;
         }
-        const data: LedgerData = { version: VERSION, entries: {} };
+        const data: LedgerData = { version: VERSION, entries: {}, spent: {} };
         // As many reports as entries; a report missing where it is needed is refused by `entry`.
         const reported = reports.count();
         readAll(
