@@ -78,6 +78,8 @@ export interface LedgerStorage {
    * and sealed copy, base64), and what it returns is kept whole.
    */
   replace?(key: string, change: (entry: Entry) => Entry): Promise<void>;
+  /** Readies `bodies` for the next change that stores them (a storage that deflates reports asynchronously: IndexedDB). */
+  prepare?(bodies: Uint8Array[]): Promise<void>;
 }
 
 export interface Asked {
@@ -645,6 +647,7 @@ export class Ledger {
       }
       const body = memo !== null ? memo.body : draw();
       const sealed = seal === undefined ? null : await seal(body);
+      await this.storage.prepare?.(sealed === null ? [body] : [body, sealed]);
       const recorded = await this.storage.update((data): { result: Claim | null; write: boolean } => {
         const settled = this.settle(data, asked, limits);
         // Another tab claimed this collection, or answered the question, meanwhile: settle again.
@@ -689,6 +692,7 @@ export class Ledger {
         throw new LedgerError(`the ledger holds no unsent shuffled entry '${key}' to attach a token to; nothing was sent`);
       return { ...entry, sealed: toBase64(sealed) }; // a new object: a changed entry is encoded anew
     };
+    await this.storage.prepare?.([sealed]);
     if (this.storage.replace) return this.storage.replace(key, resealed);
     await this.storage.update((data) => {
       data.entries[key] = resealed(Object.prototype.hasOwnProperty.call(data.entries, key) ? data.entries[key] : undefined);
