@@ -144,6 +144,34 @@ class Claim:
 Sealer = Callable[[bytes], bytes]
 
 
+# Every finite float is an integer over 2^1074 at most: sums of floats are kept as integers over it.
+_FLOAT_SCALE = 1074
+
+
+def _exact_sum(values) -> Fraction:
+    """The exact sum of ``values`` (JSON numbers: floats, each a binary fraction, or integers), in
+    integers over 2^1074 (a shift and an add each, where a Fraction's addition takes a gcd)."""
+    scaled = 0
+    for value in values:
+        if isinstance(value, int):
+            scaled += value << _FLOAT_SCALE
+        else:
+            numerator, denominator = value.as_integer_ratio()  # denominator a power of two
+            scaled += numerator << (_FLOAT_SCALE + 1 - denominator.bit_length())
+    return Fraction(scaled, 1 << _FLOAT_SCALE)
+
+
+def _exact_days(texts) -> Fraction:
+    """The exact sum of days' spends ``texts`` (each numerator/denominator over a power of two),
+    in integers over the largest denominator (a shift and an add each)."""
+    terms = []
+    for text in texts:
+        numerator, denominator = text.split("/")
+        terms.append((int(numerator), int(denominator).bit_length() - 1))
+    scale = max((power for _, power in terms), default=0)
+    return Fraction(sum(numerator << (scale - power) for numerator, power in terms), 1 << scale)
+
+
 def _day(at: float) -> int:
     """The day (since the epoch, UTC) of the time ``at`` (seconds since the epoch): exactly, as
     ``participant-js`` computes it (a day's first second is a float exactly, so comparing with it
@@ -430,16 +458,13 @@ class Ledger:
         window: never less than the entries it holds."""
         since = now - (limits.budget.per_days if days is None else days) * SECONDS_PER_DAY
         # An entry of unknown spend (first ledger format) counts at the cap, whenever it was drawn.
-        drawn = sum(
-            (
-                Fraction(limits.max_epsilon if e["epsilon"] is None else e["epsilon"])
-                for e in data["entries"].values()
-                if e["epsilon"] is None or e["reserved_at"] > since
-            ),
-            Fraction(0),
+        drawn = _exact_sum(
+            limits.max_epsilon if e["epsilon"] is None else e["epsilon"]
+            for e in data["entries"].values()
+            if e["epsilon"] is None or e["reserved_at"] > since
         )
-        folded = (spend_value(text) for day, text in data["spent"].items() if (int(day) + 1) * SECONDS_PER_DAY > since)
-        return sum(folded, drawn)
+        folded = _exact_days(text for day, text in data["spent"].items() if (int(day) + 1) * SECONDS_PER_DAY > since)
+        return drawn + folded
 
     @staticmethod
     def _answers(entry: dict, asked: Asked) -> bool:

@@ -428,11 +428,17 @@ function add(a: Rational, b: Rational): Rational {
  */
 function spent(data: LedgerData, limits: Limits, now: number, days: number): Rational {
   const since = now - days * SECONDS_PER_DAY;
-  let total: Rational = { n: 0n, d: 1n };
+  // Each value once, times how often it is spent: a ledger of thousands of entries holds few.
+  const times = new Map<number, number>();
   for (const key in data.entries) {
     const e = data.entries[key];
-    if (e.epsilon === null || e.epsilon === undefined) total = add(total, rationalOf(limits.maxEpsilon));
-    else if (e.reserved_at > since && e.epsilon !== 0) total = add(total, rationalOf(e.epsilon));
+    const value = e.epsilon === null || e.epsilon === undefined ? limits.maxEpsilon : e.reserved_at > since ? e.epsilon : 0;
+    if (value !== 0) times.set(value, (times.get(value) ?? 0) + 1);
+  }
+  let total: Rational = { n: 0n, d: 1n };
+  for (const [value, count] of times) {
+    const exact = rationalOf(value);
+    total = add(total, { n: exact.n * BigInt(count), d: exact.d });
   }
   for (const day in data.spent) if ((Number(day) + 1) * SECONDS_PER_DAY > since) total = add(total, spendValue(data.spent[day]));
   return total;
