@@ -34,12 +34,17 @@ publishes (its ``uid``, its spec) can only make the device refuse more, never sp
   more. The ledger is one file: its name is resolved through symlinks, and a file with more
   than one name (a hard link, which the atomic rename below would split into two files, two
   budgets) is refused.
-- **A small ledger.** At most ``Limits.max_collections`` collections within the budget's window
-  (memoised answers included: they cost nothing, but each is an entry). An acknowledged entry
-  drawn before the year leaves the ledger at the next write unless it is the newest holding
-  its question's answer at its origin, which the memo keeps for ``Limits.memo_days`` after it
-  was last given (then the question is answered afresh, its ε counted): a year's questions at
-  most, by default.
+- **A small ledger, whatever a service asks.** At most ``Limits.max_collections`` collections
+  within the budget's window (memoised answers included: they cost nothing, but each is an
+  entry). The memo keeps the answers of at most ``Limits.max_memo_per_origin`` questions at an
+  origin (and ``max_collections`` at all origins), each for ``Limits.memo_days`` after it was last
+  given: past either, the answer given longest ago is given up (its report leaves; the question,
+  asked again, is answered afresh, its ε counted). An acknowledged entry drawn on a day wholly
+  before the rolling window leaves the ledger at the next write unless it holds an answer the
+  memo keeps (an unacknowledged one stays, its report with it, for a retry to send unchanged);
+  its ε is added to its day's sum, which the yearly cap counts (whole, while any moment of the day
+  lies within the year) until it counts toward no window. So the ledger holds the entries of the
+  last ``per_days`` + 1 days, the memo's, those never acknowledged, and a sum a day for a year.
 
 Every change happens under an exclusive file lock on the ledger's real file (symlinks resolved;
 threads and processes alike), is written to a fresh temporary file (mode 0600), fsynced and renamed
@@ -85,6 +90,8 @@ from .ledger_format import (  # noqa: F401 (entry_problem: imported from here)
     first_format_place,
     ledger_problem,
     report_name,
+    spend_text,
+    spend_value,
     unique_keys,
 )
 from .limits import YEAR_DAYS, Budget, Limits  # noqa: F401 (Budget: an app imports it from here)
@@ -137,9 +144,47 @@ class Claim:
 Sealer = Callable[[bytes], bytes]
 
 
+# Every finite float is an integer over 2^1074 at most: sums of floats are kept as integers over it.
+_FLOAT_SCALE = 1074
+
+
+def _exact_sum(values) -> Fraction:
+    """The exact sum of ``values`` (JSON numbers: floats, each a binary fraction, or integers), in
+    integers over 2^1074 (a shift and an add each, where a Fraction's addition takes a gcd)."""
+    scaled = 0
+    for value in values:
+        if isinstance(value, int):
+            scaled += value << _FLOAT_SCALE
+        else:
+            numerator, denominator = value.as_integer_ratio()  # denominator a power of two
+            scaled += numerator << (_FLOAT_SCALE + 1 - denominator.bit_length())
+    return Fraction(scaled, 1 << _FLOAT_SCALE)
+
+
+def _exact_days(texts) -> Fraction:
+    """The exact sum of days' spends ``texts`` (each numerator/denominator over a power of two),
+    in integers over the largest denominator (a shift and an add each)."""
+    terms = []
+    for text in texts:
+        numerator, denominator = text.split("/")
+        terms.append((int(numerator), int(denominator).bit_length() - 1))
+    scale = max((power for _, power in terms), default=0)
+    return Fraction(sum(numerator << (scale - power) for numerator, power in terms), 1 << scale)
+
+
+def _day(at: float) -> int:
+    """The day (since the epoch, UTC) of the time ``at`` (seconds since the epoch): exactly, as
+    ``participant-js`` computes it (a day's first second is a float exactly, so comparing with it
+    corrects the division's rounding)."""
+    day = int(at // SECONDS_PER_DAY)
+    if day * SECONDS_PER_DAY > at:
+        return day - 1
+    return day + 1 if (day + 1) * SECONDS_PER_DAY <= at else day
+
+
 class Ledger:
-    """A JSON file (mode 0600): ``{"version": 4, "entries": {key: entry}}``, and beside it the
-    directory ``<file>.reports`` (mode 0700) of report files.
+    """A JSON file (mode 0600): ``{"version": 5, "entries": {key: entry}, "spent": {day: sum}}``,
+    and beside it the directory ``<file>.reports`` (mode 0700) of report files.
 
     An entry, keyed ``"<origin> <collection id>"``, holds: ``origin`` and ``collection`` (the
     app's), ``uid`` and ``fingerprint`` (what the service published when the report was drawn),
@@ -149,7 +194,8 @@ class Ledger:
     entry a memoised report was copied from) and the times ``reserved_at`` and ``sent_at`` (seconds
     since the epoch); for a shuffled collection, ``sealed``, the report as sealed for its shuffler,
     kept as ``report`` is. Nothing about the person's record is stored beyond the randomised
-    report itself.
+    report itself. ``spent`` holds, by day, the ε of entries that left the ledger while the yearly
+    cap still counts them (see :meth:`_expire` and :mod:`participant.ledger_format`).
 
     ``path`` is resolved to the real file (through symlinks), so every name of one ledger shares
     its lock and its budget.
@@ -190,7 +236,7 @@ class Ledger:
                 if self._cache is not None and self._cache[0] == raw:
                     return self._cache[1]
         except FileNotFoundError:
-            return {"version": VERSION, "entries": {}}
+            return {"version": VERSION, "entries": {}, "spent": {}}
         except OSError as exc:
             raise LedgerError(f"cannot read the ledger {self.path}: {exc}") from None
         try:
@@ -219,6 +265,7 @@ class Ledger:
                         entry[field] = self._store(base64.b64decode(entry[field]), field, key, entry)
         elif data["version"] == 3:  # its reports' files named by their bytes alone: named anew
             data["superseded"] = self._rename(data["entries"])
+        data.setdefault("spent", {})  # before version 5 every spend was an entry's
         data["version"] = VERSION
         self._cache = (raw, data)
         return data
@@ -383,7 +430,8 @@ class Ledger:
             encoded[key] = kept if kept is not None and kept[0] is entry else (entry, f"{json.dumps(key)}: {json.dumps(entry)}")
         self._encodings = encoded
         entries = ", ".join(text for _, text in encoded.values())
-        return f'{{"version": {json.dumps(data["version"])}, "entries": {{{entries}}}}}'.encode()
+        spent = json.dumps(data["spent"])
+        return f'{{"version": {json.dumps(data["version"])}, "entries": {{{entries}}}, "spent": {spent}}}'.encode()
 
     def entries(self) -> dict[str, dict]:
         """Every entry, by key (a copy), its ``report`` and ``sealed`` the bytes themselves (base64)."""
@@ -399,23 +447,24 @@ class Ledger:
         """The ε this device spent on fresh draws within the last ``days`` days (default
         ``limits.budget.per_days``; 365 for the yearly cap), at every origin."""
         with self._locked():
-            data = self._read()["entries"]
-            return float(self._spent(data, limits, time.time() if now is None else now, days))
+            return float(self._spent(self._read(), limits, time.time() if now is None else now, days))
 
     @staticmethod
-    def _spent(entries: dict, limits: Limits, now: float, days: float | None = None) -> Fraction:
-        """Exactly (each float ε is a binary fraction, summed without rounding), so that no sum of
-        spends rounds down past the app's total."""
+    def _spent(data: dict, limits: Limits, now: float, days: float | None = None) -> Fraction:
+        """The ε (exactly: each float ε is a binary fraction, summed without rounding, so that no
+        sum of spends rounds down past the app's total) of the fresh draws of the ledger ``data``
+        within ``days`` days (default the budget's window) before ``now`` (seconds since the epoch).
+        A day whose spend left its entries counts whole while any moment of it lies within the
+        window: never less than the entries it holds."""
         since = now - (limits.budget.per_days if days is None else days) * SECONDS_PER_DAY
         # An entry of unknown spend (first ledger format) counts at the cap, whenever it was drawn.
-        return sum(
-            (
-                Fraction(limits.max_epsilon if e["epsilon"] is None else e["epsilon"])
-                for e in entries.values()
-                if e["epsilon"] is None or e["reserved_at"] > since
-            ),
-            Fraction(0),
+        drawn = _exact_sum(
+            limits.max_epsilon if e["epsilon"] is None else e["epsilon"]
+            for e in data["entries"].values()
+            if e["epsilon"] is None or e["reserved_at"] > since
         )
+        folded = _exact_days(text for day, text in data["spent"].items() if (int(day) + 1) * SECONDS_PER_DAY > since)
+        return drawn + folded
 
     @staticmethod
     def _answers(entry: dict, asked: Asked) -> bool:
@@ -468,11 +517,9 @@ class Ledger:
                 f"this device reported to {recent} collections in the last {limits.budget.per_days:g} days; this app "
                 f"reports to at most {limits.max_collections} (Limits.max_collections); nothing was drawn or sent"
             )
-        remembered = now - limits.memo_days * SECONDS_PER_DAY
-        memo = next(
-            (k for k, e in entries.items() if asked.question and e["reserved_at"] > remembered and self._answers(e, asked)),
-            None,
-        )  # fmt: skip
+        memo = None
+        if asked.question:
+            memo = next((k for k in self._memo(entries, limits, now).values() if self._answers(entries[k], asked)), None)
         if memo is not None:
             body = resend(self._load(entries[memo], "report", memo))
             sealed = None if seal is None else seal(body)
@@ -480,7 +527,7 @@ class Ledger:
             return Claim(key, body, False, 0.0, sealed)
         budget = limits.budget
         for days, total, name in ((budget.per_days, budget.total, "total"), (YEAR_DAYS, budget.yearly, "yearly cap")):
-            used = self._spent(entries, limits, now, days)
+            used = self._spent(data, limits, now, days)
             if used + Fraction(asked.epsilon) > Fraction(total):
                 raise BudgetExceeded(
                     f"this device spent epsilon={float(used):g} in the last {days:g} days; another "
@@ -489,27 +536,66 @@ class Ledger:
         return None
 
     @staticmethod
-    def _expire(entries: dict, limits: Limits, now: float) -> None:
-        """Drop, from ``entries``, what the device no longer needs: entries acknowledged, drawn
-        before the budget's windows (so they count toward no spend) and whose randomised answer
-        the memo does not keep (for each question at each origin, the newest entry answering it stays, for
-        ``limits.memo_days`` after it was given; see :meth:`_answers`). Entries of unknown spend
-        stay: they count at the cap forever."""
-        since = now - limits.budget.kept_days * SECONDS_PER_DAY
+    def _memo(entries: dict, limits: Limits, now: float) -> dict[tuple, str]:
+        """The answers the memo keeps, by question (``(origin, question, group)``: an entry of an
+        earlier format, which states no question, by its spec's fingerprint): the key of the
+        newest entry holding the question's answer (a direct entry with its report, drawn within
+        ``limits.memo_days`` of ``now``), for the ``limits.max_memo_per_origin`` questions at each
+        origin, and the ``limits.max_collections`` at all origins, answered most recently (ties
+        by key, in code point order). The answers of every other question are given up."""
         remembered = now - limits.memo_days * SECONDS_PER_DAY
-        newest: dict[tuple, tuple[float, str]] = {}
+        newest: dict[tuple, str] = {}
         for key, e in entries.items():
-            if "sealed" in e:  # a shuffled answer holds no memo: it leaves like any other
+            # A shuffled answer holds no memo, nor an answer given up (its report gone).
+            if "sealed" in e or not e["report"] or e["reserved_at"] <= remembered:
                 continue
             question = (e["origin"], e.get("question") or "fingerprint " + e["fingerprint"], e.get("group"))
-            if newest.get(question, (-1.0, ""))[0] < e["reserved_at"]:
-                newest[question] = (e["reserved_at"], key)
-        memo = {key for reserved, key in newest.values() if reserved > remembered}
-        for key in [
-            k for k, e in entries.items()
-            if e["sent"] and e["epsilon"] is not None and e["reserved_at"] <= since and k not in memo
-        ]:  # fmt: skip
-            del entries[key]
+            held = newest.get(question)
+            if held is None or (entries[held]["reserved_at"], held) < (e["reserved_at"], key):
+                newest[question] = key
+        by_origin: dict[str, list[tuple]] = {}
+        for question, key in newest.items():
+            by_origin.setdefault(question[0], []).append((entries[key]["reserved_at"], key, question))
+        kept = []
+        for answers in by_origin.values():
+            kept += sorted(answers, reverse=True)[: limits.max_memo_per_origin]
+        return {question: key for _, key, question in sorted(kept, reverse=True)[: limits.max_collections]}
+
+    @staticmethod
+    def _expire(data: dict, limits: Limits, now: float) -> None:
+        """Keep, of the ledger ``data``, what the device needs and no more, as of ``now``:
+
+        - an entry drawn on a day wholly before the budget's rolling window, whose answer the memo
+          does not keep (:meth:`_memo`), leaves, its ε added to its day's in ``data["spent"]``
+          (the yearly cap counts it there: a day's sum is all the year needs of it, and at most
+          one a day is kept however many collections a service asks for) once acknowledged;
+        - an unacknowledged entry stays, its report with it, however old: its collection, asked
+          again, gets the very same bytes, never a second draw (had the first arrived, its
+          answer lost, a second would count the person twice);
+        - an acknowledged direct entry whose question's answer the memo gave up loses its report
+          (nor does it answer the memo any more);
+        - a day's spend leaves once it counts toward no window.
+
+        Entries of unknown spend stay: they count at the cap forever."""
+        entries, spent = data["entries"], data["spent"]
+        memo = Ledger._memo(entries, limits, now)
+        kept = set(memo.values())
+        window = now - limits.budget.per_days * SECONDS_PER_DAY
+        for key, e in list(entries.items()):
+            if key in kept or e["epsilon"] is None or not e["sent"]:
+                continue
+            day = _day(e["reserved_at"])
+            if (day + 1) * SECONDS_PER_DAY <= window:
+                if e["epsilon"]:
+                    spent[str(day)] = spend_text(spend_value(spent.get(str(day), "0/1")) + Fraction(e["epsilon"]))
+                del entries[key]
+                continue
+            question = (e["origin"], e.get("question") or "fingerprint " + e["fingerprint"], e.get("group"))
+            if e["sent"] and e["report"] and "sealed" not in e and question not in memo:
+                entries[key] = {**e, "report": ""}  # a new object: _encoded encodes anew only what is another
+        counted = now - limits.budget.kept_days * SECONDS_PER_DAY
+        for day in [day for day in spent if (int(day) + 1) * SECONDS_PER_DAY <= counted]:
+            del spent[day]
 
     def _record(
         self, data: dict, asked: Asked, body: bytes, spent: float, memo: str | None, limits: Limits, sealed: bytes | None
@@ -525,7 +611,6 @@ class Ledger:
     ) -> None:
         now = time.time()
         named = self._named(data["entries"])
-        self._expire(data["entries"], limits, now)
         key = entry_key(asked.origin, asked.collection)
         entry = {
             "origin": asked.origin,
@@ -544,6 +629,7 @@ class Ledger:
         if sealed is not None:
             entry["sealed"] = self._store(sealed, "sealed", key, entry)
         data["entries"][key] = entry
+        self._expire(data, limits, now)
         self._commit(data, named)
 
     def _commit(self, data: dict, named: set[str]) -> None:

@@ -5,7 +5,12 @@ writes the file; this module only says what a well-formed one holds.
 The file is JSON in which no object repeats a key (JSON parsers keep one of the two, Python's and
 JavaScript's the last: a repeated key is how a file would say two things at once, and it is refused).
 
-Version 4 (written): each entry's ``report`` and ``sealed`` name a file in the directory beside
+Version 5 (written) is version 4 with the spend the device no longer keeps entry by entry:
+``spent`` maps a day (the days since the epoch, UTC, in decimal) to the exact sum of the ε of the
+entries drawn that day that left the ledger while the budget could still count them, written
+:func:`spend_text` (numerator/denominator, in lowest terms: every float ε is a binary fraction,
+so the denominator is a power of two and the text reads exactly in any language). Version 4 (read,
+moved to 5 by the next change): each entry's ``report`` and ``sealed`` name a file in the directory beside
 the ledger (``<ledger>.reports``) holding the bytes zlib-compressed, or are empty once the device
 needs the bytes no more. The name commits to the entry as well as to the bytes: it is
 :func:`report_name`, the SHA-256 (hex) of the field, the entry's key, question and group (canonical
@@ -21,11 +26,12 @@ import hashlib
 import json
 import math
 import re
+from fractions import Fraction
 
 from .origin import normalise_origin
 
-VERSION = 4
-READABLE = (2, 3, 4)  # and the first format, which states no version
+VERSION = 5
+READABLE = (2, 3, 4, 5)  # and the first format, which states no version
 
 
 class RepeatedKey(ValueError):
@@ -141,16 +147,61 @@ def entry_problem(key: str, entry, version: int = VERSION) -> str | None:
     return None
 
 
+SECONDS_PER_DAY = 86_400
+# The last day an entry may have been drawn on (its time at most LATEST_TIME).
+LATEST_DAY = int(LATEST_TIME) // SECONDS_PER_DAY
+_DAY = re.compile(r"0|[1-9][0-9]{0,5}")
+# A day's spend: numerator/denominator, each at most 700 digits (a sum of thousands of floats up
+# to 2^1024 over denominators down to 2^-1074 needs under 650).
+_SPEND = re.compile(r"([1-9][0-9]{0,699})/([1-9][0-9]{0,699})")
+
+
+def spend_text(value: Fraction) -> str:
+    """``value`` (a positive binary fraction) as a day's spend is written: ``"numerator/denominator"``."""
+    return f"{value.numerator}/{value.denominator}"
+
+
+def spend_value(text: str) -> Fraction:
+    """The exact ε a day's spend ``text`` (checked by :func:`spent_problem`) holds."""
+    numerator, denominator = text.split("/")
+    return Fraction(int(numerator), int(denominator))
+
+
+def _spend(text) -> bool:
+    """Exactly what :func:`spend_text` writes: a positive fraction in lowest terms over a power of two."""
+    match = _SPEND.fullmatch(text) if isinstance(text, str) else None
+    if match is None:
+        return False
+    numerator, denominator = int(match[1]), int(match[2])
+    return denominator & (denominator - 1) == 0 and math.gcd(numerator, denominator) == 1
+
+
+def spent_problem(spent) -> str | None:
+    """What is wrong with a version 5 ledger's ``spent`` (day -> spend), or None when a device wrote it."""
+    if not isinstance(spent, dict):
+        return "its spend by day is not a mapping"
+    for day, text in spent.items():
+        if _DAY.fullmatch(day) is None or int(day) > LATEST_DAY:
+            return f"its spend names a day that is none: {day[:20]!r}"
+        if not _spend(text):
+            return f"its spend of day {day} is not a sum a device writes"
+    return None
+
+
 def ledger_problem(data) -> str | None:
     """What is wrong with a parsed ledger file, or None when it is a ledger a device writes."""
     if not isinstance(data, dict):
         return "not a mapping"
     if not _finite(data.get("version")) or data["version"] not in READABLE:
         return f"not version {' or '.join(map(str, READABLE))}"
-    if not set(data) <= {"version", "entries", "salt"} or not isinstance(data.get("entries"), dict):
+    if data["version"] >= 5:
+        if set(data) != {"version", "entries", "spent"} or not isinstance(data["entries"], dict):
+            return "not a mapping of version, entries and spend"
+    elif not set(data) <= {"version", "entries", "salt"} or not isinstance(data.get("entries"), dict):
         return "not a mapping of version and entries"
     version = data["version"]
-    return next((p for key, e in data["entries"].items() if (p := entry_problem(key, e, version)) is not None), None)
+    problem = next((p for key, e in data["entries"].items() if (p := entry_problem(key, e, version)) is not None), None)
+    return problem if problem is not None or version < 5 else spent_problem(data["spent"])
 
 
 def report_name(field: str, key: str, entry: dict, digest: bytes) -> str:

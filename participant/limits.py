@@ -137,6 +137,13 @@ class Limits:
     - ``memo_days``: the longest the memo keeps a question's answer after it was last given (days):
       a question not asked for that long is answered afresh, its ε counted, and its entry leaves
       the ledger, so a service asking a new question every day leaves at most this many entries;
+    - ``max_memo_per_origin``: the most questions whose answers the memo keeps at one origin (and
+      ``max_collections`` at all origins together): past it, the answers given longest ago are
+      given up first (their reports leave the ledger; the question, asked again, is drawn afresh,
+      its ε counted), so that no service asking ever more questions grows the ledger. Their spend
+      still counts. 100 is a hundred distinct questions at one service, each asked within the
+      year: more than a service asking the same few questions on a schedule ever uses, and few
+      enough that a submit's ledger work stays within 50 ms however many a service asks;
     - ``min_batch`` and ``min_dummy_share``: the amplification a shuffled collection must give, or
       it is refused: its shuffler's view must hold every batch to at least ``min_batch`` people's
       reports and add at least ``min_dummy_share`` times that floor in dummies (rounded up). The
@@ -156,6 +163,7 @@ class Limits:
     max_draw_seconds: float = 1.0
     max_collections: int = 1_000
     memo_days: float = 365.0
+    max_memo_per_origin: int = 100
     min_batch: int = 100
     min_dummy_share: float = DUMMY_SHARE
 
@@ -163,7 +171,8 @@ class Limits:
         _positive(self.max_epsilon, "max_epsilon")
         if not isinstance(self.budget, Budget):
             raise ValueError(f"budget must be a Budget, got {self.budget!r}")
-        for name in ("max_spec_bytes", "max_answer_bytes", "max_domain", "max_total_domain", "max_collections"):
+        for name in ("max_spec_bytes", "max_answer_bytes", "max_domain", "max_total_domain", "max_collections",
+                     "max_memo_per_origin"):
             _positive(getattr(self, name), name, integer=True)
         _positive(self.max_draw_seconds, "max_draw_seconds")
         _positive(self.memo_days, "memo_days")

@@ -295,12 +295,14 @@ def test_a_report_named_by_another_entry_is_refused_so_that_no_question_gets_ano
                  {"http://x c1": {**c1, "question": "c2" * 32}, "http://x c2": {**c2, "question": "c1" * 32}}]:  # fmt: skip
         path.write_text(json.dumps({**data, "entries": {**data["entries"], **bent}}))
         with pytest.raises(LedgerError, match="another entry's bytes of, the report of 'http://x c"):
-            Ledger(path).claim(replace(clone, collection="c6", uid="g" * 32), LIMITS, pytest.fail, lambda old: old)
+            # c2's question: the memo answers from c2 (the newest answer to c1's is the clone's).
+            asked = replace(clone, collection="c6", uid="g" * 32, question="c2" * 32)
+            Ledger(path).claim(asked, LIMITS, pytest.fail, lambda old: old)
 
 
 def test_a_ledger_of_version_3_is_read_and_its_reports_named_anew_by_the_next_write(tmp_path):
     """Version 3 named each report's file by the SHA-256 of its bytes alone. It is read (each file
-    given its version 4 name, a second link), moved to version 4 by the next write, and the old
+    given its version 4 name, a second link), moved to version 5 by the next write, and the old
     names go then; a file it lost is refused when it is needed, as before."""
     path = tmp_path / "ledger.json"
     spent_ledger(path)
@@ -312,6 +314,7 @@ def test_a_ledger_of_version_3_is_read_and_its_reports_named_anew_by_the_next_wr
         (reports / entry["report"]).rename(reports / old)
         entry["report"] = old
     older = {f.name for f in reports.iterdir()}
+    del data["spent"]  # version 5's alone
     path.write_text(json.dumps({**data, "version": 3}))
     lost = tmp_path / "lost.json"
     shutil.copy(path, lost)
@@ -321,7 +324,7 @@ def test_a_ledger_of_version_3_is_read_and_its_reports_named_anew_by_the_next_wr
     assert json.loads(path.read_text())["version"] == 3 and {f.name for f in reports.iterdir()} == current | older
     clone = claim(ledger, replace(ASKED, collection="c5", uid="e" * 32, question="c2" * 32))
     assert (clone.body, clone.spent) == (b"memo:answer c2", 0.0)
-    assert json.loads(path.read_text())["version"] == 4
+    assert json.loads(path.read_text())["version"] == 5
     names = {f.name for f in reports.iterdir()}
     assert current < names and not names & older and len(names) == len(current) + 1
     # A version 3 ledger that lost a report: read, and refused when that report is needed.
@@ -337,11 +340,12 @@ def test_the_memo_answers_a_question_once_at_an_origin_and_another_origin_draws_
     first = claim(ledger, limits=limits, body=b"drawn")
     # The same question under another id and another fingerprint (a θ that DE never uses, say) at
     # the same origin: the same randomised answer, for nothing. The ledger never sees the record,
-    # so the answer cannot depend on whether it changed.
+    # so the answer cannot depend on whether it changed. (Repacked from its newest copy: the
+    # second clone's from the first's.)
     for i, fingerprint in enumerate(["f" * 64, "e" * 64]):
         clone = claim(ledger, replace(ASKED, collection=f"clone{i}", uid=f"{i}" * 32, fingerprint=fingerprint),
                       limits, body=b"other")  # fmt: skip
-        assert (clone.body, clone.spent) == (b"memo:drawn", 0.0)
+        assert (clone.body, clone.spent) == (b"memo:" * (i + 1) + b"drawn", 0.0)
     # Another origin (another service, or this one under another name) asking the same question,
     # even under the uid the first published: a new collection there, a fresh draw, counted (a
     # refusal or a re-send would tell the second origin what the device did at the first); and at

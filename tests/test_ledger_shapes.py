@@ -20,11 +20,12 @@ import shutil
 import time
 import zlib
 from dataclasses import replace
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from participant.errors import LedgerError, LimitExceeded, ParticipantError
+from participant.errors import BudgetExceeded, LedgerError, LimitExceeded, ParticipantError
 from participant.ledger import LARGEST_REPORT, Asked, Ledger, entry_key, ledger_problem
 from participant.limits import Budget, Limits
 
@@ -64,6 +65,7 @@ def inline(path) -> dict:
         for field in ("report", "sealed"):
             if entry.get(field):
                 entry[field] = base64.b64encode(zlib.decompress((reports_of(path) / entry[field]).read_bytes())).decode()
+    del data["spent"]  # version 5's alone
     return {**data, "version": 2}
 
 
@@ -78,6 +80,7 @@ def as_version_3(path, target) -> dict:
                 raw = (reports_of(path) / entry[field]).read_bytes()
                 entry[field] = hashlib.sha256(zlib.decompress(raw)).hexdigest()
                 (reports_of(target) / entry[field]).write_bytes(raw)
+    del data["spent"]  # version 5's alone
     data = {**data, "version": 3}
     target.write_text(json.dumps(data))
     return data
@@ -102,6 +105,58 @@ def shuffled_by_a_device(path) -> dict:
     Ledger(path).claim(replace(ASKED, collection="s", uid="s" * 32, question=""), READER_LIMITS, lambda: b"drawn",
                        pytest.fail, lambda body: b"sealed:" + body)  # fmt: skip
     return json.loads(path.read_text())
+
+
+def folded_by_a_device(path) -> dict:
+    """A ledger the Python device wrote holding spend by day: entries drawn 40 and 41 days ago at
+    ε that are no binary fractions of few digits (0.1, 0.2, 0.3), acknowledged, left the ledger at
+    the next write, their ε summed exactly by day."""
+    ledger, real = Ledger(path), time.time
+    try:
+        for i, (days, epsilon) in enumerate([(41, 0.1), (40, 0.2), (40, 0.3)]):
+            time.time = lambda days=days: real() - days * DAY
+            asked = replace(ASKED, collection=f"old{i}", uid=f"{i}" * 32, question=f"{i}" * 64, epsilon=epsilon)
+            ledger.mark_sent(ledger.claim(asked, Limits(max_memo_per_origin=1), lambda: b"old", pytest.fail).key)
+    finally:
+        time.time = real
+    ledger.claim(ASKED, Limits(max_memo_per_origin=1), lambda: b"now", pytest.fail)
+    data = json.loads(path.read_text())
+    assert len(data["spent"]) == 2 and len(data["entries"]) == 1
+    return data
+
+
+def bent_spend(folded: dict) -> dict[str, dict]:
+    """Ledgers whose spend by day is of a shape no device writes: each refused (a lax reader would
+    count less, or more, than the device spent)."""
+    day, text = next(iter(folded["spent"].items()))
+
+    def spend(**by_day):
+        return {**folded, "spent": {**folded["spent"], **by_day}}
+
+    base = {k: v for k, v in folded.items() if k != "spent"}
+    bent = {
+        "no spend": base,
+        "spend in version 4": {**folded, "version": 4},
+        "spend a list": {**folded, "spent": [[day, text]]},
+        "a field beside": {**folded, "salt": "ab"},
+        "a spend of zero": spend(**{day: "0/1"}),
+        "a spend over three": spend(**{day: "1/3"}),
+        "a spend not in lowest terms": spend(**{day: "2/4"}),
+        "a spend over zero": spend(**{day: "1/0"}),
+        "a spend with a leading zero": spend(**{day: "01/2"}),
+        "a spend signed": spend(**{day: "+1/2"}),
+        "a spend with spaces": spend(**{day: " 1/2"}),
+        "a spend as a decimal": spend(**{day: "0.5"}),
+        "a spend as a number": spend(**{day: 0.5}),
+        "a spend with an exponent": spend(**{day: "1e3/1"}),
+        "a spend of 701 digits": spend(**{day: "1" * 701 + "/1"}),
+        "a negative day": spend(**{"-1": "1/2"}),
+        "a day with a leading zero": spend(**{"0" + day: "1/2"}),
+        "a day as a decimal": spend(**{day + ".0": "1/2"}),
+        "a day past any clock": spend(**{"99422": "1/2"}),
+        "a day that is no number": spend(**{"__proto__": "1/2"}),
+    }
+    return bent
 
 
 def tricky_by_a_device(path) -> dict:
@@ -189,7 +244,7 @@ async def node_reads(built, paths) -> list[str]:
 CASES = 400
 
 
-def repeated_keys(base: dict, earlier: dict, first: dict) -> dict[str, bytes]:
+def repeated_keys(base: dict, earlier: dict, first: dict, folded: dict) -> dict[str, bytes]:
     """Ledgers whose text repeats a key in one object: JSON parsers keep the last, so each reads
     as a well-formed ledger a device never wrote, reporting again or giving back a budget."""
     text, older, oldest = json.dumps(base), json.dumps(earlier), json.dumps(first)
@@ -202,10 +257,13 @@ def repeated_keys(base: dict, earlier: dict, first: dict) -> dict[str, bytes]:
         "epsilon again": text.replace('"epsilon": 1.0', '"epsilon": 2.0, "epsilon": 0.0', 1).encode(),
         "epsilon again, escaped": text.replace('"epsilon": 1.0', '"epsilon": 1.0, "epsil\\u006fn": 0.0', 1).encode(),
         "an entry twice": text.replace('"entries": {', f'"entries": {{{json.dumps(key)}: {json.dumps(entry)}, ', 1).encode(),
-        "version again": text.replace('{"version": 4', '{"version": 4, "version": 4', 1).encode(),
+        "version again": text.replace('{"version": 5', '{"version": 5, "version": 5', 1).encode(),
         "sent again, version 2": older.replace('"sent": false', '"sent": false, "sent": true', 1).encode(),
         "report again, first format": oldest.replace('"report": ', '"report": "AAAA", "report": ', 1).encode(),
         "the old repeated entries": b'{"version": 2, "entries": {}, "entries": []}',
+        # A day's spend given and taken back.
+        "a day again": json.dumps(folded).replace('"spent": {', '"spent": {"%s": "1/1", ' % next(iter(folded["spent"])), 1).encode(),
+        "spent again": (json.dumps(folded)[:-1] + ', "spent": {}}').encode(),
     }
 
 
@@ -248,7 +306,8 @@ def bent_reports(base: dict, v3: dict) -> dict[str, dict]:
         "a group changed": changed(**{k3: {**e3, "group": 5}}),
         "an entry moved": {**base, "entries": {entry_key(moved["origin"], "c9"): moved, k2: e2, k3: e3}},
         "version 3's names in version 4": {**v3, "version": 4},
-        "version 4's names in version 3": {**base, "version": 3},
+        "version 3's names in version 5": {**v3, "version": 5, "spent": {}},
+        "version 4's names in version 3": {**{k: v for k, v in base.items() if k != "spent"}, "version": 3},
     }
 
 
@@ -265,6 +324,8 @@ async def test_python_and_javascript_read_every_ledger_shape_alike_and_fail_clos
     first = first_format(earlier)
     shuffled = shuffled_by_a_device(tmp_path / "shuffled.json")
     tricky = tricky_by_a_device(tmp_path / "tricky.json")
+    folded = folded_by_a_device(tmp_path / "folded.json")
+    version_4 = {k: v for k, v in base.items() if k != "spent"} | {"version": 4}
     rng = np.random.default_rng(55)
     cases: list[tuple[str, bytes, str, str | None]] = []  # label, bytes, whose reports lie beside it, the outcome known
 
@@ -273,19 +334,23 @@ async def test_python_and_javascript_read_every_ledger_shape_alike_and_fail_clos
 
     for label, data, beside in [("as written", base, "base"), ("version 3", v3, "v3"), ("version 2", earlier, "base"),
                                 ("first format", first, "base"), ("shuffled", shuffled, "shuffled"),
-                                ("tricky", tricky, "tricky")]:  # fmt: skip
+                                ("tricky", tricky, "tricky"), ("spend by day", folded, "folded"),
+                                ("version 4", version_4, "base")]:  # fmt: skip
         case(label, data, beside, "ok")
     for i in range(CASES):
         case(f"mutated {i}", mutated(base if i % 2 else earlier, rng))
     for i in range(CASES // 4):
         case(f"mutated version 3 {i}", mutated(v3, rng), "v3")
         case(f"mutated first format {i}", mutated(first, rng))
+        case(f"mutated spend by day {i}", mutated(folded, rng), "folded")
     case("entries a list", {"version": 2, "entries": []}, outcome="LedgerError")  # fails open in a lax reader
     case("a negative epsilon", {"version": 4, "entries": {k: {**e, "epsilon": -1.0} for k, e in base["entries"].items()}},
          outcome="LedgerError")  # fmt: skip
     case("no epsilon", {"version": 4, "entries": {k: {x: v for x, v in e.items() if x != "epsilon"}
                                                   for k, e in base["entries"].items()}}, outcome="LedgerError")  # fmt: skip
-    for label, raw in repeated_keys(base, earlier, first).items():
+    for label, data in bent_spend(folded).items():
+        case(f"bent spend: {label}", data, "folded", outcome="LedgerError")
+    for label, raw in repeated_keys(base, earlier, first, folded).items():
         case(f"repeated key: {label}", raw, outcome="LedgerError")
     for label, data in not_first_format(first).items():
         case(f"not the first format: {label}", data, outcome="LedgerError")
@@ -354,7 +419,8 @@ async def test_python_and_javascript_read_every_ledger_shape_alike_and_fail_clos
             entries = [{k: {x: v for x, v in e.items() if x != "sent_at" and (k, x) != (fuzz, "reserved_at")}
                         for k, e in w["entries"].items()} for w in wrote]  # fmt: skip
             files = [sorted(f.name for f in reports_of(paths[who][i]).iterdir()) for who in ("py", "js")]
-            assert wrote[0]["version"] == wrote[1]["version"] == 4 and entries[0] == entries[1], label
+            assert wrote[0]["version"] == wrote[1]["version"] == 5 and entries[0] == entries[1], label
+            assert wrote[0]["spent"] == wrote[1]["spent"], label
             assert files[0] == files[1] and Ledger._named(wrote[0]["entries"]) <= set(files[0]), label
 
 
@@ -500,32 +566,40 @@ def year_ledger(tmp_path_factory):
     return path
 
 
-def test_a_submit_against_a_years_ledger_keeps_one_entry_per_question_in_python(year_ledger, tmp_path):
-    """A submit against a year of daily collections adds its one entry and keeps the memo's (one
-    per question asked within a year): the oldest, a year old, leaves, so the ledger a device
-    carries stays at a year's questions (issue 70). (What it costs in time is bench/device.py's to
-    measure: timing goals do not hold on a loaded machine.)"""
+MEMO = Limits().max_memo_per_origin
+
+
+def test_a_submit_against_a_years_ledger_keeps_the_memos_entries_and_a_sum_a_day(year_ledger, tmp_path):
+    """A submit against a year of daily collections (a new question a day at one origin) adds its
+    one entry and keeps the memo's: the answers to the origin's last ``max_memo_per_origin``
+    questions (the oldest of them, drawn a hundred days ago, given up); every other entry left,
+    its spend kept as its day's sum, which the yearly cap still counts (issue 79). (What it costs
+    in time is bench/device.py's to measure: timing goals do not hold on a loaded machine.)"""
     path = tmp_path / "ledger.json"
     copy_ledger(year_ledger, path)
     ledger = Ledger(path)
     claim = ledger.claim(replace(ASKED, collection="today", uid="t" * 32, question="t" * 64, epsilon=0.25),
                          Limits(), lambda: os.urandom(8 * 1024), pytest.fail)  # fmt: skip
     ledger.mark_sent(claim.key)
-    assert len(ledger.entries()) == 365, "one answer per question of the last year stays for the memo"
+    assert len(ledger.entries()) == MEMO, "the answers to the origin's last hundred questions stay for the memo"
     kept_small(path, year_ledger)
 
 
 def kept_small(path, year_ledger) -> None:
-    """The ledger at ``path`` after one submit against ``year_ledger``: its file holds the entries,
-    a few hundred bytes each, and the reports directory one file per entry, the year's oldest gone."""
-    assert path.stat().st_size < 365 * 1024
+    """The ledger at ``path`` after one submit against ``year_ledger``: its file holds the memo's
+    entries, a few hundred bytes each, and a sum a day; the reports directory one file per entry,
+    the oldest of the memo gone; and the yearly cap counts every day's spend, the submit's too."""
+    assert path.stat().st_size < MEMO * 1024
     files = sorted(f.name for f in reports_of(path).iterdir())
-    entries = json.loads(path.read_text())["entries"].values()
-    assert files == sorted(e["report"] for e in entries) and len(files) == 365
+    data = json.loads(path.read_text())
+    assert files == sorted(e["report"] for e in data["entries"].values()) and len(files) == MEMO
     assert len(set(files) - {f.name for f in reports_of(year_ledger).iterdir()}) == 1, "one report added, one gone"
+    assert len(data["spent"]) <= 367 and len(data["entries"]) + len(data["spent"]) >= 365
+    # Counted whole while any moment of its day is within the year: the first day's may still count.
+    assert Ledger(path).spent(Limits(), days=365) >= 364 * DAILY_EPSILON + 0.25
 
 
-async def test_a_submit_against_a_years_ledger_keeps_one_entry_per_question_in_node(built, year_ledger, tmp_path):
+async def test_a_submit_against_a_years_ledger_keeps_the_memos_entries_and_a_sum_a_day_in_node(built, year_ledger, tmp_path):
     paths = []
     for i in range(2):
         paths.append(tmp_path / f"{i}.json")
@@ -538,5 +612,93 @@ async def test_a_submit_against_a_years_ledger_keeps_one_entry_per_question_in_n
     assert process.returncode == 0, (out + err).decode()[-3000:]
     assert len(json.loads(out)) == 2
     for path in paths:
-        assert len(Ledger(path).entries()) == 365, "one answer per question of the last year stays for the memo"
+        assert len(Ledger(path).entries()) == MEMO, "the answers to the origin's last hundred questions stay for the memo"
         kept_small(path, year_ledger)
+
+
+def test_a_hostile_stream_of_new_questions_leaves_a_bounded_ledger_and_every_spend_counted(tmp_path):
+    """Issue 79's service: ever more new questions a day at a tiny ε, at one origin, for more than
+    a year (scaled down: 4 a day, a 10-day window, a memo of 10 answers). The ledger holds the
+    entries of the last window and a day, the memo's, and a sum a day for a year, whatever the
+    stream's length; the reports directory the memo's answers alone; and the yearly cap counts no
+    less than the ε drawn within the year, and no more than that and one day's."""
+    limits = Limits(budget=Budget(total=8.0, per_days=10), max_memo_per_origin=10)
+    path, real = tmp_path / "ledger.json", time.time
+    ledger, start, drawn = Ledger(path), real() - 400 * DAY, []
+    try:
+        for day in range(400):
+            for i in range(4):
+                at = start + day * DAY + i * 3600
+                time.time = lambda at=at: at  # noqa: B023 (the device's clock)
+                asked = replace(ASKED, collection=f"d{day}-{i}", uid=f"{day}-{i}".ljust(32, "u"), question=f"{day}-{i}".ljust(64, "q"),
+                                epsilon=0.001)  # fmt: skip
+                ledger.mark_sent(ledger.claim(asked, limits, lambda: os.urandom(64), pytest.fail).key)
+                drawn.append((at, Fraction(0.001)))
+                data = json.loads(path.read_text())
+                assert len(data["entries"]) <= 4 * 11 + 10 and len(data["spent"]) <= 367
+        files = {f.name for f in reports_of(path).iterdir()}
+        assert files == Ledger._named(data["entries"]) and len(files) == 10, "the memo's answers alone"
+        now = time.time()
+        exact = sum((e for at, e in drawn if at > now - 365 * DAY), Fraction(0))
+        counted = Ledger._spent(Ledger(path)._read(), limits, now, 365)
+        assert exact <= counted <= exact + 4 * Fraction(0.001)
+    finally:
+        time.time = real
+
+
+def test_the_memo_gives_up_its_oldest_answers_first_and_the_budget_still_counts_them(tmp_path):
+    """At most max_memo_per_origin answers at an origin: the question answered longest ago is given
+    up first (its report leaves; asked again, it is drawn afresh and counted), another origin's
+    are not; and spend that left the ledger for its day's sum still counts toward the yearly cap."""
+    limits = Limits(max_epsilon=8.0, max_memo_per_origin=3)
+    path, real = tmp_path / "ledger.json", time.time
+    ledger, start = Ledger(path), real() - 200 * DAY
+    try:
+        def ask(day, question, origin="http://x", epsilon=0.5, draw=lambda: b"fresh"):
+            time.time = lambda: start + day * DAY
+            asked = replace(ASKED, origin=origin, collection=f"{question}-{day}", uid=f"{question}-{day}".ljust(32, "u"),
+                            question=question * 64, epsilon=epsilon)  # fmt: skip
+            claim = ledger.claim(asked, limits, draw, lambda old: b"memo")
+            ledger.mark_sent(claim.key)
+            return claim
+
+        ask(0, "y", origin="http://y")
+        for day, question in enumerate("abcd", start=1):
+            ask(day, question)
+        assert ask(5, "d").spent == 0.0 and ask(6, "b").spent == 0.0, "the three answered last are kept"
+        assert ask(7, "a").spent == 0.5, "a, answered longest ago, was given up: drawn afresh, counted"
+        assert ask(8, "c").spent == 0.5, "then c, given up when a was drawn afresh"
+        assert ask(9, "y", origin="http://y").spent == 0.0, "another origin's answers are its own"
+        data = json.loads(path.read_text())
+        # Kept: c, a and b (b's two copies, days 2 and 6); d, answered longest ago now, given up.
+        with_reports = sorted(e["collection"] for e in data["entries"].values() if e["report"])
+        assert with_reports == ["a-7", "b-2", "b-6", "c-8", "y-0", "y-9"] and len(data["entries"]) == 10
+        assert {f.name for f in reports_of(path).iterdir()} == Ledger._named(data["entries"]), "given-up reports left"
+        # A year's budget (24 ε): two months of 8 ε on new questions, 19.5 with the above; their
+        # entries leave for their days' sums once newer answers take the memo's places, and a
+        # draw past the yearly cap is still refused, one within it drawn.
+        for month in range(2):
+            ask(40 + 31 * month, f"m{month}", epsilon=8.0, draw=lambda: b"m")
+        for filler in "efg":
+            ask(110, filler, epsilon=0.001)
+        data = json.loads(path.read_text())
+        assert not any(e["question"].startswith("m") for e in data["entries"].values()) and len(data["spent"]) >= 2
+        with pytest.raises(BudgetExceeded, match="in the last 365 days; another 5 would pass this app's yearly cap of 24"):
+            ask(111, "n", epsilon=5.0, draw=pytest.fail)
+        assert ask(111, "o", epsilon=4.0).spent == 4.0
+    finally:
+        time.time = real
+
+
+def test_a_ledger_of_version_4_is_read_and_moved_to_version_5_by_the_next_write(tmp_path):
+    path = tmp_path / "ledger.json"
+    written_by_a_device(path)
+    data = json.loads(path.read_text())
+    del data["spent"]
+    path.write_text(json.dumps({**data, "version": 4}))
+    ledger = Ledger(path)
+    assert len(ledger.entries()) == 3 and json.loads(path.read_text())["version"] == 4, "read, not yet written"
+    clone = ledger.claim(replace(ASKED, collection="c9", uid="z" * 32), READER_LIMITS, pytest.fail, lambda old: old)
+    assert clone.spent == 0.0
+    moved = json.loads(path.read_text())
+    assert moved["version"] == 5 and moved["spent"] == {} and len(moved["entries"]) == 4

@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from sim.datasets import DATASETS, PACKAGED_DIR, find_data_file, load_dataset
 

@@ -7,10 +7,7 @@ immediate)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import random
-import urllib.error
-import urllib.request
 
 import aiohttp
 

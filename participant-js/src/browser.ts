@@ -8,7 +8,12 @@
  * the entries it changes, so its work on the page's main thread grows with the number of entries,
  * not with their reports' bytes. The database of the layout before (version 2, report records
  * without their binding) has each well-formed record bound as it opens, in its upgrade's
- * transaction (all or none); a record left unbound is refused when it is needed.
+ * transaction (all or none); a record left unbound is refused when it is needed. A report is kept
+ * deflated (zlib, as the file ledger keeps it: CompressionStream, run before the transaction that
+ * stores it, since a transaction cannot wait on a stream); one the layout before kept as base64
+ * text is read as it is. The store `entries` marks an entry whose report is kept (`report` is
+ * {@link KEPT}), so that the memo knows which answers it holds without reading a report; the
+ * store `spent` holds the ledger's sums by day (version 5's `spent`) under one key.
  *
  * Every change runs inside one read-write transaction, and IndexedDB runs read-write transactions
  * on a store one at a time across every tab of the profile: two tabs submitting at once cannot
@@ -16,21 +21,72 @@
  * (the whole ledger as one text record in the store `ledger`) is checked as a file is and moved
  * into the two stores by the first change.
  */
-import { type Entry, Ledger, LedgerError, type LedgerData, type LedgerStorage, VERSION, checkedLedger, entryProblem, isMapping, parseJson } from "./ledger.js";
+import {
+  type Entry,
+  Ledger,
+  LedgerError,
+  type LedgerData,
+  type LedgerStorage,
+  VERSION,
+  checkedLedger,
+  entryProblem,
+  fromBase64,
+  isMapping,
+  parseJson,
+  spentProblem,
+  toBase64,
+} from "./ledger.js";
 
-const VERSION_OF_DATABASE = 3;
+const VERSION_OF_DATABASE = 4;
 const LEGACY = "ledger";
 const LEGACY_KEY = "ledger";
 const ENTRIES = "entries";
 const REPORTS = "reports";
-const STORES = [LEGACY, ENTRIES, REPORTS];
+const SPENT = "spent";
+const SPENT_KEY = "spent";
+const STORES = [LEGACY, ENTRIES, REPORTS, SPENT];
+/** What the store `entries` holds as an entry's `report` while the store `reports` keeps it (the memo's answers are among these). */
+export const KEPT = "kept";
+// The most bytes a report may inflate to, as participant/ledger.py's LARGEST_REPORT.
+const LARGEST_REPORT = 64 * 1024 * 1024;
+
+/** `bytes` deflated (zlib, RFC 1950: what the file ledger writes). */
+async function deflated(bytes: Uint8Array): Promise<Uint8Array> {
+  const stream = new Blob([bytes as BlobPart]).stream().pipeThrough(new CompressionStream("deflate"));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+
+/** The bytes `packed` (zlib) inflates to, or a LedgerError when they are not zlib or inflate past any report. */
+async function inflated(packed: Uint8Array, where: string): Promise<Uint8Array> {
+  try {
+    const reader = new Blob([packed as BlobPart]).stream().pipeThrough(new DecompressionStream("deflate")).getReader();
+    const parts: Uint8Array[] = [];
+    let size = 0;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.length;
+      if (size > LARGEST_REPORT) {
+        await reader.cancel();
+        throw new Error("past any report");
+      }
+      parts.push(value);
+    }
+    const whole = new Uint8Array(size);
+    let at = 0;
+    for (const part of parts) whole.set(part, (at += part.length) - part.length);
+    return whole;
+  } catch {
+    throw new LedgerError(`the ledger ${where} holds a report that does not inflate to one`);
+  }
+}
 
 function opened(name: string): Promise<IDBDatabase> {
   return new Promise((resolve, reject) => {
     const request = indexedDB.open(name, VERSION_OF_DATABASE);
     request.onupgradeneeded = (event) => {
       for (const store of STORES) if (!request.result.objectStoreNames.contains(store)) request.result.createObjectStore(store);
-      if (event.oldVersion === 2) bindReports(request.transaction as IDBTransaction);
+      if (event.oldVersion === 2 || event.oldVersion === 3) bindReports(request.transaction as IDBTransaction, event.oldVersion === 2);
     };
     request.onsuccess = () => {
       // A later version of this library, in another tab, upgrading the database: let it.
@@ -41,30 +97,35 @@ function opened(name: string): Promise<IDBDatabase> {
   });
 }
 
+/** A report or sealed copy as the store `reports` keeps it: deflated bytes, or base64 text (the layout before; "" for none). */
+type Stored = string | Uint8Array;
+
 /** What the store `reports` keeps of an entry: its report and sealed copy, and what binds them to the entry (its key, question and group). */
 interface ReportRecord {
   entry: string;
   question: string;
   group: number | null;
-  report: string;
-  sealed?: string;
+  report: Stored;
+  sealed?: Stored;
 }
 
 /**
- * Binds each report record of database version 2 (`{report, sealed?}`) to its entry, as version 3
- * keeps it, inside the upgrade's transaction (an error aborts it all, and the database stays as it
- * was). Only a record of exactly that shape beside an entry of the shape a device writes is bound;
- * any other is left as it is, and refused when it is needed.
+ * Brings each report record of database version 2 (`{report, sealed?}`, when `bind`) or 3 to
+ * version 4 inside the upgrade's transaction (an error aborts it all, and the database stays as it
+ * was): bound to its entry (version 2's), and its entry marked {@link KEPT} when it keeps a report.
+ * Only a record of that shape beside an entry of the shape a device writes is changed; any other
+ * is left as it is, and refused when it is needed.
  */
-function bindReports(transaction: IDBTransaction): void {
+function bindReports(transaction: IDBTransaction, bind: boolean): void {
   const [entries, reports] = [transaction.objectStore(ENTRIES), transaction.objectStore(REPORTS)];
   const beside = new Map<IDBValidKey, unknown>();
   const abort = () => transaction.abort();
   readAll(entries, true, (keys, values) => keys.forEach((key, i) => beside.set(key, values[i])), () =>
     readAll(reports, true, (keys, values) => keys.forEach((key, i) => {
       const [stored, entry] = [values[i], beside.get(key)];
-      if (isMapping(stored) && typeof stored.report === "string" && onlyReports(stored) && typeof key === "string" && entryProblem(key, entry) === null)
-        reports.put(reportOf(key, { ...(entry as Entry), ...stored }), key);
+      if (!isMapping(stored) || typeof stored.report !== "string" || typeof key !== "string" || entryProblem(key, entry) !== null) return;
+      if (bind && onlyReports(stored)) reports.put(reportOf(key, { ...(entry as Entry), ...stored }), key);
+      if (stored.report !== "" && (entry as Entry).report === "") entries.put({ ...(entry as Entry), report: KEPT }, key);
     }), () => {}, abort, 50), // 50 reports a task: one may be tens of KB
   abort);
 }
@@ -77,18 +138,31 @@ function done<T>(request: IDBRequest<T>): Promise<T> {
   });
 }
 
-/** The entry as the store `entries` keeps it: its report and sealed copy empty. */
+/** The entry as the store `entries` keeps it: its report {@link KEPT} (or empty), its sealed copy empty. */
 function withoutReport(entry: Entry): Entry {
-  return { ...entry, report: "", ...(entry.sealed === undefined ? {} : { sealed: "" }) };
+  return { ...entry, report: entry.report === "" ? "" : KEPT, ...(entry.sealed === undefined ? {} : { sealed: "" }) };
 }
+
+/** The record `record` of the store `entries` as an entry's shape is checked: its report, when {@link KEPT}, empty. */
+const recordView = (record: unknown): unknown => (isMapping(record) && record.report === KEPT ? { ...record, report: "" } : record);
 
 /** Whether `stored` holds nothing but a report and a sealed copy. */
 const onlyReports = (stored: object) => Object.keys(stored).every((name) => name === "report" || name === "sealed");
 
-/** What the store `reports` keeps of the entry `entry` under `key`: its report (and sealed copy) bound to it. */
-function reportOf(key: string, entry: Entry): ReportRecord {
-  const bound: ReportRecord = { entry: key, question: entry.question ?? "", group: entry.group ?? null, report: entry.report };
-  if (entry.sealed !== undefined) bound.sealed = entry.sealed;
+/**
+ * What the store `reports` keeps of the entry `entry` under `key`: its report (and sealed copy)
+ * bound to it, each the deflated bytes `packed` holds for its base64 (or, not prepared, the base64
+ * itself; or what was stored, left as it was).
+ */
+function reportOf(key: string, entry: Entry, packed = new Map<string, Uint8Array>()): ReportRecord {
+  const stored = (value: Stored): Stored => {
+    const deflatedBytes = typeof value === "string" ? packed.get(value) : undefined;
+    if (deflatedBytes === undefined) return value;
+    packed.delete(value as string); // each prepared report is stored once
+    return deflatedBytes;
+  };
+  const bound: ReportRecord = { entry: key, question: entry.question ?? "", group: entry.group ?? null, report: stored(entry.report) };
+  if (entry.sealed !== undefined) bound.sealed = stored(entry.sealed);
   return bound;
 }
 
@@ -136,6 +210,8 @@ function finished(transaction: IDBTransaction, failure: () => unknown): Promise<
 
 export class IndexedDbStorage implements LedgerStorage {
   private database: Promise<IDBDatabase> | null = null;
+  /** Reports deflated ahead of the transaction that stores them, by their base64 (see {@link prepare}): each taken once. */
+  private readonly packed = new Map<string, Uint8Array>();
 
   constructor(readonly name = "ldpnb") {}
 
@@ -152,14 +228,20 @@ export class IndexedDbStorage implements LedgerStorage {
     throw new LedgerError(`the ledger ${this.where} does not hold ledger entries: ${problem}`);
   }
 
-  /** Adds the entries of `keys` and `values` (from the store `entries`) to `entries`, checked as a file's are: each a device's entry, its report left out. */
+  /** Deflates `bodies` ahead of the transaction that stores them: a transaction cannot wait on CompressionStream. */
+  async prepare(bodies: Uint8Array[]): Promise<void> {
+    for (const body of bodies) if (body.length > 0) this.packed.set(toBase64(body), await deflated(body));
+  }
+
+  /** Adds the entries of `keys` and `values` (from the store `entries`) to `entries`, checked as a file's are: each a device's entry, its report left out ({@link KEPT} or empty). */
   private take(entries: Record<string, Entry>, keys: IDBValidKey[], values: unknown[]): void {
     keys.forEach((key, i) => {
       if (typeof key !== "string") this.refuse("a key that is not text");
       const entry = values[i] as Entry;
-      const problem = entryProblem(key, entry);
+      const problem = entryProblem(key, recordView(entry));
       if (problem !== null) this.refuse(problem);
-      if (entry.report !== "" || (entry.sealed !== undefined && entry.sealed !== "")) this.refuse(`entry '${key}' holds its report beside its record`);
+      if ((entry.report !== "" && entry.report !== KEPT) || (entry.sealed !== undefined && entry.sealed !== ""))
+        this.refuse(`entry '${key}' holds its report beside its record`);
       delete (entry as unknown as Record<string, unknown>).record; // an earlier format's field, dropped as the file ledger drops it
       entries[key] = entry; // its key holds a space (origin, then collection): never "__proto__"
     });
@@ -170,7 +252,7 @@ export class IndexedDbStorage implements LedgerStorage {
     let result: T | undefined;
     let failure: unknown = null;
     const committed = finished(transaction, () => failure);
-    const [legacy, entries, reports] = STORES.map((store) => transaction.objectStore(store));
+    const [legacy, entries, reports, sums] = STORES.map((store) => transaction.objectStore(store));
     const fail = (error: unknown) => {
       failure = error instanceof SyntaxError ? new LedgerError(`the ledger ${this.where} is not valid JSON`) : error;
       transaction.abort();
@@ -183,10 +265,11 @@ export class IndexedDbStorage implements LedgerStorage {
       for (const [key, entry] of Object.entries(data.entries)) {
         if (before.get(key) === entry && !moving) continue; // the ledger replaces an entry it changes
         entries.put(withoutReport(entry), key);
-        // An entry read without its report and changed (marked sent) keeps the stored report;
-        // a shuffled one is emptied then, as the file ledger empties it.
-        if (moving || entry.report !== "" || entry.sealed !== undefined) reports.put(reportOf(key, entry), key);
+        // An entry changed with its report kept (read as KEPT) keeps the stored one; one whose
+        // report is new is stored, and one whose report the memo gave up is emptied.
+        if (moving || entry.report !== KEPT) reports.put(reportOf(key, entry, this.packed), key);
       }
+      sums.put(data.spent, SPENT_KEY);
       for (const key of before.keys())
         if (!Object.prototype.hasOwnProperty.call(data.entries, key)) {
           entries.delete(key);
@@ -214,9 +297,16 @@ export class IndexedDbStorage implements LedgerStorage {
           };
           return;
         }
-        const data: LedgerData = { version: VERSION, entries: {} };
+        const data: LedgerData = { version: VERSION, entries: {}, spent: {} };
         // As many reports as entries; a report missing where it is needed is refused by `entry`.
         const reported = reports.count();
+        const summed = sums.get(SPENT_KEY);
+        summed.onsuccess = () => {
+          if (summed.result === undefined) return; // none written yet
+          const problem = spentProblem(summed.result);
+          if (problem !== null) fail(new LedgerError(`the ledger ${this.where} does not hold ledger entries: ${problem}`));
+          else data.spent = summed.result as Record<string, string>;
+        };
         readAll(
           entries,
           true,
@@ -252,11 +342,11 @@ export class IndexedDbStorage implements LedgerStorage {
     stored.onsuccess = () => {
       try {
         if (read.result === undefined) throw new LedgerError(`the ledger ${this.where} lost the entry '${key}' while its report was sent`);
-        const problem = entryProblem(key, read.result);
+        const problem = entryProblem(key, recordView(read.result));
         if (problem !== null) this.refuse(problem);
         const entry = change(this.whole(key, read.result, stored.result));
         entries.put(withoutReport(entry), key);
-        if (entry.sealed !== undefined) reports.put(reportOf(key, entry), key); // a shuffled one: resealed, or emptied once sent
+        if (entry.sealed !== undefined) reports.put(reportOf(key, entry, this.packed), key); // a shuffled one: resealed, or emptied once sent
       } catch (error) {
         failure = error;
         transaction.abort();
@@ -277,18 +367,27 @@ export class IndexedDbStorage implements LedgerStorage {
       this.refuse(`entry '${key}' holds a report of another shape`);
     if (of !== key || question !== (record.question ?? "") || group !== (record.group ?? null))
       this.refuse(`entry '${key}' holds a report not bound to it`);
-    const entry = { ...record, ...report };
-    const problem = entryProblem(key, entry, 2);
+    // Deflated bytes, or base64 text (the layout before); the record says whether one is kept.
+    const bytes = (v: unknown) => v instanceof Uint8Array && v.length > 0;
+    const text = (v: unknown) => (bytes(v) ? "" : v);
+    if ((record.report === KEPT) !== (bytes(report.report) || (typeof report.report === "string" && report.report !== "")))
+      this.refuse(`entry '${key}' holds a report of another shape`);
+    const problem = entryProblem(key, { ...record, ...report, report: text(report.report), ...("sealed" in report ? { sealed: text(report.sealed) } : {}) }, 2);
     if (problem !== null) this.refuse(problem);
-    return entry as unknown as Entry;
+    return { ...record, ...report } as unknown as Entry;
   }
 
-  /** The entry under `key` with its report, checked as a file's entry is. */
+  /** The entry under `key` with its report and sealed copy (base64, inflated), checked as a file's entry is. */
   async entry(key: string): Promise<Entry | undefined> {
     const transaction = (await this.db()).transaction([ENTRIES, REPORTS], "readonly");
     const [record, stored] = await Promise.all([done(transaction.objectStore(ENTRIES).get(key)), done(transaction.objectStore(REPORTS).get(key))]);
     if (record === undefined && stored === undefined) return undefined;
-    return this.whole(key, record, stored);
+    const entry = this.whole(key, record, stored);
+    for (const field of ["report", "sealed"] as const) {
+      const value = entry[field] as Stored | undefined;
+      if (value instanceof Uint8Array) entry[field] = toBase64(await inflated(value, this.where));
+    }
+    return entry;
   }
 }
 

@@ -1,6 +1,7 @@
 /**
  * The device's ledger: what it reported, where, and what that spent. The same rules, and the same
- * entries (version 4, keyed `"<origin> <collection id>"`), as the Python participant's
+ * entries (version 5, keyed `"<origin> <collection id>"`, and a sum a day of the spend that left
+ * them), as the Python participant's
  * `participant/ledger.py`, whose opening note argues why they hold:
  *
  * - one report per collection: a collection reported to is never reported to again (a report
@@ -11,23 +12,27 @@
  *   origin gets a fresh draw, counted, so that no two services can link the device by its answers;
  * - one budget per device: a fresh draw only if its ε fits the app's cap per collection and every
  *   fresh draw of the window, and of the last 365 days, at every origin together, stays within the
- *   app's total and yearly cap.
+ *   app's total and yearly cap;
+ * - a small ledger whatever a service asks: the memo keeps at most `maxMemoPerOrigin` answers at
+ *   an origin (`maxCollections` at all), the oldest given up first; an entry drawn on a day wholly
+ *   before the rolling window leaves unless it holds a kept answer, its ε added to its day's sum,
+ *   which the yearly cap counts while any moment of the day lies within the year.
  *
  * The storage (a file in Node, IndexedDB in a browser) makes each read-modify-write atomic.
  */
 import { ClientError } from "./errors.js";
-import { type Rational, rationalOf } from "./exact.js";
+import { type Rational, rationalOf, reduce } from "./exact.js";
 import { BudgetExceeded, LimitExceeded, type Limits, YEAR_DAYS } from "./limits.js";
 import { normaliseOrigin } from "./origin.js";
 import { PyFloat, canonicalJson } from "./pyjson.js";
 
-export const VERSION = 4;
+export const VERSION = 5;
 /**
  * The versions read: version 2 held each report inline (base64), version 3 named its file by the
- * SHA-256 of its bytes, version 4 by {@link reportBinding} and that SHA-256; and the first format,
- * which states no version ({@link fromFirstFormat}).
+ * SHA-256 of its bytes, versions 4 and 5 by {@link reportBinding} and that SHA-256 (version 5 adds
+ * `spent`, {@link spentProblem}); and the first format, which states no version ({@link fromFirstFormat}).
  */
-export const READABLE = [2, 3, 4];
+export const READABLE = [2, 3, 4, 5];
 const SECONDS_PER_DAY = 86_400;
 
 /** The ledger cannot be read or written, or is not a ledger. Nothing is sent. */
@@ -54,6 +59,8 @@ export interface Entry {
 export interface LedgerData {
   version: number;
   entries: Record<string, Entry>;
+  /** The ε of entries that left the ledger, by day (since the epoch, UTC): {@link spendText}. */
+  spent: Record<string, string>;
 }
 
 /**
@@ -71,6 +78,8 @@ export interface LedgerStorage {
    * and sealed copy, base64), and what it returns is kept whole.
    */
   replace?(key: string, change: (entry: Entry) => Entry): Promise<void>;
+  /** Readies `bodies` for the next change that stores them (a storage that deflates reports asynchronously: IndexedDB). */
+  prepare?(bodies: Uint8Array[]): Promise<void>;
 }
 
 export interface Asked {
@@ -150,6 +159,7 @@ const CHECKS: Record<number, [Map<string, (v: unknown) => boolean>, Map<string, 
   2: [new Map(Object.entries(REQUIRED)), new Map(Object.entries(OPTIONAL))],
   3: NAMED,
   4: NAMED,
+  5: NAMED,
 };
 
 /** A plain object (as JSON.parse and IndexedDB's structured clone make one), nothing else. */
@@ -175,27 +185,71 @@ export function entryProblem(key: string, entry: unknown, version = VERSION): st
   return null;
 }
 
+/** The last day an entry may have been drawn on (its time at most LATEST_TIME). */
+const LATEST_DAY = Math.floor(LATEST_TIME / SECONDS_PER_DAY);
+
+/** The day (since the epoch, UTC) of the time `at` (seconds since the epoch), exactly as the Python participant's `_day`: a day's first second is a float exactly, so comparing with it corrects the division's rounding. */
+export function dayOf(at: number): number {
+  const day = Math.floor(at / SECONDS_PER_DAY);
+  if (day * SECONDS_PER_DAY > at) return day - 1;
+  return (day + 1) * SECONDS_PER_DAY <= at ? day + 1 : day;
+}
+
+/** `value` (a positive binary fraction) as a day's spend is written: `"numerator/denominator"`, in lowest terms. */
+export function spendText(value: Rational): string {
+  const r = reduce(value);
+  return `${r.n}/${r.d}`;
+}
+
+/** The exact ε a day's spend `text` (checked by {@link spentProblem}) holds. */
+export function spendValue(text: string): Rational {
+  const at = text.indexOf("/");
+  return { n: BigInt(text.slice(0, at)), d: BigInt(text.slice(at + 1)) };
+}
+
+/** Whether `text` is exactly what {@link spendText} writes: a positive fraction in lowest terms over a power of two (at most 700 digits each, as in Python). */
+function isSpend(text: unknown): boolean {
+  if (typeof text !== "string" || !/^[1-9][0-9]{0,699}\/[1-9][0-9]{0,699}$/.test(text)) return false;
+  const value = spendValue(text);
+  return (value.d & (value.d - 1n)) === 0n && reduce(value).d === value.d;
+}
+
+/** What is wrong with a version 5 ledger's `spent` (day -> spend), or null when a device wrote it (the rules of `participant/ledger_format.py`'s `spent_problem`). */
+export function spentProblem(spent: unknown): string | null {
+  if (!isMapping(spent)) return "its spend by day is not a mapping";
+  for (const day in spent) {
+    if (!/^(0|[1-9][0-9]{0,5})$/.test(day) || Number(day) > LATEST_DAY) return `its spend names a day that is none: '${day.slice(0, 20)}'`;
+    if (!isSpend(spent[day])) return `its spend of day ${day} is not a sum a device writes`;
+  }
+  return null;
+}
+
 /** What is wrong with a parsed ledger, or null when it is a ledger a device writes. */
 export function ledgerProblem(data: unknown): string | null {
   if (!isMapping(data)) return "not a mapping";
   if (!READABLE.includes(data.version as number)) return `not version ${READABLE.join(" or ")}`;
-  if (!Object.keys(data).every((k) => k === "version" || k === "entries" || k === "salt") || !isMapping(data.entries))
+  const keys = Object.keys(data);
+  if (data.version === 5) {
+    if (keys.length !== 3 || !keys.every((k) => k === "version" || k === "entries" || k === "spent") || !isMapping(data.entries))
+      return "not a mapping of version, entries and spend";
+  } else if (!keys.every((k) => k === "version" || k === "entries" || k === "salt") || !isMapping(data.entries))
     return "not a mapping of version and entries";
   for (const [key, entry] of Object.entries(data.entries)) {
     const problem = entryProblem(key, entry, data.version as number);
     if (problem !== null) return problem;
   }
-  return null;
+  return data.version === 5 ? spentProblem(data.spent) : null;
 }
 
 /** `raw` (parsed JSON, or undefined for no ledger yet) as a ledger, or a LedgerError naming why not. */
 export function checkedLedger(raw: unknown, where: string): LedgerData {
-  if (raw === undefined) return { version: VERSION, entries: {} };
+  if (raw === undefined) return { version: VERSION, entries: {}, spent: {} };
   const problem = ledgerProblem(raw);
   if (problem !== null) throw new LedgerError(`the ledger ${where} does not hold ledger entries: ${problem}`);
   const data = raw as LedgerData & { salt?: unknown };
   for (const entry of Object.values(data.entries)) delete (entry as unknown as Record<string, unknown>).record;
   delete data.salt;
+  data.spent ??= {}; // before version 5 every spend was an entry's
   return data;
 }
 
@@ -367,16 +421,78 @@ function add(a: Rational, b: Rational): Rational {
   return { n: a.n * b.d + b.n * a.d, d: a.d * b.d };
 }
 
-/** The ε fresh draws spent within the last `days` days, exactly (each float a binary fraction). */
-function spent(entries: Record<string, Entry>, limits: Limits, now: number, days: number): Rational {
+/**
+ * The ε the fresh draws of `data` spent within the last `days` days before `now` (seconds since
+ * the epoch), exactly (each float a binary fraction). A day whose spend left its entries counts
+ * whole while any moment of it lies within the window: never less than the entries it holds.
+ */
+function spent(data: LedgerData, limits: Limits, now: number, days: number): Rational {
   const since = now - days * SECONDS_PER_DAY;
+  // Each value once, times how often it is spent: a ledger of thousands of entries holds few.
+  const times = new Map<number, number>();
+  for (const key in data.entries) {
+    const e = data.entries[key];
+    const value = e.epsilon === null || e.epsilon === undefined ? limits.maxEpsilon : e.reserved_at > since ? e.epsilon : 0;
+    if (value !== 0) times.set(value, (times.get(value) ?? 0) + 1);
+  }
   let total: Rational = { n: 0n, d: 1n };
+  for (const [value, count] of times) {
+    const exact = rationalOf(value);
+    total = add(total, { n: exact.n * BigInt(count), d: exact.d });
+  }
+  for (const day in data.spent) if ((Number(day) + 1) * SECONDS_PER_DAY > since) total = add(total, spendValue(data.spent[day]));
+  return total;
+}
+
+/** Which of two strings comes first in code point order (Python's), -1, 0 or 1: `<` compares UTF-16 units. */
+function compareCodePoints(a: string, b: string): number {
+  const [x, y] = [Array.from(a), Array.from(b)];
+  for (let i = 0; i < Math.min(x.length, y.length); i++) {
+    const [p, q] = [x[i].codePointAt(0) as number, y[i].codePointAt(0) as number];
+    if (p !== q) return p < q ? -1 : 1;
+  }
+  return x.length - y.length < 0 ? -1 : x.length > y.length ? 1 : 0;
+}
+
+/** Whether the entry `a` under `keyA` was given after `b` under `keyB`: by time, then key (as the Python participant orders them). */
+function later(a: Entry, keyA: string, b: Entry, keyB: string): boolean {
+  if (a.reserved_at !== b.reserved_at) return a.reserved_at > b.reserved_at;
+  return compareCodePoints(keyA, keyB) > 0;
+}
+
+/** The question an entry answers, as text: its origin, group and question (its spec's fingerprint for an earlier format's). */
+function questionOf(e: Entry): string {
+  return JSON.stringify([e.origin, e.group ?? null, e.question || `fingerprint ${e.fingerprint}`]);
+}
+
+/**
+ * The answers the memo keeps, by question ({@link questionOf}): the key of the newest entry
+ * holding the question's answer (a direct entry with its report, drawn within `memoDays` of
+ * `now`), for the `maxMemoPerOrigin` questions at each origin and the `maxCollections` at all
+ * origins answered most recently (ties by key, in code point order); every other question's
+ * answer is given up. As the Python participant's `_memo`.
+ */
+function memoOf(entries: Record<string, Entry>, limits: Limits, now: number): Map<string, string> {
+  const remembered = now - limits.memoDays * SECONDS_PER_DAY;
+  const newest = new Map<string, string>();
   for (const key in entries) {
     const e = entries[key];
-    if (e.epsilon === null || e.epsilon === undefined) total = add(total, rationalOf(limits.maxEpsilon));
-    else if (e.reserved_at > since && e.epsilon !== 0) total = add(total, rationalOf(e.epsilon));
+    // A shuffled answer holds no memo, nor an answer given up (its report gone).
+    if (e.sealed !== undefined || !e.report || e.reserved_at <= remembered) continue;
+    const question = questionOf(e);
+    const held = newest.get(question);
+    if (held === undefined || later(e, key, entries[held], held)) newest.set(question, key);
   }
-  return total;
+  const newestFirst = (a: [string, string], b: [string, string]) => (later(entries[a[1]], a[1], entries[b[1]], b[1]) ? -1 : 1);
+  const byOrigin = new Map<string, [string, string][]>();
+  for (const [question, key] of newest) {
+    const origin = entries[key].origin;
+    if (!byOrigin.has(origin)) byOrigin.set(origin, []);
+    (byOrigin.get(origin) as [string, string][]).push([question, key]);
+  }
+  const kept: [string, string][] = [];
+  for (const answers of byOrigin.values()) kept.push(...answers.sort(newestFirst).slice(0, limits.maxMemoPerOrigin));
+  return new Map(kept.sort(newestFirst).slice(0, limits.maxCollections));
 }
 
 /** Whether `entry` answered `asked`'s question at `asked`'s origin: another origin's answer is never repeated (see the module's note). */
@@ -427,17 +543,15 @@ export class Ledger {
         `this device reported to ${recent} collections in the last ${limits.budget.perDays} days; this app reports to at most ` +
           `${limits.maxCollections} (maxCollections); nothing was drawn or sent`,
       );
-    const remembered = now - limits.memoDays * SECONDS_PER_DAY;
     if (asked.question)
-      for (const other in entries)
-        if (entries[other].reserved_at > remembered && answers(entries[other], asked)) return { kind: "memo", key: other };
+      for (const other of memoOf(entries, limits, now).values()) if (answers(entries[other], asked)) return { kind: "memo", key: other };
     const asking = rationalOf(asked.epsilon);
     const windows: [number, number, string][] = [
       [limits.budget.perDays, limits.budget.total, "total"],
       [YEAR_DAYS, limits.budget.yearly, "yearly cap"],
     ];
     for (const [days, cap, name] of windows) {
-      const used = spent(entries, limits, now, days);
+      const used = spent(data, limits, now, days);
       const total = rationalOf(cap);
       const after = add(used, asking);
       if (after.n * total.d > total.n * after.d)
@@ -450,28 +564,30 @@ export class Ledger {
   }
 
   /**
-   * Drop what the device no longer needs: entries acknowledged, drawn before the budget's windows
-   * and whose randomised answer the memo does not keep (for each question at each origin the
-   * newest entry answering it stays, for `memoDays` after it was given). Entries of unknown spend
-   * stay: they count at the cap forever.
+   * Keep, of `data`, what the device needs and no more, as of `now` (as the Python participant's
+   * `_expire`, which says why): an entry drawn on a day wholly before the rolling window whose
+   * answer the memo does not keep ({@link memoOf}) leaves once acknowledged, its ε added to its
+   * day's sum (an unacknowledged one stays, its report with it); an acknowledged direct entry whose question's answer the memo gave up loses its
+   * report; a day's sum leaves once it counts toward no window. Entries of unknown spend stay.
    */
-  private expire(entries: Record<string, Entry>, limits: Limits, now: number): void {
-    const since = now - Math.max(limits.budget.perDays, YEAR_DAYS) * SECONDS_PER_DAY;
-    const remembered = now - limits.memoDays * SECONDS_PER_DAY;
-    const newest = new Map<string, string>(); // [origin, group, question] as JSON -> key
-    for (const key in entries) {
+  private expire(data: LedgerData, limits: Limits, now: number): void {
+    const entries = data.entries;
+    const sums = (data.spent ??= {}); // a storage of the app's own may keep none yet
+    const memo = memoOf(entries, limits, now);
+    const kept = new Set(memo.values());
+    const window = now - limits.budget.perDays * SECONDS_PER_DAY;
+    for (const key of Object.keys(entries)) {
       const e = entries[key];
-      if (e.sealed !== undefined) continue; // a shuffled answer holds no memo: it leaves like any other
-      const question = JSON.stringify([e.origin, e.group ?? null, e.question || `fingerprint ${e.fingerprint}`]);
-      const seen = newest.get(question);
-      if (seen === undefined || entries[seen].reserved_at < e.reserved_at) newest.set(question, key);
+      // An unacknowledged entry stays with its report, however old: a retry re-sends those bytes (participant/ledger.py).
+      if (kept.has(key) || e.epsilon === null || e.epsilon === undefined || !e.sent) continue;
+      const day = dayOf(e.reserved_at);
+      if ((day + 1) * SECONDS_PER_DAY <= window) {
+        if (e.epsilon !== 0) sums[day] = spendText(add(sums[day] === undefined ? { n: 0n, d: 1n } : spendValue(sums[day]), rationalOf(e.epsilon)));
+        delete entries[key];
+      } else if (e.sent && e.report && e.sealed === undefined && !memo.has(questionOf(e))) entries[key] = { ...e, report: "" }; // a new object: encoded anew
     }
-    const memo = new Set<string>();
-    for (const key of newest.values()) if (entries[key].reserved_at > remembered) memo.add(key);
-    for (const key in entries) {
-      const e = entries[key];
-      if (e.sent && e.epsilon !== null && e.epsilon !== undefined && e.reserved_at <= since && !memo.has(key)) delete entries[key];
-    }
+    const counted = now - Math.max(limits.budget.perDays, YEAR_DAYS) * SECONDS_PER_DAY;
+    for (const day of Object.keys(sums)) if ((Number(day) + 1) * SECONDS_PER_DAY <= counted) delete sums[day];
   }
 
   private record(
@@ -484,7 +600,6 @@ export class Ledger {
     sealed: Uint8Array | null,
   ): Claim {
     const now = this.now();
-    this.expire(data.entries, limits, now);
     data.entries[entryKey(asked.origin, asked.collection)] = {
       origin: asked.origin,
       collection: asked.collection,
@@ -499,6 +614,7 @@ export class Ledger {
       reserved_at: now,
       ...(sealed === null ? {} : { sealed: toBase64(sealed) }),
     };
+    this.expire(data, limits, now);
     return { key: entryKey(asked.origin, asked.collection), body, sent: false, spent: spentNow, sealed };
   }
 
@@ -537,6 +653,7 @@ export class Ledger {
       }
       const body = memo !== null ? memo.body : draw();
       const sealed = seal === undefined ? null : await seal(body);
+      await this.storage.prepare?.(sealed === null ? [body] : [body, sealed]);
       const recorded = await this.storage.update((data): { result: Claim | null; write: boolean } => {
         const settled = this.settle(data, asked, limits);
         // Another tab claimed this collection, or answered the question, meanwhile: settle again.
@@ -581,6 +698,7 @@ export class Ledger {
         throw new LedgerError(`the ledger holds no unsent shuffled entry '${key}' to attach a token to; nothing was sent`);
       return { ...entry, sealed: toBase64(sealed) }; // a new object: a changed entry is encoded anew
     };
+    await this.storage.prepare?.([sealed]);
     if (this.storage.replace) return this.storage.replace(key, resealed);
     await this.storage.update((data) => {
       data.entries[key] = resealed(Object.prototype.hasOwnProperty.call(data.entries, key) ? data.entries[key] : undefined);

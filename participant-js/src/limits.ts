@@ -54,6 +54,13 @@ export interface LimitsOptions {
    */
   memoDays?: number;
   /**
+   * The most questions whose answers the memo keeps at one origin (and `maxCollections` at all
+   * origins): past it the answers given longest ago are given up first (their reports leave the
+   * ledger; the question, asked again, is drawn afresh, its ε counted), their spend still counted.
+   * 100 by default, as the Python participant's `max_memo_per_origin` (which says why).
+   */
+  maxMemoPerOrigin?: number;
+  /**
    * The fewest people's reports a shuffled collection's batches may hold (its shuffler's view's
    * floor), or it is refused: 100 by default, the shuffler's own default floor.
    */
@@ -121,6 +128,7 @@ export class Limits {
   readonly maxDrawSeconds: number;
   readonly maxCollections: number;
   readonly memoDays: number;
+  readonly maxMemoPerOrigin: number;
   readonly minBatch: number;
   readonly minDummyShare: number;
 
@@ -140,6 +148,8 @@ export class Limits {
     this.maxDrawSeconds = positive(options.maxDrawSeconds ?? 1, "maxDrawSeconds");
     this.maxCollections = positive(options.maxCollections ?? 1000, "maxCollections");
     this.memoDays = positive(options.memoDays ?? 365, "memoDays");
+    this.maxMemoPerOrigin = positive(options.maxMemoPerOrigin ?? 100, "maxMemoPerOrigin");
+    if (!Number.isInteger(this.maxMemoPerOrigin)) throw new RangeError(`maxMemoPerOrigin must be a positive integer, got ${this.maxMemoPerOrigin}`);
     this.minBatch = positive(options.minBatch ?? 100, "minBatch");
     if (!Number.isInteger(this.minBatch)) throw new RangeError(`minBatch must be a positive integer, got ${this.minBatch}`);
     const share = options.minDummyShare ?? DUMMY_SHARE;

@@ -16,7 +16,7 @@ import { Ledger } from "../src/ledger.js";
 const memory = () =>
   new Ledger({
     async update(change) {
-      return change({ version: 2, entries: {} }).result;
+      return change({ version: 2, entries: {}, spent: {} }).result;
     },
   });
 

@@ -167,7 +167,7 @@ async function resealing(ledger: Ledger): Promise<void> {
 }
 
 test("reseal replaces an unsent shuffled entry's sealed copy, and nothing else, in a storage of any kind", async () => {
-  let data: LedgerData = { version: 3, entries: {} };
+  let data: LedgerData = { version: 3, entries: {}, spent: {} };
   const memory = new Ledger({
     async update(change) {
       const copy = structuredClone(data);
