@@ -81,8 +81,9 @@ class Verdict:
 
     @property
     def learned(self) -> bool:
-        """Whether the model beats the constant classifier by more than one standard error."""
-        return self.gain > self.se
+        """Whether the model beats the constant classifier by more than one standard error, and by
+        more than float rounding (a gain equal to its SE is a tie, however the sums round)."""
+        return self.gain > 0 and self.gain - self.se > ROUNDING * max(abs(self.gain), abs(self.se))
 
 
 def verdict(accuracy, majority, n_test: int) -> Verdict:

@@ -109,3 +109,16 @@ def test_the_confirmation_keeps_failed_promises_under_five_percent_by_simulation
     halfway = bound / np.sqrt(CONFIRM_REPS)  # the confirmation passes about half the time here
     assert 0.4 < np.mean(t_stats(halfway, CONFIRM_REPS) > bound) < 0.6
     assert np.mean(t_stats(halfway, CHECK_REPS) <= 1.0) < 0.001
+
+
+def test_a_verdict_whose_gain_equals_its_error_is_no_verdict_however_it_rounds():
+    """Nine repetitions that tie the constant and one a single test row better: the mean gain
+    equals its standard error exactly, which float sums may round either way; a tie learned nothing."""
+    from sim.verdict import verdict
+
+    majority = [0.7] * 10
+    for row in (1 / 100, 1 / 300, 1 / 1382, 1 / 7):
+        accuracy = [0.7] * 9 + [0.7 + row]
+        found = verdict(accuracy, majority, 100)
+        assert abs(found.gain - found.se) <= 1e-12 and not found.learned, found
+    assert verdict([0.8] * 9 + [0.81], [0.7] * 10, 100).learned
