@@ -522,25 +522,26 @@ def a_year_of_daily_collections(path, report_bytes: int) -> None:
 
 
 def test_the_memo_forgets_a_question_not_asked_for_memo_days_and_the_ledger_stays_bounded(tmp_path):
-    """Two years of a new question a day (small reports): the ledger holds at most a year's
-    questions, not two years'; the first question, asked again after two years, is drawn afresh
-    and its epsilon counted, where asked again within the year it gets the memo's answer free."""
-    ledger, limits = Ledger(tmp_path / "ledger.json"), Limits()
-    start, real = time.time() - 730 * DAY, time.time
+    """Four months of a new question a day (small reports) under a memo of 60 days (as a year's
+    under the default 365, four times faster): the ledger holds at most the memo's questions, not
+    every day's; the first question, asked again after 120 days, is drawn afresh and its epsilon
+    counted, where asked again within the memo's days it gets the memo's answer free."""
+    ledger, limits = Ledger(tmp_path / "ledger.json"), Limits(memo_days=60)
+    start, real = time.time() - 120 * DAY, time.time
     draws = []
     try:
-        for day in range(731):
+        for day in range(121):
             time.time = lambda day=day: start + day * DAY  # noqa: B023 (the device's clock, a day at a time)
-            question = f"{day % 730:064d}"  # day 730 asks day 0's question again
+            question = f"{day % 120:064d}"  # day 120 asks day 0's question again
             asked = replace(ASKED, collection=f"day{day}", uid=f"{day:032d}", question=question, epsilon=DAILY_EPSILON)
             claim = ledger.claim(asked, limits, lambda day=day: draws.append(day) or b"r", pytest.fail)
             ledger.mark_sent(claim.key)
-            assert len(ledger.entries()) <= 366
-        assert draws[-1] == 730 and claim.spent == DAILY_EPSILON, "a question a year forgotten is answered afresh"
-        time.time = lambda: start + 731 * DAY
-        again = ledger.claim(replace(ASKED, collection="again", uid="a" * 32, question=f"{729:064d}", epsilon=DAILY_EPSILON),
+            assert len(ledger.entries()) <= 61
+        assert draws[-1] == 120 and claim.spent == DAILY_EPSILON, "a question forgotten is answered afresh"
+        time.time = lambda: start + 121 * DAY
+        again = ledger.claim(replace(ASKED, collection="again", uid="a" * 32, question=f"{119:064d}", epsilon=DAILY_EPSILON),
                              limits, pytest.fail, lambda old: old)  # fmt: skip
-        assert again.spent == 0.0, "asked within the year, the memo answers for nothing"
+        assert again.spent == 0.0, "asked within the memo's days, the memo answers for nothing"
     finally:
         time.time = real
     with pytest.raises(ValueError, match="memo_days"):
