@@ -43,7 +43,9 @@ test("the draw-time limit is the Python participant's constants, never measured 
   assert.throws(() => limits.checkSpec(she(largest + 2), "over"), (e: Error) => e instanceof LimitExceeded && /on a slow device/.test(e.message));
   // How long this machine takes to draw it is bench/device.py's to measure (a loaded machine stretches it).
   const spec = CollectionSpec.fromDict({ ...she(largest), theta: 0.25 });
-  assert.equal((new Participant(spec).report({ f: "v1", class: "a" }, undefined).payload as Float64Array).length, largest);
+  // It draws (one input at random: the class's 2 entries, or the feature's `largest`).
+  const drawn = (new Participant(spec).report({ f: "v1", class: "a" }, undefined).payload as Float64Array).length;
+  assert.ok(drawn === 2 || drawn === largest, `${drawn}`);
 });
 
 test("on a browser page's main thread no draw may be estimated past MAIN_THREAD_SECONDS, short of a long task", () => {
