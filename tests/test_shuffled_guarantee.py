@@ -208,6 +208,16 @@ async def test_junk_is_counted_per_batch_and_shown_and_dummies_travel_inside_eve
         estimates = call(f"{server.url}/collections/c/estimates")
         assert estimates["reports"] == 4 and estimates["dummies"] == 3
         assert sum(i["reports"] for i in estimates["inputs"]) < 4
+        # The class input's variance: the people's noise and the dummies' of one batch of 3.
+        import numpy as np
+
+        from aggregator.estimation.count_noise import cell_variances
+        from participant.dummies import dummy_variance
+
+        first, oracle = estimates["inputs"][0], view.spec.oracles[0]
+        people = cell_variances(oracle, first["reports"], np.array(first["estimate"]))
+        stated = people + dummy_variance(view.spec, 3, status["batches"]["batches"])[0]
+        assert np.allclose(first["variance"], stated), (first["variance"], stated)
     finally:
         shuffler.stop()
         server.stop()
