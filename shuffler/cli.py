@@ -91,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="reports a minute one address may send (default 600; 0: no limit)",
     )  # fmt: skip
     serve.add_argument(
+        "--trusted-proxy", action="append", default=[], metavar="ADDRESS[/BITS]",
+        help="a reverse proxy in front of the shuffler (repeat for several): a request from it is counted against "
+        "the device address its X-Forwarded-For names (--per-address), and its connections are not capped per "
+        "network; X-Forwarded-For from any other peer is ignored",
+    )  # fmt: skip
+    serve.add_argument(
         "--per-collection", type=non_negative_int, default=20_000, metavar="N",
         help="reports a second one collection may take (default 20000; 0: no limit)",
     )  # fmt: skip
@@ -146,6 +152,7 @@ def read_token(path: str, option: str = "--token-file") -> str:
 async def serve(args) -> None:
     from aiohttp import web
 
+    from participant.addresses import parse_networks, within
     from participant.serving import CappedRunner
 
     from .service import Settings, create_app
@@ -153,13 +160,14 @@ async def serve(args) -> None:
 
     if args.operator_token_file is not None and read_token(args.operator_token_file, "--operator-token-file") == read_token(args.token_file):
         raise ValueError("--operator-token-file must hold a token of its own, not the one the aggregator holds")
+    trusted = parse_networks(args.trusted_proxy)
     settings = Settings(
         args.aggregator, read_token(args.token_file), args.min_batch, args.interval, tuple(args.allow_origin),
         args.dummies, args.per_address, args.per_collection, args.max_waiting, args.max_post,
         forget_after=args.forget_after, max_connections=args.max_connections,
         operator_token=None if args.operator_token_file is None else read_token(args.operator_token_file, "--operator-token-file"),
         max_connections_per_address=args.max_connections_per_address, keepalive_timeout=args.keepalive_timeout,
-        body_timeout=args.body_timeout,
+        body_timeout=args.body_timeout, trusted_proxies=trusted,
     )  # fmt: skip
     try:
         store = await open_store(args.db)
@@ -167,7 +175,7 @@ async def serve(args) -> None:
         raise ValueError(f"--db: {exc}") from None
     runner = CappedRunner(
         create_app(settings, store), settings.max_connections, settings.max_connections_per_address,
-        lambda peer: False, access_log=None, keepalive_timeout=settings.keepalive_timeout,
+        lambda peer: within(peer, trusted), access_log=None, keepalive_timeout=settings.keepalive_timeout,
     )  # fmt: skip
     await runner.setup()
     try:
