@@ -439,6 +439,12 @@ def create_app(settings: Settings, store: Store) -> web.Application:
 
 
 async def _running(app: web.Application):
+    """The release rounds while the application runs. Stopping (after the server has answered or
+    closed every request): the round under way is abandoned where it is, which loses nothing,
+    since each step of it is one transaction of the store (a batch drawn stays drawn; one
+    forwarded and not yet acknowledged is forwarded again after a restart, and the aggregator
+    counts it once by its id); the commit under way finishes; the log is scrubbed as after a
+    round; the store is let go of."""
     shuffler = app[SHUFFLER]
     session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
     shuffler.views.session = shuffler.releaser.session = session
@@ -446,6 +452,12 @@ async def _running(app: web.Application):
     yield
     loop.cancel()
     await asyncio.gather(loop, return_exceptions=True)
+    if shuffler._committing is not None:
+        await asyncio.gather(shuffler._committing, return_exceptions=True)
     shuffler.releaser.stop()
     await session.close()
+    try:
+        await shuffler.store.scrub()
+    except StoreUnavailable as exc:  # what it left is scrubbed at the next start's first round
+        log.error("stopping: %s", exc)
     await shuffler.store.shut()
