@@ -433,6 +433,10 @@ class SQLiteStore(Store):
                     for note, row in self._batch_rows(notes, outcomes):
                         if conn.execute(NOTE_BATCH, row).rowcount == 1:
                             noted.append(note)
+                    dummies = self._dummies_updates(noted)
+                    _, cells = self._cell_rows(self.instance, dummies)
+                    conn.executemany("INSERT OR REPLACE INTO partial_cells VALUES (?, ?, ?, ?, ?)", cells)
+                    updates += dummies
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
