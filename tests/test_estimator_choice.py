@@ -189,3 +189,32 @@ async def test_the_service_chooses_from_the_stored_reports_halves(served):
         assert a.n_reports == b.n_reports
         for sa, sb in zip(a.states, b.states):
             np.testing.assert_array_equal(sa.support, sb.support)
+
+
+def test_the_verdict_judges_the_estimator_auto_picked():
+    """The people-needed search scores ``auto`` by the model its rule picked in each collection:
+    every gain over the constant is one of the candidates' on the same draws."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from problems import load_problem
+
+    from sim.experiment import run_grown
+    from sim.verdict import grown_gains
+
+    sample = load_problem("zoo")
+    gains = grown_gains(sample, 400, "auto", 1.0, "auto", None, range(3))
+    for seed, gain in zip(range(3), gains):
+        run = run_grown(sample, 400, "auto", 1.0, seed, (*CANDIDATES, "auto"))
+        assert run.accuracy["auto"] - run.majority_accuracy == gain
+        assert run.accuracy["auto"] in {run.accuracy[n] for n in CANDIDATES}
+
+
+def test_auto_is_refused_for_a_gaussian_model_in_one_line(capsys):
+    from sim.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--dataset", "diabetes", "--model", "gaussian", "--estimator", "auto"])
+    assert stopped.value.code == 2
+    assert "auto" in capsys.readouterr().err.strip().splitlines()[-1]
