@@ -26,7 +26,7 @@ def expected_statistics(spec: CollectionSpec, counts) -> CollectionStatistics:
     return stats
 
 
-def skewed_signal(people: int, features: int = 40, d: int = 8, epsilon: float = 2.0) -> CollectionStatistics:
+def skewed_signal(people: int, features: int = 120, d: int = 8, epsilon: float = 2.0) -> CollectionStatistics:
     """A small collection (``people`` per input) of many features each telling the two classes
     apart (class a's values fall like 8:4:2:1:…, class b's the reverse), every cell held: its
     reports estimate the people's counts exactly, so the unsmoothed paper estimator is the truth
