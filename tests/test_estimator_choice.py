@@ -218,3 +218,17 @@ def test_auto_is_refused_for_a_gaussian_model_in_one_line(capsys):
         main(["--dataset", "diabetes", "--model", "gaussian", "--estimator", "auto"])
     assert stopped.value.code == 2
     assert "auto" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+async def test_the_service_refuses_auto_for_a_gaussian_model(served):
+    from .test_continuous import gaussian_spec
+
+    url, session, _ = served
+    spec = gaussian_spec()
+    async with session.post(f"{url}/collections", json={"spec": spec.to_dict(), "id": "g1", "min_reports": 0}, headers=AUTH) as r:
+        assert r.status == 201
+    async with session.get(f"{url}/collections/g1/model", params={"estimator": "auto"}) as r:
+        assert r.status == 400
+        assert "auto" in (await r.json())["error"] and "gaussian" in (await r.json())["error"]
+    async with session.get(f"{url}/collections/g1/model", params={"estimator": "normsub"}) as r:
+        assert r.status == 200  # the same collection answers its own estimators
