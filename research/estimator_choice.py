@@ -45,8 +45,7 @@ LARGE = 1000
 def cell(problem: str, epsilon: float, reps: int) -> pd.DataFrame:
     """Every run of one (problem, ε) cell, one row each."""
     warnings.simplefilter("ignore")
-    from aggregator.estimation.choice import choose_estimator
-    from aggregator.estimation.estimators import build_model
+    from aggregator.estimation.estimators import build_model, estimator_choice
     from sim.experiment import runner_for
 
     runner = runner_for(load_problem(problem))
@@ -62,7 +61,7 @@ def cell(problem: str, epsilon: float, reps: int) -> pd.DataFrame:
                "best constant": float(counts.max() / counts.sum()),
                **{name: float(a) for name, a in zip(ESTIMATORS, accuracy)}}  # fmt: skip
         for score in SCORES:
-            choice = choose_estimator(stats.halves, ESTIMATORS, score)
+            choice = estimator_choice(stats.halves, ESTIMATORS, score)
             for name in ESTIMATORS[1:]:
                 row[f"{score} gain {name}"] = choice.gains[name]
                 row[f"{score} se {name}"] = choice.errors[name]

@@ -6,7 +6,8 @@ import pytest
 
 from aggregator import CollectionStatistics, build_model
 from aggregator.estimation import choice
-from aggregator.estimation.choice import CANDIDATES, choose_estimator, half_of, held_out, joint_log_probabilities, pick
+from aggregator.estimation.choice import CANDIDATES, half_of, held_out, joint_log_probabilities, pick
+from aggregator.estimation.estimators import estimator_choice as choose_estimator
 from aggregator.service.app import create_app, open_store, start_site
 from participant.spec import CollectionSpec, Feature
 from participant.wire import pack_batch, pack_report

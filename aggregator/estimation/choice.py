@@ -95,10 +95,8 @@ def joint_log_probabilities(model, score: str = "joint") -> list[np.ndarray]:
     return out
 
 
-def _fits(stats: CollectionStatistics, candidates, score: str = SCORE) -> list[list[np.ndarray]]:
-    from .estimators import build_model
-
-    return [joint_log_probabilities(build_model(stats, name, temperature=1.0), score) for name in candidates]
+def _fits(stats: CollectionStatistics, build, candidates, score: str = SCORE) -> list[list[np.ndarray]]:
+    return [joint_log_probabilities(build(stats, name), score) for name in candidates]
 
 
 def held_out(fitted: list[list[np.ndarray]], scored: CollectionStatistics) -> tuple[np.ndarray, np.ndarray]:
@@ -119,17 +117,19 @@ def held_out(fitted: list[list[np.ndarray]], scored: CollectionStatistics) -> tu
 
 
 def choose_estimator(
-    halves: tuple[CollectionStatistics, CollectionStatistics], candidates=CANDIDATES, score: str = SCORE
+    halves: tuple[CollectionStatistics, CollectionStatistics], build, candidates=CANDIDATES, score: str = SCORE
 ) -> Choice:
     """The :class:`Choice` among ``candidates`` (the default first) from a collection's two halves
     (each the statistics of the reports :func:`half_of` puts there; dummies in expectation as in
-    :meth:`CollectionStatistics.people`). The default where either half is empty."""
+    :meth:`CollectionStatistics.people`), each candidate's model ``build(statistics, name)``
+    (:func:`aggregator.estimation.estimators.estimator_choice` passes the estimators). The default
+    where either half is empty."""
     first, second = (h.people() for h in halves)
     zeros = dict.fromkeys(candidates, 0.0)
     if first.n_reports == 0 or second.n_reports == 0:
         return Choice(candidates[0], zeros, dict(zeros))
-    gain_ab, var_ab = held_out(_fits(first, candidates, score), second)
-    gain_ba, var_ba = held_out(_fits(second, candidates, score), first)
+    gain_ab, var_ab = held_out(_fits(first, build, candidates, score), second)
+    gain_ba, var_ba = held_out(_fits(second, build, candidates, score), first)
     gains = (gain_ab + gain_ba) / 2
     errors = np.sqrt((var_ab + var_ba) / 4)
     return Choice(pick(gains, errors, candidates), dict(zip(candidates, map(float, gains))), dict(zip(candidates, map(float, errors))))

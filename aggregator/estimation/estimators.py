@@ -22,7 +22,7 @@ Every estimator reads only the aggregated statistics (post-processing), so none 
 - ``ibu``: ``normsub`` with each DE input's histogram the maximum-likelihood one.
 - ``auto``: one of ``normsub``, ``paper`` and ``ibu``, chosen per collection by the held-out
   cross-entropy of half its reports under each fitted on the other half
-  (:mod:`aggregator.estimation.choice`); needs the statistics' ``halves``.
+  (:mod:`aggregator.estimation.choice`, :func:`estimator_choice`); needs the statistics' ``halves``.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from functools import partial
 import numpy as np
 
 from .calibration import choose_temperature
+from .choice import CANDIDATES, SCORE, Choice, choose_estimator
 from .class_prior import pooled_class_shares
 from .count_noise import class_cell_variances
 from .gaussian import GaussianModel, gaussian_estimator
@@ -189,16 +190,20 @@ def ibu_unsmoothed(stats: CollectionStatistics) -> Unsmoothed:
     return Unsmoothed(base.class_count, tables, base.cell_variances, base.target)
 
 
-def auto_estimator(stats: CollectionStatistics, temperature: float | None = None) -> NaiveBayesModel:
-    """The model of the estimator :func:`~aggregator.estimation.choice.choose_estimator` picks from
-    ``stats.halves`` (class probabilities at ``temperature``, left out: that estimator's own), built
-    from all of ``stats``; the :class:`~aggregator.estimation.choice.Choice` is kept as the model's
-    ``choice``. Raises ValueError where ``stats`` carries no halves."""
-    from .choice import choose_estimator
+def estimator_choice(halves, candidates=CANDIDATES, score: str = SCORE) -> Choice:
+    """:func:`~aggregator.estimation.choice.choose_estimator` among these estimators (each at
+    temperature 1, which changes no probability the score reads)."""
+    return choose_estimator(halves, lambda stats, name: ESTIMATORS[name](stats, temperature=1.0), candidates, score)
 
+
+def auto_estimator(stats: CollectionStatistics, temperature: float | None = None) -> NaiveBayesModel:
+    """The model of the estimator :func:`estimator_choice` picks from ``stats.halves`` (class
+    probabilities at ``temperature``, left out: that estimator's own), built from all of ``stats``;
+    the :class:`~aggregator.estimation.choice.Choice` is kept as the model's ``choice``. Raises
+    ValueError where ``stats`` carries no halves."""
     if stats.halves is None:
         raise ValueError("the auto estimator chooses from the reports split in halves; these statistics carry none")
-    choice = choose_estimator(stats.halves)
+    choice = estimator_choice(stats.halves)
     model = ESTIMATORS[choice.chosen](stats, temperature=temperature)
     model.choice = choice
     return model
