@@ -74,6 +74,7 @@ from participant.spec import CollectionSpec
 from participant.wire import decode_values
 from protocols import OracleState
 
+from ..estimation.choice import half_of
 from ..estimation.statistics import CollectionStatistics
 
 NEW, DUPLICATE, TOKEN_USED, CONFLICT = 1, 0, -1, -2
@@ -408,6 +409,32 @@ class Store(ABC):
     @abstractmethod
     async def _stored_values(self, key: int, input_index: int | None = None) -> list[tuple[int, object]]:
         """``(input, wire value)`` of the collection's stored reports (of one input if given)."""
+
+    @abstractmethod
+    async def _stored_reports(self, key: int, input_index: int) -> list[tuple[bytes, object]]:
+        """``(report id, wire value)`` of the collection's stored reports of one input."""
+
+    async def statistics_halves(self, collection: Collection, dummies: float = 0.0) -> tuple[CollectionStatistics, CollectionStatistics]:
+        """The statistics of the stored reports in each of the two halves their ids put them in
+        (:func:`~aggregator.estimation.choice.half_of`: the same report always in the same half),
+        each counting the share of ``dummies`` (the collection's, in expectation) its reports are
+        of all: dummies fall in either half as their random ids do. What the ``auto`` estimator
+        chooses from; one read of every stored report."""
+        halves = (CollectionStatistics(collection.spec), CollectionStatistics(collection.spec))
+        for i, oracle in enumerate(collection.spec.oracles):
+            stored = await self._stored_reports(collection.key, i)
+            if not stored:
+                continue
+            ids = np.frombuffer(b"".join(rid for rid, _ in stored), dtype=np.uint8).reshape(len(stored), -1)
+            side = half_of(ids)
+            rows = decode_values(oracle, [v for _, v in stored], i)[0]
+            for h, half in enumerate(halves):
+                if (side == h).any():
+                    half.add(i, rows[side == h])
+        total = sum(h.n_reports for h in halves)
+        for half in halves:
+            half.dummies = dummies * half.n_reports / total if total else 0.0
+        return halves
 
     async def recompute_statistics(self, collection: Collection) -> CollectionStatistics:
         """The statistics recomputed from the stored reports alone (for audits and tests)."""

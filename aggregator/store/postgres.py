@@ -436,6 +436,11 @@ class PostgresStore(Store):
         )
         return {name: int(row[name]) for name in ("batches", "reports", "dummies", "junk", "smallest")}
 
+    async def _stored_reports(self, key: int, input_index: int) -> list[tuple[bytes, object]]:
+        sql = "SELECT report_id, value FROM reports WHERE collection = $1 AND input = $2"
+        rows = await self._query("fetch", sql, key, input_index)
+        return [(bytes(r["report_id"]), msgpack.unpackb(r["value"])) for r in rows]
+
     async def _stored_values(self, key: int, input_index: int | None = None) -> list[tuple[int, object]]:
         sql = "SELECT input, value FROM reports WHERE collection = $1"
         args = [key]

@@ -381,6 +381,10 @@ class SQLiteStore(Store):
         ).fetchone()
         return dict(zip(("batches", "reports", "dummies", "junk", "smallest"), map(int, row)))
 
+    async def _stored_reports(self, key: int, input_index: int) -> list[tuple[bytes, object]]:
+        sql = "SELECT report_id, value FROM reports WHERE collection = ? AND input = ?"
+        return self.db.execute(sql, (key, input_index)).fetchall()
+
     async def _stored_values(self, key: int, input_index: int | None = None) -> list[tuple[int, object]]:
         sql = "SELECT input, value FROM reports WHERE collection = ?"
         args = [key]
