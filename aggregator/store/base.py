@@ -425,9 +425,9 @@ class Store(ABC):
             stored = await self._stored_reports(collection.key, i)
             if not stored:
                 continue
-            ids = np.frombuffer(b"".join(rid for rid, _ in stored), dtype=np.uint8).reshape(len(stored), -1)
-            side = half_of(ids)
-            rows = decode_values(oracle, [v for _, v in stored], i)[0]
+            # Decoded in a worker thread: a large collection's reports take seconds, and the
+            # service's event loop must go on answering meanwhile.
+            side, rows = await asyncio.to_thread(_halves_of, oracle, stored, i)
             for h, half in enumerate(halves):
                 if (side == h).any():
                     half.add(i, rows[side == h])
@@ -626,3 +626,9 @@ def classify(report_ids: list[bytes], inserted: set[bytes], stored: dict[bytes, 
         if kept_input != batch_input or kept_value != values[j]:
             outcomes[j] = CONFLICT
     return outcomes
+
+
+def _halves_of(oracle, stored: list[tuple[bytes, object]], input_index: int) -> tuple[np.ndarray, np.ndarray]:
+    """The half (0 or 1) of each of ``stored``'s ``(report id, wire value)`` and their decoded rows."""
+    ids = np.frombuffer(b"".join(rid for rid, _ in stored), dtype=np.uint8).reshape(len(stored), -1)
+    return half_of(ids), decode_values(oracle, [v for _, v in stored], input_index)[0]
