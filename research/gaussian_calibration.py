@@ -17,7 +17,8 @@ mean and variance (``ddof = 0``) of each coordinate. Per cell, over the collecti
 
 Then the few-reporters case: 280 people and 34 coordinates, approach 3 (the class input gets one
 report in 69, about 4), ε 0.5, 1 and 4, ``4·--reps`` collections: the class prior's share beyond
-2 SE, before and after. Collections where nobody reported the class are left out (no estimate).
+2 SE, before and after, and the class means' (unchanged). Collections where nobody reported the
+class are left out (no estimate).
 
 Then a small, wide file: 300 people, 32 coordinates (N(0.1, 0.3²), class b's shifted by 0.2),
 even classes, ε = 1, approaches 1 to 3, 30 collections (seed 5): the reported variance's share
@@ -121,14 +122,16 @@ def truth_cell(n: int, epsilon: float, approach: int, reps: int, r: int = 2) -> 
 
 
 def few_reporters_cell(epsilon: float, reps: int) -> dict:
-    """The class prior's coverage with 280 people and 34 coordinates (approach 3)."""
+    """The class prior's and the class means' coverage with 280 people and 34 coordinates (approach 3)."""
+    from aggregator.estimation import gaussian as g
+    from aggregator.estimation.evidence import class_mean_errors
     from participant.encoding import population_inputs
     from sim.experiment import simulate_collection
 
     spec = spec_for(34, epsilon, 3)
     seed = 7000 + int(10 * epsilon)
     rng = np.random.default_rng(seed)
-    before, after, reporters = [], [], []
+    before, after, reporters, means = [], [], [], []
     for _ in range(reps):
         x, y = population(rng, 280, 34)
         stats = simulate_collection(spec, population_inputs(spec, x, y), rng, "fast")
@@ -136,6 +139,9 @@ def few_reporters_cell(epsilon: float, reps: int) -> dict:
         if found is None:
             continue
         err, b, a = found
+        theta, _ = g.class_moments(stats, g.class_prior(stats, "normsub"))
+        true_mean = np.array([x[y == c].mean(axis=0) for c in ("a", "b")])
+        means.append(np.mean(np.abs(theta - true_mean) > 2 * class_mean_errors(stats)))
         before.append(err / b)
         after.append(err / a)
         reporters.append(stats.states[0].n)
@@ -143,7 +149,7 @@ def few_reporters_cell(epsilon: float, reps: int) -> dict:
     return {
         "eps": epsilon, "collections": len(before), "seed": seed, "reporters": float(np.mean(reporters)),
         "before": float(np.mean(np.abs(before) > 2)), "after": float(np.mean(np.abs(after) > 2)),
-        "sd before": float(np.std(before)), "sd after": float(np.std(after)),
+        "sd before": float(np.std(before)), "sd after": float(np.std(after)), "means": float(np.mean(means)),
     }  # fmt: skip
 
 
@@ -223,13 +229,16 @@ def main() -> None:
         "",
         "## The class prior when few people report the class (280 people, 34 coordinates, approach 3)",
         "",
-        "| ε | collections (seed) | class reports (mean) | beyond 2 SE before | after | sd of error/SE before | after |",
-        "|---|---|---|---|---|---|---|",
+        (
+            "| ε | collections (seed) | class reports (mean) | beyond 2 SE before | after | sd of error/SE before "
+            "| after | class means beyond 2 SE |"
+        ),
+        "|---|---|---|---|---|---|---|---|",
     ]  # fmt: skip
     for r in few:
         lines.append(
             f"| {r['eps']:g} | {r['collections']} ({r['seed']}) | {r['reporters']:.1f} | {r['before']:.3f} "
-            f"| {r['after']:.3f} | {r['sd before']:.2f} | {r['sd after']:.2f} |"
+            f"| {r['after']:.3f} | {r['sd before']:.2f} | {r['sd after']:.2f} | {r['means']:.3f} |"
         )
     wide = [wide_cell(a) for a in (1, 2, 3)]
     lines += [
