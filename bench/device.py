@@ -18,8 +18,8 @@
    largest report the default limits let that device draw (a SHE report: about 78 KiB in Python,
    39 KiB in Node), direct and shuffled, in Python and in Node; and in Chromium (8 KiB, the most
    the page's draw limit admits) against a year's entries; and in all three against the largest
-   ledger the default limits allow (:func:`largest_ledger`: 999 collections in the last 30 days
-   and as many on the day before, the memo's 1,000 answers of 8 KiB, a sum a day for a year).
+   ledger the default limits allow (:func:`largest_ledger`: 295 collections in the last 30 days
+   and as many on the day before, the memo's 300 answers of 8 KiB, a sum a day for a year).
    The median of 5 (a fresh ledger object each: a device starting up), and the ledger's size:
    its file and its report files.
 
@@ -174,8 +174,8 @@ REPORT_OVERHEAD = 80
 SEAL_OVERHEAD = 100
 # The most entries the default limits let a ledger hold (participant/ledger.py's opening note):
 # the entries of the last 30 days and the day before them (fewer than max_collections within the
-# window: 995, room for the five submits measured; as many again on that day), and the memo's answers (max_collections at all origins,
-# max_memo_per_origin at each: 100 at each of ten), besides a sum a day for a year.
+# window, room for the five submits measured; as many again on that day), and the memo's answers
+# (max_collections at all origins, max_memo_per_origin at each), besides a sum a day for a year.
 LARGEST_RECENT = Limits().max_collections - 5  # room for the five submits measured (Chromium: on one ledger)
 LARGEST_MEMO = Limits().max_collections
 LARGEST_ORIGINS = LARGEST_MEMO // Limits().max_memo_per_origin

@@ -133,7 +133,12 @@ class Limits:
     - ``max_draw_seconds``: the longest a draw may be estimated to take on a slow device
       (:data:`SECONDS_PER_NOISE`, :data:`SECONDS_PER_COIN`);
     - ``max_collections``: the most collections the device reports to within the budget's window,
-      memoised answers included (they cost no ε, but each is an entry its ledger keeps);
+      memoised answers included (they cost no ε, but each is an entry its ledger keeps). It bounds
+      the ledger at about three times as many entries (the window's, as many on the day before it,
+      and the memo's), and a submit reads and checks every one: at the slowest device measured (a
+      page's IndexedDB, about 55 µs an entry, ``bench/results/device.md``) 300 keeps a submit's
+      ledger work near 50 ms; 300 in 30 days is ten a day, more than the default budget pays for
+      at any ε above 0.027;
     - ``memo_days``: the longest the memo keeps a question's answer after it was last given (days):
       a question not asked for that long is answered afresh, its ε counted, and its entry leaves
       the ledger, so a service asking a new question every day leaves at most this many entries;
@@ -161,7 +166,7 @@ class Limits:
     max_domain: int = 65_536
     max_total_domain: int = 1_048_576
     max_draw_seconds: float = 1.0
-    max_collections: int = 1_000
+    max_collections: int = 300
     memo_days: float = 365.0
     max_memo_per_origin: int = 100
     min_batch: int = 100

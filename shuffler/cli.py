@@ -1,6 +1,7 @@
 """``python -m shuffler serve``: run a shuffler between devices and an aggregator.
 
-Every mistake is one line and exit code 2; the service prints ``listening on URL`` once it serves.
+Every mistake is one line and exit code 2; the service prints ``listening on URL`` once it serves,
+and on SIGTERM or SIGINT stops cleanly (:func:`serve`), logs one line and exits 0.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import logging
 import os
 import re
+import signal
 import sys
 from urllib.parse import urlsplit
 
@@ -36,6 +38,9 @@ The aggregator's operator creates the collection with this shuffler's URL and th
 and the app pins this shuffler: Client(url, ledger=..., shuffler="https://shuffler.example.org").
 """
 
+# Seconds a request under way when the shuffler is told to stop has to be answered; then its
+# connection is closed (its device, unacknowledged, sends the same report again).
+STOP_GRACE = 5.0
 ORIGIN = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+$")
 
 
@@ -91,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="reports a minute one address may send (default 600; 0: no limit)",
     )  # fmt: skip
     serve.add_argument(
+        "--trusted-proxy", action="append", default=[], metavar="ADDRESS[/BITS]",
+        help="a reverse proxy in front of the shuffler (repeat for several): a request from it is counted against "
+        "the device address its X-Forwarded-For names (--per-address), and its connections are not capped per "
+        "network; X-Forwarded-For from any other peer is ignored",
+    )  # fmt: skip
+    serve.add_argument(
         "--per-collection", type=non_negative_int, default=20_000, metavar="N",
         help="reports a second one collection may take (default 20000; 0: no limit)",
     )  # fmt: skip
@@ -144,8 +155,14 @@ def read_token(path: str, option: str = "--token-file") -> str:
 
 
 async def serve(args) -> None:
+    """Serve until SIGTERM or SIGINT, then stop cleanly: accept no more connections, answer the
+    requests under way (or, after :data:`STOP_GRACE` seconds, close them unanswered), abandon the
+    release round under way between two of its transactions, scrub the store's log and close it,
+    and log one line. Nothing acknowledged is lost, and a batch forwarded but not acknowledged is
+    forwarded again at the next start, as after a crash."""
     from aiohttp import web
 
+    from participant.addresses import parse_networks, within
     from participant.serving import CappedRunner
 
     from .service import Settings, create_app
@@ -153,13 +170,14 @@ async def serve(args) -> None:
 
     if args.operator_token_file is not None and read_token(args.operator_token_file, "--operator-token-file") == read_token(args.token_file):
         raise ValueError("--operator-token-file must hold a token of its own, not the one the aggregator holds")
+    trusted = parse_networks(args.trusted_proxy)
     settings = Settings(
         args.aggregator, read_token(args.token_file), args.min_batch, args.interval, tuple(args.allow_origin),
         args.dummies, args.per_address, args.per_collection, args.max_waiting, args.max_post,
         forget_after=args.forget_after, max_connections=args.max_connections,
         operator_token=None if args.operator_token_file is None else read_token(args.operator_token_file, "--operator-token-file"),
         max_connections_per_address=args.max_connections_per_address, keepalive_timeout=args.keepalive_timeout,
-        body_timeout=args.body_timeout,
+        body_timeout=args.body_timeout, trusted_proxies=trusted,
     )  # fmt: skip
     try:
         store = await open_store(args.db)
@@ -167,7 +185,8 @@ async def serve(args) -> None:
         raise ValueError(f"--db: {exc}") from None
     runner = CappedRunner(
         create_app(settings, store), settings.max_connections, settings.max_connections_per_address,
-        lambda peer: False, access_log=None, keepalive_timeout=settings.keepalive_timeout,
+        lambda peer: within(peer, trusted), access_log=None, keepalive_timeout=settings.keepalive_timeout,
+        shutdown_timeout=STOP_GRACE,
     )  # fmt: skip
     await runner.setup()
     try:
@@ -178,10 +197,20 @@ async def serve(args) -> None:
         raise ValueError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     host, port = runner.addresses[0][:2]
     print(f"listening on http://{host}:{port}", flush=True)
+    stop = asyncio.Event()
+    received: list[str] = []
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, lambda name=signum.name: (received.append(name), stop.set()))
     try:
-        await asyncio.Event().wait()
+        await stop.wait()
     finally:
+        # Stops accepting, answers or closes what is under way, then ends the release rounds and
+        # lets go of the store (shuffler.service._running).
         await runner.cleanup()
+    logging.getLogger("shuffler").info(
+        "stopped on %s: requests answered or closed, every acknowledged report stored, the store closed", received[0]
+    )
 
 
 async def status(args) -> None:

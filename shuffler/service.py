@@ -47,6 +47,7 @@ import aiohttp
 import msgpack
 from aiohttp import web
 
+from participant.addresses import client_address
 from participant.reasons import failure_reason
 from participant import tokens
 from participant.sealing import sealed_length
@@ -75,8 +76,10 @@ class Settings:
     bodies read at once (``max_reading``), 0 being no rate limit; the days a release's digests
     are remembered (``forget_after``); its connections: open at once (``max_connections``),
     from one network (``max_connections_per_address``), seconds to send a whole request head
-    (``keepalive_timeout``) and a whole body (``body_timeout``); and the token of its own operator
-    (``operator_token``: ``GET /status``), None for no operator status."""
+    (``keepalive_timeout``) and a whole body (``body_timeout``); the token of its own operator
+    (``operator_token``: ``GET /status``), None for no operator status; and the reverse proxies
+    whose ``X-Forwarded-For`` names the device a request is counted against
+    (``trusted_proxies``, networks of :func:`participant.addresses.parse_networks`)."""
 
     aggregator: str
     token: str
@@ -95,6 +98,7 @@ class Settings:
     keepalive_timeout: float = 15.0
     body_timeout: float = 30.0
     operator_token: str | None = None
+    trusted_proxies: tuple = ()
 
 
 class Shuffler:
@@ -283,7 +287,7 @@ async def post_reports(request: web.Request) -> web.StreamResponse:
         if view.collection in shuffler.releaser.closed:
             raise Problem(410, f"collection {view.collection!r} is closed: it takes no more reports")
         length = posted_length(view)
-        address = request.remote or ""
+        address = client_address(request, shuffler.settings.trusted_proxies)
         if request.content_type == SEALED:
             # Refused before the limits look at what waits: a report that could never be stored
             # learns nothing of them.
@@ -435,6 +439,12 @@ def create_app(settings: Settings, store: Store) -> web.Application:
 
 
 async def _running(app: web.Application):
+    """The release rounds while the application runs. Stopping (after the server has answered or
+    closed every request): the round under way is abandoned where it is, which loses nothing,
+    since each step of it is one transaction of the store (a batch drawn stays drawn; one
+    forwarded and not yet acknowledged is forwarded again after a restart, and the aggregator
+    counts it once by its id); the commit under way finishes; the log is scrubbed as after a
+    round; the store is let go of."""
     shuffler = app[SHUFFLER]
     session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
     shuffler.views.session = shuffler.releaser.session = session
@@ -442,6 +452,12 @@ async def _running(app: web.Application):
     yield
     loop.cancel()
     await asyncio.gather(loop, return_exceptions=True)
+    if shuffler._committing is not None:
+        await asyncio.gather(shuffler._committing, return_exceptions=True)
     shuffler.releaser.stop()
     await session.close()
+    try:
+        await shuffler.store.scrub()
+    except StoreUnavailable as exc:  # what it left is scrubbed at the next start's first round
+        log.error("stopping: %s", exc)
     await shuffler.store.shut()

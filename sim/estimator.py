@@ -19,7 +19,7 @@ from participant.spec import CollectionSpec, Feature
 from protocols import DEFAULT_THETA
 
 from .datasets import Dataset
-from .experiment import Setup, collect, simulate_collection, spec_for
+from .experiment import Setup, collect, halved_collection, simulate_collection, spec_for
 
 
 class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
@@ -168,7 +168,7 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"spec declares {len(spec.continuous.inputs)} numeric features; X has {X.shape[1]} columns")
             self.spec_ = spec
             rng = np.random.default_rng(self.random_state)
-            self.model_ = build_model(collect(spec, X, y, rng, self.mode), self.estimator)
+            self.model_ = build_model(collect(spec, X, y, rng, self.mode, halves=self.estimator == "auto"), self.estimator)
             return self
         if len(spec.features) != X.shape[1]:
             raise ValueError(f"spec declares {len(spec.features)} categorical features; X has {X.shape[1]} columns")
@@ -225,7 +225,9 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         setup = Setup(self.model, self.bins if self.model == "discrete" else None, approach=self.approach)
         self.spec_ = spec_for(dataset, self.protocol, self.epsilon, self.theta, setup, budget=self.budget)
         rng = np.random.default_rng(self.random_state)
-        self.model_ = build_model(collect(self.spec_, table.X, table.y, rng, self.mode), self.estimator)
+        self.model_ = build_model(
+            collect(self.spec_, table.X, table.y, rng, self.mode, halves=self.estimator == "auto"), self.estimator
+        )
         return self
 
     def _collect(self, codes: np.ndarray, labels: np.ndarray):
@@ -233,7 +235,8 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         k = len(self.classes_)
         inputs = [labels, *(codes * k + labels[:, None]).T]
         rng = np.random.default_rng(self.random_state)
-        self.model_ = build_model(simulate_collection(self.spec_, inputs, rng, self.mode), self.estimator)
+        simulate = halved_collection if self.estimator == "auto" else simulate_collection
+        self.model_ = build_model(simulate(self.spec_, inputs, rng, self.mode), self.estimator)
         return self
 
     def _joint_log_likelihood(self, X) -> np.ndarray:

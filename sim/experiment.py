@@ -156,10 +156,34 @@ def simulate_collection(
     return stats
 
 
+def halved_collection(
+    spec: CollectionSpec, inputs: list[np.ndarray], rng, mode: str = "replay", class_share: float | None = None
+) -> CollectionStatistics:
+    """:func:`simulate_collection` of the people split in two by a fair coin each (what splitting
+    reports by their random ids does), each half drawn on its own: the same distribution as one
+    collection of them all, whose statistics it returns with the two halves as its ``halves``
+    (what the ``auto`` estimator chooses from)."""
+    half = rng.integers(0, 2, len(inputs[0])).astype(bool)
+    parts = tuple(simulate_collection(spec, [x[half == h] for x in inputs], rng, mode, class_share) for h in (False, True))
+    return joined(parts)
+
+
+def joined(parts) -> CollectionStatistics:
+    """The statistics of two halves' reports together, the halves kept as its ``halves``."""
+    stats = CollectionStatistics(parts[0].spec)
+    stats.states = [a + b for a, b in zip(parts[0].states, parts[1].states)]
+    stats.dummies = parts[0].dummies + parts[1].dummies
+    stats.halves = tuple(parts)
+    return stats
+
+
 def with_dummies(stats: CollectionStatistics, dummies: int, seed: int) -> CollectionStatistics:
     """``stats`` with a shuffler's ``dummies`` dummy reports added (drawn exactly,
     :func:`participant.dummies.dummy_states`, from a generator of their own, so that the people's
     reports of a seed are the same draws with any number of dummies) and counted as such."""
+    if dummies and stats.halves is not None:  # each dummy falls in either half, as its random id says
+        split = np.random.default_rng((seed, DUMMY_STREAM, 1)).binomial(dummies, 0.5)
+        return joined(tuple(with_dummies(h, d, seed + i) for i, (h, d) in enumerate(zip(stats.halves, (split, dummies - split)))))
     if dummies:
         rng = np.random.default_rng((seed, DUMMY_STREAM))
         stats.states = [a + b for a, b in zip(stats.states, dummy_states(stats.spec, dummies, rng))]
@@ -172,10 +196,18 @@ DUMMY_STREAM = 0x64756D6D
 
 
 def collect(
-    spec: CollectionSpec, X_train, y_train, rng, mode: str = "replay", class_share: float | None = None
+    spec: CollectionSpec,
+    X_train,
+    y_train,
+    rng,
+    mode: str = "replay",
+    class_share: float | None = None,
+    halves: bool = False,
 ) -> CollectionStatistics:
-    """Every training row becomes one participant; returns the aggregate of their reports."""
-    return simulate_collection(spec, population_inputs(spec, X_train, y_train), rng, mode, class_share)
+    """Every training row becomes one participant; returns the aggregate of their reports (with
+    ``halves``, drawn as two halves and carrying them: :func:`halved_collection`)."""
+    simulate = halved_collection if halves else simulate_collection
+    return simulate(spec, population_inputs(spec, X_train, y_train), rng, mode, class_share)
 
 
 def split(dataset: Dataset, seed: int):
@@ -258,7 +290,8 @@ def run_once(
         )
     X_train, X_test, y_train, y_test = split(dataset, seed)
     spec = spec_for(dataset, protocol, epsilon, theta, setup, X_train, y_train, budget)
-    stats = with_dummies(collect(spec, X_train, y_train, np.random.default_rng(seed), mode, class_share), dummies, seed)
+    halves = "auto" in estimators
+    stats = with_dummies(collect(spec, X_train, y_train, np.random.default_rng(seed), mode, class_share, halves), dummies, seed)
     return scored(spec, stats, seed, estimators, X_train, X_test, y_train, y_test, log_loss)
 
 
@@ -393,16 +426,49 @@ class Runner:
         )
         return stats
 
+    def _fast_halves(self, spec: CollectionSpec, train: np.ndarray, rng, class_share=None) -> CollectionStatistics:
+        """Fast mode drawn as two halves (:meth:`statistics` with ``halves``): each half's
+        histogram from one bincount, its states drawn exactly."""
+        if spec.budget == "one-report":
+            keys = self.keys[train, choose_inputs(spec, len(train), rng, class_share)][:, None]
+        else:
+            keys = self.keys[train]
+        half = rng.integers(0, 2, len(train)).astype(bool)
+        offsets = self.input_offsets
+        parts = []
+        for h in (False, True):
+            histogram = np.bincount(keys[half == h].ravel(), minlength=offsets[-1])
+            part = CollectionStatistics(spec)
+            part.states = simulate_states(
+                spec.oracles, [histogram[offsets[i] : offsets[i + 1]] for i in range(len(spec.oracles))], rng
+            )
+            parts.append(part)
+        return joined(tuple(parts))
+
     def statistics(
-        self, setting: Setting, seed: int, mode: str = "replay", class_share: float | None = None, dummies: int = 0
+        self,
+        setting: Setting,
+        seed: int,
+        mode: str = "replay",
+        class_share: float | None = None,
+        dummies: int = 0,
+        halves: bool = False,
     ) -> CollectionStatistics:
         """The aggregate of repetition ``seed``'s collection under ``setting``: its training rows
         each send one report (or what the budget says), drawn from ``default_rng(seed)``, the class
         input by a ``class_share`` of them (None: uniform over the inputs), and a shuffler's
-        ``dummies`` (:func:`with_dummies`)."""
+        ``dummies`` (:func:`with_dummies`). With ``halves`` the people are split in two by a fair
+        coin each and the halves drawn on their own (other draws than without; the same
+        distribution), the statistics carrying them (what the ``auto`` estimator needs)."""
         spec = self.spec(*setting)
         train, _, _ = self.split(seed)
         rng = np.random.default_rng(seed)
+        if halves and mode == "fast":
+            return with_dummies(self._fast_halves(spec, train, rng, class_share), dummies, seed)
+        if halves:
+            labels = self.labels[train]
+            inputs = [labels, *(self.codes[train] * self.k + labels[:, None]).T]
+            return with_dummies(halved_collection(spec, inputs, rng, mode, class_share), dummies, seed)
         if mode == "fast":
             return with_dummies(self._fast_statistics(spec, seed, rng, class_share), dummies, seed)
         labels = self.labels[train]
@@ -445,8 +511,11 @@ class Runner:
         train, test, nonprivate = self.split(seed)
         # Without log-loss only predictions are scored, which no temperature changes.
         temperature = None if log_loss else 1.0
+        # The auto estimator chooses from the reports' halves: every estimator then sees the same
+        # collection, drawn as two halves.
+        halves = "auto" in estimators
         models = [
-            build_model(self.statistics(setting, seed, mode, class_share, dummies), name, temperature)
+            build_model(self.statistics(setting, seed, mode, class_share, dummies, halves), name, temperature)
             for setting in settings
             for name in estimators
         ]
@@ -532,7 +601,8 @@ def run_grown(
         return runner.run(protocol, epsilon, seed, estimators, mode=mode, class_share=class_share, dummies=dummies)
     X_train, X_test, y_train, y_test = sample.X[drawn], sample.X[test], sample.y[drawn], sample.y[test]
     spec = spec_for(sample, protocol, epsilon, DEFAULT_THETA, setup, X_train, y_train)
-    stats = with_dummies(collect(spec, X_train, y_train, np.random.default_rng(seed), mode, class_share), dummies, seed)
+    halves = "auto" in estimators
+    stats = with_dummies(collect(spec, X_train, y_train, np.random.default_rng(seed), mode, class_share, halves), dummies, seed)
     return scored(spec, stats, seed, estimators, X_train, X_test, y_train, y_test)
 
 
@@ -548,5 +618,5 @@ def run_with_spec(
     ``dataset``: a random 80/20 split, every training row one participant; with ``log_loss`` the
     test log-losses too."""
     X_train, X_test, y_train, y_test = split(dataset, seed)
-    stats = collect(spec, X_train, y_train, np.random.default_rng(seed), mode)
+    stats = collect(spec, X_train, y_train, np.random.default_rng(seed), mode, halves="auto" in estimators)
     return scored(spec, stats, seed, estimators, X_train, X_test, y_train, y_test, log_loss)

@@ -12,7 +12,7 @@ import aiohttp
 import msgpack
 import pytest
 
-from aggregator.service.addresses import parse_networks
+from participant.addresses import parse_networks
 from aggregator.service.app import create_app, open_store, start_site
 from aggregator.service.keys import Config
 from aggregator.store.postgres import redacted

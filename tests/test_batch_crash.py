@@ -2,9 +2,10 @@
 
 A real aggregator, on SQLite and on PostgreSQL, is stopped by the test-only failpoint
 ``LDPNB_FAILPOINT=after-batch-reports`` (:data:`aggregator.store.base.FAILPOINT`) at the moment a
-transaction has written a shuffled batch's reports and their partials (the dummies' figure among
-them) and not yet the batch's row, and SIGKILLed there. Restarted, it must show either nothing of
-the batch or the whole of it: its reports, its dummies (people never include them) and its row
+transaction has written a shuffled batch's reports and their partials and not yet the batch's row
+(nor, with it, its dummies), and SIGKILLed there. Restarted, it must show either nothing of the
+batch or the whole of it: its reports, its dummies, exactly (people never include them, and a
+batch's dummies count whole once, even where it holds a report already counted), and its row
 (the status's batches). The shuffler then sends the batch again, as it does every round until
 it is acknowledged (the same id and the same sealed bytes, :mod:`shuffler.release`): counted
 once, and a second re-send changes nothing.
@@ -38,9 +39,16 @@ FIELDS = ("reports", "people", "dummies", "batches")
 
 
 def shown(server: Server) -> dict:
-    """What the status says of the batches taken: reports, people, dummies and the batches' rows."""
+    """What the status says of the batches taken: reports, people, dummies and the batches' rows;
+    and ``exact``, the people and dummies the statistics hold (the estimates' unrounded figures,
+    which the status rounds to whole people)."""
     status = call(f"{server.url}/collections/c/status", headers=AUTH)
-    return {name: status[name] for name in FIELDS}
+    found = {name: status[name] for name in FIELDS}
+    found["exact"] = (0.0, 0.0)
+    if status["reports"]:
+        estimates = call(f"{server.url}/collections/c/estimates", headers=AUTH)
+        found["exact"] = (estimates["reports"] - estimates["dummies"], estimates["dummies"])
+    return found
 
 
 def post(server: Server, body: bytes, token: str) -> tuple:
@@ -95,12 +103,13 @@ def test_a_batch_killed_between_its_reports_and_its_row_is_there_whole_or_not_at
         return msgpack.packb({"batch": name, "size": len(reports), "dummies": 2,
                               "view": {"min_batch": 3, "dummies": 2}, "reports": reports})  # fmt: skip
 
-    nothing = {"reports": 0, "people": 0, "dummies": 0,
+    nothing = {"reports": 0, "people": 0, "dummies": 0, "exact": (0.0, 0.0),
                "batches": {"batches": 0, "reports": 0, "dummies": 0, "junk": 0, "smallest": 0}}  # fmt: skip
-    first = {"reports": 6, "people": 4, "dummies": 2,
+    first = {"reports": 6, "people": 4, "dummies": 2, "exact": (4.0, 2.0),
              "batches": {"batches": 1, "reports": 6, "dummies": 2, "junk": 0, "smallest": 4}}  # fmt: skip
-    # The second holds the first's fourth report again (a duplicate, nobody new) and 3 people more.
-    both = {"reports": 11, "people": 7, "dummies": 4,
+    # The second holds the first's fourth report again (a duplicate, nobody new) and 3 people more:
+    # its 2 dummies count whole with its row, not 5 of its 6 valid reports' shares of them (1.67).
+    both = {"reports": 11, "people": 7, "dummies": 4, "exact": (7.0, 4.0),
             "batches": {"batches": 2, "reports": 12, "dummies": 4, "junk": 0, "smallest": 4}}  # fmt: skip
     batches = [("a1" * 16, batch("a1" * 16, packed[:4]), nothing, first),
                ("b2" * 16, batch("b2" * 16, packed[3:]), first, both)]  # fmt: skip

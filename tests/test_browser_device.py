@@ -317,9 +317,9 @@ async def test_a_draw_never_holds_the_pages_main_thread_more_than_a_tenth_of_a_s
     assert reports_stored(server, "over") == 0
 
 
-# The largest ledger a page can build under the default limits: 999 collections in the last 30
+# The largest ledger a page can build under the default limits: 299 collections in the last 30
 # days (maxCollections, less the one to come), as many on the day before them (not yet left for
-# their day's sum), the memo's 1,000 answers (100 at each of ten origins, maxMemoPerOrigin; and
+# their day's sum), the memo's 300 answers (30 at each of ten origins, within maxMemoPerOrigin; and
 # maxCollections at all) spread over the year before, each an 8 KiB report (65,536 entries, the
 # most one input may carry) of random bytes (deflated, no smaller), and a sum a day for a year.
 # Written straight into the page's IndexedDB as the library keeps it.
@@ -362,10 +362,10 @@ async def test_a_submit_against_the_largest_ledger_reads_it_in_its_stores_and_ad
     from playwright.async_api import expect
 
     page, server, port = await ready_to_send(browser_and_service)
-    count = await page.evaluate(BUILD_LARGEST_LEDGER, [f"http://127.0.0.1:{port}", 999, 1000, 8 * 1024 + 80])
+    count = await page.evaluate(BUILD_LARGEST_LEDGER, [f"http://127.0.0.1:{port}", 299, 300, 8 * 1024 + 80])
     await page.click("#send")
     await expect(page.locator("#status")).to_have_attribute("data-outcome", "accepted", timeout=60_000)
     assert reports_stored(server, "c") == 1
     counts = await page.evaluate(READ_LEDGER, True)
-    assert counts["ledger"] == 0 and counts["entries"] == counts["reports"] and count - 999 < counts["entries"] <= count + 1
+    assert counts["ledger"] == 0 and counts["entries"] == counts["reports"] and count - 299 < counts["entries"] <= count + 1
     assert counts["spent"] == 1, "the submit read the ledger, added its entry and folded what left"

@@ -101,4 +101,4 @@ def test_the_deployment_guides_commands_take_only_options_their_help_lists():
         for option in re.findall(r"(?<![\w-])--[a-z][a-z-]*", rest.split("#")[0]):
             assert option in options, f"python -m {program} {command} has no {option}"
             checked.add((command, option))
-    assert {("serve", "--trusted-proxy"), ("serve", "--per-address"), ("serve", "--operator-token-file")} <= checked
+    assert {("serve", "--trusted-proxy"), ("serve", "--token-file"), ("serve", "--operator-token-file")} <= checked

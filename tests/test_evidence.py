@@ -161,9 +161,11 @@ def gaussian_collection(share_a: float, epsilon: float, m: int, rng):
 
 def test_a_gaussian_collections_evidence_is_its_class_inputs():
     """The class input alone carries a Gaussian collection's class counts: the prior is the
-    model's, its standard errors DE's for that input (``ρ(1 − ρ)/((p − q)² n)``, ``ρ = q + (p − q)π``,
-    derived here), and over 2,000 collections the majority share spreads as they say (within
-    5 %). A 0.7 : 0.3 prior leads safely; 0.52 : 0.48 does not. Both coordinates' class means
+    model's, its standard errors DE's for that input as estimates of the people's shares
+    (``ρ(1 − ρ)/((p − q)² n) − (n/m)·π(1 − π)/n``, ``ρ = q + (p − q)π``: the ``n`` reporters are
+    drawn without replacement from the ``m`` people; ``π`` the prior moved toward even shares by
+    four pseudo-reports; derived here), and over 2,000 collections of the same people the
+    majority share spreads as they say (within 5 %). A 0.7 : 0.3 prior leads safely; 0.52 : 0.48 does not. Both coordinates' class means
     differ by 0.4 in prepared units: at ε = 1 each is about one standard error of the difference
     (no verdict), at ε = 4 the tests find it."""
     from aggregator.estimation.gaussian import class_prior
@@ -174,8 +176,9 @@ def test_a_gaussian_collections_evidence_is_its_class_inputs():
     oracle, n = stats.spec.oracles[0], stats.states[0].n
     prior = class_prior(stats, "normsub")
     assert list(found["class_prior"].values()) == pytest.approx(prior.tolist(), abs=1e-12)
-    rho = oracle.q + (oracle.p - oracle.q) * prior
-    expected = np.sqrt(rho * (1 - rho) / ((oracle.p - oracle.q) ** 2 * n))
+    counted = (n * prior + 2) / (n + 4)
+    rho = oracle.q + (oracle.p - oracle.q) * counted
+    expected = np.sqrt(rho * (1 - rho) / ((oracle.p - oracle.q) ** 2 * n) - counted * (1 - counted) / 6000)
     assert list(found["class_prior_standard_error"].values()) == pytest.approx(expected.tolist(), rel=1e-9)
     assert found["majority_class"] == "a" and found["majority_lead"] > 5
     assert set(found["feature_p_values"]) == {"h", "w"} and "not a safe margin" not in found["summary"]

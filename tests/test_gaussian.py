@@ -136,8 +136,9 @@ def test_the_reported_variance_error_covers_the_truth_on_a_small_wide_file(appro
     """300 people, 32 coordinates in [-1, 1], epsilon 1, 30 collections (issue 68): the noise of
     each class mean exceeds the mean, and approach 3's class input gets one report in 65. The
     reported standard error counts what that costs (the squared mean's 2·Var(θ̂)² and the class
-    prior's own noise), so the estimate lies beyond two of them from the true variance in at most
-    the 5 % a calibrated error allows (11-35 %, always above, before)."""
+    prior's own noise), so the estimate lies beyond two of them from the true variance in 2 to 9 %
+    of the cells, as a calibrated error does (4.7 to 4.9 %). Without those terms 11-35 % lay beyond,
+    always above; with ``θ̂²`` for ``θ²`` in the error's ``4θ²·Var(θ̂)``, none (twice too wide)."""
     r, n = 32, 300
     spec = CollectionSpec(
         [], ["a", "b"], "DE", 1.0, continuous=Preparation([ContinuousFeature(f"x{i}", -1, 1) for i in range(r)]),
@@ -152,4 +153,4 @@ def test_the_reported_variance_error_covers_the_truth_on_a_small_wide_file(appro
         model = gaussian_estimator(simulate_collection(spec, population_inputs(spec, x, y), rng, "fast"))
         beyond += int((np.abs(model.variance_estimate - truth) > 2 * model.variance_se).sum())
         cells += truth.size
-    assert beyond / cells <= 0.05, beyond / cells
+    assert 0.02 <= beyond / cells <= 0.09, beyond / cells

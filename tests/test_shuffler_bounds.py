@@ -269,3 +269,59 @@ def test_no_other_process_opens_a_running_shufflers_file(tmp_path):
     finally:
         shuffler.stop()
         server.stop()
+
+
+def posted_from(shuffler: str, cid: str, sealed: bytes, forwarded: str) -> int:
+    """The status of one report posted with ``X-Forwarded-For: forwarded`` (a 429 returned, not raised)."""
+    request = urllib.request.Request(f"{shuffler}/collections/{cid}/reports", data=sealed, method="POST",
+                                     headers={"Content-Type": "application/ldpnb-sealed", "X-Forwarded-For": forwarded})  # fmt: skip
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status
+    except urllib.error.HTTPError as refused:
+        refused.close()
+        return refused.code
+
+
+async def test_the_per_address_cap_follows_x_forwarded_for_only_from_a_trusted_proxy(tmp_path):
+    """``--per-address 2``: a peer that is no trusted proxy names a new device in every
+    X-Forwarded-For and is still held to two reports; from a trusted proxy (127.0.0.1) each device
+    it names has two of its own, and a third from one of them is refused."""
+    token = token_file(tmp_path / "token.txt")
+    server = Server(tmp_path / "aggregator.sqlite3").start()
+    try:
+        for trusted, cid in (("10.0.0.0/8", "spoofed"), ("127.0.0.1", "proxied")):
+            shuffler = ShufflerProcess(
+                tmp_path / "s.sqlite3", server.url, tmp_path / "token.txt", "--interval", "60", "--min-batch", "2",
+                "--dummies", "0", "--per-address", "2", "--trusted-proxy", trusted,
+            ).start()  # fmt: skip
+            try:
+                create(server, cid, shuffler.url, token, min_batch=50)
+                view = ShuffledView.from_dict(call(f"{shuffler.url}/collections/{cid}/view"))
+                devices = [f"198.51.100.{i}" for i in range(1, 5)]
+                statuses = [posted_from(shuffler.url, cid, sealed_under(view), f"203.0.113.9, {d}") for d in devices]
+                if cid == "spoofed":
+                    assert statuses == [201, 201, 429, 429]
+                else:
+                    assert statuses == [201] * 4
+                    again = [posted_from(shuffler.url, cid, sealed_under(view), devices[0]) for _ in range(2)]
+                    assert again == [201, 429]
+            finally:
+                shuffler.stop()
+    finally:
+        server.stop()
+
+
+def test_a_bad_trusted_proxy_is_one_line_and_exit_2(tmp_path):
+    import subprocess
+    import sys
+
+    token_file(tmp_path / "token.txt")
+    done = subprocess.run(
+        [sys.executable, "-m", "shuffler", "serve", "--aggregator", "http://127.0.0.1:9", "--token-file",
+         str(tmp_path / "token.txt"), "--db", str(tmp_path / "s.sqlite3"), "--port", "0", "--trusted-proxy", "proxy.lan"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "python -m shuffler: error: --trusted-proxy takes an IP address or network, got 'proxy.lan'"
+    ]

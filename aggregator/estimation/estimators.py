@@ -20,6 +20,9 @@ Every estimator reads only the aggregated statistics (post-processing), so none 
   which changes no prediction and keeps the noise of many features from making the model sure of
   anything.
 - ``ibu``: ``normsub`` with each DE input's histogram the maximum-likelihood one.
+- ``auto``: one of ``normsub``, ``paper`` and ``ibu``, chosen per collection by the held-out
+  cross-entropy of half its reports under each fitted on the other half
+  (:mod:`aggregator.estimation.choice`, :func:`estimator_choice`); needs the statistics' ``halves``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from functools import partial
 import numpy as np
 
 from .calibration import choose_temperature
+from .choice import CANDIDATES, SCORE, Choice, choose_estimator
 from .class_prior import pooled_class_shares
 from .count_noise import class_cell_variances
 from .gaussian import GaussianModel, gaussian_estimator
@@ -186,10 +190,30 @@ def ibu_unsmoothed(stats: CollectionStatistics) -> Unsmoothed:
     return Unsmoothed(base.class_count, tables, base.cell_variances, base.target)
 
 
+def estimator_choice(halves, candidates=CANDIDATES, score: str = SCORE) -> Choice:
+    """:func:`~aggregator.estimation.choice.choose_estimator` among these estimators (each at
+    temperature 1, which changes no probability the score reads)."""
+    return choose_estimator(halves, lambda stats, name: ESTIMATORS[name](stats, temperature=1.0), candidates, score)
+
+
+def auto_estimator(stats: CollectionStatistics, temperature: float | None = None) -> NaiveBayesModel:
+    """The model of the estimator :func:`estimator_choice` picks from ``stats.halves`` (class
+    probabilities at ``temperature``, left out: that estimator's own), built from all of ``stats``;
+    the :class:`~aggregator.estimation.choice.Choice` is kept as the model's ``choice``. Raises
+    ValueError where ``stats`` carries no halves."""
+    if stats.halves is None:
+        raise ValueError("the auto estimator chooses from the reports split in halves; these statistics carry none")
+    choice = estimator_choice(stats.halves)
+    model = ESTIMATORS[choice.chosen](stats, temperature=temperature)
+    model.choice = choice
+    return model
+
+
 ESTIMATORS: dict[str, Callable[[CollectionStatistics], NaiveBayesModel]] = {
     "paper": paper_estimator,
     "normsub": normsub_estimator,
     "ibu": ibu_estimator,
+    "auto": auto_estimator,
 }
 
 
@@ -212,6 +236,8 @@ def build_model(
     if strength is not None and (refused := strength_refused(stats.spec, estimator)):
         raise ValueError(refused)
     stats = stats.people()  # a shuffler's dummy reports out, in expectation
+    if stats.spec.model == "gaussian" and estimator == "auto":
+        raise ValueError("the auto estimator chooses among the discrete model's estimators; a gaussian model has none to choose")
     if stats.spec.model == "gaussian":
         return gaussian_estimator(stats, estimator)
     build = ESTIMATORS[estimator]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .class_prior import majority_lead, pooled_class_shares, pooled_covariance
+from .class_prior import majority_lead, pooled_class_shares, reported_covariance
 from .dependence import combined_p_value, exact_feature_p_values, gaussian_feature_p_values
 from .simplex import project_to_simplex
 from .statistics import CollectionStatistics
@@ -52,7 +52,7 @@ def evidence(stats: CollectionStatistics) -> dict:
     if pooled is None:
         return {}
     prior = project_to_simplex(pooled.shares, 1.0)
-    covariance = pooled_covariance(stats, pooled, prior)
+    covariance = reported_covariance(stats, pooled, prior)
     top, second = np.argsort(-pooled.shares, kind="stable")[:2]
     lead = majority_lead(pooled.shares, covariance)
     if spec.model == "discrete":

@@ -31,9 +31,10 @@ class GaussianModel:
     ``class_prior`` has shape ``(k,)``; ``theta`` and ``var`` (means and variances per class and
     coordinate) have shape ``(k, r)``, as scikit-learn's ``GaussianNB`` holds them. ``var`` is the
     predictive variance the model classifies with, not an estimate of the class's variance: for
-    reading, ``variance_estimate`` and ``variance_se`` (shape ``(k, r)``, or None) hold the
-    unbiased estimate of each class's variance in prepared units (it can be negative where the
-    noise is larger than the variance) and its standard error.
+    reading, ``variance_estimate`` and ``variance_se`` (shape ``(k, r)``, or None) hold an
+    estimate of each class's variance in prepared units, corrected to second order for the noise
+    (it can be negative where the noise is larger than the variance), and its standard error
+    (:func:`reported_variances`).
     """
 
     def __init__(self, spec: CollectionSpec, class_prior, theta, var, variance_estimate=None, variance_se=None):
@@ -142,7 +143,7 @@ def gaussian_estimator(stats: CollectionStatistics, estimator: str = "normsub") 
     ``paper``: the plug-in ``σ̂² = Ê[z²]/P̂ − θ̂²``, floored at :data:`VARIANCE_FLOOR`.
     ``normsub`` (default): means clipped to [-1, 1] and mean squares to [0, 1] (the ranges
     prepared values cannot leave); the variance corrected for the bias of ``θ̂²``
-    (:func:`corrected_variances`, unbiased), shrunk toward the classes' pooled variance by an
+    (:func:`corrected_variances`), shrunk toward the classes' pooled variance by an
     empirical-Bayes weight that vanishes with its standard error (:func:`shrunk_toward_pooled`),
     then widened by the mean's own variance ``Var(θ̂)``: the model's variance is the predictive
     one, of a value about a mean known only to within its noise. The widening vanishes with the
@@ -167,8 +168,8 @@ def gaussian_estimator(stats: CollectionStatistics, estimator: str = "normsub") 
 
 
 def shrunk_toward_pooled(var: np.ndarray, se: np.ndarray, prior: np.ndarray) -> np.ndarray:
-    """Each class's variance (shape ``(k, r)``, unbiased, standard errors ``se``) moved toward the
-    coordinate's pooled variance ``Σ_c π_c·σ²_c`` (``prior`` shape ``(k,)``) by the
+    """Each class's variance (shape ``(k, r)``, corrected for the squared mean's bias, standard
+    errors ``se``) moved toward the coordinate's pooled variance ``Σ_c π_c·σ²_c`` (``prior`` shape ``(k,)``) by the
     empirical-Bayes weight ``w = se² / (se² + τ²)``: ``τ²`` is how far the class's variance lies
     from the pooled one beyond its noise (the squared difference less ``se²``, at least 0: the
     positive-part estimate, class by class, so that a class whose variance is measured keeps it
@@ -215,8 +216,11 @@ def corrected_variances(
     stats: CollectionStatistics, prior, theta, mean_square, var_theta=None, var_square=None
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(variance, standard error)`` per class and coordinate, shape ``(k, r)`` each: the plug-in
-    ``Ê[z²] − θ̂²`` plus ``Var(θ̂)``, by which ``θ̂²`` overestimates ``θ²`` on average. Unbiased
-    (up to the clipping of ``θ̂`` and ``Ê[z²]`` to their ranges); may be negative.
+    ``Ê[z²] − θ̂²`` plus ``Var(θ̂)``, by which ``θ̂²`` overestimates ``θ²`` on average; may be
+    negative. Unbiased to first order in the class prior's noise (and up to the clipping of ``θ̂``
+    and ``Ê[z²]`` to their ranges): ``Var(θ̂)``, estimated as the noise over ``P̂²``, is
+    overstated by about ``1 + 3·Var(P̂)/P²``, which :func:`reported_variances` takes out; the
+    standard error here is the first-order one, ``√(Var(Ê[z²]) + 4θ̂²·Var(θ̂))``.
     ``var_theta`` and ``var_square``: :func:`moment_variances`, if the caller has them."""
     if var_theta is None or var_square is None:
         var_theta, var_square = moment_variances(stats, prior, theta, mean_square)
@@ -226,27 +230,37 @@ def corrected_variances(
 def reported_variances(
     stats: CollectionStatistics, prior, theta, mean_square, var_theta, var_square
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(variance, standard error)`` per class and coordinate as reported for reading:
-    :func:`corrected_variances`, with what the class prior's own noise adds. ``θ̂`` and ``Ê[z²]``
-    are sums over ``P̂``, which other people's reports estimate: to first order it adds
-    ``((2θ² − E[z²]) / P)² · Var(P̂)`` to the variance of the estimate, and to second order a bias
-    of ``(E[z²] − 3θ²) · Var(P̂) / P²``, taken out. Where few people report the class (approach 3
-    with many coordinates: one in ``2r + 1``) ``Var(P̂)`` dominates and the standard error says so.
-    The estimate is not kept within [0, 1], where a prepared coordinate's variance lies: it is
-    unbiased, so that estimates of many collections average to the truth; one outside [0, 1] says
-    its collection's noise dominates, as its standard error does. ``var_theta`` and
-    ``var_square``: :func:`moment_variances` at the moments clipped to their ranges."""
-    estimate, se = corrected_variances(stats, prior, theta, mean_square, var_theta, var_square)
-    # θ̂²'s variance is 4θ²·Var(θ̂) + 2·Var(θ̂)² for a normal θ̂: the second term rules where the
-    # noise exceeds the mean, and leaving it out understated the error exactly there.
-    se = np.sqrt(se**2 + 2 * var_theta**2)
+    """``(variance, standard error)`` per class and coordinate, shape ``(k, r)`` each, in prepared
+    units, as reported for reading: ``Ê[z²] − θ̂²`` corrected to second order for the noise of
+    ``θ̂`` and of the class prior ``P̂`` both are divided by, with its delta-method standard error.
+
+    ``θ̂`` and ``Ê[z²]`` are sums over ``P̂``, which other people's reports estimate, of variance
+    ``V`` (:func:`~aggregator.estimation.class_prior.sampled_covariance` at
+    :func:`~aggregator.estimation.class_prior.variance_prior`, so that it does not collapse where
+    few people report the class). The estimate adds back ``Var(θ̂)``, by which ``θ̂²``
+    overestimates ``θ²``; that variance is estimated as the noise over ``P̂²``, which overstates
+    it by ``1 + 3V/P²`` on average (``E[1/P̂²]``), so it is divided by that; and it takes out the
+    bias ``(E[z²] − 3θ²)·V/P²`` that ``P̂``'s noise puts in the ratios. The standard error is
+    ``√(Var(Ê[z²]) + 4θ²·Var(θ̂) + 2·Var(θ̂)² + ((2θ² − E[z²])/P)²·V)``: the squared mean's
+    variance for a normal ``θ̂``, and the prior's noise to first order, with ``θ²`` estimated by
+    ``θ̂² − Var(θ̂)`` (at least 0): ``θ̂²`` itself, larger by ``Var(θ̂)`` on average, made the
+    error up to twice too wide where the noise exceeds the mean
+    (``research/gaussian_calibration.py``). ``Var(θ̂)`` enters the error undivided by
+    ``1 + 3V/P²``: where ``P̂`` lies near 0 that expansion fails, and the error must stay as wide
+    as the ratio's noise. The estimate is not kept within [0, 1]: one outside says its
+    collection's noise dominates, as its standard error does. ``var_theta`` and ``var_square``:
+    :func:`moment_variances` at the moments clipped to their ranges."""
+    from .class_prior import people_surveyed, sampled_covariance, variance_prior
+
     n = max(stats.states[0].n, 1)
-    counts = prior * n
-    var_prior = (stats.spec.oracles[0].variance(n, counts) / n**2)[:, None]  # (k, 1): P̂'s variance
+    counted = variance_prior(prior, n)
+    var_prior = np.diag(sampled_covariance(stats.spec.oracles[0], n, people_surveyed(stats), counted))[:, None]
     p = prior[:, None]
+    relative = var_prior / p**2
     first, second = np.clip(theta, -1.0, 1.0), np.clip(mean_square, 0.0, 1.0)
-    estimate = estimate - (second - 3 * first**2) * var_prior / p**2
-    se = np.sqrt(se**2 + ((2 * first**2 - second) / p) ** 2 * var_prior)
+    square = np.clip(theta**2 - var_theta, 0.0, 1.0)  # θ²'s estimate: θ̂² less its excess
+    estimate = mean_square - theta**2 + var_theta / (1 + 3 * relative) - (second - 3 * first**2) * relative
+    se = np.sqrt(var_square + 4 * square * var_theta + 2 * var_theta**2 + ((2 * square - second) / p) ** 2 * var_prior)
     return estimate, se
 
 

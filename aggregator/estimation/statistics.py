@@ -18,6 +18,10 @@ class CollectionStatistics:
     ``dummies`` is how many of the reports counted are, in expectation, a shuffler's dummy
     reports (:mod:`participant.dummies`): the states count them as reports, and :meth:`people`
     takes their known expectation out, which every estimate is built from.
+
+    ``halves``: None, or the statistics of the two halves the reports were split into (by report
+    id, :func:`aggregator.estimation.choice.half_of`), from which the ``auto`` estimator chooses;
+    adding reports or merging forgets them.
     """
 
     def __init__(self, spec: CollectionSpec):
@@ -25,12 +29,14 @@ class CollectionStatistics:
         self.states = [OracleState.empty(o.state_size) for o in spec.oracles]
         self.dummies = 0.0
         self.removed = 0.0  # the dummies whose expectation :meth:`people` took out
+        self.halves: tuple[CollectionStatistics, CollectionStatistics] | None = None
 
     def copy(self) -> CollectionStatistics:
         """An independent copy (states are immutable values, so the list is all that is copied)."""
         other = CollectionStatistics(self.spec)
         other.states = list(self.states)
         other.dummies, other.removed = self.dummies, self.removed
+        other.halves = self.halves
         return other
 
     def people(self) -> CollectionStatistics:
@@ -47,6 +53,7 @@ class CollectionStatistics:
             expected = self.dummies * share
             other.states[i] = OracleState(max(state.n - expected, 0.0), state.support - expected * mean)
         other.removed = self.removed + self.dummies
+        other.halves = self.halves  # each half takes its own dummies out when it is used
         return other
 
     def derived(self, name: str, compute):
@@ -74,6 +81,7 @@ class CollectionStatistics:
     def add(self, input_index: int, reports: np.ndarray) -> None:
         """Add reports (rows in the protocol's report format) that all carry ``input_index``."""
         self.states[input_index] += self.spec.oracles[input_index].aggregate(reports)
+        self.halves = None
 
     def add_population(self, perturbed: PerturbedInputs) -> None:
         for i, reports in enumerate(perturbed.reports):
@@ -84,6 +92,7 @@ class CollectionStatistics:
             raise ValueError("cannot merge statistics of different collections")
         self.states = [a + b for a, b in zip(self.states, other.states)]
         self.dummies += other.dummies
+        self.halves = None
 
     def estimated_counts(self) -> list[np.ndarray]:
         """The oracles' unbiased count estimates per input: shape ``(k,)`` for the class input,

@@ -424,7 +424,7 @@ def origin(text: str) -> str:
 
 def config_from(args):
     """The service's :class:`~aggregator.service.keys.Config` from the serve options."""
-    from ..service.addresses import parse_networks
+    from participant.addresses import parse_networks
     from ..service.keys import Config
     from ..service.opening import default_processes
 

@@ -111,7 +111,7 @@ def add_parsers(sub: argparse._SubParsersAction, token_reader) -> None:
         choices=list(ESTIMATORS),
         default="normsub",
         help="how the service turns counts into probabilities: normsub (default), paper (section 3.1 as "
-        "written) or ibu (exact histograms for DE inputs)",
+        "written), ibu (exact histograms for DE inputs) or auto (the one of those three the reports' two halves choose)",
     )
     model.add_argument(
         "--pipeline", action="store_true", help="save the pipeline that takes raw records (default: the classifier on codes)"

@@ -7,9 +7,9 @@ import secrets
 
 from aiohttp import web
 
+from participant.addresses import within
 from ..store import Store, open_database
 from ..store.base import REQUEST_DEADLINE
-from .addresses import within
 from .answers import AnswerCache
 from .auth import ENROLLMENT_KEY, SETTING_KEY, TokenError, check_admin_token, hash_token, new_token
 from participant.serving import CappedRunner

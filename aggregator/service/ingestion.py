@@ -244,11 +244,12 @@ async def ingest_reports(
 
     Per-report checks run first, a slice at a time; payloads are then decoded together per input
     (vectorised); every valid report goes to the writer, a large request's in several parts.
-    ``shuffled``: the shuffler's batch the reports are (its ``junk`` those that did not open): each
-    valid report is counted as ``dummies / valid`` of its dummies (see :class:`IncomingBatch`), the
+    ``shuffled``: the shuffler's batch the reports are (its ``junk`` those that did not open): the
     batch's refused reports are added to its junk, and its reports go to the writer as one request,
-    never in parts, so that they, their dummies and the batch's row are one transaction (or, none
-    valid, the row alone is written); ``shuffled.noted`` then says whether the row is new.
+    never in parts, so that they, the batch's row and, with the row, its dummies (once per batch
+    id, :meth:`~aggregator.store.base.Store.ingest`) are one transaction (or, none valid, the row
+    alone is written, and no dummies: none of its reports is counted); ``shuffled.noted`` then
+    says whether the row is new.
     """
     metrics, key = request.app[METRICS], request.app[ENROLLMENT_HMAC]
     results: list[dict] = [{"status": "accepted"}] * len(reports)
@@ -267,9 +268,7 @@ async def ingest_reports(
         return results
     parts = _parts(batches)
     if shuffled is not None:
-        share = shuffled.dummies / sum(map(len, batches))
-        shares = (lambda batch: {"dummy_shares": np.full(len(batch), share)}) if shuffled.dummies else (lambda _: {})
-        parts = [[replace(batch, shuffled=shuffled, **shares(batch)) for batch in batches]]
+        parts = [[replace(batch, shuffled=shuffled) for batch in batches]]
     outcomes = [o for part in await asyncio.gather(*map(request.app[WRITER].submit, parts)) for o in part]
     recorded = 0
     for positions, batch_outcomes in zip(batch_positions, outcomes):

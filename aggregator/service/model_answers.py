@@ -83,17 +83,22 @@ def _model(collection: Collection, stats: CollectionStatistics, estimator: str, 
         "collection": collection.id,
         "estimator": estimator,
         "reports": stats.n_reports,
-        **build_model(stats, estimator, strength=strength).to_dict(),
     }
+    built = build_model(stats, estimator, strength=strength)
+    answer.update(built.to_dict())
+    if getattr(built, "choice", None) is not None:  # auto: which estimator its reports chose, and why
+        answer["choice"] = built.choice.to_dict()
     answer["evidence"] = stats.derived("evidence", evidence)
     return answer
 
 
-async def cached_answer(request: web.Request, collection: Collection, build, *extra) -> web.Response:
+async def cached_answer(request: web.Request, collection: Collection, build, *extra, halves: bool = False) -> web.Response:
     """``build(collection, statistics, *extra)`` encoded as the client asked (JSON or msgpack),
     from the app's :class:`~aggregator.service.answers.AnswerCache`: one build per release state (the
     count of reports says which), encoded in slices on a worker thread, from statistics read
-    once per release state whatever the answer."""
+    once per release state whatever the answer. With ``halves`` the statistics carry the stored
+    reports' two halves (:meth:`~aggregator.store.base.Store.statistics_halves`, read for this
+    answer alone: only the ``auto`` estimator needs them)."""
     counted = await require_released(request, collection)
     as_msgpack = any(t in request.headers.get("Accept", "") for t in MSGPACK_TYPES)
     encode = encode_msgpack if as_msgpack else encode_json
@@ -105,6 +110,10 @@ async def cached_answer(request: web.Request, collection: Collection, build, *ex
 
     async def produce(stop) -> bytes:
         stats = await answers.statistics_of((collection.key, counted), lambda: store.statistics(collection))
+        if halves:
+            split = await store.statistics_halves(collection, stats.dummies)
+            stats = stats.copy()
+            stats.halves = split
         # Built once for both formats (and the statistics' evidence once for every answer).
         data = await answers.shared(built, lambda: off_loop(build, collection, stats, *extra))
         body = await off_loop(encode, data, stop)
@@ -134,4 +143,7 @@ async def estimates(request: web.Request) -> web.Response:
 async def model(request: web.Request) -> web.Response:
     collection = await get_collection(request)
     estimator = _estimator(request)
-    return await cached_answer(request, collection, _model, estimator, _strength(request, collection, estimator))
+    if estimator == "auto" and collection.spec.model == "gaussian":
+        raise APIError(400, "estimator 'auto' chooses among the discrete model's estimators; a gaussian model has none to choose")
+    strength = _strength(request, collection, estimator)
+    return await cached_answer(request, collection, _model, estimator, strength, halves=estimator == "auto")

@@ -10,11 +10,11 @@ import json
 import msgpack
 from aiohttp import web
 
+from participant.addresses import client_address
 from participant.wire import ReportError, unpack
 
 from ..store import Collection
 from ..store.base import COLLECTION_ID
-from .addresses import client_address
 from .auth import SETTING_KEY, require_admin
 from .errors import APIError
 from .keys import ADMIN_FAILURES, CONFIG, STORE

@@ -6,12 +6,13 @@ never a device): ``{"batch": ID, "size": S, "dummies": M, "padding": P, "view": 
 collection (:class:`~participant.view.ShuffledView`): its floor and dummies may not be below the
 spec's, and the batch's may not be below the view's (S − M + P reports at least K, of which P
 dummies stand in for people a closing batch lacks; M − P at least Mv), or the whole batch is
-refused (409): a shuffler that released less than it promised gets nothing counted. Each report must carry that view's digest and open with the sealing key the spec names
+refused (409): a shuffler that released less than it promised gets nothing counted. Each report
+must carry that view's digest and open with the sealing key the spec names
 (:mod:`participant.sealing`); it is then checked, stored and counted as a report sent directly
-would be (:func:`~aggregator.service.ingestion.ingest_reports`), standing for ``M / valid`` of the
-batch's dummies. A report that does not open, or is refused, is *junk*: counted in the batch's
-size, but nobody's; the batch's junk is noted (status, metrics). Reports are opened in processes
-of the service's own (:mod:`.opening`), never on the event loop.
+would be (:func:`~aggregator.service.ingestion.ingest_reports`); the batch's M dummies are counted
+once, with its row, in the transaction of its reports. A report that does not open, or is refused,
+is *junk*: counted in the batch's size, but nobody's; the batch's junk is noted (status, metrics).
+Reports are opened in processes of the service's own (:mod:`.opening`), never on the event loop.
 ``GET /keys`` publishes the current sealing key; ``POST /keys`` (admin) rotates it.
 ``GET /limits`` publishes what one request may carry, so that a shuffler sizes its batches to fit.
 """

@@ -33,10 +33,11 @@ with PostgreSQL machines) can share one. Why the numbers they serve are never st
   instance id (the writer's queue; a process with several write lanes gives each its own id,
   :meth:`Store.lanes`), so no other transaction of the old id can be in flight.
 - **Shuffled batches.** A shuffler's batch is stored in one transaction: its reports, the partials
-  counting them (the people's cells and the dummies' figure, :data:`DUMMIES`) and the batch's row
-  (its size, dummies and junk: the status's batches, the fewest people in one), written by the
-  same transaction's last statement before its commit (:meth:`Store.ingest`, a
-  :class:`ShuffledBatch` carried by the batch's reports). The service submits a batch's reports as
+  counting them (the people's cells), the batch's row (its size, dummies and junk: the status's
+  batches, the fewest people in one) and, when that row is new, its dummies added to the dummies'
+  figure (:data:`DUMMIES`), written by the same transaction's last statements before its commit
+  (:meth:`Store.ingest`, a :class:`ShuffledBatch` carried by the batch's reports): a batch's
+  dummies count once per batch id, whichever of its reports were new. The service submits a batch's reports as
   one request, never in parts, and the writer never splits a request, so a crash at any moment
   leaves either nothing of the batch or the whole of it with its dummies and its row: never its
   dummies counted as people, never a row without its reports or reports without their row. The
@@ -73,11 +74,13 @@ from participant.spec import CollectionSpec
 from participant.wire import decode_values
 from protocols import OracleState
 
+from ..estimation.choice import half_of
 from ..estimation.statistics import CollectionStatistics
 
 NEW, DUPLICATE, TOKEN_USED, CONFLICT = 1, 0, -1, -2
 # The partial "input" holding, in its cell 0, how many of the reports counted are a shuffler's dummy
-# reports in expectation (see IncomingBatch.dummy_shares): written with the reports it counts.
+# reports: each batch's dummies, added once with its row (Store._dummies_updates), in the
+# transaction that counts its reports.
 DUMMIES = -1
 # When the request being served must have its answer (the event loop's clock), so that its reads
 # together take at most one timeout, not one each; set by the service for every request.
@@ -198,11 +201,8 @@ class IncomingBatch:
     values: list
     rows: np.ndarray | None
     tokens: list[bytes] | None = None  # enrollment token nonces, one per report
-    # Per report, how many dummies it stands for in expectation: a report of a shuffled batch of V
-    # valid reports holding M dummies stands for M/V of them, whichever it is (the aggregator
-    # cannot tell), so the batch's reports, each counted once, add M once all are counted.
-    dummy_shares: np.ndarray | None = None
-    # The shuffler's batch these reports belong to, whose row goes in their transaction.
+    # The shuffler's batch these reports belong to, whose row (and, with it, its dummies) goes in
+    # their transaction.
     shuffled: ShuffledBatch | None = None
 
     def __len__(self) -> int:
@@ -215,9 +215,6 @@ def merge_group(parts: list[IncomingBatch]) -> IncomingBatch:
     if len(parts) == 1:
         return parts[0]
     first = parts[0]
-    shares = None
-    if any(p.dummy_shares is not None for p in parts):
-        shares = np.concatenate([np.zeros(len(p)) if p.dummy_shares is None else p.dummy_shares for p in parts])
     return IncomingBatch(
         first.collection_id,
         first.input,
@@ -225,7 +222,6 @@ def merge_group(parts: list[IncomingBatch]) -> IncomingBatch:
         [v for p in parts for v in p.values],
         None if any(p.rows is None for p in parts) else np.concatenate([p.rows for p in parts]),
         [t for p in parts for t in p.tokens] if first.tokens is not None else None,
-        shares,
     )
 
 
@@ -394,9 +390,9 @@ class Store(ABC):
 
     @abstractmethod
     async def dummy_counts(self) -> dict[str, float]:
-        """Per collection id with any, how many of its counted reports are its shufflers' dummies,
-        in expectation (every instance's partials: written in the transaction that counts their
-        reports, so a crash never leaves dummies counted as people)."""
+        """Per collection id with any, how many of its counted reports are its shufflers' dummies
+        (every instance's partials: each batch's, written with its row in the transaction that
+        counts its reports, so a crash never leaves dummies counted as people)."""
 
     @abstractmethod
     async def record_batch(self, collection: Collection, batch: str, size: int, dummies: int, junk: int) -> bool:
@@ -413,6 +409,32 @@ class Store(ABC):
     @abstractmethod
     async def _stored_values(self, key: int, input_index: int | None = None) -> list[tuple[int, object]]:
         """``(input, wire value)`` of the collection's stored reports (of one input if given)."""
+
+    @abstractmethod
+    async def _stored_reports(self, key: int, input_index: int) -> list[tuple[bytes, object]]:
+        """``(report id, wire value)`` of the collection's stored reports of one input."""
+
+    async def statistics_halves(self, collection: Collection, dummies: float = 0.0) -> tuple[CollectionStatistics, CollectionStatistics]:
+        """The statistics of the stored reports in each of the two halves their ids put them in
+        (:func:`~aggregator.estimation.choice.half_of`: the same report always in the same half),
+        each counting the share of ``dummies`` (the collection's, in expectation) its reports are
+        of all: dummies fall in either half as their random ids do. What the ``auto`` estimator
+        chooses from; one read of every stored report."""
+        halves = (CollectionStatistics(collection.spec), CollectionStatistics(collection.spec))
+        for i, oracle in enumerate(collection.spec.oracles):
+            stored = await self._stored_reports(collection.key, i)
+            if not stored:
+                continue
+            # Decoded in a worker thread: a large collection's reports take seconds, and the
+            # service's event loop must go on answering meanwhile.
+            side, rows = await asyncio.to_thread(_halves_of, oracle, stored, i)
+            for h, half in enumerate(halves):
+                if (side == h).any():
+                    half.add(i, rows[side == h])
+        total = sum(h.n_reports for h in halves)
+        for half in halves:
+            half.dummies = dummies * half.n_reports / total if total else 0.0
+        return halves
 
     async def recompute_statistics(self, collection: Collection) -> CollectionStatistics:
         """The statistics recomputed from the stored reports alone (for audits and tests)."""
@@ -524,7 +546,6 @@ class Store(ABC):
         committed partials and changes nothing: they change once the transaction commits
         (:meth:`_apply`). Costs what the reports carry, not what the collection holds."""
         updates = []
-        dummies: dict[str, float] = {}
         for (cid, i), batch in merged.items():
             found = outcomes[(cid, i)]
             accepted = found == NEW
@@ -536,12 +557,23 @@ class Store(ABC):
             rows = batch.rows if new == len(found) else batch.rows[accepted]
             cells, added = collection.spec.oracles[i].sparse_support(rows)
             updates.append(PartialUpdate(collection.key, i, state.n + new, cells, state.support[cells] + added))
-            if batch.dummy_shares is not None:
-                dummies[cid] = dummies.get(cid, 0.0) + float(batch.dummy_shares[accepted].sum())
-        for cid, added in dummies.items():
-            collection = self._collections[cid]
-            total = self._own_statistics(collection).dummies + added
-            updates.append(PartialUpdate(collection.key, DUMMIES, 0, np.zeros(1, dtype=np.int64), np.array([total])))
+        return updates
+
+    def _dummies_updates(self, noted: list[ShuffledBatch]) -> list[PartialUpdate]:
+        """What the transaction writes to this instance's dummies' partial (:data:`DUMMIES`), per
+        collection: its committed figure plus the dummies of every batch in ``noted``, those whose
+        row the transaction wrote. A batch's dummies are counted once, with its row, whichever of
+        its reports were new: a batch re-sent finds its row there and adds none, and one holding
+        an earlier batch's report again (a duplicate, not counted) still adds all of its own."""
+        added: dict[str, int] = {}
+        for note in noted:
+            added[note.collection_id] = added.get(note.collection_id, 0) + note.dummies
+        updates = []
+        for cid, dummies in added.items():
+            if dummies:
+                collection = self._collections[cid]
+                total = self._own_statistics(collection).dummies + dummies
+                updates.append(PartialUpdate(collection.key, DUMMIES, 0, np.zeros(1, dtype=np.int64), np.array([float(total)])))
         return updates
 
     def _apply(self, updates: list[PartialUpdate]) -> None:
@@ -594,3 +626,9 @@ def classify(report_ids: list[bytes], inserted: set[bytes], stored: dict[bytes, 
         if kept_input != batch_input or kept_value != values[j]:
             outcomes[j] = CONFLICT
     return outcomes
+
+
+def _halves_of(oracle, stored: list[tuple[bytes, object]], input_index: int) -> tuple[np.ndarray, np.ndarray]:
+    """The half (0 or 1) of each of ``stored``'s ``(report id, wire value)`` and their decoded rows."""
+    ids = np.frombuffer(b"".join(rid for rid, _ in stored), dtype=np.uint8).reshape(len(stored), -1)
+    return half_of(ids), decode_values(oracle, [v for _, v in stored], input_index)[0]

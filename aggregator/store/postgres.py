@@ -79,8 +79,10 @@ INSERT_MANY = (
 # instances*). Like ON CONFLICT, the insert waits for a concurrent transaction inserting the same
 # id to end: it fails if that one commits, and goes ahead if it rolls back. The shuffled batches'
 # rows are in it too (none, but for a shuffler's batch), so that a batch's reports and its row are
-# one statement: what it returns is the batches whose rows it wrote.
-ALL_NEW = """
+# one statement: what it returns is the batches whose rows it wrote. Each collection's dummies'
+# partial becomes its committed figure ($19, $20: keys and figures) plus the dummies of the
+# batches whose rows it wrote (Store._dummies_updates): a batch whose row was there adds none.
+ALL_NEW = f"""
 WITH ins AS (
     INSERT INTO reports (collection, report_id, input, value, received_at)
     SELECT c, r, i, v, $5 FROM unnest($1::int[], $2::bytea[], $3::int[], $4::bytea[]) AS t(c, r, i, v)
@@ -95,7 +97,14 @@ WITH ins AS (
 ), noted AS (
     INSERT INTO shuffled_batches (collection, batch, size, dummies, junk)
     SELECT * FROM unnest($14::int[], $15::text[], $16::int[], $17::int[], $18::int[])
-    ON CONFLICT DO NOTHING RETURNING collection, batch
+    ON CONFLICT DO NOTHING RETURNING collection, batch, dummies
+), dummied AS (
+    INSERT INTO partial_cells (collection, input, instance, cell, value)
+    SELECT n.collection, {DUMMIES}, $6, 0, b.figure + n.added
+    FROM (SELECT collection, sum(dummies) AS added FROM noted GROUP BY collection) AS n
+    JOIN unnest($19::int[], $20::float8[]) AS b(c, figure) ON b.c = n.collection
+    WHERE n.added > 0
+    ON CONFLICT (collection, input, instance, cell) DO UPDATE SET value = excluded.value
 )
 SELECT collection, batch FROM noted
 """
@@ -427,6 +436,11 @@ class PostgresStore(Store):
         )
         return {name: int(row[name]) for name in ("batches", "reports", "dummies", "junk", "smallest")}
 
+    async def _stored_reports(self, key: int, input_index: int) -> list[tuple[bytes, object]]:
+        sql = "SELECT report_id, value FROM reports WHERE collection = $1 AND input = $2"
+        rows = await self._query("fetch", sql, key, input_index)
+        return [(bytes(r["report_id"]), msgpack.unpackb(r["value"])) for r in rows]
+
     async def _stored_values(self, key: int, input_index: int | None = None) -> list[tuple[int, object]]:
         sql = "SELECT input, value FROM reports WHERE collection = $1"
         args = [key]
@@ -449,16 +463,19 @@ class PostgresStore(Store):
             inputs += [i] * len(batch)
             values += [msgpack.packb(batch.values[j]) for j in order]
         rows = self._batch_rows(notes, outcomes)
+        figures = {self._collections[note.collection_id].key: self._own_statistics(self._collections[note.collection_id]).dummies
+                   for note, _ in rows}  # fmt: skip
         try:
             written = await conn.fetch(
                 ALL_NEW, keys, ids, inputs, values, now, self.instance, *self._columns(updates),
-                *self._rows_columns(rows),
+                *self._rows_columns(rows), list(figures), list(figures.values()),
             )  # fmt: skip
         except asyncpg.UniqueViolationError:
             return None
         if rows:
             failpoint(AFTER_BATCH_REPORTS)  # the reports and the row were one statement: both are in
-        return outcomes, updates, self._written(rows, written)
+        noted = self._written(rows, written)
+        return outcomes, updates + self._dummies_updates(noted), noted
 
     @staticmethod
     def _rows_columns(rows) -> tuple[list, ...]:
@@ -561,6 +578,11 @@ class PostgresStore(Store):
             if rows:
                 failpoint(AFTER_BATCH_REPORTS)
                 noted = self._written(rows, await conn.fetch(NOTE_BATCHES, *self._rows_columns(rows)))
+                dummies = self._dummies_updates(noted)
+                if dummies:
+                    _, _, _, cell_keys, cell_inputs, cells, sums = self._columns(dummies)
+                    await conn.execute(UPSERT_CELLS, cell_keys, cell_inputs, self.instance, cells, sums)
+                    updates += dummies
         return outcomes, updates, noted
 
     @staticmethod

@@ -381,6 +381,10 @@ class SQLiteStore(Store):
         ).fetchone()
         return dict(zip(("batches", "reports", "dummies", "junk", "smallest"), map(int, row)))
 
+    async def _stored_reports(self, key: int, input_index: int) -> list[tuple[bytes, object]]:
+        sql = "SELECT report_id, value FROM reports WHERE collection = ? AND input = ?"
+        return self.db.execute(sql, (key, input_index)).fetchall()
+
     async def _stored_values(self, key: int, input_index: int | None = None) -> list[tuple[int, object]]:
         sql = "SELECT input, value FROM reports WHERE collection = ?"
         args = [key]
@@ -433,6 +437,10 @@ class SQLiteStore(Store):
                     for note, row in self._batch_rows(notes, outcomes):
                         if conn.execute(NOTE_BATCH, row).rowcount == 1:
                             noted.append(note)
+                    dummies = self._dummies_updates(noted)
+                    _, cells = self._cell_rows(self.instance, dummies)
+                    conn.executemany("INSERT OR REPLACE INTO partial_cells VALUES (?, ?, ?, ?, ?)", cells)
+                    updates += dummies
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:

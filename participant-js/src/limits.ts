@@ -46,7 +46,7 @@ export interface LimitsOptions {
   maxDomain?: number;
   maxTotalDomain?: number;
   maxDrawSeconds?: number;
-  /** The most collections the device reports to within the budget's window, memoised answers included. */
+  /** The most collections the device reports to within the budget's window, memoised answers included: 300 by default, as the Python participant's `max_collections` (which says why). */
   maxCollections?: number;
   /**
    * The longest (days) the memo keeps a question's answer after it was last given: a question not
@@ -146,7 +146,7 @@ export class Limits {
     this.maxDomain = positive(options.maxDomain ?? 65_536, "maxDomain");
     this.maxTotalDomain = positive(options.maxTotalDomain ?? 1_048_576, "maxTotalDomain");
     this.maxDrawSeconds = positive(options.maxDrawSeconds ?? 1, "maxDrawSeconds");
-    this.maxCollections = positive(options.maxCollections ?? 1000, "maxCollections");
+    this.maxCollections = positive(options.maxCollections ?? 300, "maxCollections");
     this.memoDays = positive(options.memoDays ?? 365, "memoDays");
     this.maxMemoPerOrigin = positive(options.maxMemoPerOrigin ?? 100, "maxMemoPerOrigin");
     if (!Number.isInteger(this.maxMemoPerOrigin)) throw new RangeError(`maxMemoPerOrigin must be a positive integer, got ${this.maxMemoPerOrigin}`);

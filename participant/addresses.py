@@ -1,11 +1,13 @@
 """Whose request is it: the peer's address, or behind a trusted proxy, the device's.
 
-Rate limits (reports per address, failed admin attempts) key on the device's address. Behind a
-load balancer every connection comes from the balancer, so the operator names it with
-``serve --trusted-proxy``; the address is then the rightmost ``X-Forwarded-For`` entry that is
-not itself a trusted proxy (entries to its left are whatever the device chose to send). An entry
-that is not an IP address is no address at all: it stops the walk, and the request counts against
-the proxy, so that made-up names (``not-an-ip-1``, ``-2``, ...) cannot each pass for a new device.
+Rate limits (reports per address, failed admin attempts) key on the device's address, at the
+aggregator and at the shuffler alike, so both take their address from here. Behind a load
+balancer every connection comes from the balancer, so the operator names it with
+``serve --trusted-proxy`` (``python -m aggregator serve`` or ``python -m shuffler serve``); the
+address is then the rightmost ``X-Forwarded-For`` entry that is not itself a trusted proxy
+(entries to its left are whatever the device chose to send). An entry that is not an IP address
+is no address at all: it stops the walk, and the request counts against the proxy, so that
+made-up names (``not-an-ip-1``, ``-2``, ...) cannot each pass for a new device.
 """
 
 from __future__ import annotations
