@@ -51,13 +51,12 @@ def _strength(request: web.Request, collection: Collection, estimator: str) -> f
     return value
 
 
-def _estimates(collection: Collection, stats: CollectionStatistics, batches: int = 1) -> dict:
+def _estimates(collection: Collection, stats: CollectionStatistics) -> dict:
     """Every input's estimates from the people's reports (a shuffler's dummies taken out in
-    expectation), and their variance: the people's noise and what the dummies add, their
-    composition drawn afresh in each of the collection's ``batches`` shuffled batches."""
+    expectation), and their variance: the people's noise and what the dummies add."""
     spec = collection.spec
     people = stats.people()
-    added = dummy_variance(spec, stats.dummies, batches) if stats.dummies else [0.0] * spec.n_inputs
+    added = dummy_variance(spec, stats.dummies) if stats.dummies else [0.0] * spec.n_inputs
     inputs = []
     rows = zip(spec.input_names, spec.oracles, people.states, people.estimated_counts(), added)
     for i, (name, oracle, state, estimate, extra) in enumerate(rows):
@@ -135,8 +134,7 @@ async def cached_answer(request: web.Request, collection: Collection, build, *ex
 @routes.get("/collections/{collection_id}/estimates")
 async def estimates(request: web.Request) -> web.Response:
     collection = await get_collection(request)
-    batches = (await request.app[STORE].batch_totals(collection))["batches"]
-    return await cached_answer(request, collection, _estimates, max(int(batches), 1))
+    return await cached_answer(request, collection, _estimates)
 
 
 @routes.get("/collections/{collection_id}/model")
