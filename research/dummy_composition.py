@@ -49,7 +49,7 @@ from sim.experiment import DUMMY_STREAM, runner_for
 RESULTS = Path(__file__).with_name("results") / "dummy_composition.md"
 ESTIMATOR = "normsub"
 ARMS = ("none", "uniform", "composed")
-EXACT_START, EXACT_END = "<!-- exact:start -->", "<!-- exact:end -->"
+EXACT_START, EXACT_END = "<!-- --8<-- [start:exact] -->", "<!-- --8<-- [end:exact] -->"
 
 
 def balanced_counts(count: int, d: int, rng) -> np.ndarray:
