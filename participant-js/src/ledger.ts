@@ -264,14 +264,12 @@ export function reportedProblem(reported: unknown): string | null {
   for (const day in reported) {
     if (!/^(0|[1-9][0-9]{0,5})$/.test(day) || Number(day) > LATEST_DAY) return `its markers name a day that is none: '${day.slice(0, 20)}'`;
     const text = reported[day];
-    if (typeof text !== "string" || !/^(?:[0-9a-f]{32})+$/.test(text)) return `its markers of day ${day} are not markers a device writes`;
-    for (let at = 0; at < text.length; at += MARKER_HEX) {
-      const mark = text.slice(at, at + MARKER_HEX);
-      if (seen.has(mark)) return `its markers of day ${day} repeat a marker`;
-      seen.add(mark);
-    }
+    if (typeof text !== "string" || text.length % MARKER_HEX !== 0 || !/^[0-9a-f]+$/.test(text)) return `its markers of day ${day} are not markers a device writes`;
+    for (let at = 0; at < text.length; at += MARKER_HEX) seen.add(text.slice(at, at + MARKER_HEX));
   }
-  return null;
+  let markers = 0;
+  for (const day in reported) markers += (reported[day] as string).length / MARKER_HEX;
+  return seen.size === markers ? null : "its markers repeat a marker";
 }
 
 /** What is wrong with a parsed ledger, or null when it is a ledger a device writes. */
