@@ -18,8 +18,10 @@
    largest report the default limits let that device draw (a SHE report: about 78 KiB in Python,
    39 KiB in Node), direct and shuffled, in Python and in Node; and in Chromium (8 KiB, the most
    the page's draw limit admits) against a year's entries; and in all three against the largest
-   ledger the default limits allow (:func:`largest_ledger`: 295 collections in the last 30 days
-   and as many on the day before, the memo's 300 answers of 8 KiB, a sum a day for a year).
+   ledger the default limits allow at one origin (:func:`largest_ledger`: 295 collections in the
+   last 30 days and as many on the day before, the memo's 100 answers of 8 KiB, a sum a day and
+   the markers of a year of entries that left at the cap; the bound holds per origin the app
+   reports to).
    The median of 5 (a fresh ledger object each: a device starting up), and the ledger's size:
    its file and its report files.
 
@@ -172,13 +174,16 @@ def node(script: str, *args: str) -> object:
 # sealing adds (HPKE's encapsulated key and tag, the envelope): both rounded up.
 REPORT_OVERHEAD = 80
 SEAL_OVERHEAD = 100
-# The most entries the default limits let a ledger hold (participant/ledger.py's opening note):
-# the entries of the last 30 days and the day before them (fewer than max_collections within the
-# window, room for the five submits measured; as many again on that day), and the memo's answers
-# (max_collections at all origins, max_memo_per_origin at each), besides a sum a day for a year.
+# The most entries the default limits let a ledger hold at one origin (participant/ledger.py's
+# opening note; the bound holds per origin the app reports to): the entries of the last 30 days
+# and the day before them (fewer than max_collections within the window, room for the five
+# submits measured; as many again on that day), and the memo's max_memo_per_origin answers,
+# besides a sum a day and a year of markers.
 LARGEST_RECENT = Limits().max_collections - 5  # room for the five submits measured (Chromium: on one ledger)
-LARGEST_MEMO = Limits().max_collections
-LARGEST_ORIGINS = LARGEST_MEMO // Limits().max_memo_per_origin
+LARGEST_MEMO = Limits().max_memo_per_origin
+# Entries that leave the ledger a day at the cap (max_collections every budget window), each
+# leaving two markers for a year.
+LARGEST_LEFT_A_DAY = -(-Limits().max_collections // int(Limits().budget.per_days))
 
 
 def largest_she(seconds_per_noise: float) -> int:
@@ -216,12 +221,12 @@ def daily_collections(path: Path, days: int, report: Callable[[], bytes], shuffl
 
 
 def largest_ledger(path: Path, report_bytes: int) -> int:
-    """The largest ledger the default limits allow, as the device writes it (version 5; writing it
-    day by day through the device would take hours): ``LARGEST_RECENT`` acknowledged entries in
-    the last 30 days and as many on the day before (their answers given up: no report), the memo's
-    ``LARGEST_MEMO`` answers spread over the year before at ``LARGEST_ORIGINS`` origins, each a
-    report file of ``report_bytes`` random bytes, and a sum a day for the rest of the year. Returns
-    its entries."""
+    """The largest ledger the default limits allow at one origin, as the device writes it (version
+    6; writing it day by day through the device would take hours): ``LARGEST_RECENT`` acknowledged
+    entries in the last 30 days and as many on the day before (their answers given up: no report),
+    the memo's ``LARGEST_MEMO`` answers spread over the year before, each a report file of
+    ``report_bytes`` random bytes, and for each day of the rest of the year a sum and the markers
+    of ``LARGEST_LEFT_A_DAY`` entries that left (two each). Returns its entries."""
     reports = path.with_name(path.name + ".reports")
     reports.mkdir(mode=0o700)
     now, entries, day = time.time(), {}, 86_400
@@ -242,10 +247,11 @@ def largest_ledger(path: Path, report_bytes: int) -> int:
         add("http://x.example", f"day31-{i}", now - 30 * day - day * (i + 1) / (LARGEST_RECENT + 2), f"s{i}".ljust(64, "0"), False)
     for i in range(LARGEST_MEMO):
         at = now - 31 * day - 330 * day * (i + 1) / (LARGEST_MEMO + 1)
-        add(f"https://o{i % LARGEST_ORIGINS}.example", f"memo{i}", at, f"m{i}".ljust(64, "0"), True)
+        add("http://x.example", f"memo{i}", at, f"m{i}".ljust(64, "0"), True)
     today = int(now // day)
     spent = {str(d): "1/1024" for d in range(today - 366, today - 31)}
-    path.write_text(json.dumps({"version": 5, "entries": entries, "spent": spent}))
+    reported = {d: os.urandom(16 * 2 * LARGEST_LEFT_A_DAY).hex() for d in spent}
+    path.write_text(json.dumps({"version": 6, "entries": entries, "spent": spent, "reported": reported}))
     return len(entries)
 
 
@@ -288,10 +294,11 @@ def node_submits(year: Path, scratch: Path, report: Callable[[], bytes], shuffle
 
 
 # The largest ledger the default limits allow (as largest_ledger writes it), written into the
-# page's IndexedDB as the library keeps it (database version 4: reports deflated, bound to their
-# entries; the sums by day in the store `spent`); or, with recent = 0 and memo = 365, a year of a
-# new question a day. Then five submits' ledger work, and the longest task on the page's thread.
-BROWSER_LEDGER = """async ([origin, recent, memo, origins, bytes]) => {
+# page's IndexedDB as the library keeps it (database version 5: reports deflated, bound to their
+# entries; the sums by day in the store `spent`, the markers in the store `reported`); or, with
+# recent = 0 and memo = 365, a year of a new question a day. Then five submits' ledger work, and
+# the longest task on the page's thread.
+BROWSER_LEDGER = """async ([origin, recent, memo, left, bytes]) => {
     const now = Date.now() / 1000, day = 86400;
     const deflate = async b => new Uint8Array(await new Response(new Blob([b]).stream().pipeThrough(new CompressionStream("deflate"))).arrayBuffer());
     const records = [];
@@ -307,20 +314,25 @@ BROWSER_LEDGER = """async ([origin, recent, memo, origins, bytes]) => {
     }
     const span = recent ? 330 : 365, after = recent ? 31 : 0;
     for (let i = 0; i < memo; i++)
-        await add(recent ? `https://o${i % origins}.example` : origin, `memo${i}`, now - after * day - span * day * (i + 1) / (memo + 1),
-                  `m${i}`.padEnd(64, "0"), true);
-    const spent = {};
-    if (recent) for (let d = Math.floor(now / day) - 366; d < Math.floor(now / day) - 31; d++) spent[d] = "1/1024";
+        await add(origin, `memo${i}`, now - after * day - span * day * (i + 1) / (memo + 1), `m${i}`.padEnd(64, "0"), true);
+    const spent = {}, reported = {};
+    const hex = () => Array.from(crypto.getRandomValues(new Uint8Array(16)), b => b.toString(16).padStart(2, "0")).join("");
+    if (recent)
+        for (let d = Math.floor(now / day) - 366; d < Math.floor(now / day) - 31; d++) {
+            spent[d] = "1/1024";
+            reported[d] = Array.from({ length: 2 * left }, hex).join("");
+        }
     let stored = 0;
     for (const [, , report] of records) stored += report.report.length;
     await new Promise((done, fail) => {
-        const open = indexedDB.open("ldpnb", 4);
-        const stores = ["ledger", "entries", "reports", "spent"];
+        const open = indexedDB.open("ldpnb", 5);
+        const stores = ["ledger", "entries", "reports", "spent", "reported"];
         open.onupgradeneeded = () => stores.forEach(s => open.result.createObjectStore(s));
         open.onsuccess = () => {
             const tx = open.result.transaction(stores, "readwrite");
             for (const [key, entry, report] of records) { tx.objectStore("entries").put(entry, key); tx.objectStore("reports").put(report, key); }
             tx.objectStore("spent").put(spent, "spent");
+            tx.objectStore("reported").put(reported, "reported");
             tx.oncomplete = () => { open.result.close(); done(); };
             tx.onerror = () => fail(tx.error);
         };
@@ -373,7 +385,7 @@ def chromium_submits(recent: int, memo: int, report_bytes: int) -> dict:
             try:
                 page = await (await browser.new_context()).new_page()
                 await page.goto(f"{origin}/README.md")
-                return await page.evaluate(BROWSER_LEDGER, [origin, recent, memo, LARGEST_ORIGINS, report_bytes])
+                return await page.evaluate(BROWSER_LEDGER, [origin, recent, memo, LARGEST_LEFT_A_DAY, report_bytes])
             finally:
                 await browser.close()
 

@@ -8,7 +8,11 @@ publishes (its ``uid``, its spec) can only make the device refuse more, never sp
   (normalised as a browser would: :mod:`participant.origin`) and the collection id the app asked
   for. A collection reported to is never reported to again; if the service now publishes another
   spec for it, the device refuses (:class:`CollectionChanged`). The one exception: a report never
-  acknowledged is re-sent, the very same bytes, which reveal nothing new.
+  acknowledged is re-sent, the very same bytes, which reveal nothing new. An entry that leaves the
+  ledger (below) leaves a marker (a hash of its origin and id, and one of its origin and published
+  uid) for a year, and a collection found there is refused as one still in the ledger
+  (:class:`AlreadyReported`): within any year a collection receives at most one report from a
+  device; past it, the yearly cap still bounds what a second would spend.
 - **One answer per question at an origin (the memo).** A question is what decides a report's
   distribution given a record: the spec without the fields the device never uses (θ, SHE or THE),
   and the input group the operator assigned. Every collection at one origin that asks a question
@@ -34,17 +38,20 @@ publishes (its ``uid``, its spec) can only make the device refuse more, never sp
   more. The ledger is one file: its name is resolved through symlinks, and a file with more
   than one name (a hard link, which the atomic rename below would split into two files, two
   budgets) is refused.
-- **A small ledger, whatever a service asks.** At most ``Limits.max_collections`` collections
-  within the budget's window (memoised answers included: they cost nothing, but each is an
-  entry). The memo keeps the answers of at most ``Limits.max_memo_per_origin`` questions at an
-  origin (and ``max_collections`` at all origins), each for ``Limits.memo_days`` after it was last
-  given: past either, the answer given longest ago is given up (its report leaves; the question,
+- **A small ledger, whatever a service asks.** At most ``Limits.max_collections`` collections at
+  each origin drawn within the budget's window or never acknowledged, whatever their age
+  (memoised answers included: they cost nothing, but each is an entry); counted per origin, so
+  that no service can refuse the device to another (the app chooses its origins: a service cannot
+  add one). The memo keeps the answers of at most ``Limits.max_memo_per_origin`` questions at an
+  origin, each for ``Limits.memo_days`` after it was last given: past either, the answer given longest ago is given up (its report leaves; the question,
   asked again, is answered afresh, its ε counted). An acknowledged entry drawn on a day wholly
   before the rolling window leaves the ledger at the next write unless it holds an answer the
   memo keeps (an unacknowledged one stays, its report with it, for a retry to send unchanged);
   its ε is added to its day's sum, which the yearly cap counts (whole, while any moment of the day
-  lies within the year) until it counts toward no window. So the ledger holds the entries of the
-  last ``per_days`` + 1 days, the memo's, those never acknowledged, and a sum a day for a year.
+  lies within the year) until it counts toward no window. So the ledger holds, per origin the app
+  reports to, at most ``max_collections`` entries of the window or unacknowledged, as many of the
+  day before the window, ``max_memo_per_origin`` of the memo, and two markers (16 bytes each, as
+  hex) for each entry that left within the year; and a sum a day for a year.
 
 Every change happens under an exclusive file lock on the ledger's real file (symlinks resolved;
 threads and processes alike), is written to a fresh temporary file (mode 0600), fsynced and renamed
@@ -80,15 +87,17 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from .errors import BudgetExceeded, CollectionChanged, LedgerError, LimitExceeded
+from .errors import AlreadyReported, BudgetExceeded, CollectionChanged, LedgerError, LimitExceeded
 from .ledger_format import (  # noqa: F401 (entry_problem: imported from here)
     VERSION,
     RepeatedKey,
     _no_constant,
     entry_key,
     entry_problem,
+    MARKER_HEX,
     first_format_place,
     ledger_problem,
+    marker,
     report_name,
     spend_text,
     spend_value,
@@ -183,7 +192,8 @@ def _day(at: float) -> int:
 
 
 class Ledger:
-    """A JSON file (mode 0600): ``{"version": 5, "entries": {key: entry}, "spent": {day: sum}}``,
+    """A JSON file (mode 0600): ``{"version": 6, "entries": {key: entry}, "spent": {day: sum},
+    "reported": {day: markers}}``,
     and beside it the directory ``<file>.reports`` (mode 0700) of report files.
 
     An entry, keyed ``"<origin> <collection id>"``, holds: ``origin`` and ``collection`` (the
@@ -195,7 +205,8 @@ class Ledger:
     since the epoch); for a shuffled collection, ``sealed``, the report as sealed for its shuffler,
     kept as ``report`` is. Nothing about the person's record is stored beyond the randomised
     report itself. ``spent`` holds, by day, the ε of entries that left the ledger while the yearly
-    cap still counts them (see :meth:`_expire` and :mod:`participant.ledger_format`).
+    cap still counts them, and ``reported`` the markers of the collections they reported to, for a
+    year (see :meth:`_expire` and :mod:`participant.ledger_format`).
 
     ``path`` is resolved to the real file (through symlinks), so every name of one ledger shares
     its lock and its budget.
@@ -236,7 +247,7 @@ class Ledger:
                 if self._cache is not None and self._cache[0] == raw:
                     return self._cache[1]
         except FileNotFoundError:
-            return {"version": VERSION, "entries": {}, "spent": {}}
+            return {"version": VERSION, "entries": {}, "spent": {}, "reported": {}}
         except OSError as exc:
             raise LedgerError(f"cannot read the ledger {self.path}: {exc}") from None
         try:
@@ -266,6 +277,7 @@ class Ledger:
         elif data["version"] == 3:  # its reports' files named by their bytes alone: named anew
             data["superseded"] = self._rename(data["entries"])
         data.setdefault("spent", {})  # before version 5 every spend was an entry's
+        data.setdefault("reported", {})  # before version 6 no marker was kept
         data["version"] = VERSION
         self._cache = (raw, data)
         return data
@@ -430,8 +442,11 @@ class Ledger:
             encoded[key] = kept if kept is not None and kept[0] is entry else (entry, f"{json.dumps(key)}: {json.dumps(entry)}")
         self._encodings = encoded
         entries = ", ".join(text for _, text in encoded.values())
-        spent = json.dumps(data["spent"])
-        return f'{{"version": {json.dumps(data["version"])}, "entries": {{{entries}}}, "spent": {spent}}}'.encode()
+        spent, reported = json.dumps(data["spent"]), json.dumps(data["reported"])
+        return (
+            f'{{"version": {json.dumps(data["version"])}, "entries": {{{entries}}}, "spent": {spent}, '
+            f'"reported": {reported}}}'
+        ).encode()
 
     def entries(self) -> dict[str, dict]:
         """Every entry, by key (a copy), its ``report`` and ``sealed`` the bytes themselves (base64)."""
@@ -508,14 +523,24 @@ class Ledger:
                     "now asks for a shuffler; nothing was sent"
                 )
             return Claim(key, self._load(entry, "report", key), entry["sent"], 0.0, sealed)
+        if self._left(data, asked):
+            raise AlreadyReported(
+                f"this device already reported to collection {asked.collection!r} at {asked.origin}; "
+                "a second report would spend epsilon twice"
+            )
         limits.check_collection(asked.epsilon, asked.collection)
         now = time.time()
         since = now - limits.budget.per_days * SECONDS_PER_DAY
-        recent = sum(1 for e in entries.values() if e["reserved_at"] > since)
-        if recent >= limits.max_collections:
+        # At this origin alone (another origin's claims never refuse this one's: no refusal tells one
+        # service what another asked), unacknowledged entries whatever their age.
+        held = sum(
+            1 for e in entries.values() if e["origin"] == asked.origin and (e["reserved_at"] > since or not e["sent"])
+        )
+        if held >= limits.max_collections:
             raise LimitExceeded(
-                f"this device reported to {recent} collections in the last {limits.budget.per_days:g} days; this app "
-                f"reports to at most {limits.max_collections} (Limits.max_collections); nothing was drawn or sent"
+                f"this device holds {held} collections at {asked.origin} drawn in the last {limits.budget.per_days:g} "
+                f"days or never acknowledged; this app holds at most {limits.max_collections} an origin "
+                "(Limits.max_collections); nothing was drawn or sent"
             )
         memo = None
         if asked.question:
@@ -536,12 +561,41 @@ class Ledger:
         return None
 
     @staticmethod
+    def _left(data: dict, asked: Asked) -> bool:
+        """Whether the ledger ``data`` holds a marker that this device reported to ``asked``'s
+        collection (its id or its published uid at its origin) in an entry that has left."""
+        for wanted in (marker("collection", asked.origin, asked.collection), marker("uid", asked.origin, asked.uid)):
+            for text in data["reported"].values():
+                at = text.find(wanted)
+                while at != -1:
+                    if at % MARKER_HEX == 0:  # a whole marker, not the end of one and the start of the next
+                        return True
+                    at = text.find(wanted, at + 1)
+        return False
+
+    @staticmethod
+    def _mark(data: dict, left: list[tuple[int, dict]], now: float, limits: Limits) -> None:
+        """Add to ``data["reported"]`` the markers of the entries ``left`` (each with its day), a
+        marker already held added no more, and drop the days wholly before the last year."""
+        reported = data["reported"]
+        if left:
+            held = {text[i : i + MARKER_HEX] for text in reported.values() for i in range(0, len(text), MARKER_HEX)}
+            for day, e in left:
+                for mark in (marker("collection", e["origin"], e["collection"]), marker("uid", e["origin"], e["uid"])):
+                    if mark not in held:
+                        held.add(mark)
+                        reported[str(day)] = reported.get(str(day), "") + mark
+        counted = now - limits.budget.kept_days * SECONDS_PER_DAY
+        for day in [day for day in reported if (int(day) + 1) * SECONDS_PER_DAY <= counted]:
+            del reported[day]
+
+    @staticmethod
     def _memo(entries: dict, limits: Limits, now: float) -> dict[tuple, str]:
         """The answers the memo keeps, by question (``(origin, question, group)``: an entry of an
         earlier format, which states no question, by its spec's fingerprint): the key of the
         newest entry holding the question's answer (a direct entry with its report, drawn within
         ``limits.memo_days`` of ``now``), for the ``limits.max_memo_per_origin`` questions at each
-        origin, and the ``limits.max_collections`` at all origins, answered most recently (ties
+        origin answered most recently (ties
         by key, in code point order). The answers of every other question are given up."""
         remembered = now - limits.memo_days * SECONDS_PER_DAY
         newest: dict[tuple, str] = {}
@@ -559,7 +613,7 @@ class Ledger:
         kept = []
         for answers in by_origin.values():
             kept += sorted(answers, reverse=True)[: limits.max_memo_per_origin]
-        return {question: key for _, key, question in sorted(kept, reverse=True)[: limits.max_collections]}
+        return {question: key for _, key, question in sorted(kept, reverse=True)}
 
     @staticmethod
     def _expire(data: dict, limits: Limits, now: float) -> None:
@@ -568,7 +622,8 @@ class Ledger:
         - an entry drawn on a day wholly before the budget's rolling window, whose answer the memo
           does not keep (:meth:`_memo`), leaves, its ε added to its day's in ``data["spent"]``
           (the yearly cap counts it there: a day's sum is all the year needs of it, and at most
-          one a day is kept however many collections a service asks for) once acknowledged;
+          one a day is kept however many collections a service asks for) once acknowledged, and
+          its markers to ``data["reported"]`` (:meth:`_mark`), which refuse its collection for a year;
         - an unacknowledged entry stays, its report with it, however old: its collection, asked
           again, gets the very same bytes, never a second draw (had the first arrived, its
           answer lost, a second would count the person twice);
@@ -581,6 +636,7 @@ class Ledger:
         memo = Ledger._memo(entries, limits, now)
         kept = set(memo.values())
         window = now - limits.budget.per_days * SECONDS_PER_DAY
+        left = []
         for key, e in list(entries.items()):
             if key in kept or e["epsilon"] is None or not e["sent"]:
                 continue
@@ -588,6 +644,7 @@ class Ledger:
             if (day + 1) * SECONDS_PER_DAY <= window:
                 if e["epsilon"]:
                     spent[str(day)] = spend_text(spend_value(spent.get(str(day), "0/1")) + Fraction(e["epsilon"]))
+                left.append((day, e))
                 del entries[key]
                 continue
             question = (e["origin"], e.get("question") or "fingerprint " + e["fingerprint"], e.get("group"))
@@ -596,6 +653,7 @@ class Ledger:
         counted = now - limits.budget.kept_days * SECONDS_PER_DAY
         for day in [day for day in spent if (int(day) + 1) * SECONDS_PER_DAY <= counted]:
             del spent[day]
+        Ledger._mark(data, left, now, limits)
 
     def _record(
         self, data: dict, asked: Asked, body: bytes, spent: float, memo: str | None, limits: Limits, sealed: bytes | None
@@ -655,6 +713,9 @@ class Ledger:
 
         1. this collection (or the published ``uid``, reached under another id at this origin)
            has an entry: its report, unchanged; :class:`CollectionChanged` if its spec differs now;
+           :class:`AlreadyReported` if an entry of it left, and its marker is held (within a year);
+           :class:`LimitExceeded` if the origin holds ``limits.max_collections`` entries drawn
+           within the window or never acknowledged;
         2. :class:`BudgetExceeded` if the collection's ε is above ``limits.max_epsilon``;
         3. an entry at this origin that answered the same question (``asked.question`` and
            ``asked.group``): its randomised answer again (spends 0), whatever the record now is;

@@ -5,7 +5,15 @@ writes the file; this module only says what a well-formed one holds.
 The file is JSON in which no object repeats a key (JSON parsers keep one of the two, Python's and
 JavaScript's the last: a repeated key is how a file would say two things at once, and it is refused).
 
-Version 5 (written) is version 4 with the spend the device no longer keeps entry by entry:
+Version 6 (written) is version 5 with ``reported``: the collections this device reported to whose
+entries left the ledger, so that no collection is reported to twice once its entry has gone. It
+maps a day (as ``spent`` writes one) to the markers (:func:`marker`, 32 hex digits each,
+concatenated) of the entries drawn that day that left: one for the entry's origin and collection
+id, one for its origin and published uid, as the ledger looks a collection up. A day's markers
+leave once the day lies wholly before the last year (``participant.limits.YEAR_DAYS``), so within
+any year a collection receives at most one report from a device; past it the yearly cap still
+bounds the spend. See :func:`reported_problem`. Version 5 (read, moved to 6 by the next change:
+its markers absent) is version 4 with the spend the device no longer keeps entry by entry:
 ``spent`` maps a day (the days since the epoch, UTC, in decimal) to the exact sum of the ε of the
 entries drawn that day that left the ledger while the budget could still count them, written
 :func:`spend_text` (numerator/denominator, in lowest terms: every float ε is a binary fraction,
@@ -30,8 +38,8 @@ from fractions import Fraction
 
 from .origin import normalise_origin
 
-VERSION = 5
-READABLE = (2, 3, 4, 5)  # and the first format, which states no version
+VERSION = 6
+READABLE = (2, 3, 4, 5, 6)  # and the first format, which states no version
 
 
 class RepeatedKey(ValueError):
@@ -188,20 +196,59 @@ def spent_problem(spent) -> str | None:
     return None
 
 
+MARKER_HEX = 32  # 16 bytes of SHA-256
+_HEX = re.compile(r"[0-9a-f]+")
+
+
+def _utf8(text: str) -> bytes:
+    """``text`` as UTF-8, a lone surrogate as U+FFFD (as JavaScript's TextEncoder writes it)."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode()
+
+
+def marker(kind: str, origin: str, name: str) -> str:
+    """The marker (32 lowercase hex digits: the first 16 bytes of a SHA-256) that this device
+    reported at ``origin`` to the collection of id ``name`` (``kind`` ``"collection"``) or of
+    published uid ``name`` (``kind`` ``"uid"``): of ``kind``, a newline, ``origin`` (a normalised
+    origin holds no newline), a newline and ``name``, as UTF-8 (``participant-js``'s ``marker`` too)."""
+    return hashlib.sha256(_utf8(f"{kind}\n{origin}\n{name}")).hexdigest()[:MARKER_HEX]
+
+
+def reported_problem(reported) -> str | None:
+    """What is wrong with a version 6 ledger's ``reported`` (day -> concatenated markers), or None
+    when a device wrote it: days as ``spent`` writes them, each holding one marker or more, and no
+    marker twice in the whole mapping (a device adds a marker only when it holds none equal)."""
+    if not isinstance(reported, dict):
+        return "its markers by day are not a mapping"
+    for day, text in reported.items():
+        if _DAY.fullmatch(day) is None or int(day) > LATEST_DAY:
+            return f"its markers name a day that is none: {day[:20]!r}"
+        if not isinstance(text, str) or len(text) % MARKER_HEX or _HEX.fullmatch(text) is None:
+            return f"its markers of day {day} are not markers a device writes"
+    joined = "".join(reported.values())  # a year of markers: one pass over them all
+    if len({joined[i : i + MARKER_HEX] for i in range(0, len(joined), MARKER_HEX)}) * MARKER_HEX != len(joined):
+        return "its markers repeat a marker"
+    return None
+
+
 def ledger_problem(data) -> str | None:
     """What is wrong with a parsed ledger file, or None when it is a ledger a device writes."""
     if not isinstance(data, dict):
         return "not a mapping"
     if not _finite(data.get("version")) or data["version"] not in READABLE:
         return f"not version {' or '.join(map(str, READABLE))}"
-    if data["version"] >= 5:
+    if data["version"] >= 6:
+        if set(data) != {"version", "entries", "spent", "reported"} or not isinstance(data["entries"], dict):
+            return "not a mapping of version, entries, spend and markers"
+    elif data["version"] == 5:
         if set(data) != {"version", "entries", "spent"} or not isinstance(data["entries"], dict):
             return "not a mapping of version, entries and spend"
     elif not set(data) <= {"version", "entries", "salt"} or not isinstance(data.get("entries"), dict):
         return "not a mapping of version and entries"
     version = data["version"]
     problem = next((p for key, e in data["entries"].items() if (p := entry_problem(key, e, version)) is not None), None)
-    return problem if problem is not None or version < 5 else spent_problem(data["spent"])
+    if problem is not None or version < 5:
+        return problem
+    return spent_problem(data["spent"]) or (reported_problem(data["reported"]) if version >= 6 else None)
 
 
 def report_name(field: str, key: str, entry: dict, digest: bytes) -> str:

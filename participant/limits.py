@@ -132,19 +132,23 @@ class Limits:
       all inputs of a spec together;
     - ``max_draw_seconds``: the longest a draw may be estimated to take on a slow device
       (:data:`SECONDS_PER_NOISE`, :data:`SECONDS_PER_COIN`);
-    - ``max_collections``: the most collections the device reports to within the budget's window,
-      memoised answers included (they cost no ε, but each is an entry its ledger keeps). It bounds
-      the ledger at about three times as many entries (the window's, as many on the day before it,
-      and the memo's), and a submit reads and checks every one: at the slowest device measured (a
-      page's IndexedDB, about 55 µs an entry, ``bench/results/device.md``) 300 keeps a submit's
-      ledger work near 50 ms; 300 in 30 days is ten a day, more than the default budget pays for
+    - ``max_collections``: the most collections the device holds at one origin drawn within the
+      budget's window or never acknowledged (whatever their age), memoised answers included (they
+      cost no ε, but each is an entry its ledger keeps). Counted per origin, so that no service
+      can shut a device out of another (the app chooses its origins). It bounds the ledger, per
+      origin the app reports to, at about twice as many entries plus the memo's (the window's and
+      pending ones, as many on the day before the window, and ``max_memo_per_origin``) and the
+      markers of a year's entries that left, and a submit reads and checks every entry: at the
+      slowest device measured (a page's IndexedDB, about 55 µs an entry,
+      ``bench/results/device.md``) 300 keeps a submit's ledger work near 50 ms for an app
+      reporting to one origin; 300 in 30 days is ten a day, more than the default budget pays for
       at any ε above 0.027;
     - ``memo_days``: the longest the memo keeps a question's answer after it was last given (days):
       a question not asked for that long is answered afresh, its ε counted, and its entry leaves
       the ledger, so a service asking a new question every day leaves at most this many entries;
-    - ``max_memo_per_origin``: the most questions whose answers the memo keeps at one origin (and
-      ``max_collections`` at all origins together): past it, the answers given longest ago are
-      given up first (their reports leave the ledger; the question, asked again, is drawn afresh,
+    - ``max_memo_per_origin``: the most questions whose answers the memo keeps at one origin
+      (none is kept for all origins together: one origin's questions never evict another's
+      answers): past it, the answers given longest ago are given up first (their reports leave the ledger; the question, asked again, is drawn afresh,
       its ε counted), so that no service asking ever more questions grows the ledger. Their spend
       still counts. 100 is a hundred distinct questions at one service, each asked within the
       year: more than a service asking the same few questions on a schedule ever uses, and few

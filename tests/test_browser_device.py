@@ -12,6 +12,7 @@ import zlib
 import pytest
 
 from participant import CollectionSpec, Feature
+from participant.ledger_format import marker
 
 from .servers import Server
 from .test_participant_js import BROWSER_ARGS, CHROMIUM, create, reports_stored, survey_site  # noqa: F401 (the fixture)
@@ -52,11 +53,12 @@ async def test_a_page_without_web_crypto_says_what_it_needs(browser_and_service)
 
 # Puts `records` ([store, key, value], ...) into the page's IndexedDB ledger, its stores emptied
 # first, as another script of the origin could: the stores the library creates, and its layout
-# (database version 4: each report record bound to its entry, see `bound`, its report deflated,
-# given here as {"deflated": base64}; the sums by day in the store `spent`).
+# (database version 5: each report record bound to its entry, see `bound`, its report deflated,
+# given here as {"deflated": base64}; the sums by day in the store `spent`, the markers of the
+# collections whose entries left in the store `reported`).
 WRITE_LEDGER = """records => new Promise((done, fail) => {
-    const open = indexedDB.open("ldpnb", 4);
-    const stores = ["ledger", "entries", "reports", "spent"];
+    const open = indexedDB.open("ldpnb", 5);
+    const stores = ["ledger", "entries", "reports", "spent", "reported"];
     open.onupgradeneeded = () => stores.forEach(s => open.result.createObjectStore(s));
     const bytes = v => v && typeof v === "object" && typeof v.deflated === "string" ? Uint8Array.from(atob(v.deflated), c => c.charCodeAt(0)) : v;
     open.onsuccess = () => {
@@ -95,9 +97,9 @@ READ_LEDGER = """(counting) => new Promise((done, fail) => {
     const open = indexedDB.open("ldpnb");
     const text = v => v instanceof Uint8Array ? { deflated: btoa(Array.from(v, b => String.fromCharCode(b)).join("")) } : v;
     open.onsuccess = () => {
-        const tx = open.result.transaction(["ledger", "entries", "reports", "spent"], "readonly");
+        const tx = open.result.transaction(["ledger", "entries", "reports", "spent", "reported"], "readonly");
         const out = {};
-        for (const s of ["ledger", "entries", "reports", "spent"]) {
+        for (const s of ["ledger", "entries", "reports", "spent", "reported"]) {
             const store = tx.objectStore(s);
             if (counting) { const c = store.count(); c.onsuccess = () => { out[s] = c.result; }; continue; }
             const keys = store.getAllKeys(), values = store.getAll();
@@ -185,12 +187,15 @@ async def test_a_ledger_in_indexeddb_the_device_did_not_write_fails_closed(brows
                                            ["reports", mine, bound(mine, {"deflated": "AAAA"})]],
         "a day's spend that is not one": [["spent", "spent", {"1": "1/3"}]],
         "a spend by day that is a list": [["spent", "spent", [["1", "1/2"]]]],
+        "markers that are not markers": [["reported", "reported", {"1": "x" * 32}]],
+        "a marker on two days": [["reported", "reported", {"1": "0" * 32, "2": "0" * 32}]],
     }  # fmt: skip
     said = {"an earlier layout's text repeating a key": "repeats a key", "reports swapped": "not bound to it",
             "a report bound to another question": "not bound to it", "a report bound to another group": "not bound to it",
             "a report of the layout before, unbound": "not bound to it",
             "an entry marked as keeping a report it lacks": "another shape", "a report its entry does not mark": "another shape",
-            "a report that does not inflate": "does not inflate", "a day's spend that is not one": "is not a sum"}  # fmt: skip
+            "a report that does not inflate": "does not inflate", "a day's spend that is not one": "is not a sum",
+            "markers that are not markers": "not markers a device writes", "a marker on two days": "repeat a marker"}  # fmt: skip
     for case, records in cases.items():
         await page.evaluate(WRITE_LEDGER, records)
         await page.click("#send")
@@ -198,6 +203,11 @@ async def test_a_ledger_in_indexeddb_the_device_did_not_write_fails_closed(brows
         text = await page.locator("#status").text_content()
         assert "ledger" in text and said.get(case, "") in text, (case, text)
         await page.evaluate("document.getElementById('status').dataset.outcome = ''")
+    # This collection's marker (its entry left the ledger): refused as reported to.
+    today = int(now // 86_400)
+    await page.evaluate(WRITE_LEDGER, [["reported", "reported", {str(today - 40): marker("collection", server.url, "c")}]])
+    await page.click("#send")
+    await expect(page.locator("#status")).to_have_attribute("data-outcome", "AlreadyReported", timeout=20_000)
     assert reports_stored(server, "c") == 0
 
 
@@ -317,12 +327,13 @@ async def test_a_draw_never_holds_the_pages_main_thread_more_than_a_tenth_of_a_s
     assert reports_stored(server, "over") == 0
 
 
-# The largest ledger a page can build under the default limits: 299 collections in the last 30
-# days (maxCollections, less the one to come), as many on the day before them (not yet left for
-# their day's sum), the memo's 300 answers (30 at each of ten origins, within maxMemoPerOrigin; and
-# maxCollections at all) spread over the year before, each an 8 KiB report (65,536 entries, the
-# most one input may carry) of random bytes (deflated, no smaller), and a sum a day for a year.
-# Written straight into the page's IndexedDB as the library keeps it.
+# The largest ledger a page can build under the default limits at one origin (the bound holds per
+# origin the app reports to): 299 collections in the last 30 days (maxCollections, less the one to
+# come), as many on the day before them (not yet left for their day's sum), the memo's 100 answers
+# (maxMemoPerOrigin) spread over the year before, each an 8 KiB report (65,536 entries, the most
+# one input may carry) of random bytes (deflated, no smaller), a sum a day for a year, and the
+# markers of a year of entries that left at the cap (maxCollections every 30 days: 10 a day, two
+# markers each). Written straight into the page's IndexedDB as the library keeps it.
 BUILD_LARGEST_LEDGER = """async ([origin, recent, memo, bytes]) => {
     const now = Date.now() / 1000, day = 86400;
     const deflate = async b => new Uint8Array(await new Response(new Blob([b]).stream().pipeThrough(new CompressionStream("deflate"))).arrayBuffer());
@@ -336,17 +347,22 @@ BUILD_LARGEST_LEDGER = """async ([origin, recent, memo, bytes]) => {
     for (let i = 0; i < recent; i++) await add(origin, `recent${i}`, now - 30 * day * (i + 1) / (recent + 1), `r${i}`.padEnd(64, "0"), 0.001, false);
     for (let i = 0; i < recent; i++) await add(origin, `day31-${i}`, now - 30 * day - day * (i + 1) / (recent + 2), `s${i}`.padEnd(64, "0"), 0.001, false);
     for (let i = 0; i < memo; i++)
-        await add(`https://o${i % 10}.example`, `memo${i}`, now - 31 * day - 330 * day * (i + 1) / (memo + 1), `m${i}`.padEnd(64, "0"), 0.001, true);
-    const spent = {};
-    for (let d = Math.floor(now / day) - 366; d < Math.floor(now / day) - 31; d++) spent[d] = "1/1024";
+        await add(origin, `memo${i}`, now - 31 * day - 330 * day * (i + 1) / (memo + 1), `m${i}`.padEnd(64, "0"), 0.001, true);
+    const spent = {}, reported = {};
+    const hex = () => Array.from(crypto.getRandomValues(new Uint8Array(16)), b => b.toString(16).padStart(2, "0")).join("");
+    for (let d = Math.floor(now / day) - 366; d < Math.floor(now / day) - 31; d++) {
+        spent[d] = "1/1024";
+        reported[d] = Array.from({ length: 20 }, hex).join("");
+    }
     await new Promise((done, fail) => {
-        const open = indexedDB.open("ldpnb", 4);
-        const stores = ["ledger", "entries", "reports", "spent"];
+        const open = indexedDB.open("ldpnb", 5);
+        const stores = ["ledger", "entries", "reports", "spent", "reported"];
         open.onupgradeneeded = () => stores.forEach(s => open.result.createObjectStore(s));
         open.onsuccess = () => {
             const tx = open.result.transaction(stores, "readwrite");
             for (const [key, entry, report] of records) { tx.objectStore("entries").put(entry, key); tx.objectStore("reports").put(report, key); }
             tx.objectStore("spent").put(spent, "spent");
+            tx.objectStore("reported").put(reported, "reported");
             tx.oncomplete = () => { open.result.close(); done(); };
             tx.onerror = () => fail(tx.error);
         };
@@ -362,10 +378,10 @@ async def test_a_submit_against_the_largest_ledger_reads_it_in_its_stores_and_ad
     from playwright.async_api import expect
 
     page, server, port = await ready_to_send(browser_and_service)
-    count = await page.evaluate(BUILD_LARGEST_LEDGER, [f"http://127.0.0.1:{port}", 299, 300, 8 * 1024 + 80])
+    count = await page.evaluate(BUILD_LARGEST_LEDGER, [server.url, 299, 100, 8 * 1024 + 80])
     await page.click("#send")
     await expect(page.locator("#status")).to_have_attribute("data-outcome", "accepted", timeout=60_000)
     assert reports_stored(server, "c") == 1
     counts = await page.evaluate(READ_LEDGER, True)
     assert counts["ledger"] == 0 and counts["entries"] == counts["reports"] and count - 299 < counts["entries"] <= count + 1
-    assert counts["spent"] == 1, "the submit read the ledger, added its entry and folded what left"
+    assert counts["spent"] == counts["reported"] == 1, "the submit read the ledger, added its entry and folded what left"

@@ -302,7 +302,7 @@ def test_a_report_named_by_another_entry_is_refused_so_that_no_question_gets_ano
 
 def test_a_ledger_of_version_3_is_read_and_its_reports_named_anew_by_the_next_write(tmp_path):
     """Version 3 named each report's file by the SHA-256 of its bytes alone. It is read (each file
-    given its version 4 name, a second link), moved to version 5 by the next write, and the old
+    given its version 4 name, a second link), moved to version 6 by the next write, and the old
     names go then; a file it lost is refused when it is needed, as before."""
     path = tmp_path / "ledger.json"
     spent_ledger(path)
@@ -314,7 +314,7 @@ def test_a_ledger_of_version_3_is_read_and_its_reports_named_anew_by_the_next_wr
         (reports / entry["report"]).rename(reports / old)
         entry["report"] = old
     older = {f.name for f in reports.iterdir()}
-    del data["spent"]  # version 5's alone
+    del data["spent"], data["reported"]  # versions 5 and 6's alone
     path.write_text(json.dumps({**data, "version": 3}))
     lost = tmp_path / "lost.json"
     shutil.copy(path, lost)
@@ -324,7 +324,7 @@ def test_a_ledger_of_version_3_is_read_and_its_reports_named_anew_by_the_next_wr
     assert json.loads(path.read_text())["version"] == 3 and {f.name for f in reports.iterdir()} == current | older
     clone = claim(ledger, replace(ASKED, collection="c5", uid="e" * 32, question="c2" * 32))
     assert (clone.body, clone.spent) == (b"memo:answer c2", 0.0)
-    assert json.loads(path.read_text())["version"] == 5
+    assert json.loads(path.read_text())["version"] == 6
     names = {f.name for f in reports.iterdir()}
     assert current < names and not names & older and len(names) == len(current) + 1
     # A version 3 ledger that lost a report: read, and refused when that report is needed.

@@ -27,6 +27,7 @@ import pytest
 
 from participant.errors import BudgetExceeded, LedgerError, LimitExceeded, ParticipantError
 from participant.ledger import LARGEST_REPORT, Asked, Ledger, entry_key, ledger_problem
+from participant.ledger_format import marker
 from participant.limits import Budget, Limits
 
 from .postgres import die_with_parent
@@ -65,7 +66,7 @@ def inline(path) -> dict:
         for field in ("report", "sealed"):
             if entry.get(field):
                 entry[field] = base64.b64encode(zlib.decompress((reports_of(path) / entry[field]).read_bytes())).decode()
-    del data["spent"]  # version 5's alone
+    del data["spent"], data["reported"]  # versions 5 and 6's alone
     return {**data, "version": 2}
 
 
@@ -80,7 +81,7 @@ def as_version_3(path, target) -> dict:
                 raw = (reports_of(path) / entry[field]).read_bytes()
                 entry[field] = hashlib.sha256(zlib.decompress(raw)).hexdigest()
                 (reports_of(target) / entry[field]).write_bytes(raw)
-    del data["spent"]  # version 5's alone
+    del data["spent"], data["reported"]  # versions 5 and 6's alone
     data = {**data, "version": 3}
     target.write_text(json.dumps(data))
     return data
@@ -121,8 +122,38 @@ def folded_by_a_device(path) -> dict:
         time.time = real
     ledger.claim(ASKED, Limits(max_memo_per_origin=1), lambda: b"now", pytest.fail)
     data = json.loads(path.read_text())
-    assert len(data["spent"]) == 2 and len(data["entries"]) == 1
+    # Each entry that left holds two markers (its id, its uid) under its day.
+    assert len(data["spent"]) == 2 and len(data["entries"]) == 1 and sorted(map(len, data["reported"].values())) == [64, 128]
     return data
+
+
+def bent_markers(folded: dict) -> dict[str, dict]:
+    """Ledgers whose markers (version 6's ``reported``) are of a shape no device writes: each
+    refused (a lax reader would report again to a collection it reported to)."""
+    day, text = next(iter(folded["reported"].items()))
+    mark = text[:32]
+
+    def markers(**by_day):
+        return {**folded, "reported": {**folded["reported"], **by_day}}
+
+    return {
+        "no markers": {k: v for k, v in folded.items() if k != "reported"},
+        "markers in version 5": {**folded, "version": 5},
+        "markers a list": {**folded, "reported": [[day, text]]},
+        "markers a string": {**folded, "reported": text},
+        "no marker on a day": markers(**{day: ""}),
+        "a marker cut short": markers(**{day: text[:-1]}),
+        "a marker and a half": markers(**{day: text + mark[:16]}),
+        "a marker in capitals": markers(**{day: text.upper()}),
+        "a marker in base64": markers(**{day: base64.b64encode(bytes.fromhex(mark)).decode()}),
+        "markers as a number": markers(**{day: 5}),
+        "markers as a list": markers(**{day: [mark]}),
+        "a marker twice in a day": markers(**{day: text + mark}),
+        "a marker on two days": markers(**{str(int(day) + 2): mark}),
+        "a marker day with a leading zero": markers(**{"0" + day: "0" * 32}),
+        "a marker day past any clock": markers(**{"99422": "0" * 32}),
+        "a marker day that is no number": markers(**{"__proto__": "0" * 32}),
+    }
 
 
 def bent_spend(folded: dict) -> dict[str, dict]:
@@ -257,13 +288,17 @@ def repeated_keys(base: dict, earlier: dict, first: dict, folded: dict) -> dict[
         "epsilon again": text.replace('"epsilon": 1.0', '"epsilon": 2.0, "epsilon": 0.0', 1).encode(),
         "epsilon again, escaped": text.replace('"epsilon": 1.0', '"epsilon": 1.0, "epsil\\u006fn": 0.0', 1).encode(),
         "an entry twice": text.replace('"entries": {', f'"entries": {{{json.dumps(key)}: {json.dumps(entry)}, ', 1).encode(),
-        "version again": text.replace('{"version": 5', '{"version": 5, "version": 5', 1).encode(),
+        "version again": text.replace('{"version": 6', '{"version": 6, "version": 6', 1).encode(),
         "sent again, version 2": older.replace('"sent": false', '"sent": false, "sent": true', 1).encode(),
         "report again, first format": oldest.replace('"report": ', '"report": "AAAA", "report": ', 1).encode(),
         "the old repeated entries": b'{"version": 2, "entries": {}, "entries": []}',
         # A day's spend given and taken back.
         "a day again": json.dumps(folded).replace('"spent": {', '"spent": {"%s": "1/1", ' % next(iter(folded["spent"])), 1).encode(),
         "spent again": (json.dumps(folded)[:-1] + ', "spent": {}}').encode(),
+        # A day's markers given and taken back: the device would report again.
+        "a marker day again": json.dumps(folded).replace('"reported": {', '"reported": {"%s": "%s", ' % (
+            next(iter(folded["reported"])), "0" * 32), 1).encode(),
+        "reported again": (json.dumps(folded)[:-1] + ', "reported": {}}').encode(),
     }
 
 
@@ -325,7 +360,13 @@ async def test_python_and_javascript_read_every_ledger_shape_alike_and_fail_clos
     shuffled = shuffled_by_a_device(tmp_path / "shuffled.json")
     tricky = tricky_by_a_device(tmp_path / "tricky.json")
     folded = folded_by_a_device(tmp_path / "folded.json")
-    version_4 = {k: v for k, v in base.items() if k != "spent"} | {"version": 4}
+    version_4 = {k: v for k, v in base.items() if k not in ("spent", "reported")} | {"version": 4}
+    version_5 = {k: v for k, v in folded.items() if k != "reported"} | {"version": 5}
+    # The reader's own collection marked as reported to (by its id; by its uid), in an entry that left.
+    reader_marked = [
+        {**folded, "reported": {**folded["reported"], str(int(next(iter(folded["reported"]))) - 5): marker(kind, FUZZ_ASKED.origin, name)}}
+        for kind, name in (("collection", FUZZ_ASKED.collection), ("uid", FUZZ_ASKED.uid))
+    ]  # fmt: skip
     rng = np.random.default_rng(55)
     cases: list[tuple[str, bytes, str, str | None]] = []  # label, bytes, whose reports lie beside it, the outcome known
 
@@ -335,8 +376,10 @@ async def test_python_and_javascript_read_every_ledger_shape_alike_and_fail_clos
     for label, data, beside in [("as written", base, "base"), ("version 3", v3, "v3"), ("version 2", earlier, "base"),
                                 ("first format", first, "base"), ("shuffled", shuffled, "shuffled"),
                                 ("tricky", tricky, "tricky"), ("spend by day", folded, "folded"),
-                                ("version 4", version_4, "base")]:  # fmt: skip
+                                ("version 4", version_4, "base"), ("version 5", version_5, "folded")]:  # fmt: skip
         case(label, data, beside, "ok")
+    for i, data in enumerate(reader_marked):
+        case(f"the reader's collection marked {i}", data, "folded", "AlreadyReported")
     for i in range(CASES):
         case(f"mutated {i}", mutated(base if i % 2 else earlier, rng))
     for i in range(CASES // 4):
@@ -350,6 +393,8 @@ async def test_python_and_javascript_read_every_ledger_shape_alike_and_fail_clos
                                                   for k, e in base["entries"].items()}}, outcome="LedgerError")  # fmt: skip
     for label, data in bent_spend(folded).items():
         case(f"bent spend: {label}", data, "folded", outcome="LedgerError")
+    for label, data in bent_markers(folded).items():
+        case(f"bent markers: {label}", data, "folded", outcome="LedgerError")
     for label, raw in repeated_keys(base, earlier, first, folded).items():
         case(f"repeated key: {label}", raw, outcome="LedgerError")
     for label, data in not_first_format(first).items():
@@ -419,8 +464,8 @@ async def test_python_and_javascript_read_every_ledger_shape_alike_and_fail_clos
             entries = [{k: {x: v for x, v in e.items() if x != "sent_at" and (k, x) != (fuzz, "reserved_at")}
                         for k, e in w["entries"].items()} for w in wrote]  # fmt: skip
             files = [sorted(f.name for f in reports_of(paths[who][i]).iterdir()) for who in ("py", "js")]
-            assert wrote[0]["version"] == wrote[1]["version"] == 5 and entries[0] == entries[1], label
-            assert wrote[0]["spent"] == wrote[1]["spent"], label
+            assert wrote[0]["version"] == wrote[1]["version"] == 6 and entries[0] == entries[1], label
+            assert wrote[0]["spent"] == wrote[1]["spent"] and wrote[0]["reported"] == wrote[1]["reported"], label
             assert files[0] == files[1] and Ledger._named(wrote[0]["entries"]) <= set(files[0]), label
 
 
@@ -493,7 +538,7 @@ def test_a_device_reports_to_at_most_max_collections_in_a_window_memoised_answer
     limits = Limits(max_epsilon=2.0, budget=Budget(total=8.0, per_days=30), max_collections=5)
     for i in range(5):  # one fresh draw, then clones of it: memoised, for nothing
         ledger.claim(replace(ASKED, collection=f"c{i}", uid=f"{i}" * 32), limits, lambda: b"x", lambda old: old)
-    with pytest.raises(LimitExceeded, match="reported to 5 collections in the last 30 days"):
+    with pytest.raises(LimitExceeded, match="holds 5 collections at http://x.example drawn in the last 30 days"):
         ledger.claim(replace(ASKED, collection="c5", uid="5" * 32), limits, pytest.fail, pytest.fail)
     # Collections already reported to are still answered (their report re-sent, nothing new).
     assert ledger.claim(replace(ASKED, collection="c3", uid="3" * 32), limits, pytest.fail, pytest.fail).body == b"x"
@@ -691,15 +736,15 @@ def test_the_memo_gives_up_its_oldest_answers_first_and_the_budget_still_counts_
         time.time = real
 
 
-def test_a_ledger_of_version_4_is_read_and_moved_to_version_5_by_the_next_write(tmp_path):
+def test_a_ledger_of_version_4_is_read_and_moved_to_version_6_by_the_next_write(tmp_path):
     path = tmp_path / "ledger.json"
     written_by_a_device(path)
     data = json.loads(path.read_text())
-    del data["spent"]
+    del data["spent"], data["reported"]
     path.write_text(json.dumps({**data, "version": 4}))
     ledger = Ledger(path)
     assert len(ledger.entries()) == 3 and json.loads(path.read_text())["version"] == 4, "read, not yet written"
     clone = ledger.claim(replace(ASKED, collection="c9", uid="z" * 32), READER_LIMITS, pytest.fail, lambda old: old)
     assert clone.spent == 0.0
     moved = json.loads(path.read_text())
-    assert moved["version"] == 5 and moved["spent"] == {} and len(moved["entries"]) == 4
+    assert moved["version"] == 6 and moved["spent"] == moved["reported"] == {} and len(moved["entries"]) == 4

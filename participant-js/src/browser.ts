@@ -13,7 +13,9 @@
  * stores it, since a transaction cannot wait on a stream); one the layout before kept as base64
  * text is read as it is. The store `entries` marks an entry whose report is kept (`report` is
  * {@link KEPT}), so that the memo knows which answers it holds without reading a report; the
- * store `spent` holds the ledger's sums by day (version 5's `spent`) under one key.
+ * store `spent` holds the ledger's sums by day (version 5's `spent`) under one key, and the store
+ * `reported` (database version 5: created, empty, by the upgrade from 4, in its one transaction)
+ * the markers of the collections whose entries left (version 6's `reported`) under one key.
  *
  * Every change runs inside one read-write transaction, and IndexedDB runs read-write transactions
  * on a store one at a time across every tab of the profile: two tabs submitting at once cannot
@@ -33,18 +35,21 @@ import {
   fromBase64,
   isMapping,
   parseJson,
+  reportedProblem,
   spentProblem,
   toBase64,
 } from "./ledger.js";
 
-const VERSION_OF_DATABASE = 4;
+const VERSION_OF_DATABASE = 5;
 const LEGACY = "ledger";
 const LEGACY_KEY = "ledger";
 const ENTRIES = "entries";
 const REPORTS = "reports";
 const SPENT = "spent";
 const SPENT_KEY = "spent";
-const STORES = [LEGACY, ENTRIES, REPORTS, SPENT];
+const REPORTED = "reported";
+const REPORTED_KEY = "reported";
+const STORES = [LEGACY, ENTRIES, REPORTS, SPENT, REPORTED];
 /** What the store `entries` holds as an entry's `report` while the store `reports` keeps it (the memo's answers are among these). */
 export const KEPT = "kept";
 // The most bytes a report may inflate to, as participant/ledger.py's LARGEST_REPORT.
@@ -252,13 +257,14 @@ export class IndexedDbStorage implements LedgerStorage {
     let result: T | undefined;
     let failure: unknown = null;
     const committed = finished(transaction, () => failure);
-    const [legacy, entries, reports, sums] = STORES.map((store) => transaction.objectStore(store));
+    const [legacy, entries, reports, sums, marked] = STORES.map((store) => transaction.objectStore(store));
     const fail = (error: unknown) => {
       failure = error instanceof SyntaxError ? new LedgerError(`the ledger ${this.where} is not valid JSON`) : error;
       transaction.abort();
     };
     const run = (data: LedgerData, moving: boolean) => {
       const before = new Map(Object.entries(data.entries));
+      const markers = data.reported;
       const outcome = change(data);
       result = outcome.result;
       if (!outcome.write && !moving) return;
@@ -270,6 +276,7 @@ export class IndexedDbStorage implements LedgerStorage {
         if (moving || entry.report !== KEPT) reports.put(reportOf(key, entry, this.packed), key);
       }
       sums.put(data.spent, SPENT_KEY);
+      if (moving || data.reported !== markers) marked.put(data.reported ?? {}, REPORTED_KEY); // a year of markers: written when they change
       for (const key of before.keys())
         if (!Object.prototype.hasOwnProperty.call(data.entries, key)) {
           entries.delete(key);
@@ -297,7 +304,7 @@ export class IndexedDbStorage implements LedgerStorage {
           };
           return;
         }
-        const data: LedgerData = { version: VERSION, entries: {}, spent: {} };
+        const data: LedgerData = { version: VERSION, entries: {}, spent: {}, reported: {} };
         // As many reports as entries; a report missing where it is needed is refused by `entry`.
         const reported = reports.count();
         const summed = sums.get(SPENT_KEY);
@@ -306,6 +313,13 @@ export class IndexedDbStorage implements LedgerStorage {
           const problem = spentProblem(summed.result);
           if (problem !== null) fail(new LedgerError(`the ledger ${this.where} does not hold ledger entries: ${problem}`));
           else data.spent = summed.result as Record<string, string>;
+        };
+        const markedRead = marked.get(REPORTED_KEY);
+        markedRead.onsuccess = () => {
+          if (markedRead.result === undefined) return; // none written yet
+          const problem = reportedProblem(markedRead.result);
+          if (problem !== null) fail(new LedgerError(`the ledger ${this.where} does not hold ledger entries: ${problem}`));
+          else data.reported = markedRead.result as Record<string, string>;
         };
         readAll(
           entries,

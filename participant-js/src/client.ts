@@ -24,7 +24,7 @@
  */
 import { decode, encode } from "@msgpack/msgpack";
 
-import { ClientError, ParticipantError } from "./errors.js";
+import { AlreadyReported, ClientError, ParticipantError } from "./errors.js";
 import { type Ledger, type Asked } from "./ledger.js";
 import { LimitExceeded, Limits, type LimitsOptions } from "./limits.js";
 import { normaliseOrigin } from "./origin.js";
@@ -35,8 +35,7 @@ import { CollectionSpec, SpecError } from "./spec.js";
 import { INPUT_BYTES, concat, finish, issuingKey, tokenLength, tokenRequest } from "./tokens.js";
 import { ShuffledView } from "./view.js";
 
-/** This device already reported to the collection: a second report would spend ε again. */
-export class AlreadyReported extends ClientError {}
+export { AlreadyReported }; // defined beside the other errors: the ledger raises it too
 /** The aggregator refused the request (4xx): retrying would not help. */
 export class ReportRejected extends ClientError {
   constructor(

@@ -21,3 +21,6 @@ export class SpecError extends ParticipantError {}
 
 /** Base of the errors of talking to a service (the client and its ledger), as the Python participant's `ClientError`. */
 export class ClientError extends ParticipantError {}
+
+/** This device already reported to the collection: a second report would spend ε again. */
+export class AlreadyReported extends ClientError {}

@@ -1,11 +1,13 @@
 /**
  * The device's ledger: what it reported, where, and what that spent. The same rules, and the same
- * entries (version 5, keyed `"<origin> <collection id>"`, and a sum a day of the spend that left
- * them), as the Python participant's
+ * entries (version 6, keyed `"<origin> <collection id>"`, a sum a day of the spend that left
+ * them, and the markers of the collections they reported to), as the Python participant's
  * `participant/ledger.py`, whose opening note argues why they hold:
  *
  * - one report per collection: a collection reported to is never reported to again (a report
- *   never acknowledged is re-sent, the very same bytes);
+ *   never acknowledged is re-sent, the very same bytes); an entry that leaves the ledger leaves
+ *   its markers ({@link marker}) for a year, and a collection found there is refused
+ *   (`AlreadyReported`): within any year a collection receives at most one report from a device;
  * - one answer per question at an origin (the memo): a collection asking a question this device
  *   answered before at the same origin gets that same randomised answer again at no cost, whatever
  *   the record now is, so whether a device repeats itself depends on the questions alone; another
@@ -13,26 +15,30 @@
  * - one budget per device: a fresh draw only if its ε fits the app's cap per collection and every
  *   fresh draw of the window, and of the last 365 days, at every origin together, stays within the
  *   app's total and yearly cap;
- * - a small ledger whatever a service asks: the memo keeps at most `maxMemoPerOrigin` answers at
- *   an origin (`maxCollections` at all), the oldest given up first; an entry drawn on a day wholly
+ * - a small ledger whatever a service asks: at most `maxCollections` entries at an origin drawn
+ *   within the window or never acknowledged (counted per origin: no service can make the device
+ *   refuse another); the memo keeps at most `maxMemoPerOrigin` answers at an origin, the oldest
+ *   given up first; an entry drawn on a day wholly
  *   before the rolling window leaves unless it holds a kept answer, its ε added to its day's sum,
  *   which the yearly cap counts while any moment of the day lies within the year.
  *
  * The storage (a file in Node, IndexedDB in a browser) makes each read-modify-write atomic.
  */
-import { ClientError } from "./errors.js";
+import { AlreadyReported, ClientError } from "./errors.js";
 import { type Rational, rationalOf, reduce } from "./exact.js";
 import { BudgetExceeded, LimitExceeded, type Limits, YEAR_DAYS } from "./limits.js";
 import { normaliseOrigin } from "./origin.js";
 import { PyFloat, canonicalJson } from "./pyjson.js";
+import { sha256 } from "./sha256.js";
 
-export const VERSION = 5;
+export const VERSION = 6;
 /**
  * The versions read: version 2 held each report inline (base64), version 3 named its file by the
  * SHA-256 of its bytes, versions 4 and 5 by {@link reportBinding} and that SHA-256 (version 5 adds
- * `spent`, {@link spentProblem}); and the first format, which states no version ({@link fromFirstFormat}).
+ * `spent`, {@link spentProblem}; version 6 `reported`, {@link reportedProblem}); and the first
+ * format, which states no version ({@link fromFirstFormat}).
  */
-export const READABLE = [2, 3, 4, 5];
+export const READABLE = [2, 3, 4, 5, 6];
 const SECONDS_PER_DAY = 86_400;
 
 /** The ledger cannot be read or written, or is not a ledger. Nothing is sent. */
@@ -61,6 +67,12 @@ export interface LedgerData {
   entries: Record<string, Entry>;
   /** The ε of entries that left the ledger, by day (since the epoch, UTC): {@link spendText}. */
   spent: Record<string, string>;
+  /**
+   * The markers ({@link marker}, concatenated) of the collections reported to in entries that
+   * left the ledger, by the day they were drawn on: a collection found there is refused for a year
+   * (absent from a storage of the app's own that keeps none yet).
+   */
+  reported?: Record<string, string>;
 }
 
 /**
@@ -160,6 +172,7 @@ const CHECKS: Record<number, [Map<string, (v: unknown) => boolean>, Map<string, 
   3: NAMED,
   4: NAMED,
   5: NAMED,
+  6: NAMED,
 };
 
 /** A plain object (as JSON.parse and IndexedDB's structured clone make one), nothing else. */
@@ -224,12 +237,50 @@ export function spentProblem(spent: unknown): string | null {
   return null;
 }
 
+/** The hex digits of a marker: 16 bytes of SHA-256. */
+export const MARKER_HEX = 32;
+
+/**
+ * The marker (32 lowercase hex digits: the first 16 bytes of a SHA-256) that this device reported
+ * at `origin` to the collection of id `name` (`kind` "collection") or of published uid `name`
+ * (`kind` "uid"): of kind, a newline, origin, a newline and name, as UTF-8. As
+ * `participant/ledger_format.py`'s `marker`.
+ */
+export function marker(kind: "collection" | "uid", origin: string, name: string): string {
+  const digest = sha256(new TextEncoder().encode(`${kind}\n${origin}\n${name}`));
+  let hex = "";
+  for (let i = 0; i < MARKER_HEX / 2; i++) hex += digest[i].toString(16).padStart(2, "0");
+  return hex;
+}
+
+/**
+ * What is wrong with a version 6 ledger's `reported` (day -> concatenated markers), or null when a
+ * device wrote it: days as `spent` writes them, each holding one marker or more, no marker twice
+ * in the whole mapping. The rules of `participant/ledger_format.py`'s `reported_problem`.
+ */
+export function reportedProblem(reported: unknown): string | null {
+  if (!isMapping(reported)) return "its markers by day are not a mapping";
+  const seen = new Set<string>();
+  for (const day in reported) {
+    if (!/^(0|[1-9][0-9]{0,5})$/.test(day) || Number(day) > LATEST_DAY) return `its markers name a day that is none: '${day.slice(0, 20)}'`;
+    const text = reported[day];
+    if (typeof text !== "string" || text.length % MARKER_HEX !== 0 || !/^[0-9a-f]+$/.test(text)) return `its markers of day ${day} are not markers a device writes`;
+    for (let at = 0; at < text.length; at += MARKER_HEX) seen.add(text.slice(at, at + MARKER_HEX));
+  }
+  let markers = 0;
+  for (const day in reported) markers += (reported[day] as string).length / MARKER_HEX;
+  return seen.size === markers ? null : "its markers repeat a marker";
+}
+
 /** What is wrong with a parsed ledger, or null when it is a ledger a device writes. */
 export function ledgerProblem(data: unknown): string | null {
   if (!isMapping(data)) return "not a mapping";
   if (!READABLE.includes(data.version as number)) return `not version ${READABLE.join(" or ")}`;
   const keys = Object.keys(data);
-  if (data.version === 5) {
+  if (data.version === 6) {
+    if (keys.length !== 4 || !keys.every((k) => k === "version" || k === "entries" || k === "spent" || k === "reported") || !isMapping(data.entries))
+      return "not a mapping of version, entries, spend and markers";
+  } else if (data.version === 5) {
     if (keys.length !== 3 || !keys.every((k) => k === "version" || k === "entries" || k === "spent") || !isMapping(data.entries))
       return "not a mapping of version, entries and spend";
   } else if (!keys.every((k) => k === "version" || k === "entries" || k === "salt") || !isMapping(data.entries))
@@ -238,18 +289,20 @@ export function ledgerProblem(data: unknown): string | null {
     const problem = entryProblem(key, entry, data.version as number);
     if (problem !== null) return problem;
   }
-  return data.version === 5 ? spentProblem(data.spent) : null;
+  if ((data.version as number) < 5) return null;
+  return spentProblem(data.spent) ?? (data.version === 6 ? reportedProblem(data.reported) : null);
 }
 
 /** `raw` (parsed JSON, or undefined for no ledger yet) as a ledger, or a LedgerError naming why not. */
 export function checkedLedger(raw: unknown, where: string): LedgerData {
-  if (raw === undefined) return { version: VERSION, entries: {}, spent: {} };
+  if (raw === undefined) return { version: VERSION, entries: {}, spent: {}, reported: {} };
   const problem = ledgerProblem(raw);
   if (problem !== null) throw new LedgerError(`the ledger ${where} does not hold ledger entries: ${problem}`);
   const data = raw as LedgerData & { salt?: unknown };
   for (const entry of Object.values(data.entries)) delete (entry as unknown as Record<string, unknown>).record;
   delete data.salt;
   data.spent ??= {}; // before version 5 every spend was an entry's
+  data.reported ??= {}; // before version 6 no marker was kept
   return data;
 }
 
@@ -468,8 +521,7 @@ function questionOf(e: Entry): string {
 /**
  * The answers the memo keeps, by question ({@link questionOf}): the key of the newest entry
  * holding the question's answer (a direct entry with its report, drawn within `memoDays` of
- * `now`), for the `maxMemoPerOrigin` questions at each origin and the `maxCollections` at all
- * origins answered most recently (ties by key, in code point order); every other question's
+ * `now`), for the `maxMemoPerOrigin` questions at each origin answered most recently (ties by key, in code point order); every other question's
  * answer is given up. As the Python participant's `_memo`.
  */
 function memoOf(entries: Record<string, Entry>, limits: Limits, now: number): Map<string, string> {
@@ -492,7 +544,47 @@ function memoOf(entries: Record<string, Entry>, limits: Limits, now: number): Ma
   }
   const kept: [string, string][] = [];
   for (const answers of byOrigin.values()) kept.push(...answers.sort(newestFirst).slice(0, limits.maxMemoPerOrigin));
-  return new Map(kept.sort(newestFirst).slice(0, limits.maxCollections));
+  return new Map(kept.sort(newestFirst));
+}
+
+/** Whether `data` holds a marker that this device reported to `asked`'s collection (its id, or its published uid at its origin) in an entry that has left. */
+function left(data: LedgerData, asked: Asked): boolean {
+  const reported = data.reported ?? {};
+  for (const wanted of [marker("collection", asked.origin, asked.collection), marker("uid", asked.origin, asked.uid)])
+    for (const day in reported) {
+      const text = reported[day];
+      for (let at = text.indexOf(wanted); at !== -1; at = text.indexOf(wanted, at + 1)) if (at % MARKER_HEX === 0) return true;
+    }
+  return false;
+}
+
+/**
+ * Adds to `data.reported` the markers of the entries `gone` (each with its day), a marker already
+ * held added no more, and drops the days wholly before the last year; `data.reported` is a new
+ * object when it changed (a storage writes it only then). As the Python participant's `_mark`.
+ */
+function mark(data: LedgerData, gone: [number, Entry][], now: number, limits: Limits): void {
+  const before = data.reported ?? {};
+  const reported = { ...before };
+  let changed = false;
+  if (gone.length > 0) {
+    const held = new Set<string>();
+    for (const day in reported) for (let at = 0; at < reported[day].length; at += MARKER_HEX) held.add(reported[day].slice(at, at + MARKER_HEX));
+    for (const [day, e] of gone)
+      for (const m of [marker("collection", e.origin, e.collection), marker("uid", e.origin, e.uid)])
+        if (!held.has(m)) {
+          held.add(m);
+          reported[day] = (reported[day] ?? "") + m;
+          changed = true;
+        }
+  }
+  const counted = now - Math.max(limits.budget.perDays, YEAR_DAYS) * SECONDS_PER_DAY;
+  for (const day of Object.keys(reported))
+    if ((Number(day) + 1) * SECONDS_PER_DAY <= counted) {
+      delete reported[day];
+      changed = true;
+    }
+  data.reported = changed || data.reported === undefined ? reported : before;
 }
 
 /** Whether `entry` answered `asked`'s question at `asked`'s origin: another origin's answer is never repeated (see the module's note). */
@@ -533,15 +625,23 @@ export class Ledger {
         );
       return { kind: "entry", key };
     }
+    if (left(data, asked))
+      throw new AlreadyReported(
+        `this device already reported to collection '${asked.collection}' at ${asked.origin}; a second report would spend epsilon twice`,
+      );
     limits.checkCollection(asked.epsilon, asked.collection);
     const now = this.now();
     const since = now - limits.budget.perDays * SECONDS_PER_DAY;
-    let recent = 0;
-    for (const other in entries) if (entries[other].reserved_at > since) recent++;
-    if (recent >= limits.maxCollections)
+    // At this origin alone (no refusal tells one service what another asked), unacknowledged entries whatever their age.
+    let held = 0;
+    for (const other in entries) {
+      const e = entries[other];
+      if (e.origin === asked.origin && (e.reserved_at > since || !e.sent)) held++;
+    }
+    if (held >= limits.maxCollections)
       throw new LimitExceeded(
-        `this device reported to ${recent} collections in the last ${limits.budget.perDays} days; this app reports to at most ` +
-          `${limits.maxCollections} (maxCollections); nothing was drawn or sent`,
+        `this device holds ${held} collections at ${asked.origin} drawn in the last ${limits.budget.perDays} days or never ` +
+          `acknowledged; this app holds at most ${limits.maxCollections} an origin (maxCollections); nothing was drawn or sent`,
       );
     if (asked.question)
       for (const other of memoOf(entries, limits, now).values()) if (answers(entries[other], asked)) return { kind: "memo", key: other };
@@ -576,6 +676,7 @@ export class Ledger {
     const memo = memoOf(entries, limits, now);
     const kept = new Set(memo.values());
     const window = now - limits.budget.perDays * SECONDS_PER_DAY;
+    const gone: [number, Entry][] = [];
     for (const key of Object.keys(entries)) {
       const e = entries[key];
       // An unacknowledged entry stays with its report, however old: a retry re-sends those bytes (participant/ledger.py).
@@ -583,11 +684,13 @@ export class Ledger {
       const day = dayOf(e.reserved_at);
       if ((day + 1) * SECONDS_PER_DAY <= window) {
         if (e.epsilon !== 0) sums[day] = spendText(add(sums[day] === undefined ? { n: 0n, d: 1n } : spendValue(sums[day]), rationalOf(e.epsilon)));
+        gone.push([day, e]);
         delete entries[key];
       } else if (e.sent && e.report && e.sealed === undefined && !memo.has(questionOf(e))) entries[key] = { ...e, report: "" }; // a new object: encoded anew
     }
     const counted = now - Math.max(limits.budget.perDays, YEAR_DAYS) * SECONDS_PER_DAY;
     for (const day of Object.keys(sums)) if ((Number(day) + 1) * SECONDS_PER_DAY <= counted) delete sums[day];
+    mark(data, gone, now, limits);
   }
 
   private record(

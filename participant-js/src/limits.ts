@@ -46,7 +46,11 @@ export interface LimitsOptions {
   maxDomain?: number;
   maxTotalDomain?: number;
   maxDrawSeconds?: number;
-  /** The most collections the device reports to within the budget's window, memoised answers included: 300 by default, as the Python participant's `max_collections` (which says why). */
+  /**
+   * The most collections the device holds at one origin drawn within the budget's window or never
+   * acknowledged (whatever their age), memoised answers included: 300 by default, counted per
+   * origin, as the Python participant's `max_collections` (which says why).
+   */
   maxCollections?: number;
   /**
    * The longest (days) the memo keeps a question's answer after it was last given: a question not
@@ -54,8 +58,8 @@ export interface LimitsOptions {
    */
   memoDays?: number;
   /**
-   * The most questions whose answers the memo keeps at one origin (and `maxCollections` at all
-   * origins): past it the answers given longest ago are given up first (their reports leave the
+   * The most questions whose answers the memo keeps at one origin (none over all origins: one
+   * origin's questions never give up another's answers): past it the answers given longest ago are given up first (their reports leave the
    * ledger; the question, asked again, is drawn afresh, its ε counted), their spend still counted.
    * 100 by default, as the Python participant's `max_memo_per_origin` (which says why).
    */

@@ -113,7 +113,7 @@ function serialised(data: LedgerData): Buffer {
     if (bytes === undefined) encoded.set(entry, (bytes = Buffer.from(JSON.stringify(entry))));
     parts.push(Buffer.from(`${i ? "," : ""}${JSON.stringify(key)}:`), bytes);
   }
-  parts.push(Buffer.from(`},"spent":${JSON.stringify(data.spent)}}`));
+  parts.push(Buffer.from(`},"spent":${JSON.stringify(data.spent)},"reported":${JSON.stringify(data.reported ?? {})}}`));
   return Buffer.concat(parts);
 }
 

@@ -125,7 +125,7 @@ test("two entries' report names swapped (each file still matching its bytes) are
   );
 });
 
-test("a version 3 ledger (its files named by their bytes alone) is read, and moved to version 5 by the next write", async () => {
+test("a version 3 ledger (its files named by their bytes alone) is read, and moved to version 6 by the next write", async () => {
   const path = await spent();
   const reports = `${path}.reports`;
   const data = JSON.parse(readFileSync(path, "utf8"));
@@ -136,7 +136,7 @@ test("a version 3 ledger (its files named by their bytes alone) is read, and mov
     entry.report = old;
   }
   const older = new Set(readdirSync(reports));
-  delete data.spent; // version 5's alone
+  delete data.spent; delete data.reported; // versions 5 and 6's alone
   writeFileSync(path, JSON.stringify({ ...data, version: 3 }));
   const ledger = fileLedger(path);
   const entries = await ledger.entries();
@@ -145,7 +145,7 @@ test("a version 3 ledger (its files named by their bytes alone) is read, and mov
   const clone = await ledger.claim(asked("c5", "c2".repeat(32)), limits, () => assert.fail("drawn"), (old) => old);
   assert.deepEqual([new TextDecoder().decode(clone.body), clone.spent], ["answer c2", 0]);
   const written = JSON.parse(readFileSync(path, "utf8"));
-  assert.equal(written.version, 5);
+  assert.equal(written.version, 6);
   const names = new Set(readdirSync(reports));
   assert.ok([...current].every((name) => names.has(name)), "each report named again as version 4 names it");
   assert.ok([...older].every((name) => !names.has(name)), "and its version 3 name gone");
