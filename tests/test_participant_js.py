@@ -73,9 +73,10 @@ def test_the_javascript_participant_reproduces_the_python_one(built):
     assert "# fail 0" in result.stdout and passed >= written >= 15, result.stdout[-2000:]
 
 
-@pytest.fixture
-def service(tmp_path):
-    server = Server(tmp_path / "js.sqlite3").start()
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    """One service for the module's tests (each reports to collections of its own ids)."""
+    server = Server(tmp_path_factory.mktemp("js") / "js.sqlite3").start()
     yield server
     server.stop()
 
