@@ -170,9 +170,16 @@ async def test_a_real_shufflers_per_address_limit_names_the_shuffler_and_per_add
         assert "failed after 1 attempts; it asks to wait" in message and "(max_retry_after=5 s); " in message
         assert "; last: 429 too many reports from this address (at most 1 a minute)" in message
         assert message.endswith("its operator can raise python -m shuffler serve --per-address")
-        assert failed.value.option == "python -m shuffler serve --per-address" and failed.value.party.startswith(
-            "the shuffler"
-        )
+        assert failed.value.option == "python -m shuffler serve --per-address"
+        assert failed.value.party == f"the shuffler at {shuffler.url}"
+        # The answer itself names the option, for any client.
+        headers = {"Content-Type": "application/ldpnb-sealed"}
+        request = urllib.request.Request(f"{shuffler.url}/collections/s/reports", data=sealed_under(view), headers=headers)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            await asyncio.to_thread(urllib.request.urlopen, request, timeout=10)
+        answer = json.load(refused.value)
+        assert refused.value.code == 429 and answer["option"] == "--per-address"
+        assert answer["error"].endswith("its operator can raise python -m shuffler serve --per-address")
     finally:
         shuffler.stop()
         server.stop()
