@@ -185,7 +185,8 @@ class AsyncClient:
     ``retry_deadline`` seconds (default 300) after the first attempt, ends the attempts at once, so
     that no service stalls a device for long. The wait depends only on the service's answers, never
     on the person's record (:mod:`participant.retrying`); the :class:`SubmissionFailed` that ends
-    the attempts names the party that refused and the option that lifts its limit. ``rng`` defaults to the secure source.
+    the attempts names the party that refused and the option that lifts its limit. ``rng``
+    defaults to the secure source.
     ``strict=True`` refuses a record holding a key its spec does not know, lacking a field, or
     holding a value it does not declare (:class:`~participant.errors.RecordError`; see
     :class:`~participant.reporting.Participant`), before anything is drawn, the ledger touched or
@@ -270,7 +271,7 @@ class AsyncClient:
         answer longer than ``limit`` bytes (read no further). Each attempt sends the same bytes.
         How long it waits between them follows only the answers (:mod:`participant.retrying`).
         Redirects are not followed: the app configured the one origin it reports to."""
-        last, status, asked, said, named = "no attempt made", None, None, "", None
+        last, status, asked, named = "no attempt made", None, None, None
         started, attempt, stop = time.monotonic(), 0, ""
         while True:
             try:
@@ -281,25 +282,26 @@ class AsyncClient:
                     typed = response.content_type in (MSGPACK, "application/json")
                     data = self._decode(body, response.content_type) if typed else None
                     last, status = last_answer(response.status, body, data), response.status
-                    said = last.partition(" ")[2]
                     named = data.get("option") if isinstance(data, dict) else None
-                    asked = retry_after(response.headers.get("Retry-After"), time.time()) if status in (429, 503) else None
+                    header = response.headers.get("Retry-After") if status in (429, 503) else None
+                    asked = retry_after(header, time.time())
             except (TimeoutError, _aiohttp().ClientError, OSError, ValueError) as exc:
-                last, status, asked, said, named = f"{type(exc).__name__}: {exc}", None, None, "", None
+                last, status, asked, named = f"{type(exc).__name__}: {exc}", None, None, None
             attempt += 1
             if attempt > self.retries:
                 break
             if asked is not None and asked > self.max_retry_after:
-                stop = f"; it asks to wait {asked:g} s, more than this app waits (max_retry_after={self.max_retry_after:g} s)"
+                stop = f"; it asks to wait {asked:g} s, over max_retry_after ({self.max_retry_after:g} s)"
                 break
             wait = wait_before(attempt, self.backoff, asked, random.random())
             if time.monotonic() - started + wait > self.retry_deadline:
-                stop = f"; waiting {wait:.3g} s more would pass this app's retry_deadline ({self.retry_deadline:g} s)"
+                stop = f"; another wait would pass retry_deadline ({self.retry_deadline:g} s)"
                 break
             await asyncio.sleep(wait)
         who, is_shuffler = party(url, self.shuffler, self.origin)
-        lift = option(status, is_shuffler, said, named)
-        verb = "could not be reached" if status is None else {429: "refused", 503: "was unavailable"}.get(status, "failed")
+        lift = option(status, is_shuffler, named)
+        verbs = {None: "could not be reached", 429: "refused", 503: "was unavailable"}
+        verb = verbs.get(status, "failed")
         raise SubmissionFailed(
             f"{who} {verb}: {method} {url} failed after {attempt} attempts{stop}; last: {last}"
             + (f"; its operator can raise {lift}" if lift and lift not in last else ""),

@@ -26,9 +26,8 @@ DEFAULT_RETRY_DEADLINE = 300.0
 #: The share of an asked wait a device may add to it, at random, so that devices do not return in lockstep.
 JITTER = 0.2
 
-# The options of each party's ``serve`` that lift one of its 429s (what a 429's ``option`` may name).
+# The options of the shuffler's ``serve`` that lift one of its 429s (what its 429's ``option`` may name).
 SHUFFLER_OPTIONS = ("--per-address", "--per-collection", "--max-waiting")
-AGGREGATOR_OPTIONS = ("--rate-limit",)
 
 _DELTA = re.compile(r"\s*\d+(\.\d+)?\s*")
 
@@ -67,22 +66,14 @@ def party(url: str, shuffler: str | None, aggregator: str) -> tuple[str, bool]:
     return f"the aggregator at {aggregator}", False
 
 
-def option(status: int | None, is_shuffler: bool, said: str, named: object = None) -> str | None:
+def option(status: int | None, is_shuffler: bool, named: object = None) -> str | None:
     """The ``serve`` option (``"python -m shuffler serve --per-address"``) that lifts the limit a
-    429 answer ``said`` (its message) and ``named`` (its ``option`` field, taken only when it is
-    one of the party's own); None for any other answer."""
+    429 answer names: the one in its ``option`` field when that is one of the party's own, else the
+    party's limit per address; None for any other answer."""
     if status != 429:
         return None
     if is_shuffler:
-        if named not in SHUFFLER_OPTIONS:
-            named = (
-                "--max-waiting"
-                if "wait for a batch" in said
-                else "--per-collection"
-                if "a second" in said
-                else "--per-address"
-            )
-        return f"python -m shuffler serve {named}"
+        return f"python -m shuffler serve {named if named in SHUFFLER_OPTIONS else '--per-address'}"
     return "python -m aggregator serve --rate-limit"
 
 

@@ -97,13 +97,13 @@ async def test_a_wait_past_the_cap_or_the_deadline_ends_the_attempts_at_once_nam
     assert len(server.seen) == 1
     message = str(failed.value)
     assert message.startswith(f"the aggregator at {server.url} refused: POST {server.url}/collections/c1/reports")
-    assert "it asks to wait 61 s, more than this app waits (max_retry_after=60 s)" in message
+    assert "it asks to wait 61 s, over max_retry_after (60 s)" in message
     assert message.endswith("its operator can raise python -m aggregator serve --rate-limit")
     assert failed.value.retry_after == 61 and failed.value.status == 429
 
     async with Answering([(503, {"Retry-After": "2"})]) as server:
         async with AsyncClient(server.url, ledger=None, retries=5, retry_deadline=1.5) as client:
-            with pytest.raises(SubmissionFailed, match=r"would pass this app's retry_deadline \(1.5 s\)") as failed:
+            with pytest.raises(SubmissionFailed, match=r"another wait would pass retry_deadline \(1.5 s\)") as failed:
                 await client.send_report("c1", b"\x80")
     assert len(server.seen) == 1 and str(failed.value).startswith(f"the aggregator at {server.url} was unavailable:")
 
@@ -167,7 +167,7 @@ async def test_a_real_shufflers_per_address_limit_names_the_shuffler_and_per_add
                 await client.send_report("s", sealed_under(view), client.shuffler)
         message = str(failed.value)
         assert message.startswith(f"the shuffler at {shuffler.url} refused: POST {shuffler.url}/collections/s/reports")
-        assert "failed after 1 attempts; it asks to wait" in message and "(max_retry_after=5 s); " in message
+        assert "failed after 1 attempts; it asks to wait" in message and "over max_retry_after (5 s); " in message
         assert "; last: 429 too many reports from this address (at most 1 a minute)" in message
         assert message.endswith("its operator can raise python -m shuffler serve --per-address")
         assert failed.value.option == "python -m shuffler serve --per-address"

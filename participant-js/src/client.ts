@@ -33,7 +33,7 @@ import { Participant, type RawRecord, packReport } from "./report.js";
 import { checkSealable, seal, sealedLength } from "./sealing.js";
 import { CollectionSpec, SpecError } from "./spec.js";
 import { INPUT_BYTES, concat, finish, issuingKey, tokenLength, tokenRequest } from "./tokens.js";
-import { DEFAULT_MAX_RETRY_AFTER, DEFAULT_RETRY_DEADLINE, lastAnswer, option, party, retryAfter, waitBefore } from "./retrying.js";
+import { DEFAULT_MAX_RETRY_AFTER, DEFAULT_RETRY_DEADLINE, lastAnswer, refuser, retryAfter, waitBefore } from "./retrying.js";
 import { ShuffledView } from "./view.js";
 
 /** This device already reported to the collection: a second report would spend ε again. */
@@ -57,24 +57,16 @@ export class ReportRejected extends ClientError {
  * lifts the limit a 429 names (null for any other answer).
  */
 export class SubmissionFailed extends ClientError {
-  readonly url: string;
-  readonly status: number | null;
-  readonly retryAfter: number | null;
-  readonly party: string;
-  readonly last: string;
-  readonly option: string | null;
+  declare readonly url: string;
+  declare readonly status: number | null;
+  declare readonly retryAfter: number | null;
+  declare readonly party: string;
+  declare readonly last: string;
+  declare readonly option: string | null;
 
-  constructor(
-    message: string,
-    details: { url?: string; status?: number | null; retryAfter?: number | null; party?: string; last?: string; option?: string | null } = {},
-  ) {
+  constructor(message: string, details: Pick<SubmissionFailed, "url" | "status" | "retryAfter" | "party" | "last" | "option">) {
     super(message);
-    this.url = details.url ?? "";
-    this.status = details.status ?? null;
-    this.retryAfter = details.retryAfter ?? null;
-    this.party = details.party ?? "";
-    this.last = details.last ?? "";
-    this.option = details.option ?? null;
+    Object.assign(this, details);
   }
 }
 
@@ -241,13 +233,6 @@ export function directIds(direct: Iterable<string> | undefined): ReadonlySet<str
   return ids;
 }
 
-/** `value` when it is a finite number of seconds >= 0; RangeError naming the option otherwise. */
-function seconds(name: string, value: unknown): number {
-  if (typeof value !== "number" || !(value >= 0) || !Number.isFinite(value))
-    throw new RangeError(`${name} must be a number of seconds >= 0, got ${String(value)}`);
-  return value;
-}
-
 export class Client {
   readonly origin: string;
   readonly limits: Limits;
@@ -274,8 +259,11 @@ export class Client {
     this.direct = directIds(options.direct);
     this.retries = options.retries ?? 5;
     this.backoff = options.backoff ?? 0.2;
-    this.maxRetryAfter = seconds("maxRetryAfter", options.maxRetryAfter ?? DEFAULT_MAX_RETRY_AFTER);
-    this.retryDeadline = seconds("retryDeadline", options.retryDeadline ?? DEFAULT_RETRY_DEADLINE);
+    this.maxRetryAfter = options.maxRetryAfter ?? DEFAULT_MAX_RETRY_AFTER;
+    this.retryDeadline = options.retryDeadline ?? DEFAULT_RETRY_DEADLINE;
+    for (const name of ["maxRetryAfter", "retryDeadline"] as const)
+      if (typeof this[name] !== "number" || !(this[name] >= 0) || !Number.isFinite(this[name]))
+        throw new RangeError(`${name} must be a number of seconds >= 0, got ${this[name]}`);
     this.timeout = options.timeout ?? 10;
     this.source = options.source;
     this.strict = options.strict ?? false;
@@ -292,7 +280,6 @@ export class Client {
     let last = "no attempt made";
     let status: number | null = null;
     let asked: number | null = null;
-    let said = "";
     let named: unknown;
     let stop = "";
     let attempt = 0;
@@ -311,29 +298,27 @@ export class Client {
         }
         if (response.status < 500 && response.status !== 429) return [response.status, data];
         status = response.status;
-        last = lastAnswer(status, data, body.length);
-        said = last.slice(last.indexOf(" ") + 1);
+        last = lastAnswer(status, data);
         named = typeof data === "object" && data !== null ? (data as { option?: unknown }).option : undefined;
         asked = status === 429 || status === 503 ? retryAfter(response.headers.get("retry-after"), Date.now()) : null;
       } catch (error) {
         if (error instanceof ParticipantError) throw error;
-        [last, status, asked, said, named] = [`${(error as Error).name}: ${(error as Error).message}`, null, null, "", undefined];
+        [last, status, asked, named] = [`${(error as Error).name}: ${(error as Error).message}`, null, null, undefined];
       }
       attempt++;
       if (attempt > this.retries) break;
       if (asked !== null && asked > this.maxRetryAfter) {
-        stop = `; it asks to wait ${asked} s, more than this app waits (maxRetryAfter=${this.maxRetryAfter} s)`;
+        stop = `; it asks to wait ${asked} s, over maxRetryAfter (${this.maxRetryAfter} s)`;
         break;
       }
       const wait = waitBefore(attempt, this.backoff, asked, Math.random()); // jitter: not a draw
       if (performance.now() / 1000 - started + wait > this.retryDeadline) {
-        stop = `; waiting ${wait.toPrecision(3)} s more would pass this app's retryDeadline (${this.retryDeadline} s)`;
+        stop = `; another wait would pass retryDeadline (${this.retryDeadline} s)`;
         break;
       }
       await sleep(wait);
     }
-    const [who, isShuffler] = party(url, this.shuffler, this.origin);
-    const lift = option(status, isShuffler, said, named);
+    const [who, lift] = refuser(url, this.shuffler, this.origin, status, named);
     const verb = status === null ? "could not be reached" : status === 429 ? "refused" : status === 503 ? "was unavailable" : "failed";
     throw new SubmissionFailed(
       `${who} ${verb}: ${method} ${url} failed after ${attempt} attempts${stop}; last: ${last}` +

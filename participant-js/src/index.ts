@@ -10,7 +10,6 @@ export {
   SubmissionFailed, type SubmitOptions,
 } from "./client.js";
 export { ClientError, ParticipantError, RecordError } from "./errors.js";
-export { DEFAULT_MAX_RETRY_AFTER, DEFAULT_RETRY_DEADLINE, retryAfter, waitBefore } from "./retrying.js";
 export { CollectionChanged, Ledger, LedgerError, type LedgerStorage } from "./ledger.js";
 export { BudgetExceeded, LimitExceeded, Limits, type LimitsOptions } from "./limits.js";
 export { normaliseOrigin } from "./origin.js";

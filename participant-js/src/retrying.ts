@@ -20,9 +20,6 @@ export const DEFAULT_RETRY_DEADLINE = 300;
 export const JITTER = 0.2;
 
 const SHUFFLER_OPTIONS = ["--per-address", "--per-collection", "--max-waiting"];
-const DELTA = /^\s*\d+(\.\d+)?\s*$/;
-// An HTTP-date as Python's participant reads one: a day's name, a comma and a date in GMT.
-const HTTP_DATE = /^\s*[A-Za-z]{3,9}, .*\bGMT\s*$/;
 
 /**
  * The seconds a `Retry-After` header asks to wait: its delta-seconds, or its HTTP-date less `now`
@@ -30,10 +27,9 @@ const HTTP_DATE = /^\s*[A-Za-z]{3,9}, .*\bGMT\s*$/;
  */
 export function retryAfter(value: string | null, now: number): number | null {
   if (value === null) return null;
-  if (DELTA.test(value)) return Number(value);
-  if (!HTTP_DATE.test(value)) return null;
-  const when = Date.parse(value);
-  return Number.isNaN(when) ? null : Math.max(0, (when - now) / 1000);
+  if (/^\s*\d+(\.\d+)?\s*$/.test(value)) return Number(value);
+  const when = /^[A-Za-z]{3,9}, .* GMT$/.test(value.trim()) ? Date.parse(value) : NaN; // an HTTP-date is GMT
+  return when >= 0 ? Math.max(0, (when - now) / 1000) : null;
 }
 
 /**
@@ -46,34 +42,22 @@ export function waitBefore(attempt: number, backoff: number, asked: number | nul
   return asked === null ? own : Math.max(own, asked * (1 + JITTER * draw));
 }
 
-/** `["the shuffler at ORIGIN", true]` when `url` is on the `shuffler` origin the app pins, else the aggregator's (`aggregator`). */
-export function party(url: string, shuffler: string | null, aggregator: string): [string, boolean] {
-  if (shuffler !== null && url.startsWith(`${shuffler}/`)) return [`the shuffler at ${shuffler}`, true];
-  return [`the aggregator at ${aggregator}`, false];
-}
-
 /**
- * The `serve` option (`"python -m shuffler serve --per-address"`) that lifts the limit a 429 answer
- * `said` (its message) and `named` (its `option` field, taken only when it is one of the party's
- * own); null for any other answer.
+ * `[party, option]` for a request to `url`: `"the shuffler at ORIGIN"` when `url` is on the
+ * `shuffler` origin the app pins, else the aggregator's (`aggregator`); and, for a 429 (`status`),
+ * the `serve` option that lifts its limit (`"python -m shuffler serve --per-address"`): the one its
+ * answer `named` when that is one of the party's own, else the party's limit per address.
  */
-export function option(status: number | null, isShuffler: boolean, said: string, named: unknown): string | null {
-  if (status !== 429) return null;
-  if (!isShuffler) return "python -m aggregator serve --rate-limit";
-  const chosen =
-    typeof named === "string" && SHUFFLER_OPTIONS.includes(named)
-      ? named
-      : said.includes("wait for a batch")
-        ? "--max-waiting"
-        : said.includes("a second")
-          ? "--per-collection"
-          : "--per-address";
-  return `python -m shuffler serve ${chosen}`;
+export function refuser(url: string, shuffler: string | null, aggregator: string, status: number | null, named: unknown): [string, string | null] {
+  const isShuffler = shuffler !== null && url.startsWith(`${shuffler}/`);
+  const who = `the ${isShuffler ? "shuffler" : "aggregator"} at ${isShuffler ? shuffler : aggregator}`;
+  if (status !== 429) return [who, null];
+  if (!isShuffler) return [who, "python -m aggregator serve --rate-limit"];
+  return [who, `python -m shuffler serve ${SHUFFLER_OPTIONS.includes(named as string) ? named : "--per-address"}`];
 }
 
-/** How the last answer reads in an error: its status and its JSON `error` (printable, at most 200 characters), or its size. */
-export function lastAnswer(status: number, data: unknown, size: number): string {
-  const error = typeof data === "object" && data !== null ? (data as { error?: unknown }).error : undefined;
-  if (typeof error === "string") return `${status} ${error.slice(0, 200).replace(/[\p{Cc}\p{Cf}]/gu, "?")}`;
-  return `${status} (${size} bytes)`;
+/** How the last answer reads in an error: its status and its JSON `error` (printable, at most 200 characters). */
+export function lastAnswer(status: number, data: unknown): string {
+  const error = (data as { error?: unknown } | null)?.error;
+  return typeof error === "string" ? `${status} ${error.slice(0, 200).replace(/[\x00-\x1f\x7f]/g, "?")}` : `${status}`;
 }
