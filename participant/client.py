@@ -47,6 +47,15 @@ from .ledger import Asked, Claim, Ledger
 from .limits import Budget, Limits
 from .origin import normalise_origin
 from .reporting import Participant
+from .retrying import (
+    DEFAULT_MAX_RETRY_AFTER,
+    DEFAULT_RETRY_DEADLINE,
+    last_answer,
+    option,
+    party,
+    retry_after,
+    wait_before,
+)
 from .spec import CollectionSpec
 from .view import ShuffledView
 from .wire import pack_report, rewrap
@@ -169,8 +178,15 @@ class AsyncClient:
     that its shuffler holds a shuffled view of. ``pace`` (seconds)
     fixes when the report leaves after the spec arrived (0 is refused for mechanisms whose draw
     time follows their noise). Network errors, 5xx and 429 answers are
-    retried ``retries`` times with exponential backoff (``backoff`` seconds, doubled each time, with
-    jitter); the report id makes retries safe. ``rng`` defaults to the secure source.
+    retried ``retries`` times, re-sending the same bytes (the report id makes retries safe), after
+    an exponential backoff (``backoff`` seconds, doubled each time, with jitter) or, when a 429 or
+    503 answer's ``Retry-After`` asks longer, that long and up to a fifth more; a ``Retry-After``
+    of more than ``max_retry_after`` seconds (default 60), or a wait that would end past
+    ``retry_deadline`` seconds (default 300) after the first attempt, ends the attempts at once, so
+    that no service stalls a device for long. The wait depends only on the service's answers, never
+    on the person's record (:mod:`participant.retrying`); the :class:`SubmissionFailed` that ends
+    the attempts names the party that refused and the option that lifts its limit. ``rng``
+    defaults to the secure source.
     ``strict=True`` refuses a record holding a key its spec does not know, lacking a field, or
     holding a value it does not declare (:class:`~participant.errors.RecordError`; see
     :class:`~participant.reporting.Participant`), before anything is drawn, the ledger touched or
@@ -195,6 +211,8 @@ class AsyncClient:
         retries: int = 5,
         backoff: float = 0.2,
         timeout: float = 10.0,
+        max_retry_after: float = DEFAULT_MAX_RETRY_AFTER,
+        retry_deadline: float = DEFAULT_RETRY_DEADLINE,
         strict: bool = False,
     ):
         self.origin = normalise_origin(base_url)
@@ -216,6 +234,11 @@ class AsyncClient:
         self.rng = rng
         self.retries = retries
         self.backoff = backoff
+        for name, value in (("max_retry_after", max_retry_after), ("retry_deadline", retry_deadline)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
+        self.max_retry_after = float(max_retry_after)
+        self.retry_deadline = float(retry_deadline)
         self.timeout = _aiohttp().ClientTimeout(total=timeout)
         self.strict = bool(strict)
 
@@ -242,27 +265,47 @@ class AsyncClient:
 
     async def _request(self, method: str, url: str, limit: int, **kwargs) -> tuple[int, bytes, str]:
         """``(status, body, content type)`` of the first non-retryable answer; raises
-        :class:`SubmissionFailed` when every attempt failed, and :class:`LimitExceeded` for an
-        answer longer than ``limit`` bytes (read no further). Redirects are not followed: the app
-        configured the one origin it reports to."""
-        last, status, retry_after = "no attempt made", None, None
-        for attempt in range(self.retries + 1):
-            if attempt:
-                delay = self.backoff * 2 ** (attempt - 1)
-                await asyncio.sleep(delay * (0.5 + random.random()))
+        :class:`SubmissionFailed` when the attempts end (every one failed, a ``Retry-After``
+        asked more than ``max_retry_after``, or the next wait would pass ``retry_deadline``),
+        naming the party and the option that lifts its limit, and :class:`LimitExceeded` for an
+        answer longer than ``limit`` bytes (read no further). Each attempt sends the same bytes.
+        How long it waits between them follows only the answers (:mod:`participant.retrying`).
+        Redirects are not followed: the app configured the one origin it reports to."""
+        last, status, asked, named = "no attempt made", None, None, None
+        started, attempt, stop = time.monotonic(), 0, ""
+        while True:
             try:
                 async with self.session.request(method, url, allow_redirects=False, **kwargs) as response:
                     body = await _bounded(response, limit, f"{method} {url}")
-                    if response.status >= 500 or response.status == 429:
-                        last = f"{response.status} {body[:200]!r}"
-                        status, retry_after = response.status, _retry_after(response.headers.get("Retry-After"))
-                        continue
-                    return response.status, body, response.content_type
+                    if response.status < 500 and response.status != 429:
+                        return response.status, body, response.content_type
+                    typed = response.content_type in (MSGPACK, "application/json")
+                    data = self._decode(body, response.content_type) if typed else None
+                    last, status = last_answer(response.status, body, data), response.status
+                    named = data.get("option") if isinstance(data, dict) else None
+                    header = response.headers.get("Retry-After") if status in (429, 503) else None
+                    asked = retry_after(header, time.time())
             except (TimeoutError, _aiohttp().ClientError, OSError, ValueError) as exc:
-                last, status, retry_after = f"{type(exc).__name__}: {exc}", None, None
+                last, status, asked, named = f"{type(exc).__name__}: {exc}", None, None, None
+            attempt += 1
+            if attempt > self.retries:
+                break
+            if asked is not None and asked > self.max_retry_after:
+                stop = f"; it asks to wait {asked:g} s, over max_retry_after ({self.max_retry_after:g} s)"
+                break
+            wait = wait_before(attempt, self.backoff, asked, random.random())
+            if time.monotonic() - started + wait > self.retry_deadline:
+                stop = f"; another wait would pass retry_deadline ({self.retry_deadline:g} s)"
+                break
+            await asyncio.sleep(wait)
+        who, is_shuffler = party(url, self.shuffler, self.origin)
+        lift = option(status, is_shuffler, named)
+        verbs = {None: "could not be reached", 429: "refused", 503: "was unavailable"}
+        verb = verbs.get(status, "failed")
         raise SubmissionFailed(
-            f"{method} {url} failed after {self.retries + 1} attempts; last: {last}",
-            url=url, status=status, retry_after=retry_after,
+            f"{who} {verb}: {method} {url} failed after {attempt} attempts{stop}; last: {last}"
+            + (f"; its operator can raise {lift}" if lift and lift not in last else ""),
+            url=url, status=status, retry_after=asked, party=who, last=last, option=lift,
         )  # fmt: skip
 
     @staticmethod
@@ -554,16 +597,6 @@ def shuffler_url(url: str) -> str:
         return normalise_origin(url)
     except ValueError as exc:
         raise ValueError(str(exc).replace("the aggregator's address", "the shuffler's address")) from None
-
-
-def _retry_after(value: str | None) -> float | None:
-    """The seconds a ``Retry-After`` header in its delta-seconds form asks to wait; None when it
-    is absent or is not a non-negative number (its date form included)."""
-    try:
-        seconds = float(value) if value is not None else math.nan
-    except ValueError:
-        return None
-    return seconds if 0 <= seconds < math.inf else None
 
 
 async def _bounded(response: aiohttp.ClientResponse, limit: int, what: str) -> bytes:

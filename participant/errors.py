@@ -72,16 +72,24 @@ class ReportRejected(ClientError):
 
 
 class SubmissionFailed(ClientError):
-    """The aggregator could not be reached, or kept failing, through every retry. The report
-    stays pending in the ledger and is re-sent unchanged by the next ``submit``.
+    """A party (the aggregator, or the shuffler the app pins) could not be reached, or kept failing
+    or refusing, until the client's attempts ended (``retries``, ``max_retry_after``,
+    ``retry_deadline``). The report stays pending in the ledger and is re-sent unchanged by the
+    next ``submit``. The message names the party and, for a rate limit, the option that lifts it.
 
-    ``url`` is the address last asked; ``status`` the last answer's status (None when no answer
-    came) and ``retry_after`` the seconds its ``Retry-After`` asked to wait (None when it asked
-    none), so a caller that sends many reports can pace itself by them."""
+    ``url`` is the address last asked; ``party`` the party it is (``"the shuffler at ORIGIN"``);
+    ``status`` the last answer's status (None when no answer came); ``last`` how that answer reads
+    (its status and message); ``retry_after`` the seconds its ``Retry-After`` asked to wait (None
+    when it asked none), so a caller that sends many reports can pace itself by them; ``option``
+    the party's ``serve`` option that lifts the limit a 429 names (None for any other answer)."""
 
-    def __init__(self, message: str, *, url: str = "", status: int | None = None, retry_after: float | None = None):
+    def __init__(
+        self, message: str, *, url: str = "", status: int | None = None, retry_after: float | None = None,
+        party: str = "", last: str = "", option: str | None = None,
+    ):  # fmt: skip
         super().__init__(message)
         self.url, self.status, self.retry_after = url, status, retry_after
+        self.party, self.last, self.option = party, last, option
 
 
 class LedgerError(ClientError):

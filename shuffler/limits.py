@@ -66,14 +66,16 @@ class Limits:
             # The cap, not the count: an exact count would tell when one more report arrived.
             raise Problem(
                 429, f"as many reports of {collection_id!r} as this shuffler keeps ({self.settings.max_waiting:,}) "
-                "wait for a batch already; retry later", 5.0,
+                "wait for a batch already; retry later", 5.0, option="--max-waiting",
             )  # fmt: skip
         wait = self.addresses.take(address, posted)
         if wait:
-            raise Problem(429, f"too many reports from this address (at most {self.settings.per_address} a minute)", _seconds(wait))
+            message = f"too many reports from this address (at most {self.settings.per_address} a minute)"
+            raise Problem(429, message, _seconds(wait), option="--per-address")
         wait = self.collections.take(collection_id, posted)
         if wait:
-            raise Problem(429, f"too many reports to {collection_id!r} (at most {self.settings.per_collection:g} a second)", _seconds(wait))
+            message = f"too many reports to {collection_id!r} (at most {self.settings.per_collection:g} a second)"
+            raise Problem(429, message, _seconds(wait), option="--per-collection")
 
     def reserve(self, size: int) -> None:
         """Count ``size`` bytes of a body just received; 503 when the bodies being read would pass

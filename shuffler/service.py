@@ -176,6 +176,7 @@ def _json(status: int, data: dict, origin: str | None = None, retry_after: float
     response = web.json_response(data, status=status)
     if origin is not None:
         response.headers["Access-Control-Allow-Origin"] = origin
+        response.headers["Access-Control-Expose-Headers"] = "Retry-After"  # a page's participant waits what it asks
         response.headers["Vary"] = "Origin"
     if retry_after is not None:
         response.headers["Retry-After"] = str(int(retry_after))
@@ -206,7 +207,8 @@ def _outcome(outcome: str, origin: str | None) -> web.Response:
 
 
 def _problem(problem: Problem, origin: str | None = None) -> web.Response:
-    body = {"error": str(problem)} if problem.reason is None else {"error": str(problem), "reason": problem.reason}
+    body = {"error": str(problem)}
+    body.update((key, value) for key, value in (("reason", problem.reason), ("option", problem.option)) if value is not None)
     return _json(problem.status, body, origin, problem.retry_after)
 
 

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 from aggregator.estimation.estimators import ESTIMATORS
-from participant.errors import ClientError, RecordError, SpecError
+from participant.errors import ClientError, RecordError, SpecError, SubmissionFailed
 from participant.spec import EPSILON_RANGE, CollectionSpec
 from participant.usage import Parser, folded, non_negative_int, number, positive_int, secret_line, share
 from protocols import DEFAULT_THETA, PROTOCOL_NAMES
@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         except ReplayError as exc:
             parser.exit(2, f"{parser.prog}: error: {exc}\n")
         except (OSError, aiohttp.ClientError, ClientError) as exc:
-            parser.exit(2, f"{parser.prog}: error: cannot use the aggregator: {type(exc).__name__}: {exc}\n")
+            parser.exit(2, f"{parser.prog}: error: {cannot_use(exc)}\n")
     else:
         results = [
             run_once(
@@ -496,6 +496,14 @@ def accuracy_lines(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def cannot_use(exc: Exception) -> str:
+    """One line for an error talking to a party: a :class:`SubmissionFailed` names the party
+    (the shuffler or the aggregator) and the option that lifts its limit itself."""
+    if isinstance(exc, SubmissionFailed) and exc.party:
+        return str(exc)
+    return f"cannot use the aggregator: {type(exc).__name__}: {exc}"
+
+
 def read_as_declared(parser, args, spec: CollectionSpec, source: str) -> None:
     """Read a --csv as ``spec`` declares it (``source``: where the spec came from, for messages):
     its class column, and its numeric columns with their declared ranges, or, for a categorical
@@ -599,7 +607,7 @@ def run_collection(parser: argparse.ArgumentParser, args) -> int:
     except ReplayError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     except (OSError, aiohttp.ClientError, ClientError) as exc:
-        parser.exit(2, f"{parser.prog}: error: cannot use the aggregator: {type(exc).__name__}: {exc}\n")
+        parser.exit(2, f"{parser.prog}: error: {cannot_use(exc)}\n")
     print(stated_privacy(spec), file=sys.stderr)
     read_as_declared(parser, args, spec, f"collection {args.collection}'s published spec")
     tokens = None
@@ -620,7 +628,7 @@ def run_collection(parser: argparse.ArgumentParser, args) -> int:
     except ReplayError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     except (OSError, aiohttp.ClientError, ClientError) as exc:
-        parser.exit(2, f"{parser.prog}: error: cannot use the aggregator: {type(exc).__name__}: {exc}\n")
+        parser.exit(2, f"{parser.prog}: error: {cannot_use(exc)}\n")
     summary = {
         "dataset": data.name,
         "collection": args.collection,

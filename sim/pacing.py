@@ -78,12 +78,12 @@ class Pacer:
         if exc.status in (429, 503) and exc.retry_after is not None:
             return self._pause(exc, exc.retry_after)
         if attempt >= NETWORK_RETRIES:
-            raise Refused(f"{party(self.url, self.shuffler)} could not be used: {exc}") from None
+            raise Refused(str(exc) if exc.party else f"{party(self.url, self.shuffler)} could not be used: {exc}") from None
         return BACKOFF * 2 ** (attempt - 1)
 
     def _pause(self, exc: SubmissionFailed, seconds: float) -> float:
         seconds = max(seconds, 0.1)
-        why = exc.args[0].rpartition("last: ")[2]
+        why = exc.last or exc.args[0].rpartition("last: ")[2]
         left = self.patience - self.paused
         if seconds > left:
             waited = f" after pausing {self.paused:.0f} s as it asked" if self.paused else ""

@@ -12,7 +12,6 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
 
 import aiohttp
 import msgpack
@@ -64,28 +63,27 @@ async def test_a_lock_held_by_another_process_is_answered_503_within_the_timeout
     errors: list = []
     asyncio.get_running_loop().set_exception_handler(lambda loop, context: errors.append(context))
     try:
-        started = time.monotonic()
         first = asyncio.ensure_future(session.post(f"{url}/collections/c1/reports", data=batch(0, 5), headers=MSGPACK))
         await asyncio.sleep(0.2)
         # Two identical requests queue behind it (a device re-sending while the first is in flight):
         # each has its own deadline, kept by identity.
         again = [asyncio.ensure_future(session.post(f"{url}/collections/c1/reports", data=batch(100, 5), headers=MSGPACK))
                  for _ in range(2)]  # fmt: skip
-        probes = []
+        # The loop stays free while the writes wait: health probes are answered before the writes'
+        # 503s (a wait on the loop's thread would answer them after), counted, not timed.
+        answered_while_waiting = 0
         while not first.done() or not all(a.done() for a in again):
-            probe = time.monotonic()
             async with session.get(f"{url}/healthz") as r:
                 await r.read()
-            probes.append(time.monotonic() - probe)
+            answered_while_waiting += not first.done()
             await asyncio.sleep(0.05)
         async with session.get(f"{url}/healthz") as r:
             health = await r.json()
         answers = [await first, *[await a for a in again]]
-        elapsed = time.monotonic() - started
         bodies = [await a.json() for a in answers]
         assert [a.status for a in answers] == [503] * 3, bodies
         assert "locked by another process" in bodies[0]["error"]
-        assert elapsed < 2.0 and max(probes) < 0.5, (elapsed, max(probes))  # the loop stayed free
+        assert answered_while_waiting >= 2, answered_while_waiting  # the loop stayed free
         assert health == {"status": "unavailable", "reason": "the database is locked by another process"}
     finally:
         holder.execute("ROLLBACK")

@@ -34,6 +34,8 @@ async def test_a_named_page_gets_its_preflight_and_its_answers(url):
             assert "Content-Type" in r.headers["Access-Control-Allow-Headers"]
         async with session.get(f"{url}/collections/nothing", headers={"Origin": SURVEY}) as r:
             assert r.status == 404 and r.headers["Access-Control-Allow-Origin"] == SURVEY
+            # The page's participant reads a 429's or 503's Retry-After (not a safelisted header).
+            assert r.headers["Access-Control-Expose-Headers"] == "Retry-After"
         # A spec is streamed by its handler (encoded once, sent in slices): its headers too.
         from .conftest import table_1_spec
 

@@ -132,12 +132,17 @@ def test_bad_options_are_one_line_and_exit_2(capsys, args, words):
     assert "error:" in last and all(w in last for w in words), last
 
 
-def test_a_plan_of_ten_thousand_rows_answers_within_half_a_minute(tmp_path, capsys):
-    """A newcomer's 12,960-row file took three minutes when every simulated model ran a bootstrap;
-    a plan with its defaults (100 collections per share, five shares) on 10^4 rows of eight
-    features now answers well within 30 s, people first."""
-    import time
+def test_a_plan_of_ten_thousand_rows_runs_no_bootstrap(tmp_path, capsys, monkeypatch):
+    """A newcomer's 12,960-row file took three minutes when every simulated model ran the
+    temperature's bootstrap: a plan with its defaults (100 collections per share, five shares) on
+    10^4 rows of eight features runs none (counted; its time is no test's to judge on a loaded
+    machine), people first."""
+    from aggregator.estimation import calibration
 
+    def bootstrap(*args, **kwargs):
+        raise AssertionError("the plan ran the temperature's bootstrap")
+
+    monkeypatch.setattr(calibration, "bootstrap_joint_log_likelihoods", bootstrap)
     rng = np.random.default_rng(3)
     codes = rng.integers(0, 4, (10_000, 8))
     label = np.where(codes[:, 0] + codes[:, 1] + rng.integers(0, 3, 10_000) > 4, "yes", "no")
@@ -145,9 +150,7 @@ def test_a_plan_of_ten_thousand_rows_answers_within_half_a_minute(tmp_path, caps
     lines += [",".join([*(f"v{c}" for c in row), y]) for row, y in zip(codes, label)]
     path = tmp_path / "pilot.csv"
     path.write_text("\n".join(lines) + "\n")
-    started = time.monotonic()
     assert main(["plan", "--csv", str(path), "--label", "class", "--eps", "1"]) == 0
-    assert time.monotonic() - started < 30
     assert capsys.readouterr().out.startswith("people: ")
 
 

@@ -873,7 +873,8 @@ async def test_the_client_gives_up_after_its_retries_saying_what_it_saw_last(wai
                 await client.send_report("c1", b"")
     assert len(server.seen) == 3 and waits == [1.0, 2.0]
     assert str(failed.value) == (
-        f"POST {server.url}collections/c1/reports failed after 3 attempts; last: 501 {b'x' * 200!r}"
+        f"the aggregator at {server.url[:-1]} failed: POST {server.url}collections/c1/reports failed after 3 attempts; "
+        f"last: 501 {b'x' * 200!r}"
     )
     closed = f"http://127.0.0.1:{server.url.split(':')[2]}"  # nothing listens there any more
     async with AsyncClient(closed, ledger=None, retries=1, backoff=0.1) as client:

@@ -76,9 +76,11 @@ async def post_reports(request: web.Request) -> web.Response:
             retry = "3600" if math.isinf(wait) else str(math.ceil(wait))
             raise APIError(
                 429,
-                f"more than {app[CONFIG].rate_limit} reports per minute from this address; retry in {retry} s",
+                f"more than {app[CONFIG].rate_limit} reports per minute from this address; retry in {retry} s; "
+                "its operator can raise python -m aggregator serve --rate-limit",
                 headers={"Retry-After": retry},
                 reason="rate_limited",
+                option="--rate-limit",
             )
 
     if isinstance(obj, dict) and "reports" in obj:

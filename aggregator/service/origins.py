@@ -51,6 +51,9 @@ ALLOWED = web.RequestKey("cors_origin", str)  # the page's origin a response to 
 
 def _allow(response: web.StreamResponse, origin: str) -> web.StreamResponse:
     response.headers["Access-Control-Allow-Origin"] = origin
+    # A page reads Retry-After (not a CORS-safelisted header) only when told it may: its
+    # participant waits what a 429 or 503 asks.
+    response.headers["Access-Control-Expose-Headers"] = "Retry-After"
     response.headers["Vary"] = "Origin"
     return response
 

@@ -33,6 +33,7 @@ import { Participant, type RawRecord, packReport } from "./report.js";
 import { checkSealable, seal, sealedLength } from "./sealing.js";
 import { CollectionSpec, SpecError } from "./spec.js";
 import { INPUT_BYTES, concat, finish, issuingKey, tokenLength, tokenRequest } from "./tokens.js";
+import { DEFAULT_MAX_RETRY_AFTER, DEFAULT_RETRY_DEADLINE, lastAnswer, refuser, retryAfter, waitBefore } from "./retrying.js";
 import { ShuffledView } from "./view.js";
 
 export { AlreadyReported }; // defined beside the other errors: the ledger raises it too
@@ -45,8 +46,28 @@ export class ReportRejected extends ClientError {
     super(`aggregator answered ${status}: ${message}`);
   }
 }
-/** The aggregator could not be reached through every retry; the report stays pending and is re-sent unchanged. */
-export class SubmissionFailed extends ClientError {}
+/**
+ * A party (the aggregator, or the shuffler the app pins) could not be reached, or kept failing or
+ * refusing, until the client's attempts ended (`retries`, `maxRetryAfter`, `retryDeadline`); the
+ * report stays pending and is re-sent unchanged. The message names the party and, for a rate
+ * limit, the option that lifts it. `url` is the address last asked, `party` the party it is,
+ * `status` the last answer's (null when none came), `last` how that answer reads, `retryAfter`
+ * the seconds its `Retry-After` asked (null when none), `option` the party's `serve` option that
+ * lifts the limit a 429 names (null for any other answer).
+ */
+export class SubmissionFailed extends ClientError {
+  declare readonly url: string;
+  declare readonly status: number | null;
+  declare readonly retryAfter: number | null;
+  declare readonly party: string;
+  declare readonly last: string;
+  declare readonly option: string | null;
+
+  constructor(message: string, details: Pick<SubmissionFailed, "url" | "status" | "retryAfter" | "party" | "last" | "option">) {
+    super(message);
+    Object.assign(this, details);
+  }
+}
 
 /**
  * This page or runtime has no Web Crypto (`crypto.getRandomValues` and `crypto.subtle`): a
@@ -105,8 +126,18 @@ export interface ClientOptions {
    */
   direct?: string[];
   pace?: number;
+  /**
+   * Attempts after the first, for a network error or a 5xx or 429 answer (default 5), each
+   * re-sending the same bytes after `backoff` seconds (default 0.2) doubled each time and
+   * jittered, or after what a 429 or 503 answer's `Retry-After` asks (and up to a fifth more) when
+   * that is longer. The wait depends only on the service's answers, never on the person's record.
+   */
   retries?: number;
   backoff?: number;
+  /** Seconds: a `Retry-After` asking more ends the attempts at once (default 60), so no service stalls a device. */
+  maxRetryAfter?: number;
+  /** Seconds from a request's first attempt past which it is not tried again (default 300). */
+  retryDeadline?: number;
   timeout?: number;
   source?: ExactRandomness;
   /**
@@ -210,6 +241,8 @@ export class Client {
   readonly direct: ReadonlySet<string>;
   private readonly retries: number;
   private readonly backoff: number;
+  readonly maxRetryAfter: number;
+  readonly retryDeadline: number;
   private readonly timeout: number;
   private readonly source?: ExactRandomness;
   readonly strict: boolean;
@@ -225,23 +258,36 @@ export class Client {
     this.direct = directIds(options.direct);
     this.retries = options.retries ?? 5;
     this.backoff = options.backoff ?? 0.2;
+    this.maxRetryAfter = options.maxRetryAfter ?? DEFAULT_MAX_RETRY_AFTER;
+    this.retryDeadline = options.retryDeadline ?? DEFAULT_RETRY_DEADLINE;
+    for (const name of ["maxRetryAfter", "retryDeadline"] as const)
+      if (typeof this[name] !== "number" || !(this[name] >= 0) || !Number.isFinite(this[name]))
+        throw new RangeError(`${name} must be a number of seconds >= 0, got ${this[name]}`);
     this.timeout = options.timeout ?? 10;
     this.source = options.source;
     this.strict = options.strict ?? false;
   }
 
+  /**
+   * `[status, decoded answer]` of the first answer not to try again; throws SubmissionFailed when
+   * the attempts end (every one failed, a `Retry-After` asked more than `maxRetryAfter`, or the
+   * next wait would pass `retryDeadline`), naming the party and the option that lifts its limit.
+   * Each attempt sends the same bytes; how long it waits between them follows only the answers
+   * (`retrying.ts`).
+   */
   private async request(method: string, url: string, limit: number, init: RequestInit = {}): Promise<[number, unknown]> {
     let last = "no attempt made";
-    for (let attempt = 0; attempt <= this.retries; attempt++) {
-      if (attempt) await sleep(this.backoff * 2 ** (attempt - 1) * (0.5 + Math.random())); // jitter: not a draw
+    let status: number | null = null;
+    let asked: number | null = null;
+    let named: unknown;
+    let stop = "";
+    let attempt = 0;
+    const started = performance.now() / 1000;
+    for (;;) {
       try {
         // Redirects are not followed: the app configured the one origin it reports to.
         const response = await fetch(url, { ...init, method, redirect: "manual", signal: AbortSignal.timeout(this.timeout * 1000) });
         const body = await bounded(response, limit, `${method} ${url}`);
-        if (response.status >= 500 || response.status === 429) {
-          last = `${response.status}`;
-          continue;
-        }
         let data: unknown;
         const type = (response.headers.get("content-type") ?? "").split(";")[0].trim();
         try {
@@ -249,13 +295,35 @@ export class Client {
         } catch {
           data = { error: `unreadable ${type || "untyped"} answer of ${body.length} bytes` };
         }
-        return [response.status, data];
+        if (response.status < 500 && response.status !== 429) return [response.status, data];
+        status = response.status;
+        last = lastAnswer(status, data);
+        named = typeof data === "object" && data !== null ? (data as { option?: unknown }).option : undefined;
+        asked = status === 429 || status === 503 ? retryAfter(response.headers.get("retry-after"), Date.now()) : null;
       } catch (error) {
         if (error instanceof ParticipantError) throw error;
-        last = `${(error as Error).name}: ${(error as Error).message}`;
+        [last, status, asked, named] = [`${(error as Error).name}: ${(error as Error).message}`, null, null, undefined];
       }
+      attempt++;
+      if (attempt > this.retries) break;
+      if (asked !== null && asked > this.maxRetryAfter) {
+        stop = `; it asks to wait ${asked} s, over maxRetryAfter (${this.maxRetryAfter} s)`;
+        break;
+      }
+      const wait = waitBefore(attempt, this.backoff, asked, Math.random()); // jitter: not a draw
+      if (performance.now() / 1000 - started + wait > this.retryDeadline) {
+        stop = `; another wait would pass retryDeadline (${this.retryDeadline} s)`;
+        break;
+      }
+      await sleep(wait);
     }
-    throw new SubmissionFailed(`${method} ${url} failed after ${this.retries + 1} attempts; last: ${last}`);
+    const [who, lift] = refuser(url, this.shuffler, this.origin, status, named);
+    const verb = status === null ? "could not be reached" : status === 429 ? "refused" : status === 503 ? "was unavailable" : "failed";
+    throw new SubmissionFailed(
+      `${who} ${verb}: ${method} ${url} failed after ${attempt} attempts${stop}; last: ${last}` +
+        (lift && !last.includes(lift) ? `; its operator can raise ${lift}` : ""),
+      { url, status, retryAfter: asked, party: who, last, option: lift },
+    );
   }
 
   private refusal(status: number, data: unknown): ReportRejected {
