@@ -166,8 +166,19 @@ const CHECKS: Record<number, [Map<string, (v: unknown) => boolean>, Map<string, 
 export const isMapping = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null && !Array.isArray(v) && Object.getPrototypeOf(v) === Object.prototype;
 
-/** What is wrong with the entry `entry` under `key` in a ledger of `version`, or null when it has the shape a device writes. */
-export function entryProblem(key: string, entry: unknown, version = VERSION): string | null {
+/**
+ * How far past the device's clock an entry's times may lie (seconds): as in
+ * `participant/ledger_format.py`, which says why a later one is refused.
+ */
+export const CLOCK_SKEW = 86_400;
+/** The largest input group an entry may name: an integer either language holds exactly. */
+const LARGEST_GROUP = 2 ** 53 - 1;
+
+/** The latest time (seconds since the epoch) an entry may record, the device's clock being `now`. */
+const clock = (now: number) => Math.min(LATEST_TIME, now + CLOCK_SKEW);
+
+/** Step 1 of {@link entryProblem}: which field is missing, unknown or of another type, if any. */
+function fieldsProblem(key: string, entry: unknown, version: number): string | null {
   const [REQUIRED_CHECKS, OPTIONAL_CHECKS] = CHECKS[version];
   if (!isMapping(entry)) return `entry '${key}' is not a mapping`;
   for (const [name, ok] of REQUIRED_CHECKS) {
@@ -180,13 +191,101 @@ export function entryProblem(key: string, entry: unknown, version = VERSION): st
     const ok = OPTIONAL_CHECKS.get(name);
     if (ok === undefined || !ok(entry[name])) return `entry '${key}' holds an invalid or unknown '${name}'`;
   }
-  if (entry.epsilon === null && ("question" in entry || "memo_of" in entry)) return `entry '${key}' holds an invalid 'epsilon'`;
-  if (key !== entryKey(entry.origin as string, entry.collection as string)) return `entry '${key}' is not keyed by its origin and collection`;
   return null;
 }
 
-/** The last day an entry may have been drawn on (its time at most LATEST_TIME). */
-const LATEST_DAY = Math.floor(LATEST_TIME / SECONDS_PER_DAY);
+/**
+ * Step 2 of {@link entryProblem}: which combination of fields no writer makes, if any; the rules,
+ * in the same order, of `participant/ledger_format.py`'s `_kind_problem`, whose note lists the
+ * entries the writers make (of unknown spend; of known spend, fresh or memoised; shuffled;
+ * unacknowledged; times the clock showed, at most `latest`).
+ */
+function kindProblem(key: string, e: Record<string, unknown>, version: number, latest: number): string | null {
+  const has = (name: string) => Object.prototype.hasOwnProperty.call(e, name);
+  if ((e.reserved_at as number) > latest || (has("sent_at") && (e.sent_at as number) > latest))
+    return `entry '${key}' records a time after this device's clock (by more than ${CLOCK_SKEW} s)`;
+  if (e.epsilon === null) {
+    if (["question", "group", "memo_of", "record", "sealed"].some(has)) return `entry '${key}' holds an invalid 'epsilon'`; // only a first-format entry has an unknown spend
+    if (has("sent_at") && !e.sent) return `entry '${key}' records when it was sent but is not sent`;
+  } else {
+    if (!has("memo_of")) return `entry '${key}' lacks 'memo_of'`;
+    if (has("sent_at") !== e.sent) return `entry '${key}' records when it was sent but is not sent, or is sent but not when`;
+  }
+  if (has("question") !== has("group")) return `entry '${key}' holds a question without a group, or a group without a question`;
+  if (has("record") && (version !== 2 || has("question"))) return `entry '${key}' holds an invalid or unknown 'record'`;
+  if (has("sealed") && (e.question !== "" || (e.memo_of ?? null) !== null))
+    return `entry '${key}' is shuffled but answers a question or copies a memo`;
+  const memo = has("memo_of") ? (e.memo_of as string | null) : null;
+  if (e.epsilon !== null && (memo === null) !== (e.epsilon as number) > 0)
+    return `entry '${key}' spends epsilon=${e.epsilon}: a fresh draw spends more than 0, a memoised copy 0`;
+  if (memo !== null && (memo === key || !memo.startsWith(`${e.origin} `) || (has("question") && e.question === "")))
+    return `entry '${key}' copies a memo that is not another answer to its question at its origin`;
+  if (!e.sent && (e.report === "" || (has("sealed") && e.sealed === ""))) return `entry '${key}' is not sent but holds no report to send`;
+  if (has("sealed") && (e.report === "") !== (e.sealed === ""))
+    return `entry '${key}' holds its report without its sealed copy, or its sealed copy without its report`;
+  return null;
+}
+
+/** Whether `origin` is an origin as {@link normaliseOrigin} spells it (a ledger holds few: each answer kept). */
+const normalOrigins = new Map<string, boolean>();
+function isNormalOrigin(origin: string): boolean {
+  let normal = normalOrigins.get(origin);
+  if (normal === undefined) {
+    try {
+      normal = normaliseOrigin(origin) === origin;
+    } catch {
+      normal = false;
+    }
+    if (normalOrigins.size < 256) normalOrigins.set(origin, normal);
+  }
+  return normal;
+}
+
+/**
+ * What is wrong with the entry `entry` under `key` in a ledger of `version`, read when the
+ * device's clock shows `now` (seconds since the epoch), or null when it has a shape a device
+ * writes (the rules of `participant/ledger_format.py`'s `entry_problem`): 1. its fields and their
+ * types; 2. their combination ({@link kindProblem}); 3. its key, origin and group.
+ */
+export function entryProblem(key: string, entry: unknown, version = VERSION, now = Date.now() / 1000): string | null {
+  const problem = fieldsProblem(key, entry, version) ?? kindProblem(key, entry as Record<string, unknown>, version, clock(now));
+  if (problem !== null) return problem;
+  const e = entry as Record<string, unknown>;
+  if (key !== entryKey(e.origin as string, e.collection as string)) return `entry '${key}' is not keyed by its origin and collection`;
+  if (!isNormalOrigin(e.origin as string)) return `entry '${key}' names an origin that is not one as a device spells it`;
+  if (e.group !== undefined && e.group !== null && (e.group as number) > LARGEST_GROUP) return `entry '${key}' holds an invalid 'group'`;
+  return null;
+}
+
+/**
+ * Whether the memo could have copied `source`'s answer into `copy`: by question and group (an entry
+ * stating no question: by its spec's fingerprint), never a shuffled one; as `participant/ledger_format.py`'s `_answers_alike`.
+ */
+function answersAlike(source: Entry, copy: Entry): boolean {
+  if (source.sealed !== undefined || (source.group ?? null) !== (copy.group ?? null)) return false;
+  if (source.question) return source.question === copy.question;
+  return source.fingerprint === copy.fingerprint;
+}
+
+/**
+ * What is wrong across the (each well-formed) `entries` of a ledger, or null (the rules of
+ * `participant/ledger_format.py`'s `entries_problem`): no two at one origin hold the same
+ * published uid, and a memoised copy whose source is still in the ledger copies a direct answer
+ * to the same question.
+ */
+export function entriesProblem(entries: Record<string, Entry>): string | null {
+  const seen = new Set<string>();
+  for (const key in entries) {
+    const e = entries[key];
+    const place = JSON.stringify([e.origin, e.uid]);
+    if (seen.has(place)) return `entry '${key}' holds a uid another entry at its origin holds`;
+    seen.add(place);
+    const memo = e.memo_of ?? null;
+    const source = memo !== null && Object.prototype.hasOwnProperty.call(entries, memo) ? entries[memo] : undefined;
+    if (source !== undefined && !answersAlike(source, e)) return `entry '${key}' copies a memo that is not another answer to its question at its origin`;
+  }
+  return null;
+}
 
 /** The day (since the epoch, UTC) of the time `at` (seconds since the epoch), exactly as the Python participant's `_day`: a day's first second is a float exactly, so comparing with it corrects the division's rounding. */
 export function dayOf(at: number): number {
@@ -215,17 +314,23 @@ function isSpend(text: unknown): boolean {
 }
 
 /** What is wrong with a version 5 ledger's `spent` (day -> spend), or null when a device wrote it (the rules of `participant/ledger_format.py`'s `spent_problem`). */
-export function spentProblem(spent: unknown): string | null {
+export function spentProblem(spent: unknown, now = Date.now() / 1000): string | null {
   if (!isMapping(spent)) return "its spend by day is not a mapping";
+  const last = Math.floor(Math.floor(clock(now)) / SECONDS_PER_DAY); // no day after the clock's
   for (const day in spent) {
-    if (!/^(0|[1-9][0-9]{0,5})$/.test(day) || Number(day) > LATEST_DAY) return `its spend names a day that is none: '${day.slice(0, 20)}'`;
+    if (!/^(0|[1-9][0-9]{0,5})$/.test(day) || Number(day) > last) return `its spend names a day that is none: '${day.slice(0, 20)}'`;
     if (!isSpend(spent[day])) return `its spend of day ${day} is not a sum a device writes`;
   }
   return null;
 }
 
-/** What is wrong with a parsed ledger, or null when it is a ledger a device writes. */
-export function ledgerProblem(data: unknown): string | null {
+/**
+ * What is wrong with a parsed ledger, read when the device's clock shows `now` (seconds since the
+ * epoch), or null when it is a ledger a device writes: its keys, each entry ({@link entryProblem}),
+ * the entries together ({@link entriesProblem}) and its spend by day ({@link spentProblem}); the
+ * same steps as `participant/ledger_format.py`'s `ledger_problem`.
+ */
+export function ledgerProblem(data: unknown, now = Date.now() / 1000): string | null {
   if (!isMapping(data)) return "not a mapping";
   if (!READABLE.includes(data.version as number)) return `not version ${READABLE.join(" or ")}`;
   const keys = Object.keys(data);
@@ -235,10 +340,12 @@ export function ledgerProblem(data: unknown): string | null {
   } else if (!keys.every((k) => k === "version" || k === "entries" || k === "salt") || !isMapping(data.entries))
     return "not a mapping of version and entries";
   for (const [key, entry] of Object.entries(data.entries)) {
-    const problem = entryProblem(key, entry, data.version as number);
+    const problem = entryProblem(key, entry, data.version as number, now);
     if (problem !== null) return problem;
   }
-  return data.version === 5 ? spentProblem(data.spent) : null;
+  const problem = entriesProblem(data.entries as Record<string, Entry>);
+  if (problem !== null) return problem;
+  return data.version === 5 ? spentProblem(data.spent, now) : null;
 }
 
 /** `raw` (parsed JSON, or undefined for no ledger yet) as a ledger, or a LedgerError naming why not. */
