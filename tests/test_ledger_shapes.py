@@ -537,6 +537,15 @@ def single_field_mutations(written: dict) -> list[tuple[str, bytes, bool]]:
     for name, a, b, writable in swaps:
         emit(f"{name} of {a} and {b} swapped", {a: {name: entries[b][name]}, b: {name: entries[a][name]}}, writable)
     emit("uid of c1 given to c3", {c3: {"uid": entries[c1]["uid"]}}, False)  # one uid at an origin: one entry
+    emit("s2 asked a question", {s2: {"question": "q" * 64}}, False)  # a shuffled draw is asked none: never memoised
+    # s2 keyed anew by another origin: one a device spells (another service's), or one it never
+    # does (the app's address is normalised before anything is keyed by it). s2 names no report
+    # (emptied once acknowledged), so nothing but its origin can refuse it.
+    for origin, writable in [("http://y.example", True), ("HTTP://Y.example", False), ("http://y.example/", False),
+                             ("http://y.example:80", False), ("http://y.example?q", False), ("y.example", False)]:  # fmt: skip
+        moved = {**entries[s2], "origin": origin}
+        data = {**written, "entries": {**{k: e for k, e in entries.items() if k != s2}, entry_key(origin, "s2"): moved}}
+        out.append((f"s2 at the origin {origin}", json.dumps(data).encode(), writable))
     return out
 
 
