@@ -274,12 +274,13 @@ function answersAlike(source: Entry, copy: Entry): boolean {
  * to the same question.
  */
 export function entriesProblem(entries: Record<string, Entry>): string | null {
-  const seen = new Set<string>();
+  const seen = new Map<string, Set<string>>(); // the uids at each origin
   for (const key in entries) {
     const e = entries[key];
-    const place = JSON.stringify([e.origin, e.uid]);
-    if (seen.has(place)) return `entry '${key}' holds a uid another entry at its origin holds`;
-    seen.add(place);
+    let uids = seen.get(e.origin);
+    if (uids === undefined) seen.set(e.origin, (uids = new Set()));
+    if (uids.has(e.uid)) return `entry '${key}' holds a uid another entry at its origin holds`;
+    uids.add(e.uid);
     const memo = e.memo_of ?? null;
     const source = memo !== null && Object.prototype.hasOwnProperty.call(entries, memo) ? entries[memo] : undefined;
     if (source !== undefined && !answersAlike(source, e)) return `entry '${key}' copies a memo that is not another answer to its question at its origin`;
