@@ -177,32 +177,32 @@ def _kind_problem(key: str, e: dict, version: int, latest: float) -> str | None:
     - unacknowledged: its report kept (it is re-sent, the very same bytes);
     - times the device's clock showed: at most ``latest``."""
     if e["reserved_at"] > latest or e.get("sent_at", 0) > latest:
-        return f"entry {key!r} records a time after this device's clock (by more than {CLOCK_SKEW:g} s)"
+        return f"entry {key!r} records a time past this device's clock"
     if e["epsilon"] is None:
         if any(name in e for name in ("question", "group", "memo_of", "record", "sealed")):
             return f"entry {key!r} holds an invalid 'epsilon'"  # only a first-format entry has an unknown spend
         if "sent_at" in e and not e["sent"]:
-            return f"entry {key!r} records when it was sent but is not sent"
+            return f"entry {key!r} holds 'sent_at' without 'sent' or 'sent' without 'sent_at'"
     else:
         if "memo_of" not in e:
             return f"entry {key!r} lacks 'memo_of'"
         if ("sent_at" in e) != e["sent"]:
-            return f"entry {key!r} records when it was sent but is not sent, or is sent but not when"
+            return f"entry {key!r} holds 'sent_at' without 'sent' or 'sent' without 'sent_at'"
     if ("question" in e) != ("group" in e):
-        return f"entry {key!r} holds a question without a group, or a group without a question"
+        return f"entry {key!r} holds 'question' without 'group' or 'group' without 'question'"
     if "record" in e and (version != 2 or "question" in e):
         return f"entry {key!r} holds an invalid or unknown 'record'"
     if "sealed" in e and (e.get("question") != "" or e.get("memo_of") is not None):
-        return f"entry {key!r} is shuffled but answers a question or copies a memo"
+        return f"entry {key!r} is shuffled but holds a question or a memo"
     memo = e.get("memo_of")
     if e["epsilon"] is not None and (memo is None) != (e["epsilon"] > 0):
-        return f"entry {key!r} spends epsilon={e['epsilon']!r}: a fresh draw spends more than 0, a memoised copy 0"
+        return f"entry {key!r} spends epsilon={e['epsilon']!r}: a draw spends more than 0, a memo 0"
     if memo is not None and (memo == key or not memo.startswith(e["origin"] + " ") or e.get("question", "x") == ""):
-        return f"entry {key!r} copies a memo that is not another answer to its question at its origin"
+        return f"entry {key!r} copies a memo of another question or origin"
     if not e["sent"] and (e["report"] == "" or e.get("sealed", "x") == ""):
-        return f"entry {key!r} is not sent but holds no report to send"
+        return f"entry {key!r} is not sent but holds no report"
     if "sealed" in e and (e["report"] == "") != (e["sealed"] == ""):
-        return f"entry {key!r} holds its report without its sealed copy, or its sealed copy without its report"
+        return f"entry {key!r} holds 'report' without 'sealed' or 'sealed' without 'report'"
     return None
 
 
@@ -218,7 +218,7 @@ def entry_problem(key: str, entry, version: int = VERSION, now: float | None = N
     if key != entry_key(entry["origin"], entry["collection"]):
         return f"entry {key!r} is not keyed by its origin and collection"
     if not _normal_origin(entry["origin"]):
-        return f"entry {key!r} names an origin that is not one as a device spells it"
+        return f"entry {key!r} names an origin no device spells so"
     if entry.get("group") is not None and entry["group"] > LARGEST_GROUP:
         return f"entry {key!r} holds an invalid 'group'"
     return None
@@ -258,7 +258,7 @@ def entries_problem(entries: dict) -> str | None:
         seen.add(place)
         source = entries.get(e.get("memo_of"))
         if source is not None and not _answers_alike(source, e):
-            return f"entry {key!r} copies a memo that is not another answer to its question at its origin"
+            return f"entry {key!r} copies a memo of another question or origin"
     return None
 
 

@@ -197,8 +197,8 @@ async def test_a_ledger_in_indexeddb_the_device_did_not_write_fails_closed(brows
     said = {"an earlier layout's text repeating a key": "repeats a key", "reports swapped": "not bound to it",
             "a report bound to another question": "not bound to it", "a report bound to another group": "not bound to it",
             "a report of the layout before, unbound": "not bound to it",
-            "an entry marked as keeping a report it lacks": "another shape", "a report its entry does not mark": "no report to send",
-            "a fresh draw that spent nothing": "spends epsilon=0", "a time it was sent, not sent": "when it was sent",
+            "an entry marked as keeping a report it lacks": "another shape", "a report its entry does not mark": "holds no report",
+            "a fresh draw that spent nothing": "spends epsilon=0", "a time it was sent, not sent": "'sent_at' without 'sent'",
             "a memoised copy of another question": "copies a memo",
             "a report that does not inflate": "does not inflate", "a day's spend that is not one": "is not a sum"}  # fmt: skip
     for case, records in cases.items():

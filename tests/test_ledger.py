@@ -297,7 +297,7 @@ def test_a_report_named_by_another_entry_is_refused_so_that_no_question_gets_ano
         path.write_text(json.dumps({**data, "entries": {**data["entries"], **bent}}))
         # Swapped questions are refused as soon as the ledger is read: the clone copies c1's answer,
         # which now answers another question; swapped names when the report is read.
-        with pytest.raises(LedgerError, match="another entry's bytes of, the report of 'http://x c|copies a memo that is not"):
+        with pytest.raises(LedgerError, match="another entry's bytes of, the report of 'http://x c|copies a memo of another question"):
             # c2's question: the memo answers from c2 (the newest answer to c1's is the clone's).
             asked = replace(clone, collection="c6", uid="g" * 32, question="c2" * 32)
             Ledger(path).claim(asked, LIMITS, pytest.fail, lambda old: old)

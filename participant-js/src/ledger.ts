@@ -174,9 +174,6 @@ export const CLOCK_SKEW = 86_400;
 /** The largest input group an entry may name: an integer either language holds exactly. */
 const LARGEST_GROUP = 2 ** 53 - 1;
 
-/** The latest time (seconds since the epoch) an entry may record, the device's clock being `now`. */
-const clock = (now: number) => Math.min(LATEST_TIME, now + CLOCK_SKEW);
-
 /** Step 1 of {@link entryProblem}: which field is missing, unknown or of another type, if any. */
 function fieldsProblem(key: string, entry: unknown, version: number): string | null {
   const [REQUIRED_CHECKS, OPTIONAL_CHECKS] = CHECKS[version];
@@ -203,42 +200,40 @@ function fieldsProblem(key: string, entry: unknown, version: number): string | n
 function kindProblem(key: string, e: Record<string, unknown>, version: number, latest: number): string | null {
   const has = (name: string) => Object.prototype.hasOwnProperty.call(e, name);
   if ((e.reserved_at as number) > latest || (has("sent_at") && (e.sent_at as number) > latest))
-    return `entry '${key}' records a time after this device's clock (by more than ${CLOCK_SKEW} s)`;
+    return `entry '${key}' records a time past this device's clock`;
   if (e.epsilon === null) {
     if (["question", "group", "memo_of", "record", "sealed"].some(has)) return `entry '${key}' holds an invalid 'epsilon'`; // only a first-format entry has an unknown spend
-    if (has("sent_at") && !e.sent) return `entry '${key}' records when it was sent but is not sent`;
+    if (has("sent_at") && !e.sent) return `entry '${key}' holds 'sent_at' without 'sent' or 'sent' without 'sent_at'`;
   } else {
     if (!has("memo_of")) return `entry '${key}' lacks 'memo_of'`;
-    if (has("sent_at") !== e.sent) return `entry '${key}' records when it was sent but is not sent, or is sent but not when`;
+    if (has("sent_at") !== e.sent) return `entry '${key}' holds 'sent_at' without 'sent' or 'sent' without 'sent_at'`;
   }
-  if (has("question") !== has("group")) return `entry '${key}' holds a question without a group, or a group without a question`;
+  if (has("question") !== has("group")) return `entry '${key}' holds 'question' without 'group' or 'group' without 'question'`;
   if (has("record") && (version !== 2 || has("question"))) return `entry '${key}' holds an invalid or unknown 'record'`;
   if (has("sealed") && (e.question !== "" || (e.memo_of ?? null) !== null))
-    return `entry '${key}' is shuffled but answers a question or copies a memo`;
+    return `entry '${key}' is shuffled but holds a question or a memo`;
   const memo = has("memo_of") ? (e.memo_of as string | null) : null;
   if (e.epsilon !== null && (memo === null) !== (e.epsilon as number) > 0)
-    return `entry '${key}' spends epsilon=${e.epsilon}: a fresh draw spends more than 0, a memoised copy 0`;
+    return `entry '${key}' spends epsilon=${e.epsilon}: a draw spends more than 0, a memo 0`;
   if (memo !== null && (memo === key || !memo.startsWith(`${e.origin} `) || (has("question") && e.question === "")))
-    return `entry '${key}' copies a memo that is not another answer to its question at its origin`;
-  if (!e.sent && (e.report === "" || (has("sealed") && e.sealed === ""))) return `entry '${key}' is not sent but holds no report to send`;
+    return `entry '${key}' copies a memo of another question or origin`;
+  if (!e.sent && (e.report === "" || (has("sealed") && e.sealed === ""))) return `entry '${key}' is not sent but holds no report`;
   if (has("sealed") && (e.report === "") !== (e.sealed === ""))
-    return `entry '${key}' holds its report without its sealed copy, or its sealed copy without its report`;
+    return `entry '${key}' holds 'report' without 'sealed' or 'sealed' without 'report'`;
   return null;
 }
 
-/** Whether `origin` is an origin as {@link normaliseOrigin} spells it (a ledger holds few: each answer kept). */
-const normalOrigins = new Map<string, boolean>();
+/** The origins seen spelt as {@link normaliseOrigin} spells them (a ledger holds few). */
+const normalOrigins = new Set<string>();
 function isNormalOrigin(origin: string): boolean {
-  let normal = normalOrigins.get(origin);
-  if (normal === undefined) {
-    try {
-      normal = normaliseOrigin(origin) === origin;
-    } catch {
-      normal = false;
-    }
-    if (normalOrigins.size < 256) normalOrigins.set(origin, normal);
+  if (normalOrigins.has(origin)) return true;
+  try {
+    if (normaliseOrigin(origin) !== origin) return false;
+  } catch {
+    return false;
   }
-  return normal;
+  if (normalOrigins.size < 256) normalOrigins.add(origin);
+  return true;
 }
 
 /**
@@ -248,11 +243,11 @@ function isNormalOrigin(origin: string): boolean {
  * types; 2. their combination ({@link kindProblem}); 3. its key, origin and group.
  */
 export function entryProblem(key: string, entry: unknown, version = VERSION, now = Date.now() / 1000): string | null {
-  const problem = fieldsProblem(key, entry, version) ?? kindProblem(key, entry as Record<string, unknown>, version, clock(now));
+  const problem = fieldsProblem(key, entry, version) ?? kindProblem(key, entry as Record<string, unknown>, version, now + CLOCK_SKEW);
   if (problem !== null) return problem;
   const e = entry as Record<string, unknown>;
   if (key !== entryKey(e.origin as string, e.collection as string)) return `entry '${key}' is not keyed by its origin and collection`;
-  if (!isNormalOrigin(e.origin as string)) return `entry '${key}' names an origin that is not one as a device spells it`;
+  if (!isNormalOrigin(e.origin as string)) return `entry '${key}' names an origin no device spells so`;
   if (e.group !== undefined && e.group !== null && (e.group as number) > LARGEST_GROUP) return `entry '${key}' holds an invalid 'group'`;
   return null;
 }
@@ -283,7 +278,7 @@ export function entriesProblem(entries: Record<string, Entry>): string | null {
     uids.add(e.uid);
     const memo = e.memo_of ?? null;
     const source = memo !== null && Object.prototype.hasOwnProperty.call(entries, memo) ? entries[memo] : undefined;
-    if (source !== undefined && !answersAlike(source, e)) return `entry '${key}' copies a memo that is not another answer to its question at its origin`;
+    if (source !== undefined && !answersAlike(source, e)) return `entry '${key}' copies a memo of another question or origin`;
   }
   return null;
 }
@@ -317,7 +312,7 @@ function isSpend(text: unknown): boolean {
 /** What is wrong with a version 5 ledger's `spent` (day -> spend), or null when a device wrote it (the rules of `participant/ledger_format.py`'s `spent_problem`). */
 export function spentProblem(spent: unknown, now = Date.now() / 1000): string | null {
   if (!isMapping(spent)) return "its spend by day is not a mapping";
-  const last = Math.floor(Math.floor(clock(now)) / SECONDS_PER_DAY); // no day after the clock's
+  const last = Math.floor(Math.floor(Math.min(LATEST_TIME, now + CLOCK_SKEW)) / SECONDS_PER_DAY); // no day after the clock's
   for (const day in spent) {
     if (!/^(0|[1-9][0-9]{0,5})$/.test(day) || Number(day) > last) return `its spend names a day that is none: '${day.slice(0, 20)}'`;
     if (!isSpend(spent[day])) return `its spend of day ${day} is not a sum a device writes`;
