@@ -30,10 +30,12 @@ and converted) stated no version: see :func:`first_format_place`."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import re
+import time
 from fractions import Fraction
 
 from .origin import normalise_origin
@@ -133,9 +135,23 @@ _REQUIRED_3 = {**_REQUIRED, "report": _digest}
 _OPTIONAL_3 = {**_OPTIONAL, "sealed": _digest}
 
 
-def entry_problem(key: str, entry, version: int = VERSION) -> str | None:
-    """What is wrong with the ledger entry ``entry`` under ``key`` in a ledger of ``version``, or
-    None when it has the shape a device writes (the rules of ``participant-js/src/ledger.ts`` too)."""
+# How far past the device's clock an entry's times may lie (seconds): a device writes only times
+# its clock showed, so a later one means the clock went back (by more than a day: no time zone or
+# daylight-saving mistake is that large) or another program wrote the file. Either way the ledger
+# is refused: a future entry would count toward the budget, and be remembered, for longer than
+# the device decided.
+CLOCK_SKEW = 86_400.0
+# The largest input group an entry may name: an integer either language holds exactly.
+LARGEST_GROUP = 2**53 - 1
+
+
+def _clock(now: float | None) -> float:
+    """The latest time (seconds since the epoch) an entry may record, the device's clock being ``now``."""
+    return min(LATEST_TIME, (time.time() if now is None else now) + CLOCK_SKEW)
+
+
+def _fields_problem(key: str, entry, version: int) -> str | None:
+    """Step 1 of :func:`entry_problem`: which field is missing, unknown or of another type, if any."""
     required, optional = (_REQUIRED_3, _OPTIONAL_3) if version >= 3 else (_REQUIRED, _OPTIONAL)
     if not isinstance(entry, dict):
         return f"entry {key!r} is not a mapping"
@@ -147,17 +163,114 @@ def entry_problem(key: str, entry, version: int = VERSION) -> str | None:
     for name, value in entry.items():
         if name not in required and (name not in optional or not optional[name](value)):
             return f"entry {key!r} holds an invalid or unknown {name!r}"
-    if entry["epsilon"] is None and ("question" in entry or "memo_of" in entry):
-        # Only an entry of the first format, which states no question, has an unknown spend.
-        return f"entry {key!r} holds an invalid 'epsilon'"
+    return None
+
+
+def _kind_problem(key: str, e: dict, version: int, latest: float) -> str | None:
+    """Step 2 of :func:`entry_problem`: which combination of fields no writer makes, if any
+    (the same rules, in the same order, as ``participant-js/src/ledger.ts``'s ``kindProblem``).
+
+    The writers (``Ledger._add``, ``mark_sent``, ``reseal``, ``_expire``, ``_drop_acknowledged``
+    and ``_from_v1``; ``record``, ``markSent``, ``reseal`` and ``expire`` in JavaScript) make
+    these entries and no others:
+
+    - of unknown spend (``epsilon`` null): a first-format entry as converted, which states no
+      question, group, memo or shuffler, and records ``sent_at`` only if sent;
+    - of known spend: ``memo_of`` always; ``sent_at`` exactly when ``sent``; ``question`` and
+      ``group`` together or neither (an earlier format's entry, which may hold ``record`` in
+      version 2 alone); a fresh draw (``memo_of`` null) spends ε > 0, a memoised copy (``memo_of``
+      the key of an entry at the same origin, not its own) spends 0 and answers a question;
+    - shuffled (``sealed``): drawn afresh with no question, never memoised; its report and sealed
+      copy kept together until both are emptied once acknowledged;
+    - unacknowledged: its report kept (it is re-sent, the very same bytes);
+    - times the device's clock showed: at most ``latest``."""
+    if e["reserved_at"] > latest or e.get("sent_at", 0) > latest:
+        return f"entry {key!r} records a time past this device's clock"
+    if e["epsilon"] is None:
+        if any(name in e for name in ("question", "group", "memo_of", "record", "sealed")):
+            return f"entry {key!r} holds an invalid 'epsilon'"  # only a first-format entry has an unknown spend
+        if "sent_at" in e and not e["sent"]:
+            return f"entry {key!r} holds 'sent_at' without 'sent' or 'sent' without 'sent_at'"
+    else:
+        if "memo_of" not in e:
+            return f"entry {key!r} lacks 'memo_of'"
+        if ("sent_at" in e) != e["sent"]:
+            return f"entry {key!r} holds 'sent_at' without 'sent' or 'sent' without 'sent_at'"
+    if ("question" in e) != ("group" in e):
+        return f"entry {key!r} holds 'question' without 'group' or 'group' without 'question'"
+    if "record" in e and (version != 2 or "question" in e):
+        return f"entry {key!r} holds an invalid or unknown 'record'"
+    if "sealed" in e and (e.get("question") != "" or e.get("memo_of") is not None):
+        return f"entry {key!r} is shuffled but holds a question or a memo"
+    memo = e.get("memo_of")
+    if e["epsilon"] is not None and (memo is None) != (e["epsilon"] > 0):
+        return f"entry {key!r} spends epsilon={e['epsilon']!r}: a draw spends more than 0, a memo 0"
+    if memo is not None and (memo == key or not memo.startswith(e["origin"] + " ") or e.get("question", "x") == ""):
+        return f"entry {key!r} copies a memo of another question or origin"
+    if not e["sent"] and (e["report"] == "" or e.get("sealed", "x") == ""):
+        return f"entry {key!r} is not sent but holds no report"
+    if "sealed" in e and (e["report"] == "") != (e["sealed"] == ""):
+        return f"entry {key!r} holds 'report' without 'sealed' or 'sealed' without 'report'"
+    return None
+
+
+def entry_problem(key: str, entry, version: int = VERSION, now: float | None = None) -> str | None:
+    """What is wrong with the ledger entry ``entry`` under ``key`` in a ledger of ``version``, read
+    when the device's clock shows ``now`` (seconds since the epoch; None: ``time.time()``), or None
+    when it has a shape a device writes (the rules of ``participant-js/src/ledger.ts``'s
+    ``entryProblem`` too): 1. its fields and their types; 2. their combination
+    (:func:`_kind_problem`); 3. its key, origin and group."""
+    problem = _fields_problem(key, entry, version) or _kind_problem(key, entry, version, _clock(now))
+    if problem is not None:
+        return problem
     if key != entry_key(entry["origin"], entry["collection"]):
         return f"entry {key!r} is not keyed by its origin and collection"
+    if not _normal_origin(entry["origin"]):
+        return f"entry {key!r} names an origin no device spells so"
+    if entry.get("group") is not None and entry["group"] > LARGEST_GROUP:
+        return f"entry {key!r} holds an invalid 'group'"
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _normal_origin(origin: str) -> bool:
+    """Whether ``origin`` is an origin as :func:`normalise_origin` spells it (a ledger holds few)."""
+    try:
+        return normalise_origin(origin) == origin
+    except ValueError:
+        return False
+
+
+def _answers_alike(source: dict, copy: dict) -> bool:
+    """Whether the memo could have copied ``source``'s answer into ``copy``: as ``Ledger._answers``
+    matches an entry to a question, by its question and group (an entry stating no question: by
+    its spec's fingerprint), never a shuffled one."""
+    if "sealed" in source or source.get("group") != copy.get("group"):
+        return False
+    if source.get("question"):
+        return source["question"] == copy.get("question")
+    return source["fingerprint"] == copy["fingerprint"]
+
+
+def entries_problem(entries: dict) -> str | None:
+    """What is wrong across the (each well-formed) ``entries`` of a ledger, or None (the rules of
+    ``participant-js/src/ledger.ts``'s ``entriesProblem`` too): no two at one origin hold the same
+    published uid (a uid reached again gets its entry back, never a second), and a memoised copy
+    whose source is still in the ledger (it may have left since: expiry) copies a direct answer
+    to the same question."""
+    seen = set()
+    for key, e in entries.items():
+        place = (e["origin"], e["uid"])
+        if place in seen:
+            return f"entry {key!r} holds a uid another entry at its origin holds"
+        seen.add(place)
+        source = entries.get(e.get("memo_of"))
+        if source is not None and not _answers_alike(source, e):
+            return f"entry {key!r} copies a memo of another question or origin"
     return None
 
 
 SECONDS_PER_DAY = 86_400
-# The last day an entry may have been drawn on (its time at most LATEST_TIME).
-LATEST_DAY = int(LATEST_TIME) // SECONDS_PER_DAY
 _DAY = re.compile(r"0|[1-9][0-9]{0,5}")
 # A day's spend: numerator/denominator, each at most 700 digits (a sum of thousands of floats up
 # to 2^1024 over denominators down to 2^-1074 needs under 650).
@@ -184,12 +297,15 @@ def _spend(text) -> bool:
     return denominator & (denominator - 1) == 0 and math.gcd(numerator, denominator) == 1
 
 
-def spent_problem(spent) -> str | None:
-    """What is wrong with a version 5 ledger's ``spent`` (day -> spend), or None when a device wrote it."""
+def spent_problem(spent, now: float | None = None) -> str | None:
+    """What is wrong with a version 5 ledger's ``spent`` (day -> spend), read when the device's
+    clock shows ``now`` (None: ``time.time()``), or None when a device wrote it: no day after the
+    clock's (the spend of an entry that left, drawn on a day the clock showed)."""
     if not isinstance(spent, dict):
         return "its spend by day is not a mapping"
+    last = int(_clock(now)) // SECONDS_PER_DAY
     for day, text in spent.items():
-        if _DAY.fullmatch(day) is None or int(day) > LATEST_DAY:
+        if _DAY.fullmatch(day) is None or int(day) > last:
             return f"its spend names a day that is none: {day[:20]!r}"
         if not _spend(text):
             return f"its spend of day {day} is not a sum a device writes"
@@ -213,14 +329,16 @@ def marker(kind: str, origin: str, name: str) -> str:
     return hashlib.sha256(_utf8(f"{kind}\n{origin}\n{name}")).hexdigest()[:MARKER_HEX]
 
 
-def reported_problem(reported) -> str | None:
-    """What is wrong with a version 6 ledger's ``reported`` (day -> concatenated markers), or None
-    when a device wrote it: days as ``spent`` writes them, each holding one marker or more, and no
+def reported_problem(reported, now: float | None = None) -> str | None:
+    """What is wrong with a version 6 ledger's ``reported`` (day -> concatenated markers), read
+    when the device's clock shows ``now`` (None: ``time.time()``), or None when a device wrote it:
+    days as ``spent`` writes them (none after the clock's), each holding one marker or more, and no
     marker twice in the whole mapping (a device adds a marker only when it holds none equal)."""
     if not isinstance(reported, dict):
         return "its markers by day are not a mapping"
+    last = int(_clock(now)) // SECONDS_PER_DAY
     for day, text in reported.items():
-        if _DAY.fullmatch(day) is None or int(day) > LATEST_DAY:
+        if _DAY.fullmatch(day) is None or int(day) > last:
             return f"its markers name a day that is none: {day[:20]!r}"
         if not isinstance(text, str) or len(text) % MARKER_HEX or _HEX.fullmatch(text) is None:
             return f"its markers of day {day} are not markers a device writes"
@@ -230,8 +348,11 @@ def reported_problem(reported) -> str | None:
     return None
 
 
-def ledger_problem(data) -> str | None:
-    """What is wrong with a parsed ledger file, or None when it is a ledger a device writes."""
+def ledger_problem(data, now: float | None = None) -> str | None:
+    """What is wrong with a parsed ledger file, read when the device's clock shows ``now``
+    (seconds since the epoch; None: ``time.time()``), or None when it is a ledger a device writes:
+    its keys, each entry (:func:`entry_problem`), the entries together (:func:`entries_problem`)
+    and its spend by day (:func:`spent_problem`); the same steps as ``participant-js``'s ``ledgerProblem``."""
     if not isinstance(data, dict):
         return "not a mapping"
     if not _finite(data.get("version")) or data["version"] not in READABLE:
@@ -244,11 +365,13 @@ def ledger_problem(data) -> str | None:
             return "not a mapping of version, entries and spend"
     elif not set(data) <= {"version", "entries", "salt"} or not isinstance(data.get("entries"), dict):
         return "not a mapping of version and entries"
-    version = data["version"]
-    problem = next((p for key, e in data["entries"].items() if (p := entry_problem(key, e, version)) is not None), None)
+    version, now = data["version"], time.time() if now is None else now
+    entries = data["entries"]
+    problem = next((p for key, e in entries.items() if (p := entry_problem(key, e, version, now)) is not None), None)
+    problem = problem or entries_problem(entries)
     if problem is not None or version < 5:
         return problem
-    return spent_problem(data["spent"]) or (reported_problem(data["reported"]) if version >= 6 else None)
+    return spent_problem(data["spent"], now) or (reported_problem(data["reported"], now) if version >= 6 else None)
 
 
 def report_name(field: str, key: str, entry: dict, digest: bytes) -> str:

@@ -127,7 +127,7 @@ async def ready_to_send(browser_and_service):
 def entry(origin: str, collection: str, *, reserved_at: float, **fields) -> dict:
     """An entry as the device writes it (its report apart, in the store `reports`)."""
     return {"origin": origin, "collection": collection, "uid": collection.ljust(32, "u"), "fingerprint": "f" * 64,
-            "question": "q" * 64, "group": None, "epsilon": 0.0, "report": "", "sent": True, "memo_of": None,
+            "question": "q" * 64, "group": None, "epsilon": 1.0, "report": "", "sent": True, "memo_of": None,
             "reserved_at": reserved_at, "sent_at": reserved_at, **fields}  # fmt: skip
 
 
@@ -159,7 +159,7 @@ async def test_a_ledger_in_indexeddb_the_device_did_not_write_fails_closed(brows
     kept = entry(origin, "old", reserved_at=now - 86_400)
     # This collection's entry (keyed by the service's origin), unsent: the page re-sends its
     # report, read through the record under its key, which must be bound to it.
-    this = entry(server.url, "c", reserved_at=now - 60, fingerprint=published_fingerprint(server, "c"), sent=False)
+    this = entry(server.url, "c", reserved_at=now - 60, fingerprint=published_fingerprint(server, "c"), sent=False, report="kept")
     del this["sent_at"]
     mine, report = f"{server.url} c", "AAAA"
     cases = {
@@ -182,7 +182,15 @@ async def test_a_ledger_in_indexeddb_the_device_did_not_write_fails_closed(brows
         "a report bound to another group": [["entries", mine, this], ["reports", mine, bound(mine, report, group=1)]],
         "a report of the layout before, unbound": [["entries", mine, this], ["reports", mine, {"report": report}]],
         "an entry marked as keeping a report it lacks": [["entries", mine, {**this, "report": "kept"}], ["reports", mine, bound(mine)]],
-        "a report its entry does not mark": [["entries", mine, this], ["reports", mine, bound(mine, report)]],
+        "a report its entry does not mark": [["entries", mine, {**this, "report": ""}], ["reports", mine, bound(mine, report)]],
+        # Shapes no device writes (the outside review's, issue 79): a fresh draw that spent nothing,
+        # a report sent that was not, a memoised copy of another question's answer.
+        "a fresh draw that spent nothing": [["entries", key, {**kept, "epsilon": 0.0}], ["reports", key, bound(key)]],
+        "a time it was sent, not sent": [["entries", mine, {**this, "sent_at": now}], ["reports", mine, bound(mine, report)]],
+        "a memoised copy of another question": [
+            ["entries", key, kept], ["reports", key, bound(key)],
+            ["entries", mine, {**this, "epsilon": 0.0, "memo_of": key, "question": "p" * 64}],
+            ["reports", mine, bound(mine, report, "p" * 64)]],
         "a report that does not inflate": [["entries", mine, {**this, "report": "kept"}],
                                            ["reports", mine, bound(mine, {"deflated": "AAAA"})]],
         "a day's spend that is not one": [["spent", "spent", {"1": "1/3"}]],
@@ -193,7 +201,9 @@ async def test_a_ledger_in_indexeddb_the_device_did_not_write_fails_closed(brows
     said = {"an earlier layout's text repeating a key": "repeats a key", "reports swapped": "not bound to it",
             "a report bound to another question": "not bound to it", "a report bound to another group": "not bound to it",
             "a report of the layout before, unbound": "not bound to it",
-            "an entry marked as keeping a report it lacks": "another shape", "a report its entry does not mark": "another shape",
+            "an entry marked as keeping a report it lacks": "another shape", "a report its entry does not mark": "holds no report",
+            "a fresh draw that spent nothing": "spends epsilon=0", "a time it was sent, not sent": "'sent_at' without 'sent'",
+            "a memoised copy of another question": "copies a memo",
             "a report that does not inflate": "does not inflate", "a day's spend that is not one": "is not a sum",
             "markers that are not markers": "not markers a device writes", "a marker on two days": "repeat a marker"}  # fmt: skip
     for case, records in cases.items():

@@ -201,6 +201,7 @@ def test_a_ledger_of_the_last_format_keeps_working_and_forgets_its_record_hashes
     old = {"version": 2, "salt": "ab" * 16, "entries": {"http://x c1": {
         "origin": "http://x", "collection": "c1", "uid": "u" * 32, "fingerprint": "f" * 64, "epsilon": 1.0,
         "report": "ZHJhd24=", "sent": True, "record": "9" * 64, "memo_of": None, "reserved_at": time.time(),
+        "sent_at": time.time(),
     }}}  # fmt: skip
     path.write_text(json.dumps(old))
     ledger = Ledger(path)
@@ -294,7 +295,9 @@ def test_a_report_named_by_another_entry_is_refused_so_that_no_question_gets_ano
     for bent in [{"http://x c1": {**c1, "report": c2["report"]}, "http://x c2": {**c2, "report": c1["report"]}},
                  {"http://x c1": {**c1, "question": "c2" * 32}, "http://x c2": {**c2, "question": "c1" * 32}}]:  # fmt: skip
         path.write_text(json.dumps({**data, "entries": {**data["entries"], **bent}}))
-        with pytest.raises(LedgerError, match="another entry's bytes of, the report of 'http://x c"):
+        # Swapped questions are refused as soon as the ledger is read: the clone copies c1's answer,
+        # which now answers another question; swapped names when the report is read.
+        with pytest.raises(LedgerError, match="another entry's bytes of, the report of 'http://x c|copies a memo of another question"):
             # c2's question: the memo answers from c2 (the newest answer to c1's is the clone's).
             asked = replace(clone, collection="c6", uid="g" * 32, question="c2" * 32)
             Ledger(path).claim(asked, LIMITS, pytest.fail, lambda old: old)

@@ -419,8 +419,11 @@ async def test_python_and_javascript_read_every_ledger_shape_alike_and_fail_clos
     refused = [
         {"reserved_at": 1e300}, {"reserved_at": 2.0**33 + 1}, {"sent_at": 1e300},
         {"epsilon": None}, {"epsilon": None, "memo_of": drop}, {"epsilon": None, "question": drop},
+        # The outside review's (issue 79): a fresh draw that spent nothing, and a report sent that was not.
+        {"epsilon": 0.0}, {"sent_at": 1.0},
+        {"reserved_at": time.time() + 2 * 86_400}, {"memo_of": drop}, {"group": drop},
     ]  # fmt: skip
-    first_format_spend = {"epsilon": None, "question": drop, "memo_of": drop}  # read: its spend counted at the cap
+    first_format_spend = {"epsilon": None, "question": drop, "group": drop, "memo_of": drop}  # read: counted at the cap
     for change in [*refused, first_format_spend]:
         entries = {k: {x: v for x, v in {**e, **change}.items() if v is not drop} for k, e in earlier["entries"].items()}
         case(f"version 2 with {change}", {"version": 2, "entries": entries},
@@ -469,12 +472,161 @@ async def test_python_and_javascript_read_every_ledger_shape_alike_and_fail_clos
             assert files[0] == files[1] and Ledger._named(wrote[0]["entries"]) <= set(files[0]), label
 
 
+def every_kind_by_a_device(path) -> dict:
+    """A ledger the Python device wrote holding an entry of each kind it writes at one origin: a
+    fresh draw acknowledged (``c1``), a memoised copy of it not yet sent (``c2``), a fresh draw of
+    an assigned group not yet sent (``c3``), a memoised copy of the copy, acknowledged (``c4``),
+    and two shuffled draws, one not yet sent (``s1``, its report and sealed copy kept) and one
+    acknowledged (``s2``, both emptied)."""
+    written_by_a_device(path)
+    ledger = Ledger(path)
+    ledger.mark_sent(ledger.claim(replace(ASKED, collection="c4", uid="x" * 32), READER_LIMITS, pytest.fail,
+                                  lambda old: b"memo again").key)  # fmt: skip
+    for name, sent in (("s1", False), ("s2", True)):
+        asked = replace(ASKED, collection=name, uid=name * 16, question="")
+        claim = ledger.claim(asked, READER_LIMITS, lambda: b"drawn", pytest.fail, lambda body: b"sealed:" + body)
+        if sent:
+            ledger.mark_sent(claim.key)
+    return json.loads(path.read_text())
+
+
+DROP = object()
+
+
+def single_field_mutations(written: dict) -> list[tuple[str, bytes, bool]]:
+    """Every single-field mutation of the ledger ``written`` (:func:`every_kind_by_a_device`), as
+    (label, file bytes, whether a writer can write it). A field dropped, a field added, a value of
+    another type, ``sent`` flipped, a number set to 0, -1, NaN, huge or a clock's later day, a
+    string emptied, and two entries' values of one field swapped. Whether a writer can write the
+    result is judged here from what the writers do (``Ledger._add``, ``mark_sent``, ``_expire``
+    and their JavaScript twins), row by row, not by the validation under test: the shape is one a
+    writer makes only if each entry still is a fresh draw (ε > 0, no memo), a memoised copy (ε 0,
+    naming another entry at its origin answering its question), or a shuffled draw (no question,
+    never memoised, report and sealed copy kept or emptied together), ``sent_at`` exactly when
+    sent, a report kept while unsent, keyed by its origin and collection, times no later than the
+    clock (a day's skew)."""
+    entries = written["entries"]
+    kind = {k: "shuffled" if "sealed" in e else "memo" if e["memo_of"] else "fresh" for k, e in entries.items()}
+    key_of = {e["collection"]: k for k, e in entries.items()}
+    out: list[tuple[str, bytes, bool]] = []
+
+    def emit(label, changes: dict, writable: bool, literal: tuple[str, str] | None = None):
+        data = json.loads(json.dumps(written))
+        for key, fields in changes.items():
+            for name, value in fields.items():
+                if value is DROP:
+                    data["entries"][key].pop(name, None)
+                else:
+                    data["entries"][key][name] = value
+        text = json.dumps(data)
+        if literal is not None:
+            text = text.replace(*literal)
+        out.append((label, text.encode(), writable))
+
+    later = time.time() + 3 * 86_400
+    for key, e in entries.items():
+        k, sent = kind[key], e["sent"]
+        for name in e:
+            # Dropping `sealed` leaves a direct entry with no question: one Ledger.claim writes
+            # when asked with none (the client asks so of shuffled collections alone).
+            emit(f"{key}: no {name}", {key: {name: DROP}}, name == "sealed")
+        for name, value in [("surprise", 1), ("record", "ab"), ("sealed", ""), ("sent_at", 1.0), ("question", "q" * 64)]:
+            if name not in e:
+                emit(f"{key}: {name} added", {key: {name: value}}, False)  # the review's: sent_at on an unsent entry
+        for name, value in e.items():
+            other = 1 if isinstance(value, (str, bool)) else [] if value is None else "1"
+            emit(f"{key}: {name} of another type", {key: {name: other}}, False)
+        emit(f"{key}: sent flipped", {key: {"sent": not sent}}, False)
+        numbers = {"epsilon": e["epsilon"], "reserved_at": e["reserved_at"]}
+        if sent:
+            numbers["sent_at"] = e["sent_at"]
+        if e["group"] is not None:
+            numbers["group"] = e["group"]
+        for name in numbers:
+            emit(f"{key}: {name} -1", {key: {name: -1}}, False)
+            emit(f"{key}: {name} NaN", {key: {name: "NaN!"}}, False, ('"NaN!"', "NaN"))
+            emit(f"{key}: {name} 1e308", {key: {name: 1e308}}, name == "epsilon" and k != "memo")  # a cap the app set
+            if name != "epsilon" or k != "memo":
+                # The review's: a fresh draw of ε 0 (only a memoised copy spends nothing).
+                # A group is bound into its report's name: changed, the report kept is refused as altered.
+                emit(f"{key}: {name} 0", {key: {name: 0}}, name not in ("epsilon", "group"))
+        for name in ("reserved_at", *(("sent_at",) if sent else ())):
+            emit(f"{key}: {name} days after the clock", {key: {name: later}}, False)
+            emit(f"{key}: {name} an hour after the clock", {key: {name: time.time() + 3600}}, True)
+        if e["group"] is not None:
+            emit(f"{key}: group 2.5", {key: {"group": 2.5}}, False)
+        for name in ("origin", "collection", "uid", "fingerprint", "question", "report", "sealed", "memo_of"):
+            if e.get(name):
+                writable = {
+                    "origin": False, "collection": False, "uid": True, "fingerprint": True,
+                    "question": False,  # a copy answers a question; a draw's kept report binds its question
+                    "report": sent and k != "shuffled",  # the memo gave up an acknowledged answer
+                    "sealed": False, "memo_of": False,
+                }[name]  # fmt: skip
+                emit(f"{key}: {name} emptied", {key: {name: ""}}, writable)
+        if k == "memo":
+            emit(f"{key}: memo_of its own key", {key: {"memo_of": key}}, False)
+            emit(f"{key}: memo_of another origin's", {key: {"memo_of": "http://y.example c1"}}, False)
+            emit(f"{key}: memo_of a shuffled entry", {key: {"memo_of": key_of["s1"]}}, False)
+            emit(f"{key}: memo_of an entry gone", {key: {"memo_of": entry_key(e["origin"], "gone")}}, True)  # expiry
+        if k == "fresh":
+            emit(f"{key}: memo_of set", {key: {"memo_of": key_of["c3"] if key != key_of["c3"] else key_of["c1"]}}, False)
+    c1, c2, c3, s1, s2 = (key_of[c] for c in ("c1", "c2", "c3", "s1", "s2"))
+    swaps = [
+        ("collection", c1, c3, False), ("uid", c1, c3, True), ("uid", c1, s1, True),
+        ("report", c1, c3, False),  # each bound to its own entry: refused when read
+        ("report", c1, s2, False), ("epsilon", c1, c2, False), ("memo_of", c2, c3, False),
+        ("question", c1, s1, False), ("sealed", s1, s2, False), ("sent", c1, c3, False),
+        ("group", c1, c3, False),  # c2 copies c1's answer, of no group
+    ]  # fmt: skip
+    for name, a, b, writable in swaps:
+        emit(f"{name} of {a} and {b} swapped", {a: {name: entries[b][name]}, b: {name: entries[a][name]}}, writable)
+    emit("uid of c1 given to c3", {c3: {"uid": entries[c1]["uid"]}}, False)  # one uid at an origin: one entry
+    emit("s2 asked a question", {s2: {"question": "q" * 64}}, False)  # a shuffled draw is asked none: never memoised
+    # s2 keyed anew by another origin: one a device spells (another service's), or one it never
+    # does (the app's address is normalised before anything is keyed by it). s2 names no report
+    # (emptied once acknowledged), so nothing but its origin can refuse it.
+    for origin, writable in [("http://y.example", True), ("HTTP://Y.example", False), ("http://y.example/", False),
+                             ("http://y.example:80", False), ("http://y.example?q", False), ("y.example", False)]:  # fmt: skip
+        moved = {**entries[s2], "origin": origin}
+        data = {**written, "entries": {**{k: e for k, e in entries.items() if k != s2}, entry_key(origin, "s2"): moved}}
+        out.append((f"s2 at the origin {origin}", json.dumps(data).encode(), writable))
+    return out
+
+
+async def test_python_and_node_agree_that_only_shapes_a_writer_writes_are_read(built, tmp_path):
+    """Every single-field mutation of a ledger holding each kind of entry the device writes
+    (:func:`single_field_mutations`): both devices read the file alike, and read it (a report
+    claimed, or refused for the budget it counts) exactly when a writer could have written it;
+    every other shape is a LedgerError in both, nothing sent."""
+    written = every_kind_by_a_device(tmp_path / "written.json")
+    assert ledger_problem(written) is None
+    cases = single_field_mutations(written)
+    assert len(cases) > 150 and sum(w for *_, w in cases) > 20
+    paths = {}
+    for who in ("py", "js"):
+        (tmp_path / who).mkdir()
+        paths[who] = []
+        for i, (_, raw, _) in enumerate(cases):
+            paths[who].append(tmp_path / who / f"{i}.json")
+            paths[who][-1].write_bytes(raw)
+            shutil.copytree(reports_of(tmp_path / "written.json"), reports_of(paths[who][-1]))
+    python = [python_reads(p) for p in paths["py"]]
+    node = await node_reads(built, paths["js"])
+    differ = [(cases[i][0], python[i], node[i]) for i in range(len(cases)) if python[i] != node[i]]
+    assert not differ, differ[:8]
+    read = {"ok", "BudgetExceeded"}
+    wrong = [(label, python[i]) for i, (label, _, writable) in enumerate(cases) if (python[i] in read) != writable]
+    assert not wrong, wrong
+    assert set(python) == read | {"LedgerError"}, set(python)
+
+
 def test_every_shape_the_python_device_writes_is_one_it_reads(tmp_path):
     base = written_by_a_device(tmp_path / "ledger.json")
     assert ledger_problem(base) is None
     spent_bare = {"version": 2, "entries": {"http://x c": {
         "origin": "http://x", "collection": "c", "uid": "u", "fingerprint": "f", "epsilon": 1.0, "report": "AA==",
-        "sent": False, "reserved_at": 1.0, "record": "ab" * 32}}}  # fmt: skip  (an earlier format's entry)
+        "sent": False, "memo_of": None, "reserved_at": 1.0, "record": "ab" * 32}}}  # fmt: skip  (an earlier format's entry)
     assert ledger_problem(spent_bare) is None
     assert "invalid 'epsilon'" in ledger_problem({"version": 2, "entries": {"http://x c": {**spent_bare["entries"]["http://x c"], "epsilon": -0.5}}})
 

@@ -31,6 +31,7 @@ import {
   type LedgerStorage,
   VERSION,
   checkedLedger,
+  entriesProblem,
   entryProblem,
   fromBase64,
   isMapping,
@@ -128,9 +129,11 @@ function bindReports(transaction: IDBTransaction, bind: boolean): void {
   readAll(entries, true, (keys, values) => keys.forEach((key, i) => beside.set(key, values[i])), () =>
     readAll(reports, true, (keys, values) => keys.forEach((key, i) => {
       const [stored, entry] = [values[i], beside.get(key)];
-      if (!isMapping(stored) || typeof stored.report !== "string" || typeof key !== "string" || entryProblem(key, entry) !== null) return;
-      if (bind && onlyReports(stored)) reports.put(reportOf(key, { ...(entry as Entry), ...stored }), key);
-      if (stored.report !== "" && (entry as Entry).report === "") entries.put({ ...(entry as Entry), report: KEPT }, key);
+      if (!isMapping(stored) || typeof stored.report !== "string" || typeof key !== "string" || !isMapping(entry)) return;
+      if (entryProblem(key, withReports(entry, stored.report !== "")) !== null) return;
+      const whole = entry as unknown as Entry;
+      if (bind && onlyReports(stored)) reports.put(reportOf(key, { ...whole, ...stored }), key);
+      if (stored.report !== "" && whole.report === "") entries.put({ ...whole, report: KEPT }, key);
     }), () => {}, abort, 50), // 50 reports a task: one may be tens of KB
   abort);
 }
@@ -148,8 +151,21 @@ function withoutReport(entry: Entry): Entry {
   return { ...entry, report: entry.report === "" ? "" : KEPT, ...(entry.sealed === undefined ? {} : { sealed: "" }) };
 }
 
-/** The record `record` of the store `entries` as an entry's shape is checked: its report, when {@link KEPT}, empty. */
-const recordView = (record: unknown): unknown => (isMapping(record) && record.report === KEPT ? { ...record, report: "" } : record);
+/** What stands, as an entry's shape is checked, for a report (and sealed copy) the store `reports` keeps: a name as a file's ledger holds. */
+const NAME_KEPT = "0".repeat(64);
+
+/**
+ * The entry `record` as an entry's shape is checked, with a report (and a sealed copy, if it has
+ * one) kept in the store `reports` when `kept`, else none: what a file's ledger would hold.
+ */
+const withReports = (record: Record<string, unknown>, kept: boolean): Record<string, unknown> => ({
+  ...record,
+  report: kept ? NAME_KEPT : "",
+  ...("sealed" in record ? { sealed: kept ? NAME_KEPT : "" } : {}),
+});
+
+/** The record `record` of the store `entries` as an entry's shape is checked: its report, and sealed copy, kept when {@link KEPT}. */
+const recordView = (record: unknown): unknown => (isMapping(record) && record.report === KEPT ? withReports(record, true) : record);
 
 /** Whether `stored` holds nothing but a report and a sealed copy. */
 const onlyReports = (stored: object) => Object.keys(stored).every((name) => name === "report" || name === "sealed");
@@ -327,6 +343,8 @@ export class IndexedDbStorage implements LedgerStorage {
           (keys, values) => this.take(data.entries, keys, values),
           () => {
             if (reported.result !== Object.keys(data.entries).length) this.refuse("the entries and their reports differ in number");
+            const problem = entriesProblem(data.entries);
+            if (problem !== null) this.refuse(problem);
             run(data, false);
           },
           fail,
@@ -383,7 +401,7 @@ export class IndexedDbStorage implements LedgerStorage {
       this.refuse(`entry '${key}' holds a report not bound to it`);
     // Deflated bytes, or base64 text (the layout before); the record says whether one is kept.
     const bytes = (v: unknown) => v instanceof Uint8Array && v.length > 0;
-    const text = (v: unknown) => (bytes(v) ? "" : v);
+    const text = (v: unknown) => (bytes(v) ? "AAAA" : v); // base64 standing for the bytes kept
     if ((record.report === KEPT) !== (bytes(report.report) || (typeof report.report === "string" && report.report !== "")))
       this.refuse(`entry '${key}' holds a report of another shape`);
     const problem = entryProblem(key, { ...record, ...report, report: text(report.report), ...("sealed" in report ? { sealed: text(report.sealed) } : {}) }, 2);

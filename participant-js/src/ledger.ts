@@ -179,8 +179,16 @@ const CHECKS: Record<number, [Map<string, (v: unknown) => boolean>, Map<string, 
 export const isMapping = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null && !Array.isArray(v) && Object.getPrototypeOf(v) === Object.prototype;
 
-/** What is wrong with the entry `entry` under `key` in a ledger of `version`, or null when it has the shape a device writes. */
-export function entryProblem(key: string, entry: unknown, version = VERSION): string | null {
+/**
+ * How far past the device's clock an entry's times may lie (seconds): as in
+ * `participant/ledger_format.py`, which says why a later one is refused.
+ */
+export const CLOCK_SKEW = 86_400;
+/** The largest input group an entry may name: an integer either language holds exactly. */
+const LARGEST_GROUP = 2 ** 53 - 1;
+
+/** Step 1 of {@link entryProblem}: which field is missing, unknown or of another type, if any. */
+function fieldsProblem(key: string, entry: unknown, version: number): string | null {
   const [REQUIRED_CHECKS, OPTIONAL_CHECKS] = CHECKS[version];
   if (!isMapping(entry)) return `entry '${key}' is not a mapping`;
   for (const [name, ok] of REQUIRED_CHECKS) {
@@ -193,13 +201,100 @@ export function entryProblem(key: string, entry: unknown, version = VERSION): st
     const ok = OPTIONAL_CHECKS.get(name);
     if (ok === undefined || !ok(entry[name])) return `entry '${key}' holds an invalid or unknown '${name}'`;
   }
-  if (entry.epsilon === null && ("question" in entry || "memo_of" in entry)) return `entry '${key}' holds an invalid 'epsilon'`;
-  if (key !== entryKey(entry.origin as string, entry.collection as string)) return `entry '${key}' is not keyed by its origin and collection`;
   return null;
 }
 
-/** The last day an entry may have been drawn on (its time at most LATEST_TIME). */
-const LATEST_DAY = Math.floor(LATEST_TIME / SECONDS_PER_DAY);
+/**
+ * Step 2 of {@link entryProblem}: which combination of fields no writer makes, if any; the rules,
+ * in the same order, of `participant/ledger_format.py`'s `_kind_problem`, whose note lists the
+ * entries the writers make (of unknown spend; of known spend, fresh or memoised; shuffled;
+ * unacknowledged; times the clock showed, at most `latest`).
+ */
+function kindProblem(key: string, e: Record<string, unknown>, version: number, latest: number): string | null {
+  const has = (name: string) => Object.prototype.hasOwnProperty.call(e, name);
+  if ((e.reserved_at as number) > latest || (has("sent_at") && (e.sent_at as number) > latest))
+    return `entry '${key}' records a time past this device's clock`;
+  if (e.epsilon === null) {
+    if (["question", "group", "memo_of", "record", "sealed"].some(has)) return `entry '${key}' holds an invalid 'epsilon'`; // only a first-format entry has an unknown spend
+    if (has("sent_at") && !e.sent) return `entry '${key}' holds 'sent_at' without 'sent' or 'sent' without 'sent_at'`;
+  } else {
+    if (!has("memo_of")) return `entry '${key}' lacks 'memo_of'`;
+    if (has("sent_at") !== e.sent) return `entry '${key}' holds 'sent_at' without 'sent' or 'sent' without 'sent_at'`;
+  }
+  if (has("question") !== has("group")) return `entry '${key}' holds 'question' without 'group' or 'group' without 'question'`;
+  if (has("record") && (version !== 2 || has("question"))) return `entry '${key}' holds an invalid or unknown 'record'`;
+  if (has("sealed") && (e.question !== "" || (e.memo_of ?? null) !== null))
+    return `entry '${key}' is shuffled but holds a question or a memo`;
+  const memo = has("memo_of") ? (e.memo_of as string | null) : null;
+  if (e.epsilon !== null && (memo === null) !== (e.epsilon as number) > 0)
+    return `entry '${key}' spends epsilon=${e.epsilon}: a draw spends more than 0, a memo 0`;
+  if (memo !== null && (memo === key || !memo.startsWith(`${e.origin} `) || (has("question") && e.question === "")))
+    return `entry '${key}' copies a memo of another question or origin`;
+  if (!e.sent && (e.report === "" || (has("sealed") && e.sealed === ""))) return `entry '${key}' is not sent but holds no report`;
+  if (has("sealed") && (e.report === "") !== (e.sealed === ""))
+    return `entry '${key}' holds 'report' without 'sealed' or 'sealed' without 'report'`;
+  return null;
+}
+
+/** The origins seen spelt as {@link normaliseOrigin} spells them (a ledger holds few). */
+const normalOrigins = new Set<string>();
+function isNormalOrigin(origin: string): boolean {
+  if (normalOrigins.has(origin)) return true;
+  try {
+    if (normaliseOrigin(origin) !== origin) return false;
+  } catch {
+    return false;
+  }
+  if (normalOrigins.size < 256) normalOrigins.add(origin);
+  return true;
+}
+
+/**
+ * What is wrong with the entry `entry` under `key` in a ledger of `version`, read when the
+ * device's clock shows `now` (seconds since the epoch), or null when it has a shape a device
+ * writes (the rules of `participant/ledger_format.py`'s `entry_problem`): 1. its fields and their
+ * types; 2. their combination ({@link kindProblem}); 3. its key, origin and group.
+ */
+export function entryProblem(key: string, entry: unknown, version = VERSION, now = Date.now() / 1000): string | null {
+  const problem = fieldsProblem(key, entry, version) ?? kindProblem(key, entry as Record<string, unknown>, version, now + CLOCK_SKEW);
+  if (problem !== null) return problem;
+  const e = entry as Record<string, unknown>;
+  if (key !== entryKey(e.origin as string, e.collection as string)) return `entry '${key}' is not keyed by its origin and collection`;
+  if (!isNormalOrigin(e.origin as string)) return `entry '${key}' names an origin no device spells so`;
+  if (e.group !== undefined && e.group !== null && (e.group as number) > LARGEST_GROUP) return `entry '${key}' holds an invalid 'group'`;
+  return null;
+}
+
+/**
+ * Whether the memo could have copied `source`'s answer into `copy`: by question and group (an entry
+ * stating no question: by its spec's fingerprint), never a shuffled one; as `participant/ledger_format.py`'s `_answers_alike`.
+ */
+function answersAlike(source: Entry, copy: Entry): boolean {
+  if (source.sealed !== undefined || (source.group ?? null) !== (copy.group ?? null)) return false;
+  if (source.question) return source.question === copy.question;
+  return source.fingerprint === copy.fingerprint;
+}
+
+/**
+ * What is wrong across the (each well-formed) `entries` of a ledger, or null (the rules of
+ * `participant/ledger_format.py`'s `entries_problem`): no two at one origin hold the same
+ * published uid, and a memoised copy whose source is still in the ledger copies a direct answer
+ * to the same question.
+ */
+export function entriesProblem(entries: Record<string, Entry>): string | null {
+  const seen = new Map<string, Set<string>>(); // the uids at each origin
+  for (const key in entries) {
+    const e = entries[key];
+    let uids = seen.get(e.origin);
+    if (uids === undefined) seen.set(e.origin, (uids = new Set()));
+    if (uids.has(e.uid)) return `entry '${key}' holds a uid another entry at its origin holds`;
+    uids.add(e.uid);
+    const memo = e.memo_of ?? null;
+    const source = memo !== null && Object.prototype.hasOwnProperty.call(entries, memo) ? entries[memo] : undefined;
+    if (source !== undefined && !answersAlike(source, e)) return `entry '${key}' copies a memo of another question or origin`;
+  }
+  return null;
+}
 
 /** The day (since the epoch, UTC) of the time `at` (seconds since the epoch), exactly as the Python participant's `_day`: a day's first second is a float exactly, so comparing with it corrects the division's rounding. */
 export function dayOf(at: number): number {
@@ -228,10 +323,11 @@ function isSpend(text: unknown): boolean {
 }
 
 /** What is wrong with a version 5 ledger's `spent` (day -> spend), or null when a device wrote it (the rules of `participant/ledger_format.py`'s `spent_problem`). */
-export function spentProblem(spent: unknown): string | null {
+export function spentProblem(spent: unknown, now = Date.now() / 1000): string | null {
   if (!isMapping(spent)) return "its spend by day is not a mapping";
+  const last = Math.floor(Math.floor(Math.min(LATEST_TIME, now + CLOCK_SKEW)) / SECONDS_PER_DAY); // no day after the clock's
   for (const day in spent) {
-    if (!/^(0|[1-9][0-9]{0,5})$/.test(day) || Number(day) > LATEST_DAY) return `its spend names a day that is none: '${day.slice(0, 20)}'`;
+    if (!/^(0|[1-9][0-9]{0,5})$/.test(day) || Number(day) > last) return `its spend names a day that is none: '${day.slice(0, 20)}'`;
     if (!isSpend(spent[day])) return `its spend of day ${day} is not a sum a device writes`;
   }
   return null;
@@ -254,15 +350,17 @@ export function marker(kind: "collection" | "uid", origin: string, name: string)
 }
 
 /**
- * What is wrong with a version 6 ledger's `reported` (day -> concatenated markers), or null when a
- * device wrote it: days as `spent` writes them, each holding one marker or more, no marker twice
- * in the whole mapping. The rules of `participant/ledger_format.py`'s `reported_problem`.
+ * What is wrong with a version 6 ledger's `reported` (day -> concatenated markers), read when the
+ * device's clock shows `now`, or null when a device wrote it: days as `spent` writes them (none
+ * after the clock's), each holding one marker or more, no marker twice in the whole mapping. The
+ * rules of `participant/ledger_format.py`'s `reported_problem`.
  */
-export function reportedProblem(reported: unknown): string | null {
+export function reportedProblem(reported: unknown, now = Date.now() / 1000): string | null {
   if (!isMapping(reported)) return "its markers by day are not a mapping";
   const seen = new Set<string>();
+  const last = Math.floor(Math.floor(Math.min(LATEST_TIME, now + CLOCK_SKEW)) / SECONDS_PER_DAY); // as spentProblem
   for (const day in reported) {
-    if (!/^(0|[1-9][0-9]{0,5})$/.test(day) || Number(day) > LATEST_DAY) return `its markers name a day that is none: '${day.slice(0, 20)}'`;
+    if (!/^(0|[1-9][0-9]{0,5})$/.test(day) || Number(day) > last) return `its markers name a day that is none: '${day.slice(0, 20)}'`;
     const text = reported[day];
     if (typeof text !== "string" || text.length % MARKER_HEX !== 0 || !/^[0-9a-f]+$/.test(text)) return `its markers of day ${day} are not markers a device writes`;
     for (let at = 0; at < text.length; at += MARKER_HEX) seen.add(text.slice(at, at + MARKER_HEX));
@@ -272,8 +370,13 @@ export function reportedProblem(reported: unknown): string | null {
   return seen.size === markers ? null : "its markers repeat a marker";
 }
 
-/** What is wrong with a parsed ledger, or null when it is a ledger a device writes. */
-export function ledgerProblem(data: unknown): string | null {
+/**
+ * What is wrong with a parsed ledger, read when the device's clock shows `now` (seconds since the
+ * epoch), or null when it is a ledger a device writes: its keys, each entry ({@link entryProblem}),
+ * the entries together ({@link entriesProblem}) and its spend by day ({@link spentProblem}); the
+ * same steps as `participant/ledger_format.py`'s `ledger_problem`.
+ */
+export function ledgerProblem(data: unknown, now = Date.now() / 1000): string | null {
   if (!isMapping(data)) return "not a mapping";
   if (!READABLE.includes(data.version as number)) return `not version ${READABLE.join(" or ")}`;
   const keys = Object.keys(data);
@@ -286,11 +389,12 @@ export function ledgerProblem(data: unknown): string | null {
   } else if (!keys.every((k) => k === "version" || k === "entries" || k === "salt") || !isMapping(data.entries))
     return "not a mapping of version and entries";
   for (const [key, entry] of Object.entries(data.entries)) {
-    const problem = entryProblem(key, entry, data.version as number);
+    const problem = entryProblem(key, entry, data.version as number, now);
     if (problem !== null) return problem;
   }
-  if ((data.version as number) < 5) return null;
-  return spentProblem(data.spent) ?? (data.version === 6 ? reportedProblem(data.reported) : null);
+  const problem = entriesProblem(data.entries as Record<string, Entry>);
+  if (problem !== null || (data.version as number) < 5) return problem;
+  return spentProblem(data.spent, now) ?? (data.version === 6 ? reportedProblem(data.reported, now) : null);
 }
 
 /** `raw` (parsed JSON, or undefined for no ledger yet) as a ledger, or a LedgerError naming why not. */
