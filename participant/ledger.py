@@ -726,6 +726,9 @@ class Ledger:
         then taken again under the lock, so a claim that another thread or process recorded
         meanwhile wins and this draw is dropped, never sent. Atomic across threads and processes.
         """
+        if seal is not None and asked.question:
+            # The reader refuses a shuffled entry holding a question: never write one.
+            raise ValueError("a shuffled collection's answer is never memoised: ask it without a question")
         with self._locked():
             settled = self._settle(self._read(), asked, limits, resend, seal)
         if settled is not None:

@@ -846,6 +846,9 @@ export class Ledger {
     resend: (old: Uint8Array) => Uint8Array,
     seal?: (body: Uint8Array) => Promise<Uint8Array>,
   ): Promise<Claim> {
+    if (seal && asked.question)
+      // The reader refuses a shuffled entry holding a question: never write one.
+      throw new TypeError("a shuffled collection's answer is never memoised: ask it without a question");
     for (let attempt = 0; attempt < 3; attempt++) {
       const first = await this.storage.update((data) => ({ result: this.settle(data, asked, limits), write: false }));
       let memo: { key: string; body: Uint8Array } | null = null;
