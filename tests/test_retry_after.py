@@ -186,7 +186,7 @@ async def test_a_real_shufflers_per_address_limit_names_the_shuffler_and_per_add
 
 
 def test_a_trial_runs_stop_names_the_party_the_client_named():
-    from sim.cli import cannot_use
+    from sim.spec_runs import cannot_use
 
     refused = SubmissionFailed(
         "the shuffler at http://127.0.0.1:8082 refused: POST http://127.0.0.1:8082/collections/c/reports failed after "
