@@ -89,13 +89,15 @@ from pathlib import Path
 
 from .errors import AlreadyReported, BudgetExceeded, CollectionChanged, LedgerError, LimitExceeded
 from .ledger_format import (  # noqa: F401 (entry_problem: imported from here)
+    MARKER_HEX,
     VERSION,
     RepeatedKey,
     _no_constant,
+    clock_problem,
     entry_key,
     entry_problem,
-    MARKER_HEX,
     first_format_place,
+    latest_moment,
     ledger_problem,
     marker,
     report_name,
@@ -245,6 +247,11 @@ class Ledger:
                     )
                 raw = f.read()
                 if self._cache is not None and self._cache[0] == raw:
+                    # Bytes checked before, at another reading of the clock: the clock may have
+                    # been set back since, which the full check would refuse.
+                    problem = clock_problem(self._cache[2], time.time())
+                    if problem is not None:
+                        raise LedgerError(f"the ledger {self.path} does not hold ledger entries: {problem}")
                     return self._cache[1]
         except FileNotFoundError:
             return {"version": VERSION, "entries": {}, "spent": {}, "reported": {}}
@@ -263,7 +270,7 @@ class Ledger:
             raise LedgerError(f"the ledger {self.path} is not valid JSON (truncated or overwritten)") from None
         if isinstance(data, dict) and "version" not in data:
             data = self._from_v1(data)
-        problem = ledger_problem(data)
+        problem = ledger_problem(data, time.time())
         if problem is not None:
             raise LedgerError(f"the ledger {self.path} does not hold ledger entries: {problem}")
         for entry in data["entries"].values():
@@ -279,7 +286,7 @@ class Ledger:
         data.setdefault("spent", {})  # before version 5 every spend was an entry's
         data.setdefault("reported", {})  # before version 6 no marker was kept
         data["version"] = VERSION
-        self._cache = (raw, data)
+        self._cache = (raw, data, latest_moment(data))
         return data
 
     def _rename(self, entries: dict) -> set[str]:
@@ -422,7 +429,7 @@ class Ledger:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
-            self._cache = (raw, data)
+            self._cache = (raw, data, latest_moment(data))
         except OSError as exc:
             self._cache = None
             raise LedgerError(f"cannot write the ledger {self.path}: {exc}; nothing was sent") from None
@@ -644,7 +651,9 @@ class Ledger:
             if (day + 1) * SECONDS_PER_DAY <= window:
                 if e["epsilon"]:
                     spent[str(day)] = spend_text(spend_value(spent.get(str(day), "0/1")) + Fraction(e["epsilon"]))
-                left.append((day, e))
+                # Its markers dated by its last send: a report re-sent for months stays refused
+                # a year after the service last heard it, not after it was drawn.
+                left.append((_day(max(e["reserved_at"], e.get("sent_at", 0.0))), e))
                 del entries[key]
                 continue
             question = (e["origin"], e.get("question") or "fingerprint " + e["fingerprint"], e.get("group"))

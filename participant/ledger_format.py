@@ -166,6 +166,24 @@ def _fields_problem(key: str, entry, version: int) -> str | None:
     return None
 
 
+def latest_moment(data: dict) -> float:
+    """The latest moment (seconds since the epoch) a checked ledger ``data`` records: its entries'
+    times, and the end of the last day of its spend and markers. What :func:`clock_problem` holds
+    against the clock when the ledger's bytes were checked before, at another reading of the clock."""
+    latest = max((max(e["reserved_at"], e.get("sent_at", 0.0)) for e in data["entries"].values()), default=0.0)
+    days = [int(day) for field in ("spent", "reported") for day in data.get(field, {})]
+    return max(latest, float(max(days, default=-1) * SECONDS_PER_DAY))
+
+
+def clock_problem(latest: float, now: float | None = None) -> str | None:
+    """What is wrong with a ledger recording ``latest`` (:func:`latest_moment`) when the device's
+    clock shows ``now`` (None: ``time.time()``): a time past the clock by more than a day (the clock
+    was set back since, or the file came from a device whose clock ran ahead), or None."""
+    if latest > _clock(now):
+        return "it records a time past this device's clock (set back since it was written?)"
+    return None
+
+
 def _kind_problem(key: str, e: dict, version: int, latest: float) -> str | None:
     """Step 2 of :func:`entry_problem`: which combination of fields no writer makes, if any
     (the same rules, in the same order, as ``participant-js/src/ledger.ts``'s ``kindProblem``).

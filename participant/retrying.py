@@ -15,7 +15,6 @@ by the URL asked) and, for a rate limit, the ``serve`` option its operator raise
 
 from __future__ import annotations
 
-import math
 import re
 from email.utils import parsedate_to_datetime
 
@@ -38,8 +37,7 @@ def retry_after(value: str | None, now: float) -> float | None:
     if value is None:
         return None
     if _DELTA.fullmatch(value):
-        seconds = float(value)
-        return seconds if seconds < math.inf else None
+        return float(value)  # past any float, math.inf: over any cap, as JavaScript reads it
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):

@@ -172,3 +172,34 @@ def test_a_version_5_ledger_is_read_as_before_and_written_as_version_6(tmp_path,
     path.write_text(version_6({str(int(clock[0] // DAY) - 40): marker("uid", "http://x.example", ASKED.uid)}))
     with pytest.raises(AlreadyReported):
         Ledger(path).claim(ASKED, Limits(), pytest.fail, pytest.fail)
+
+
+def test_a_clock_set_back_is_refused_by_a_ledger_that_read_the_file_before(tmp_path, clock):
+    """The review's clock attack: A drawn, the clock set back 20 days, B drawn there, the clock
+    corrected, C drawn: 1.5 of a 1.0 total within ten real days, because the object that had read
+    the file before took its bytes as checked. It checks them against the clock again."""
+    limits = Limits(budget=Budget(total=1.0))
+    ledger = Ledger(tmp_path / "ledger.json")
+    report(ledger, asked("A", epsilon=0.5), limits)
+    clock[0] -= 20 * DAY
+    for reader in (ledger, Ledger(tmp_path / "ledger.json")):  # the same object, and a device just started
+        with pytest.raises(LedgerError, match="past this device's clock"):
+            reader.claim(asked("B", epsilon=0.5), limits, pytest.fail, pytest.fail)
+    clock[0] += 20 * DAY
+    report(ledger, asked("B", epsilon=0.5), limits)  # the clock right again: the ledger is read
+
+
+def test_a_report_acknowledged_late_keeps_its_collection_refused_a_year_from_then(tmp_path, clock):
+    """A report drawn, re-sent unacknowledged for 364.5 days, then acknowledged: its entry leaves at
+    the next write, and its markers are dated by the acknowledgement, not the draw, so that the
+    collection is refused a year after the service last heard it (dated by the draw, it was drawn
+    again two days later)."""
+    ledger = Ledger(tmp_path / "ledger.json")
+    key = ledger.claim(ASKED, Limits(), lambda: b"drawn", pytest.fail).key
+    clock[0] += 364.5 * DAY
+    ledger.mark_sent(key)
+    clock[0] += 2 * DAY
+    report(ledger, asked("Z"))  # any write lets the old entry leave
+    assert "http://x.example X" not in json.loads((tmp_path / "ledger.json").read_text())["entries"]
+    with pytest.raises(AlreadyReported):
+        ledger.claim(ASKED, Limits(), pytest.fail, pytest.fail)

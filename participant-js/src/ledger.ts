@@ -398,6 +398,28 @@ export function ledgerProblem(data: unknown, now = Date.now() / 1000): string | 
 }
 
 /** `raw` (parsed JSON, or undefined for no ledger yet) as a ledger, or a LedgerError naming why not. */
+/**
+ * The latest moment (seconds since the epoch) a checked ledger records: its entries' times, and the
+ * end of the last day of its spend and markers. What {@link clockProblem} holds against the clock
+ * when the ledger's bytes were checked before, at another reading of the clock. As
+ * `participant/ledger_format.py`'s `latest_moment`.
+ */
+export function latestMoment(data: LedgerData): number {
+  let latest = 0;
+  for (const e of Object.values(data.entries)) latest = Math.max(latest, e.reserved_at, e.sent_at ?? 0);
+  for (const days of [data.spent ?? {}, data.reported ?? {}]) for (const day in days) latest = Math.max(latest, Number(day) * SECONDS_PER_DAY);
+  return latest;
+}
+
+/**
+ * What is wrong with a ledger recording `latest` ({@link latestMoment}) when the device's clock shows
+ * `now`: a time past the clock by more than a day (the clock was set back since, or the file came
+ * from a device whose clock ran ahead), or null. As `participant/ledger_format.py`'s `clock_problem`.
+ */
+export function clockProblem(latest: number, now = Date.now() / 1000): string | null {
+  return latest > Math.min(LATEST_TIME, now + CLOCK_SKEW) ? "it records a time past this device's clock (set back since it was written?)" : null;
+}
+
 export function checkedLedger(raw: unknown, where: string): LedgerData {
   if (raw === undefined) return { version: VERSION, entries: {}, spent: {}, reported: {} };
   const problem = ledgerProblem(raw);
@@ -788,7 +810,9 @@ export class Ledger {
       const day = dayOf(e.reserved_at);
       if ((day + 1) * SECONDS_PER_DAY <= window) {
         if (e.epsilon !== 0) sums[day] = spendText(add(sums[day] === undefined ? { n: 0n, d: 1n } : spendValue(sums[day]), rationalOf(e.epsilon)));
-        gone.push([day, e]);
+        // Its markers dated by its last send: a report re-sent for months stays refused a year after
+        // the service last heard it, not after it was drawn.
+        gone.push([dayOf(Math.max(e.reserved_at, e.sent_at ?? 0)), e]);
         delete entries[key];
       } else if (e.sent && e.report && e.sealed === undefined && !memo.has(questionOf(e))) entries[key] = { ...e, report: "" }; // a new object: encoded anew
     }

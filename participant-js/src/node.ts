@@ -27,8 +27,10 @@ import {
   type LedgerStorage,
   VERSION,
   checkedLedger,
+  clockProblem,
   fromBase64,
   fromFirstFormat,
+  latestMoment,
   parseLedger,
   reportBinding,
   toBase64,
@@ -121,7 +123,7 @@ export class FileStorage implements LedgerStorage {
   readonly path: string;
   private readonly lockPath: string;
   /** The ledger's bytes as this storage last read or wrote them, and what they hold: parsed and checked again only when the file holds other bytes. */
-  private cache: { bytes: Buffer; data: LedgerData } | null = null;
+  private cache: { bytes: Buffer; data: LedgerData; latest: number } | null = null;
   /** The names a version 3 ledger gave its reports' files, named anew as it was read: removed after the next write. */
   private superseded = new Set<string>();
 
@@ -255,7 +257,13 @@ export class FileStorage implements LedgerStorage {
             "reports share one budget: remove the other links",
         );
       bytes = readFileSync(fd);
-      if (this.cache !== null && this.cache.bytes.equals(bytes)) return this.cache.data;
+      if (this.cache !== null && this.cache.bytes.equals(bytes)) {
+        // Bytes checked before, at another reading of the clock: it may have been set back since,
+        // which the full check would refuse.
+        const problem = clockProblem(this.cache.latest);
+        if (problem !== null) throw new LedgerError(`the ledger ${this.path} does not hold ledger entries: ${problem}`);
+        return this.cache.data;
+      }
     } catch (error) {
       if (error instanceof LedgerError) throw error;
       throw new LedgerError(`cannot read the ledger ${this.path}: ${(error as Error).message}`);
@@ -270,7 +278,7 @@ export class FileStorage implements LedgerStorage {
           if (entry[field] !== undefined) entry[field] = this.store(fromBase64(entry[field] as string), field, key, entry);
     } else if (data.version === 3) this.rename(data.entries); // its reports' files named by their bytes alone: named anew
     data.version = VERSION;
-    this.cache = { bytes: Buffer.from(bytes), data };
+    this.cache = { bytes: Buffer.from(bytes), data, latest: latestMoment(data) };
     return data;
   }
 
@@ -278,7 +286,7 @@ export class FileStorage implements LedgerStorage {
     try {
       const bytes = serialised(data);
       replaced(dirname(this.path), basename(this.path), this.path, bytes);
-      this.cache = { bytes, data };
+      this.cache = { bytes, data, latest: latestMoment(data) };
     } catch (error) {
       this.cache = null;
       throw new LedgerError(`cannot write the ledger ${this.path}: ${(error as Error).message}; nothing was sent`);

@@ -150,3 +150,34 @@ test("markers of any shape the device does not write are refused, in files too; 
   writeFileSync(path, JSON.stringify({ version: 6, entries: {}, spent: {}, reported: { [today - 40]: marker("uid", "http://x.example", X.uid) } }));
   await assert.rejects(fileLedger(path).claim(X, new Limits(), never, never), AlreadyReported);
 });
+
+test("a clock set back is refused by a ledger that read the file before, as by one just started", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "ldpnb-clock-"));
+  const path = join(dir, "ledger.json");
+  const limits = new Limits({ budget: { total: 1, perDays: 30 } });
+  const real = Date.now;
+  let now = real();
+  Date.now = () => now;
+  try {
+    const ledger = fileLedger(path);
+    await report(ledger, asked("A", "http://x.example", { epsilon: 0.5 }), limits);
+    now -= 20 * DAY * 1000;
+    for (const reader of [ledger, fileLedger(path)])
+      await assert.rejects(reader.claim(asked("B", "http://x.example", { epsilon: 0.5 }), limits, never, never), /past this device's clock/);
+    now += 20 * DAY * 1000;
+    await report(ledger, asked("B", "http://x.example", { epsilon: 0.5 }), limits); // the clock right again
+  } finally {
+    Date.now = real;
+  }
+});
+
+test("a report acknowledged late keeps its collection refused a year from its acknowledgement", async () => {
+  const { ledger, state } = memoryLedger();
+  const { key } = await ledger.claim(X, new Limits(), () => utf8("drawn"), never);
+  state.now += 364.5 * DAY;
+  await ledger.markSent(key);
+  state.now += 2 * DAY;
+  await report(ledger, asked("Z")); // any write lets the old entry leave
+  assert.equal(state.stored.entries["http://x.example X"], undefined);
+  await assert.rejects(ledger.claim(X, new Limits(), never, never), AlreadyReported);
+});
