@@ -114,6 +114,7 @@ def test_the_wait_is_the_asked_one_jittered_upwards_or_the_backoff_when_longer()
     assert retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 1445412490.0) == 0.0  # a date passed: no wait asked
     for malformed in (None, "", "soon", "-1", "inf", "nan", "1e3", "Wed, 21 Oct 2015 07:28:00"):
         assert retry_after(malformed, 0.0) is None, malformed
+    assert retry_after("9" * 400, 0.0) == float("inf")  # past any float: over any cap, as Node reads it
     for draw in (0.0, 0.5, 0.999):
         assert 3.0 <= wait_before(1, 0.2, 3.0, draw) <= 3.0 * (1 + JITTER)
         assert wait_before(4, 1.0, 3.0, draw) == max(8.0 * (0.5 + draw), 3.0 * (1 + JITTER * draw))
