@@ -19,6 +19,8 @@ import ipaddress
 import re
 from urllib.parse import unquote, urlsplit
 
+import idna
+
 DEFAULT_PORTS = {"http": 80, "https": 443}
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
@@ -58,14 +60,22 @@ def _host(raw: str) -> str:
         address = ipaddress.IPv6Address(raw[1:-1].split("%", 1)[0])
         mapped = address.ipv4_mapped
         return str(mapped) if mapped is not None else f"[{address.compressed}]"
-    host = unquote(raw).lower()
+    host = unquote(raw)
+    if not host.isascii():
+        # UTS #46 (nontransitional), as the URL standard and so browsers and participant-js map a
+        # name: Python's own "idna" codec (IDNA 2003) makes faß and fass one host, which they are not.
+        host = idna.uts46_remap(host, std3_rules=False, transitional=False)
+    host = host.lower()
     if host.endswith(".") and len(host) > 1:
         host = host[:-1]
     ipv4 = _ipv4(host)
     if ipv4 is not None:
         return ipv4
     if not host.isascii():
-        host = host.encode("idna").decode("ascii")
+        try:
+            host = idna.encode(host).decode("ascii")
+        except idna.IDNAError as exc:
+            raise ValueError(f"not a host name: {raw!r} ({exc})") from None
     if not host or any(c in host for c in " #%/:<>?@[\\]^|"):
         raise ValueError(f"not a host name: {raw!r}")
     return host

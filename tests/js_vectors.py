@@ -123,7 +123,8 @@ ORIGINS = [
     "http://0x7f.0.0.1:8080", "http://0177.0.0.1:8080", "http://[::ffff:127.0.0.1]:8080", "http://localhost:8080",
     "http://LocalHost.:8080", "https://example.org:443/api/", "https://user:pw@example.org/api//x/../",
     "http://example.org:80/%7Eme/%2fa/./b", "http://bücher.example/", "http://[2001:DB8::1]:8443/x",
-    "https://example.org/a%20b",
+    "https://example.org/a%20b", "http://faß.example", "http://fass.example", "http://σοφος.example",
+    "http://ΣΟΦΟΣ.example",
 ]
 
 

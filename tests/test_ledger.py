@@ -554,6 +554,10 @@ def test_an_unreadable_or_unwritable_ledger_is_a_ledger_error(tmp_path, monkeypa
     ("http://%6C%6Fcalhost", "http://localhost"),
     ("http://user:secret@example.org", "http://example.org"),
     ("http://BÜCHER.example", "http://xn--bcher-kva.example"),
+    # UTS #46 nontransitional, as browsers: faß and fass are two hosts, σοφος (final sigma) and ΣΟΦΟΣ two.
+    ("http://faß.example", "http://xn--fa-hia.example"),
+    ("http://ΣΟΦΟΣ.example", "http://xn--0xaakcn.example"),
+    ("http://σοφος.example", "http://xn--0xaajbq.example"),
     ("http://example.org/x/../api/./", "http://example.org/api"),
     ("http://example.org/%2e%2E/api/%2E", "http://example.org/api"),
     ("http://example.org/%7euser/%2f", "http://example.org/~user/%2F"),
@@ -563,7 +567,7 @@ def test_origins_are_normalised_as_a_browser_would(url, origin):
 
 
 @pytest.mark.parametrize("url", ["example.org", "ftp://example.org", "http://", "http://x/?a=1", "http://x/#f",
-                                 "http://x:99999", "http://a b"])  # fmt: skip
+                                 "http://x:99999", "http://a b", "http://x\u200d.example"])  # fmt: skip
 def test_an_address_without_scheme_or_host_is_refused(url):
     with pytest.raises(ValueError, match="http"):
         normalise_origin(url)
