@@ -42,10 +42,12 @@ def test_sigterm_mid_stream_exits_0_and_loses_nothing_acknowledged(tmp_path):
         view = ShuffledView.from_dict(call(f"{shuffler.url}/collections/c/view"))
         reports = [sealed_under(view) for _ in range(400)]
         acknowledged = [False] * len(reports)
-        enough = threading.Event()
+        enough, stopping = threading.Event(), threading.Event()
 
         def stream(lane: int) -> None:
             for i in range(lane, len(reports), 4):
+                if enough.is_set():  # the rest held until the signal is sent: the stop is mid-stream
+                    stopping.wait(120)
                 acknowledged[i] = sent(shuffler.url, reports[i])
                 if sum(acknowledged) >= 40:
                     enough.set()
@@ -56,6 +58,7 @@ def test_sigterm_mid_stream_exits_0_and_loses_nothing_acknowledged(tmp_path):
         assert enough.wait(60), "the shuffler acknowledged too few reports"
         wait_for(lambda: counted(server, "c") > 0)  # batches are being released and forwarded
         shuffler.proc.send_signal(signal.SIGTERM)
+        stopping.set()  # the lanes go on, into the stopping shuffler
         assert shuffler.proc.wait(30) == 0
         for lane in lanes:
             lane.join(60)
