@@ -168,7 +168,8 @@ def _fields_problem(key: str, entry, version: int) -> str | None:
 
 def latest_moment(data: dict) -> float:
     """The latest moment (seconds since the epoch) a checked ledger ``data`` records: its entries'
-    times, and the end of the last day of its spend and markers. What :func:`clock_problem` holds
+    times, and the start of the last day of its spend and markers (a day is refused, as
+    :func:`spent_problem` refuses one, when its start lies past the clock's skew). What :func:`clock_problem` holds
     against the clock when the ledger's bytes were checked before, at another reading of the clock."""
     latest = max((max(e["reserved_at"], e.get("sent_at", 0.0)) for e in data["entries"].values()), default=0.0)
     days = [int(day) for field in ("spent", "reported") for day in data.get(field, {})]

@@ -400,7 +400,8 @@ export function ledgerProblem(data: unknown, now = Date.now() / 1000): string | 
 /** `raw` (parsed JSON, or undefined for no ledger yet) as a ledger, or a LedgerError naming why not. */
 /**
  * The latest moment (seconds since the epoch) a checked ledger records: its entries' times, and the
- * end of the last day of its spend and markers. What {@link clockProblem} holds against the clock
+ * start of the last day of its spend and markers (a day is refused, as {@link spentProblem} refuses
+ * one, when its start lies past the clock's skew). What {@link clockProblem} holds against the clock
  * when the ledger's bytes were checked before, at another reading of the clock. As
  * `participant/ledger_format.py`'s `latest_moment`.
  */
