@@ -56,3 +56,19 @@ def test_exact_accuracy_is_the_share_of_rows_predicted_right(pair):
     right = np.argmax(model.joint_log_likelihood_codes(codes), axis=1) == cell % K
     share, se = right.mean(), right.std() / np.sqrt(m)
     assert abs(exact_accuracy(model, plus) - share) < 4 * se + 1e-9
+
+
+def test_the_plug_in_score_is_the_accuracy_on_the_population_it_draws_from(pair):
+    """research/estimator_choice.py's plug-in score (tried, not offered): its per-draw values
+    average to the exact accuracy on the conditionally independent population they are drawn from."""
+    from research.choice_bound import conditionally_independent
+    from research.estimator_choice import plug_in_accuracies
+
+    _, _, _, models = pair
+    rng = np.random.default_rng(5)
+    prior = np.array([0.3, 0.7])
+    conditionals = [rng.dirichlet(np.ones(n), size=K) for n in CATEGORIES]
+    joint = conditionally_independent(prior, conditionals, CATEGORIES)
+    rights = plug_in_accuracies(models, (prior, conditionals), np.random.default_rng(6), draws=20_000)
+    for model, right in zip(models, rights):
+        assert abs(right.mean() - exact_accuracy(model, joint)) < 4 * right.std() / np.sqrt(len(right)) + 1e-9
