@@ -8,14 +8,17 @@ random 80/20 split, every training row one person with one report, protocol ``au
 mode drawn as two halves by a fair coin per person, :meth:`sim.experiment.Runner.statistics` with
 ``halves``): on the same reports, the test accuracy of ``normsub``, ``paper`` and ``ibu``, and for
 each held-out score of :mod:`aggregator.estimation.choice` (``joint``, ``conditional``, ``accuracy``) each
-candidate's score gain over the default and its standard error. The rule's pick at any ``Z`` is
-then read off those, so every rule is scored on the very runs the estimators are.
+candidate's score gain over the default and its standard error; and the same for a fourth score
+tried here only, ``plug-in`` (:func:`plug_in_choice`: each candidate fitted on one half, its
+accuracy on the conditionally independent population the other half estimates). The rule's pick
+at any ``Z`` is then read off those, so every rule is scored on the very runs the estimators are.
 
 The rule's constants (the score, and ``Z`` of :data:`ZS`) are chosen leaving one data set out: for
 each problem, the pair whose ``auto`` has the highest mean accuracy over the other thirteen
 problems' cells (ties: the larger ``Z``, the one that leaves the default more often), scored on the
-held-out problem. Runs are kept per cell in ``research/results/estimator_choice/`` (a cell already
-there is not run again); the tables go to ``research/results/estimator_choice.md``.
+held-out problem, once among the scores ``auto`` offers and once with ``plug-in`` among them. Runs
+are kept per cell in ``research/results/estimator_choice/`` (the plug-in score's in ``plug-in/``;
+a cell already there is not run again); the tables go to ``research/results/estimator_choice.md``.
 """
 
 from __future__ import annotations
@@ -37,8 +40,12 @@ RESULTS = Path(__file__).with_name("results")
 RUNS = RESULTS / "estimator_choice"
 TABLE = RESULTS / "estimator_choice.md"
 ESTIMATORS = ("normsub", "paper", "ibu")
-SCORES = ("joint", "conditional", "accuracy")
+# The scores aggregator.estimation.choice offers, and the plug-in score tried beside them (here only).
+OFFERED = ("joint", "conditional", "accuracy")
+SCORES = (*OFFERED, "plug-in")
 ZS = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
+# Feature vectors the plug-in score draws per direction (seeded, so a collection's score is fixed).
+PLUG_IN_DRAWS = 4000
 LARGE = 1000
 
 
@@ -60,7 +67,7 @@ def cell(problem: str, epsilon: float, reps: int) -> pd.DataFrame:
         row = {"problem": problem, "eps": epsilon, "seed": seed, "people": stats.n_reports,
                "best constant": float(counts.max() / counts.sum()),
                **{name: float(a) for name, a in zip(ESTIMATORS, accuracy)}}  # fmt: skip
-        for score in SCORES:
+        for score in OFFERED:
             choice = estimator_choice(stats.halves, ESTIMATORS, score)
             for name in ESTIMATORS[1:]:
                 row[f"{score} gain {name}"] = choice.gains[name]
@@ -69,16 +76,100 @@ def cell(problem: str, epsilon: float, reps: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def load_or_run(problem: str, epsilon: float, reps: int) -> pd.DataFrame:
-    path = RUNS / f"{problem}-{epsilon:g}.csv"
+def plug_in_population(stats) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The conditionally independent population ``stats`` estimate: the class shares (shape
+    ``(k,)``) and each feature's ``P(a | c)`` (shape ``(k, n_i)``) from ``normsub``'s consistent
+    counts before smoothing (non-negative; a class with no count left: uniform)."""
+    from aggregator.estimation.estimators import normsub_unsmoothed
+
+    base = normsub_unsmoothed(stats)
+    prior = base.class_count / base.class_count.sum()
+    conditionals = []
+    for table in base.tables:
+        totals = table.sum(axis=1, keepdims=True)
+        conditionals.append(np.where(totals > 0, table / np.where(totals > 0, totals, 1.0), 1.0 / table.shape[1]))
+    return prior, conditionals
+
+
+def plug_in_accuracies(models, population, rng, draws: int = PLUG_IN_DRAWS) -> np.ndarray:
+    """Each of ``models``' accuracy on ``population`` (:func:`plug_in_population`), per drawn
+    feature vector: shape ``(len(models), draws)``, the probability the population gives the
+    class the model predicts for a vector drawn from it (its mean over the draws is the
+    accuracy; every model scored on the same draws)."""
+    prior, conditionals = population
+    classes = rng.choice(len(prior), size=draws, p=prior)
+    codes = np.empty((draws, len(conditionals)), dtype=np.int64)
+    log_joint = np.tile(np.log(prior), (draws, 1))
+    with np.errstate(divide="ignore"):
+        for i, table in enumerate(conditionals):
+            cumulative = np.cumsum(table, axis=1)[classes]
+            codes[:, i] = np.minimum((rng.random(draws)[:, None] > cumulative).sum(axis=1), table.shape[1] - 1)
+            log_joint += np.log(table[:, codes[:, i]].T)
+    posterior = np.exp(log_joint - log_joint.max(axis=1, keepdims=True))
+    posterior /= posterior.sum(axis=1, keepdims=True)
+    predicted = np.stack([np.argmax(m.joint_log_likelihood_codes(codes), axis=1) for m in models])
+    return posterior[np.arange(draws), predicted]
+
+
+def plug_in_choice(halves) -> tuple[np.ndarray, np.ndarray]:
+    """The plug-in score: each candidate of :data:`ESTIMATORS` fitted on one half, its accuracy
+    on the conditionally independent population the other half estimates, less the default's
+    (halves swapped and averaged), shape ``(candidates,)``; and a standard error of each
+    difference: the two directions' half-difference (an unbiased one-degree-of-freedom estimate of
+    the variance of their mean) with the draws' own variance."""
+    from aggregator.estimation.estimators import build_model
+
+    first, second = (h.people() for h in halves)
+    gains, draws_var = [], []
+    for direction, (fit, scored) in enumerate(((first, second), (second, first))):
+        models = [build_model(fit, name, temperature=1.0) for name in ESTIMATORS]
+        rights = plug_in_accuracies(models, plug_in_population(scored), np.random.default_rng(direction))
+        diff = rights - rights[0]
+        gains.append(diff.mean(axis=1))
+        draws_var.append(diff.var(axis=1) / diff.shape[1])
+    gain = (gains[0] + gains[1]) / 2
+    error = np.sqrt(((gains[0] - gains[1]) / 2) ** 2 + (draws_var[0] + draws_var[1]) / 4)
+    return gain, error
+
+
+def plug_in_cell(problem: str, epsilon: float, reps: int) -> pd.DataFrame:
+    """The plug-in score's gains and standard errors in every run of one cell (the same seeds,
+    splits and reports as :func:`cell`)."""
+    warnings.simplefilter("ignore")
+    from sim.experiment import runner_for
+
+    runner = runner_for(load_problem(problem))
+    setting = ("auto", epsilon, None, "one-report")
+    rows = []
+    for seed in range(reps):
+        stats = runner.statistics(setting, seed, mode="fast", halves=True)
+        gain, error = plug_in_choice(stats.halves)
+        row = {"problem": problem, "eps": epsilon, "seed": seed}
+        for j, name in enumerate(ESTIMATORS[1:], start=1):
+            row[f"plug-in gain {name}"], row[f"plug-in se {name}"] = float(gain[j]), float(error[j])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cached(path: Path, reps: int, compute) -> pd.DataFrame:
+    """The first ``reps`` runs kept at ``path``, or ``compute(reps)``'s, kept there."""
     if path.is_file():
         runs = pd.read_csv(path)
         if len(runs) >= reps:
             return runs.iloc[:reps]
-    runs = cell(problem, epsilon, reps)
+    runs = compute(reps)
     path.parent.mkdir(parents=True, exist_ok=True)
     runs.to_csv(path, index=False)
     return runs
+
+
+def load_or_run(problem: str, epsilon: float, reps: int) -> pd.DataFrame:
+    """Every run of one cell, every score's columns: the first three scores' runs and the plug-in
+    score's are kept apart (``plug-in/``), so adding it ran only it."""
+    name = f"{problem}-{epsilon:g}.csv"
+    runs = cached(RUNS / name, reps, partial(cell, problem, epsilon))
+    plug_in = cached(RUNS / "plug-in" / name, reps, partial(plug_in_cell, problem, epsilon))
+    return runs.merge(plug_in, on=["problem", "eps", "seed"], validate="one_to_one")
 
 
 def picked(runs: pd.DataFrame, score: str, z: float) -> np.ndarray:
@@ -96,10 +187,11 @@ def auto_accuracy(runs: pd.DataFrame, score: str, z: float) -> np.ndarray:
     return np.choose(np.array([ESTIMATORS.index(c) for c in chosen]), [runs[n].to_numpy() for n in ESTIMATORS])
 
 
-def best_rule(runs: pd.DataFrame) -> tuple[str, float]:
-    """The (score, Z) whose ``auto`` has the highest mean accuracy over ``runs``' cells; ties to the larger Z."""
+def best_rule(runs: pd.DataFrame, scores=OFFERED) -> tuple[str, float]:
+    """The (score of ``scores``, Z) whose ``auto`` has the highest mean accuracy over ``runs``'
+    cells; ties to the larger Z."""
     best, key = None, None
-    for score in SCORES:
+    for score in scores:
         for z in sorted(ZS, reverse=True):
             mean = float(auto_accuracy(runs, score, z).mean())
             if key is None or mean > key + 1e-12:
@@ -113,32 +205,27 @@ def paired(x: pd.DataFrame, a: str, b: str) -> tuple[float, float]:
     return float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
 
 
-def report(runs: pd.DataFrame) -> str:
-    reps = int(runs["seed"].max() + 1)
+def held_out_rules(runs: pd.DataFrame, scores) -> tuple[pd.DataFrame, list[str]]:
+    """Every run with ``auto``'s accuracy and pick under the rule (score of ``scores``, Z) chosen
+    on the other thirteen problems, and that choice's table lines per held-out problem."""
     held = []
-    lines_loo = ["| held out | score, Z chosen on the other thirteen | auto − normsub | auto − paper |", "|---|---|---|---|"]
+    lines = ["| held out | score, Z chosen on the other thirteen | auto − normsub | auto − paper |", "|---|---|---|---|"]
     for problem in runs["problem"].unique():
-        score, z = best_rule(runs[runs["problem"] != problem])
+        score, z = best_rule(runs[runs["problem"] != problem], scores)
         x = runs[runs["problem"] == problem].copy()
         x["auto"] = auto_accuracy(x, score, z)
         x["auto pick"] = picked(x, score, z)
-        x["rule"] = f"{score}, {z:g}"
         held.append(x)
-        lines_loo.append(
+        lines.append(
             f"| {problem} | {score}, {z:g} | {(x['auto'] - x['normsub']).mean():+.4f} | {(x['auto'] - x['paper']).mean():+.4f} |"
         )
-    held = pd.concat(held)
-    score_all, z_all = best_rule(runs)
+    return pd.concat(held), lines
+
+
+def cell_lines(held: pd.DataFrame) -> list[str]:
+    """The per-cell table of ``held`` (:func:`held_out_rules`), the count of cells where auto is
+    below the better of normsub and paper by more than 2 SE, and the mean gains."""
     lines = [
-        f"# The estimator a collection needs (`python research/estimator_choice.py --reps {reps}`)",
-        "",
-        f"Protocol auto, one report per person, exact fast mode drawn as two halves; accuracy on the held-out 20 %, "
-        f"means over {reps} paired runs per cell (seeds 0–{reps - 1}; every estimator on the same reports). "
-        "*auto*: the rule with its score and Z chosen leaving the problem's data set out (last table). "
-        "*better*: the better of normsub and paper in the cell (by their means); *auto − better* ± its standard error "
-        "over the runs; **bold** where auto is below the better by more than 2 SE. *picks*: how often auto took "
-        "normsub / paper / ibu.",
-        "",
         "| problem | ε | people | best constant | normsub | paper | ibu | auto | auto − normsub | auto − paper | auto − better | picks n/p/i |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -156,7 +243,7 @@ def report(runs: pd.DataFrame) -> str:
             f"{gp[0]:+.3f} ± {gp[1]:.3f} | {shown} | {picks} |"
         )
     small, large = held[held["people"] < LARGE], held[held["people"] >= LARGE]
-    lines += [
+    return lines + [
         "",
         f"Cells where auto is below the better of the two by more than 2 SE: **{below}** of {held.groupby(['problem', 'eps']).ngroups}.",
         "",
@@ -164,6 +251,27 @@ def report(runs: pd.DataFrame) -> str:
         f"{(held['auto'] - held['normsub']).mean():+.4f} / {(held['auto'] - held['paper']).mean():+.4f}; "
         f"under {LARGE:,} people {(small['auto'] - small['normsub']).mean():+.4f} / {(small['auto'] - small['paper']).mean():+.4f}; "
         f"{LARGE:,} or more {(large['auto'] - large['normsub']).mean():+.4f} / {(large['auto'] - large['paper']).mean():+.4f}.",
+    ]
+
+
+def report(runs: pd.DataFrame) -> str:
+    reps = int(runs["seed"].max() + 1)
+    held, lines_loo = held_out_rules(runs, OFFERED)
+    score_all, z_all = best_rule(runs, OFFERED)
+    tried, tried_loo = held_out_rules(runs, SCORES)
+    tried_all = best_rule(runs, SCORES)
+    lines = [
+        f"# The estimator a collection needs (`python research/estimator_choice.py --reps {reps}`)",
+        "",
+        f"Protocol auto, one report per person, exact fast mode drawn as two halves; accuracy on the held-out 20 %, "
+        f"means over {reps} paired runs per cell (seeds 0–{reps - 1}; every estimator on the same reports). "
+        f"*auto*: the rule with its score (of {', '.join(OFFERED)}: those `auto` offers) and Z chosen leaving the "
+        "problem's data set out (next section). "
+        "*better*: the better of normsub and paper in the cell (by their means); *auto − better* ± its standard error "
+        "over the runs; **bold** where auto is below the better by more than 2 SE. *picks*: how often auto took "
+        "normsub / paper / ibu.",
+        "",
+        *cell_lines(held),
         "",
         "## Chosen leave one data set out",
         "",
@@ -173,6 +281,17 @@ def report(runs: pd.DataFrame) -> str:
         *lines_loo,
         "",
         f"On all fourteen: **{score_all}, Z = {z_all:g}**.",
+        "",
+        "## With the plug-in score among the candidates (tried, not offered)",
+        "",
+        "The same, the score chosen leaving one data set out among all four (the plug-in score: each candidate's "
+        "accuracy on the conditionally independent population the other half estimates).",
+        "",
+        *cell_lines(tried),
+        "",
+        *tried_loo,
+        "",
+        f"On all fourteen: **{tried_all[0]}, Z = {tried_all[1]:g}**.",
         "",
         "## Every rule on all fourteen (in sample: for reading, not for choosing)",
         "",

@@ -24,7 +24,10 @@ over the fourteen problems (``research/estimator_choice.py``). There the held-ou
 with accuracy where ``paper`` classifies better (small files at low ε): it scores ``paper`` worse
 or level on average, its probabilities being worse though its predictions are better, so the rule
 leaves the default where the default is no worse and otherwise rarely; it is offered as ``auto``,
-not made the default. Everything here reads aggregated statistics: no privacy is spent.
+not made the default. No rule reading the reports could do better on every population: the
+reports' distribution depends only on the per-input marginals, and two populations with the same
+marginals can have either estimator classify better (``research/choice_bound.py``). Everything
+here reads aggregated statistics: no privacy is spent.
 """
 
 from __future__ import annotations
