@@ -39,6 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the be
 from problems import PROBLEMS, load_problem
 from tqdm import tqdm
 
+from paired_runs import cached
+
 RESULTS = Path(__file__).with_name("results")
 RUNS = RESULTS / "default_choice"
 TABLE = RESULTS / "default_choice.md"
@@ -99,15 +101,7 @@ def cell(problem: str, epsilon: float, reps: int) -> pd.DataFrame:
 
 
 def load_or_run(problem: str, epsilon: float, reps: int) -> pd.DataFrame:
-    path = RUNS / f"{problem}-{epsilon:g}.csv"
-    if path.is_file():
-        runs = pd.read_csv(path)
-        if len(runs) >= reps:
-            return runs.iloc[:reps]
-    runs = cell(problem, epsilon, reps)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    runs.to_csv(path, index=False)
-    return runs
+    return cached(RUNS / f"{problem}-{epsilon:g}.csv", reps, partial(cell, problem, epsilon))
 
 
 def paired(runs: pd.DataFrame, a: str, b: str) -> tuple[float, float]:

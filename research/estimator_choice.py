@@ -36,6 +36,8 @@ from joblib import Parallel, delayed
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the benchmarks' helpers: problems
 from problems import PROBLEMS, load_problem
 
+from paired_runs import cached
+
 RESULTS = Path(__file__).with_name("results")
 RUNS = RESULTS / "estimator_choice"
 TABLE = RESULTS / "estimator_choice.md"
@@ -149,18 +151,6 @@ def plug_in_cell(problem: str, epsilon: float, reps: int) -> pd.DataFrame:
             row[f"plug-in gain {name}"], row[f"plug-in se {name}"] = float(gain[j]), float(error[j])
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def cached(path: Path, reps: int, compute) -> pd.DataFrame:
-    """The first ``reps`` runs kept at ``path``, or ``compute(reps)``'s, kept there."""
-    if path.is_file():
-        runs = pd.read_csv(path)
-        if len(runs) >= reps:
-            return runs.iloc[:reps]
-    runs = compute(reps)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    runs.to_csv(path, index=False)
-    return runs
 
 
 def load_or_run(problem: str, epsilon: float, reps: int) -> pd.DataFrame:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from joblib import Parallel, delayed
 from tqdm import tqdm
 
@@ -72,3 +73,16 @@ def probed_runs(data, epsilon: float, seeds, found: list[dict]) -> list[dict]:
 def paired(a: np.ndarray) -> str:
     """The mean of paired differences ``a`` ± its standard error, as ``+0.012 ± 0.003``."""
     return f"{a.mean():+.3f} ± {a.std(ddof=1) / np.sqrt(len(a)):.3f}"
+
+
+def cached(path: Path, reps: int, compute: Callable[[int], pd.DataFrame]) -> pd.DataFrame:
+    """The first ``reps`` runs kept at ``path`` (a CSV, one run a row), or ``compute(reps)``'s,
+    kept there: a study re-run with as many runs or fewer only rewrites its tables."""
+    if path.is_file():
+        runs = pd.read_csv(path)
+        if len(runs) >= reps:
+            return runs.iloc[:reps]
+    runs = compute(reps)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    runs.to_csv(path, index=False)
+    return runs
