@@ -16,6 +16,7 @@ import { inflateSync } from "node:zlib";
 import { Limits } from "../src/index.js";
 import { type Entry, LedgerError, firstFormatPlace, parseJson, reportBinding } from "../src/ledger.js";
 import { fileLedger } from "../src/node.js";
+import { memoryLedger } from "../test-support/memory_ledger.js";
 
 const refused = (text: string) => assert.throws(() => parseJson(text, "test"), (e: Error) => e instanceof LedgerError && /repeats a key/.test(e.message), text);
 
@@ -193,49 +194,27 @@ test("many devices asked one question at two origins are linked by their answers
 });
 
 test("the yearly cap (3 times the total by default) refuses what the rolling window alone would allow over a year", async () => {
-  const { Ledger } = await import("../src/ledger.js");
   const { BudgetExceeded } = await import("../src/limits.js");
-  let stored: any = { version: 5, entries: {}, spent: {} };
-  const storage = {
-    async update<T>(change: (data: any) => { result: T; write: boolean }): Promise<T> {
-      const copy = JSON.parse(JSON.stringify(stored));
-      const { result, write } = change(copy);
-      if (write) stored = copy;
-      return result;
-    },
-  };
-  let clock = 1_000_000_000;
-  const ledger = new Ledger(storage as any, () => clock);
+  const { ledger, state } = memoryLedger({ version: 5, entries: {}, spent: {} }, 1_000_000_000);
   const defaults = new Limits({ maxEpsilon: 8 });
   assert.deepEqual([defaults.budget.yearly, new Limits({ budget: { total: 2, perDays: 30 } }).budget.yearly], [24, 6]);
   assert.throws(() => new Limits({ budget: { total: 8, perDays: 30, yearly: 0 } }), /budget.yearly/);
   const month = (m: number, epsilon: number) => ({ origin: "http://x.example", collection: `m${m}`, uid: `${m}`.padEnd(32, "u"), fingerprint: "f".repeat(64), epsilon, question: `${m}`.padEnd(64, "q"), group: null });
   for (let m = 0; m < 3; m++) {
     await ledger.markSent((await ledger.claim(month(m, 8), defaults, () => utf8(`m${m}`), () => assert.fail("no memo"))).key);
-    clock += 31 * 86_400;
+    state.now += 31 * 86_400;
   }
   await assert.rejects(ledger.claim(month(3, 1), defaults, () => assert.fail("nothing drawn"), () => assert.fail("no memo")),
     (e: Error) => e instanceof BudgetExceeded && /in the last 365 days; another 1 would pass this app's yearly cap of 24/.test(e.message));
-  assert.equal(Object.keys(stored.entries).length, 3, "spend older than the rolling window stays while the year counts it");
-  clock += (365 - 3 * 31 + 1) * 86_400; // the first month's 8 counts no more
+  assert.equal(Object.keys(state.stored.entries).length, 3, "spend older than the rolling window stays while the year counts it");
+  state.now += (365 - 3 * 31 + 1) * 86_400; // the first month's 8 counts no more
   assert.equal((await ledger.claim(month(4, 8), defaults, () => utf8("m4"), () => assert.fail("no memo"))).spent, 8);
 });
 
 test("a hostile stream of new questions leaves a bounded ledger, the memo's oldest answers given up first, every spend counted (as the Python device's)", async () => {
-  const { Ledger } = await import("../src/ledger.js");
   const { BudgetExceeded } = await import("../src/limits.js");
-  let stored: any = { version: 5, entries: {}, spent: {} };
-  const storage = {
-    async update<T>(change: (data: any) => { result: T; write: boolean }): Promise<T> {
-      const copy = JSON.parse(JSON.stringify(stored));
-      const { result, write } = change(copy);
-      if (write) stored = copy;
-      return result;
-    },
-  };
   const start = 1_000_000_000;
-  let clock = start;
-  const ledger = new Ledger(storage as any, () => clock);
+  const { ledger, state } = memoryLedger({ version: 5, entries: {}, spent: {} }, start);
   const ask = (name: string, epsilon: number, limits: Limits, origin = "http://x.example") =>
     ledger.claim({ origin, collection: name, uid: name.padEnd(32, "u"), fingerprint: "f".repeat(64), epsilon, question: name.split("@")[0].padEnd(64, "q"), group: null },
       limits, () => utf8(`fresh ${name}`), () => utf8("memo"));
@@ -245,20 +224,20 @@ test("a hostile stream of new questions leaves a bounded ledger, the memo's olde
   let drawn = 0;
   for (let day = 0; day < 400; day++)
     for (let i = 0; i < 4; i++) {
-      clock = start + day * 86_400 + i * 3600;
+      state.now = start + day * 86_400 + i * 3600;
       await ledger.markSent((await ask(`d${day}-${i}`, 0.001, hostile)).key);
       if (day >= 400 - 365) drawn++;
-      assert.ok(Object.keys(stored.entries).length <= 4 * 11 + 10 && Object.keys(stored.spent).length <= 367);
+      assert.ok(Object.keys(state.stored.entries).length <= 4 * 11 + 10 && Object.keys(state.stored.spent).length <= 367);
     }
-  assert.equal(Object.values(stored.entries).filter((e: any) => e.report).length, 10, "the memo's answers alone keep a report");
-  const counted = Object.values(stored.spent).reduce((n: number, t: any) => n + Number(t.split("/")[0]) / Number(t.split("/")[1]), 0) +
-    Object.values(stored.entries).reduce((n: number, e: any) => n + e.epsilon, 0);
+  assert.equal(Object.values(state.stored.entries).filter((e: any) => e.report).length, 10, "the memo's answers alone keep a report");
+  const counted = Object.values(state.stored.spent).reduce((n: number, t: any) => n + Number(t.split("/")[0]) / Number(t.split("/")[1]), 0) +
+    Object.values(state.stored.entries).reduce((n: number, e: any) => n + e.epsilon, 0);
   assert.ok(counted >= drawn * 0.001 - 1e-9 && counted <= (drawn + 4) * 0.001 + 1e-9, `${counted} counted for ${drawn} draws`);
   // The memo of 3 at an origin: the answer given longest ago goes first; another origin's stay.
-  stored = { version: 5, entries: {}, spent: {} };
+  state.stored = { version: 5, entries: {}, spent: {} };
   const three = new Limits({ maxEpsilon: 8, maxMemoPerOrigin: 3 });
   const at = async (day: number, name: string, epsilon = 0.5, origin?: string) => {
-    clock = start + day * 86_400;
+    state.now = start + day * 86_400;
     const claim = await ask(name, epsilon, three, origin);
     await ledger.markSent(claim.key);
     return claim.spent;
@@ -266,13 +245,13 @@ test("a hostile stream of new questions leaves a bounded ledger, the memo's olde
   await at(0, "y@0", 0.5, "http://y.example");
   for (const [day, question] of ["a", "b", "c", "d"].entries()) await at(day + 1, `${question}@${day + 1}`);
   assert.deepEqual([await at(5, "d@5"), await at(6, "b@6"), await at(7, "a@7"), await at(8, "c@8"), await at(9, "y@9", 0.5, "http://y.example")], [0, 0, 0.5, 0.5, 0]);
-  const withReports = Object.values(stored.entries).filter((e: any) => e.report).map((e: any) => e.collection).sort();
+  const withReports = Object.values(state.stored.entries).filter((e: any) => e.report).map((e: any) => e.collection).sort();
   assert.deepEqual(withReports, ["a@7", "b@2", "b@6", "c@8", "y@0", "y@9"]);
   // Two months of 8 ε, their entries leaving for their days' sums: the yearly cap still counts them.
   for (const month of [0, 1]) await at(40 + 31 * month, `m${month}@m`, 8);
   for (const filler of ["e", "f", "g"]) await at(110, `${filler}@110`, 0.001);
-  assert.ok(!Object.values(stored.entries).some((e: any) => e.question.startsWith("m")) && Object.keys(stored.spent).length >= 2);
-  clock = start + 111 * 86_400;
+  assert.ok(!Object.values(state.stored.entries).some((e: any) => e.question.startsWith("m")) && Object.keys(state.stored.spent).length >= 2);
+  state.now = start + 111 * 86_400;
   await assert.rejects(ask("n@111", 5, three), (e: Error) => e instanceof BudgetExceeded && /another 5 would pass this app's yearly cap of 24/.test(e.message));
   assert.equal((await ask("o@111", 4, three)).spent, 4);
 });

@@ -15,23 +15,10 @@ import { AlreadyReported, Limits } from "../src/index.js";
 import { type Asked, Ledger, LedgerError, marker, reportedProblem } from "../src/ledger.js";
 import { LimitExceeded } from "../src/limits.js";
 import { fileLedger } from "../src/node.js";
+import { memoryLedger } from "../test-support/memory_ledger.js";
 
 const DAY = 86_400;
 const utf8 = (text: string) => new TextEncoder().encode(text);
-
-/** A ledger kept in memory (each change on a copy, kept when written), its clock `clock.now`. */
-function memoryLedger() {
-  const state: { stored: any; now: number } = { stored: { version: 6, entries: {}, spent: {}, reported: {} }, now: 1_700_000_000 };
-  const storage = {
-    async update<T>(change: (data: any) => { result: T; write: boolean }): Promise<T> {
-      const copy = JSON.parse(JSON.stringify(state.stored));
-      const { result, write } = change(copy);
-      if (write) state.stored = copy;
-      return result;
-    },
-  };
-  return { ledger: new Ledger(storage as any, () => state.now), state };
-}
 
 const asked = (name: string, origin = "http://x.example", changes: Partial<Asked> = {}): Asked => ({
   origin, collection: name, uid: name.padEnd(32, "u"), fingerprint: "f".repeat(64), epsilon: 0.05, question: name.padEnd(64, "q"), group: null, ...changes,
