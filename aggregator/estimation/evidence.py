@@ -3,8 +3,8 @@
 A private model can fall short of always predicting the most common class (documentation,
 *Estimators*), and an operator has no labelled rows to find out. The reports say how sure the
 class prior is: its standard errors, and how far the most common class leads the next (with a
-lead of two standard errors or more the reports named the wrong class in 3 runs of 1,135 across
-the paper's data sets and diabetes; below it, in up to 41 % of runs. A Gaussian collection's
+lead of two standard errors or more the reports named the wrong class in 3 runs of 1,140 across
+the paper's data sets and diabetes; below it, in up to 42 % of runs. A Gaussian collection's
 class input alone, on Australian's even classes, named it wrongly in up to 40 % of the few runs
 with such a lead: ``python research/evidence.py --model gaussian``). They also say whether the
 features' dependence on the class is significant: a calibrated test per feature, of little power
