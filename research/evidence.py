@@ -8,8 +8,7 @@ collection's :func:`aggregator.estimation.evidence.evidence` beside what its mod
 
 - the runs whose most common class leads the next by at least two standard errors (a safe
   margin) and the others, and in each how often the reports' most common class is not the
-  training split's (the evidence's ``majority_class``), and how often ``prior only`` (the model's
-  own class prior) names another class;
+  training split's (the evidence's ``majority_class``);
 - the runs whose features show a dependence on the class (combined p < 0.05) and the others, and
   in each how ``normsub`` scores against ``prior only`` (the constant classifier of the reports).
 
@@ -112,26 +111,23 @@ def main() -> None:
         "",
         (
             "Lead: the most common class's lead over the next in standard errors; wrong: runs whose evidence "
-            "names another most common class than the training split's. *prior only differs*: runs whose "
-            "constant classifier (normsub's class prior) scores below the training split's most common class. "
-            "p: the features' combined dependence p-value; normsub − prior only: paired, ± standard error (runs)."
+            "names another most common class than the training split's. p: the features' combined dependence "
+            "p-value; normsub − prior only: paired, ± standard error (runs)."
         ),
         "",
         (
-            "| data set | ε | lead ≥ 2 | wrong when ≥ 2 | wrong when < 2 | prior only differs when ≥ 2 | p < 0.05 "
+            "| data set | ε | lead ≥ 2 | wrong when ≥ 2 | wrong when < 2 | p < 0.05 "
             "| normsub − prior only when p < 0.05 | when p ≥ 0.05 |"
         ),
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for dataset, epsilon, r in run_cells(cell, args, args.model, args.approach):
         wrong = r[:, 5] > 0.5
-        differs = r[:, 2] < r[:, 0] - 1e-12
         safe = r[:, 3] >= 2
         dependent = r[:, 4] < 0.05
         gain = r[:, 1] - r[:, 2]
         lines.append(
             f"| {dataset} | {epsilon:g} | {safe.mean():.0%} | {share_wrong(wrong, safe)} | {share_wrong(wrong, ~safe)} "
-            f"| {share_wrong(differs, safe)} "
             f"| {dependent.mean():.0%} | {mean_gain(gain, dependent)} | {mean_gain(gain, ~dependent)} |"
         )
     args.out.write_text("\n".join(lines) + "\n")
