@@ -36,6 +36,7 @@ from joblib import Parallel, delayed
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the benchmarks' helpers: problems
 from problems import PROBLEMS, load_problem
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the studies' helpers, also when imported as research.estimator_choice
 from paired_runs import cached
 
 RESULTS = Path(__file__).with_name("results")
