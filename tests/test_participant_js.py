@@ -9,6 +9,7 @@ spec is stored by a real ``python -m aggregator serve``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import glob
 import json
 import os
@@ -227,6 +228,14 @@ class SurveySite(int):
 async def survey_site(built):
     """participant-js/ served as an app would serve its survey page: its own origin, not the
     service's, with the page's configuration a test sets (``survey_site.config``)."""
+    async with serving_survey_site(built) as site:
+        yield site
+
+
+@contextlib.asynccontextmanager
+async def serving_survey_site(built):
+    """:func:`survey_site` for as long as the context lasts, on the running event loop (a module's
+    tests that share one loop share one site)."""
     import mimetypes
 
     from aiohttp import web
@@ -248,8 +257,10 @@ async def survey_site(built):
     runner = web.AppRunner(app)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", site).start()
-    yield site
-    await runner.cleanup()
+    try:
+        yield site
+    finally:
+        await runner.cleanup()
 
 
 async def test_a_survey_page_reports_from_the_browser_once_and_only_from_an_allowed_origin(survey_site, tmp_path):
