@@ -821,7 +821,7 @@ def test_a_hostile_stream_of_new_questions_leaves_a_bounded_ledger_and_every_spe
     entries of the last window and a day, the memo's, and a sum a day for a year, whatever the
     stream's length; the reports directory the memo's answers alone; and the yearly cap counts no
     less than the ε drawn within the year, and no more than that and one day's."""
-    PER_DAY = 2  # noqa: N806 (the stream's rate, read by every bound below)
+    PER_DAY = 2  # the stream's rate, read by every bound below
     limits = Limits(budget=Budget(total=8.0, per_days=10), max_memo_per_origin=10)
     path, real = tmp_path / "ledger.json", time.time
     ledger, start, drawn = Ledger(path), real() - 400 * DAY, []

@@ -552,7 +552,7 @@ async def test_js_comparing_two_clones_tells_a_service_nothing_about_a_changed_r
 
     from .conftest import TABLE_1
 
-    PEOPLE = CLONE_PEOPLE  # noqa: N806
+    PEOPLE = CLONE_PEOPLE
 
     spec = table_1_spec(protocol=protocol, epsilon=1.0)
     liar, url = await publishing({"first": spec, "clone": spec, "third": spec})
