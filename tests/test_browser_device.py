@@ -10,29 +10,47 @@ import urllib.request
 import zlib
 
 import pytest
+import pytest_asyncio
 
 from participant import CollectionSpec, Feature
 from participant.ledger_format import marker
 
 from .servers import Server
-from .test_participant_js import BROWSER_ARGS, CHROMIUM, create, reports_stored, survey_site  # noqa: F401 (the fixture)
+from .test_participant_js import BROWSER_ARGS, CHROMIUM, create, reports_stored, serving_survey_site
 
 
-@pytest.fixture
-async def browser_and_service(built, survey_site, tmp_path):  # noqa: F811
+# One service, survey site and Chromium for the module's tests: each test reports to collections of
+# its own ids, from browser contexts of its own (each an empty profile: its own IndexedDB), closed
+# after it. The tests share the event loop the browser was launched in.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_browser_and_service(built, tmp_path_factory):
     from playwright.async_api import async_playwright
 
-    origins = [f"http://127.0.0.1:{survey_site}", f"http://survey.test:{survey_site}"]
-    server = Server(tmp_path / "browser.sqlite3", None, 1, *(a for o in origins for a in ("--allow-origin", o))).start()
-    try:
-        async with async_playwright() as p:
-            # survey.test resolves to this machine: a plain-http page that is not localhost (no secure context).
-            args = [*BROWSER_ARGS, "--host-resolver-rules=MAP survey.test 127.0.0.1"]
-            browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
-            yield browser, server, survey_site
-            await browser.close()
-    finally:
-        server.stop()
+    async with serving_survey_site(built) as site:
+        origins = [f"http://127.0.0.1:{site}", f"http://survey.test:{site}"]
+        db = tmp_path_factory.mktemp("browser") / "browser.sqlite3"
+        server = Server(db, None, 1, *(a for o in origins for a in ("--allow-origin", o))).start()
+        try:
+            async with async_playwright() as p:
+                # survey.test resolves to this machine: a plain-http page that is not localhost (no secure context).
+                args = [*BROWSER_ARGS, "--host-resolver-rules=MAP survey.test 127.0.0.1"]
+                browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
+                yield browser, server, site
+                await browser.close()
+        finally:
+            server.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def browser_and_service(shared_browser_and_service):
+    """(the module's Chromium, its service, the survey site's port); the contexts a test opened are closed after it."""
+    browser = shared_browser_and_service[0]
+    yield shared_browser_and_service
+    for context in browser.contexts:
+        await context.close()
 
 
 def survey(port: int, server, cid: str, host: str = "127.0.0.1") -> str:
@@ -43,9 +61,9 @@ async def test_a_page_without_web_crypto_says_what_it_needs(browser_and_service)
     from playwright.async_api import expect
 
     browser, server, port = browser_and_service
-    create(server, CollectionSpec([Feature("f", ["a", "b"])], ["y", "n"], "OUE", 1.0), "c")
+    create(server, CollectionSpec([Feature("f", ["a", "b"])], ["y", "n"], "OUE", 1.0), "insecure")
     page = await (await browser.new_context()).new_page()
-    await page.goto(survey(port, server, "c", host="survey.test"))
+    await page.goto(survey(port, server, "insecure", host="survey.test"))
     assert await page.evaluate("window.isSecureContext") is False
     await expect(page.locator("#status")).to_have_attribute("data-outcome", "InsecureContext", timeout=20_000)
     assert "https or from localhost" in await page.locator("#status").text_content()
@@ -112,14 +130,14 @@ READ_LEDGER = """(counting) => new Promise((done, fail) => {
 })"""
 
 
-async def ready_to_send(browser_and_service):
-    """The survey page of a new collection "c", in a fresh profile, ready to send; the service; the site's port."""
+async def ready_to_send(browser_and_service, cid: str):
+    """The survey page of a new collection ``cid``, in a fresh profile, ready to send; the service; the site's port."""
     from playwright.async_api import expect
 
     browser, server, port = browser_and_service
-    create(server, CollectionSpec([Feature("f", ["a", "b"])], ["y", "n"], "OUE", 1.0), "c")
+    create(server, CollectionSpec([Feature("f", ["a", "b"])], ["y", "n"], "OUE", 1.0), cid)
     page = await (await browser.new_context()).new_page()
-    await page.goto(survey(port, server, "c"))
+    await page.goto(survey(port, server, cid))
     await expect(page.locator("#send")).to_be_enabled(timeout=20_000)
     return page, server, port
 
@@ -152,16 +170,17 @@ def published_fingerprint(server, cid: str) -> str:
 async def test_a_ledger_in_indexeddb_the_device_did_not_write_fails_closed(browser_and_service):
     from playwright.async_api import expect
 
-    page, server, port = await ready_to_send(browser_and_service)
+    cid = "closed"
+    page, server, port = await ready_to_send(browser_and_service, cid)
     origin = f"http://127.0.0.1:{port}"
     now = await page.evaluate("Date.now() / 1000")
     key = f"{origin} old"
     kept = entry(origin, "old", reserved_at=now - 86_400)
     # This collection's entry (keyed by the service's origin), unsent: the page re-sends its
     # report, read through the record under its key, which must be bound to it.
-    this = entry(server.url, "c", reserved_at=now - 60, fingerprint=published_fingerprint(server, "c"), sent=False, report="kept")
+    this = entry(server.url, cid, reserved_at=now - 60, fingerprint=published_fingerprint(server, cid), sent=False, report="kept")
     del this["sent_at"]
-    mine, report = f"{server.url} c", "AAAA"
+    mine, report = f"{server.url} {cid}", "AAAA"
     cases = {
         "an earlier layout's text that is not a ledger": [["ledger", "ledger", '{"version": 2, "entries": []}']],
         "an earlier layout's entry that is not an entry": [["ledger", "ledger", '{"version": 2, "entries": {"k": {"sent": true}}}']],
@@ -215,10 +234,10 @@ async def test_a_ledger_in_indexeddb_the_device_did_not_write_fails_closed(brows
         await page.evaluate("document.getElementById('status').dataset.outcome = ''")
     # This collection's marker (its entry left the ledger): refused as reported to.
     today = int(now // 86_400)
-    await page.evaluate(WRITE_LEDGER, [["reported", "reported", {str(today - 40): marker("collection", server.url, "c")}]])
+    await page.evaluate(WRITE_LEDGER, [["reported", "reported", {str(today - 40): marker("collection", server.url, cid)}]])
     await page.click("#send")
     await expect(page.locator("#status")).to_have_attribute("data-outcome", "AlreadyReported", timeout=20_000)
-    assert reports_stored(server, "c") == 0
+    assert reports_stored(server, cid) == 0
 
 
 async def test_a_ledger_of_the_earlier_layout_moves_into_one_record_per_entry(browser_and_service):
@@ -227,7 +246,7 @@ async def test_a_ledger_of_the_earlier_layout_moves_into_one_record_per_entry(br
     layout keeps it, its report apart."""
     from playwright.async_api import expect
 
-    page, server, _ = await ready_to_send(browser_and_service)
+    page, server, _ = await ready_to_send(browser_and_service, "moved")
     await page.click("#send")
     await expect(page.locator("#status")).to_have_attribute("data-outcome", "accepted", timeout=20_000)
     stored = await page.evaluate(READ_LEDGER, False)
@@ -251,7 +270,7 @@ async def test_a_ledger_of_the_earlier_layout_moves_into_one_record_per_entry(br
     assert moved_key == key and report_bytes(moved_report["report"]) == report_bytes(report["report"]), "the very same report"
     assert moved_report == bound(key, moved_report["report"], record["question"]), "kept apart and bound"
     assert moved["entries"][0][1]["sent"] is True
-    assert reports_stored(server, "c") == 1, "the re-sent report was the same one, stored once"
+    assert reports_stored(server, "moved") == 1, "the re-sent report was the same one, stored once"
 
 
 async def test_a_database_of_the_layout_before_has_its_reports_bound_as_it_opens(browser_and_service):
@@ -261,7 +280,7 @@ async def test_a_database_of_the_layout_before_has_its_reports_bound_as_it_opens
     kept bound; a record of any other shape is left unbound, and refused when it is needed."""
     from playwright.async_api import expect
 
-    page, server, _ = await ready_to_send(browser_and_service)
+    page, server, _ = await ready_to_send(browser_and_service, "upgraded")
     await page.click("#send")
     await expect(page.locator("#status")).to_have_attribute("data-outcome", "accepted", timeout=20_000)
     stored = await page.evaluate(READ_LEDGER, False)
@@ -277,7 +296,7 @@ async def test_a_database_of_the_layout_before_has_its_reports_bound_as_it_opens
     upgraded = await page.evaluate(READ_LEDGER, False)
     assert upgraded["reports"] == [[key, {"report": sent_bytes, "x": 1}]], "left unbound, refused"
     assert "a report of another shape" in await page.locator("#status").text_content()
-    assert reports_stored(server, "c") == 1, "the re-sent report was the same one, stored once"
+    assert reports_stored(server, "upgraded") == 1, "the re-sent report was the same one, stored once"
 
 
 def she(categories: int) -> CollectionSpec:
@@ -387,11 +406,11 @@ async def test_a_submit_against_the_largest_ledger_reads_it_in_its_stores_and_ad
     stretches: `bench/device.py` measures it."""
     from playwright.async_api import expect
 
-    page, server, port = await ready_to_send(browser_and_service)
+    page, server, port = await ready_to_send(browser_and_service, "largest")
     count = await page.evaluate(BUILD_LARGEST_LEDGER, [server.url, 299, 100, 8 * 1024 + 80])
     await page.click("#send")
     await expect(page.locator("#status")).to_have_attribute("data-outcome", "accepted", timeout=60_000)
-    assert reports_stored(server, "c") == 1
+    assert reports_stored(server, "largest") == 1
     counts = await page.evaluate(READ_LEDGER, True)
     assert counts["ledger"] == 0 and counts["entries"] == counts["reports"] and count - 299 < counts["entries"] <= count + 1
     assert counts["spent"] == counts["reported"] == 1, "the submit read the ledger, added its entry and folded what left"

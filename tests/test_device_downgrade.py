@@ -15,13 +15,14 @@ import re
 from types import SimpleNamespace
 
 import pytest
+import pytest_asyncio
 
 from participant import AsyncClient, Limits, ParticipantError
 
 from .hostile import Proxy
 from .servers import Server, ShufflerProcess, token_file
 from .test_browser_device import READ_LEDGER
-from .test_participant_js import BROWSER_ARGS, CHROMIUM, js_device, reports_stored, survey_site  # noqa: F401 (the fixture)
+from .test_participant_js import BROWSER_ARGS, CHROMIUM, js_device, reports_stored, serving_survey_site
 from .test_participant_js import create as create_direct
 from .test_shuffled_guarantee import FAST, waiting_at_shuffler
 from .test_shuffler import RECORD, SPEC, create
@@ -30,14 +31,30 @@ NOT_NAMED = "SpecError: collection 'c' is not shuffled, and this app pins a shuf
 PINNED = "SpecError: the shuffler this app pins holds a shuffled view of collection 'c'"
 
 
-@pytest.fixture
-async def served(built, survey_site, tmp_path):  # noqa: F811
+# One Chromium and survey site for the module's tests (each test's pages in fresh profiles, closed
+# after it; its own aggregator and shuffler): the tests share the event loop the browser runs on.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def chromium_and_site(built):
+    """(Chromium, the survey site) for the module."""
+    from playwright.async_api import async_playwright
+
+    async with serving_survey_site(built) as site, async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
+        yield browser, site
+        await browser.close()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def served(chromium_and_site, tmp_path):
     """A real aggregator and shuffler that allow the survey page's origin, the shuffled collection
     ``c`` (floor 3) and the direct collection ``open``, and a hostile proxy in front of the
     aggregator; Chromium's ``page(query, **config)`` opens the survey page in a fresh profile at
-    ``query``, the page's own configuration naming the shuffler and ``config``, and returns it."""
-    from playwright.async_api import async_playwright
-
+    ``query``, the page's own configuration naming the shuffler and ``config``, and returns it;
+    ``site``, the survey site."""
+    browser, survey_site = chromium_and_site
     origin = f"http://127.0.0.1:{survey_site}"
     token = token_file(tmp_path / "token.txt")
     server = Server(tmp_path / "aggregator.sqlite3", None, 1, "--allow-origin", origin).start()
@@ -45,8 +62,7 @@ async def served(built, survey_site, tmp_path):  # noqa: F811
     try:
         create(server, "c", shuffler.url, token, min_batch=3)
         create_direct(server, SPEC, "open")
-        async with Proxy(server.url) as liar, async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
+        async with Proxy(server.url) as liar:
 
             async def page(query: str, **config):
                 survey_site.config = {"shuffler": shuffler.url, **config}
@@ -54,9 +70,10 @@ async def served(built, survey_site, tmp_path):  # noqa: F811
                 await opened.goto(f"{origin}/examples/survey.html?{query}")
                 return opened
 
-            yield SimpleNamespace(server=server, shuffler=shuffler, liar=liar, page=page)
-            await browser.close()
+            yield SimpleNamespace(server=server, shuffler=shuffler, liar=liar, page=page, site=survey_site)
     finally:
+        for context in browser.contexts:
+            await context.close()
         shuffler.stop()
         server.stop()
 
@@ -152,12 +169,12 @@ async def test_a_view_below_the_apps_floor_or_dummies_is_refused_before_anything
     assert await python_device(url, tmp_path / "py-within.json", shuffler, "c", limits=permissive) == "accepted"
 
 
-async def test_the_survey_pages_trust_comes_from_its_own_origin_never_from_the_link(served, survey_site):  # noqa: F811
+async def test_the_survey_pages_trust_comes_from_its_own_origin_never_from_the_link(served):
     """Whoever writes the link (the survey's operator) names only the service and the collection:
     a link that leaves the shuffler out, or sets its own floor, changes nothing (the page, pinning
     its configured shuffler, refuses the collection shown unshuffled, and keeps the app's floor);
     a page whose configuration cannot be read reports nothing."""
-    liar = served.liar
+    liar, survey_site = served.liar, served.site
     liar.mode = "plain"
     outcome, text, entries = await sent_by_page(await served.page(f"service={liar.url}&collection=c&shuffler="))
     assert (outcome, entries) == ("SpecError", 0) and NOT_NAMED.removeprefix("SpecError: ") in text, text

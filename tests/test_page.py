@@ -7,6 +7,7 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 import pytest
+import pytest_asyncio
 from playwright.async_api import async_playwright, expect
 
 from aggregator.service.app import create_app, open_store, start_site
@@ -25,7 +26,12 @@ UPDATE_DOCS = os.environ.get("LDPNB_UPDATE_DOCS") == "1"
 FIELDS = ["age", "income", "gender", "missed_payment"]
 
 
-@pytest.fixture
+# One Chromium for the module's tests, each in a context of its own (its own cookies and storage):
+# the tests share its event loop, as the browser is bound to the loop that launched it.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(loop_scope="module")
 async def site(tmp_path):
     store, _ = await open_store(tmp_path / "page.sqlite3", ADMIN)
     runner, url = await start_site(await create_app(store))
@@ -34,12 +40,20 @@ async def site(tmp_path):
     await store.close()
 
 
-@pytest.fixture
-async def browser():
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def chromium():
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         yield browser
         await browser.close()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def browser(chromium):
+    """The module's Chromium: each ``new_page`` in a context of its own, every one closed after the test."""
+    yield chromium
+    for context in chromium.contexts:
+        await context.close()
 
 
 async def send(session, url, spec, n, seed):

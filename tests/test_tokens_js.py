@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 import msgpack
 import pytest
+import pytest_asyncio
 from aiohttp import ClientSession, web
 
 from aggregator.service.app import start_site
@@ -31,24 +32,35 @@ from .hostile import Proxy
 from .js_vectors import issuer_keys
 from .postgres import die_with_parent
 from .servers import AUTH, Server, ShufflerProcess, token_file
-from .test_participant_js import BROWSER_ARGS, CHROMIUM, js_device, survey_site  # noqa: F401 (the fixture)
+from .test_participant_js import BROWSER_ARGS, CHROMIUM, js_device, serving_survey_site
 from .test_browser_device import report_bytes
 from .test_shuffled_guarantee import sealed_under
 from .test_shuffler import RECORD, SPEC, call, counted, wait_for
 
 
-@pytest.fixture
-def enrolled(survey_site, tmp_path):  # noqa: F811
+# One aggregator, shuffler and survey site for the module's tests, each enrolling people in
+# collections of its own ids; the tests share the event loop the site runs on.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def enrolled(built, tmp_path_factory):
     """A real aggregator and shuffler, both allowing the survey page's origin."""
-    page = f"http://127.0.0.1:{survey_site}"
-    token = token_file(tmp_path / "token.txt")
-    server = Server(tmp_path / "aggregator.sqlite3", None, 1, "--allow-origin", page).start()
-    shuffler = ShufflerProcess(tmp_path / "shuffler.sqlite3", server.url, tmp_path / "token.txt", "--interval", "0.3",
-                               "--min-batch", "2", "--dummies", "0", "--per-address", "0", "--allow-origin", page).start()  # fmt: skip
-    survey_site.config = {"shuffler": shuffler.url, "minBatch": 2, "minDummyShare": 0}  # the page's own configuration
-    yield SimpleNamespace(server=server, shuffler=shuffler, token=token, page=page, db=tmp_path / "shuffler.sqlite3")
-    shuffler.stop()
-    server.stop()
+    tmp_path = tmp_path_factory.mktemp("enrolled")
+    async with serving_survey_site(built) as survey_site:
+        page = f"http://127.0.0.1:{survey_site}"
+        token = token_file(tmp_path / "token.txt")
+        server = Server(tmp_path / "aggregator.sqlite3", None, 1, "--allow-origin", page).start()
+        try:
+            shuffler = ShufflerProcess(tmp_path / "shuffler.sqlite3", server.url, tmp_path / "token.txt", "--interval", "0.3",
+                                       "--min-batch", "2", "--dummies", "0", "--per-address", "0", "--allow-origin", page).start()  # fmt: skip
+            try:
+                survey_site.config = {"shuffler": shuffler.url, "minBatch": 2, "minDummyShare": 0}  # the page's own configuration
+                yield SimpleNamespace(server=server, shuffler=shuffler, token=token, page=page, db=tmp_path / "shuffler.sqlite3")
+            finally:
+                shuffler.stop()
+        finally:
+            server.stop()
 
 
 def create_enrolled(site, cid: str, min_batch: int, codes: int) -> tuple[list[str], ShuffledView]:
@@ -100,10 +112,11 @@ async def test_node_devices_and_the_survey_page_report_with_their_codes_and_nobo
     from playwright.async_api import async_playwright, expect
 
     site = enrolled
-    codes, view = create_enrolled(site, "t", min_batch=3, codes=4)
-    steps = [step("t", tmp_path / f"n{i}.json", codes[i]) for i in range(2)]
+    cid = "page"  # the collection of this test alone: the module shares one service
+    codes, view = create_enrolled(site, cid, min_batch=3, codes=4)
+    steps = [step(cid, tmp_path / f"n{i}.json", codes[i]) for i in range(2)]
     assert await js_device(built, site.server.url, tmp_path / "unused.json", steps, **node(site)) == ["accepted"] * 2
-    survey = f"{site.page}/examples/survey.html?service={site.server.url}&collection=t"
+    survey = f"{site.page}/examples/survey.html?service={site.server.url}&collection={cid}"
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
         code = lambda i: f"&code={urllib.parse.quote(codes[i], safe='')}"  # noqa: E731 (the invite link's)
@@ -123,11 +136,11 @@ async def test_node_devices_and_the_survey_page_report_with_their_codes_and_nobo
         assert not entry["sent"] and (entry["report"], entry["sealed"]) == ("kept", "") and report_bytes(report["report"])
         assert len(report_bytes(report["sealed"])) == sealed_length(view.spec) + 3 + 2 * size
         await browser.close()
-    await asyncio.to_thread(wait_for, lambda: counted(site.server, "t") == 3)
+    await asyncio.to_thread(wait_for, lambda: counted(site.server, cid) == 3)
     # Without a code: refused before the record is read, the ledger untouched. With a used code:
     # the issuer refuses it, and the report drawn for it never leaves.
     outcomes = await js_device(built, site.server.url, tmp_path / "unused.json",
-                               [step("t", tmp_path / "none.json"), step("t", tmp_path / "used.json", codes[0])], full=True, **node(site))  # fmt: skip
+                               [step(cid, tmp_path / "none.json"), step(cid, tmp_path / "used.json", codes[0])], full=True, **node(site))  # fmt: skip
     assert outcomes[0].startswith("SpecError") and "only from enrolled people: pass the code" in outcomes[0], outcomes
     assert outcomes[1].startswith("ReportRejected: aggregator answered 409"), outcomes
     assert "one token per code" in outcomes[1], outcomes
@@ -136,15 +149,16 @@ async def test_node_devices_and_the_survey_page_report_with_their_codes_and_nobo
     size = tokens.token_length(view) - tokens.INPUT_BYTES
     assert not entry["sent"] and len(sealed_of(entry)) == sealed_length(view.spec) + 3 + 2 * size  # a request, no token
     await asyncio.sleep(0.9)  # three release rounds
-    assert counted(site.server, "t") == 3 and waiting(site, "t") == 0
+    assert counted(site.server, cid) == 3 and waiting(site, cid) == 0
 
 
 async def test_a_token_node_makes_verifies_in_python_and_its_request_spent_the_code_at_the_python_issuer(enrolled, built):
     site = enrolled
-    codes, view = create_enrolled(site, "t", min_batch=3, codes=2)
+    cid = "verified"  # the collection of this test alone: the module shares one service
+    codes, view = create_enrolled(site, cid, min_batch=3, codes=2)
     sealed = sealed_under(view)
     done = subprocess.run(
-        ["node", "dist/test-support/token.js", site.server.url, site.shuffler.url, "t", codes[0], sealed.hex()],
+        ["node", "dist/test-support/token.js", site.server.url, site.shuffler.url, cid, codes[0], sealed.hex()],
         cwd=built, capture_output=True, text=True, timeout=60, preexec_fn=die_with_parent,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
@@ -156,9 +170,9 @@ async def test_a_token_node_makes_verifies_in_python_and_its_request_spent_the_c
     # The Python issuer signed Node's request: the code is spent on it, the same request again
     # gets the same answer (200), any other 409.
     assert tokens.read_request(view.spec.shuffle.issuer_key, request)
-    assert issue(site.server.url, "t", codes[0], request)[0] == 200
+    assert issue(site.server.url, cid, codes[0], request)[0] == 200
     other, _ = tokens.token_request(view, sealed)
-    assert issue(site.server.url, "t", codes[0], other)[0] == 409
+    assert issue(site.server.url, cid, codes[0], other)[0] == 409
 
 
 def issue(url: str, cid: str, code: str, request: bytes) -> tuple[int, dict]:
@@ -214,13 +228,14 @@ async def test_a_node_device_stopped_before_its_token_came_asks_the_same_request
     enrolled, built, tmp_path
 ):
     site = enrolled
-    codes, view = create_enrolled(site, "t", min_batch=2, codes=2)
+    cid = "stopped"  # the collection of this test alone: the module shares one service
+    codes, view = create_enrolled(site, cid, min_batch=2, codes=2)
     length, size = sealed_length(view.spec), tokens.token_length(view) - tokens.INPUT_BYTES
     async with relay(site.server.url) as proxy:
         # The first device's request is signed and the answer lost; the second's never reaches the
         # issuer. Each device stops there (no retries): its ledger holds sealed ‖ request ‖ inverse.
         proxy.cut = ["after", "before"]
-        steps = [step("t", tmp_path / "a.json", codes[0]), step("t", tmp_path / "b.json", codes[1])]
+        steps = [step(cid, tmp_path / "a.json", codes[0]), step(cid, tmp_path / "b.json", codes[1])]
         stopped = await js_device(built, proxy.url, tmp_path / "unused.json", steps, **node(site, retries=0))
         assert stopped == ["SubmissionFailed"] * 2
         pending = []
@@ -232,7 +247,7 @@ async def test_a_node_device_stopped_before_its_token_came_asks_the_same_request
         assert proxy.requests == [pending[0][1], pending[1][1]]  # written to the ledger before it was sent
         # Node blinded, the Python issuer signs (the same answer again) and Python finishes with Node's blind.
         sealed, request, inverse = pending[0]
-        status, answer = issue(site.server.url, "t", codes[0], request)
+        status, answer = issue(site.server.url, cid, codes[0], request)
         assert status == 200
         tokens.check(view, sealed, tokens.finish(view, sealed, answer["response"], int.from_bytes(inverse, "big")))
         # Started again, each device asks the very same request: the first is answered the same
@@ -240,14 +255,15 @@ async def test_a_node_device_stopped_before_its_token_came_asks_the_same_request
         assert await js_device(built, proxy.url, tmp_path / "unused.json", steps, **node(site)) == ["accepted"] * 2
         assert proxy.requests[2:] == [pending[0][1], pending[1][1]]
     assert kept(tmp_path / "a.json")["sent"] and kept(tmp_path / "b.json")["sent"]
-    await asyncio.to_thread(wait_for, lambda: counted(site.server, "t") == 2)
+    await asyncio.to_thread(wait_for, lambda: counted(site.server, cid) == 2)
 
 
 async def test_a_node_device_whose_issuer_signs_under_another_key_sends_nothing(enrolled, built, tmp_path):
     from cryptography.hazmat.primitives.asymmetric import rsa
 
     site = enrolled
-    codes, view = create_enrolled(site, "t", min_batch=2, codes=1)
+    cid = "other-key"  # the collection of this test alone: the module shares one service
+    codes, view = create_enrolled(site, cid, min_batch=2, codes=1)
     async with Proxy(site.server.url) as liar:
         # Another key of the same size, whose modulus is the larger: it signs whatever blinded
         # message the device sends (a smaller one would refuse half of them), under the wrong key.
@@ -255,16 +271,16 @@ async def test_a_node_device_whose_issuer_signs_under_another_key_sends_nothing(
         liar.issuer_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         while liar.issuer_key.public_key().public_numbers().n <= collection_n:
             liar.issuer_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        steps = [step("t", tmp_path / "d.json", codes[0])]
+        steps = [step(cid, tmp_path / "d.json", codes[0])]
         outcomes = await js_device(built, liar.url, tmp_path / "unused.json", steps, full=True, **node(site))
-        assert liar.seen[("POST", "/collections/t/tokens")] == 1
+        assert liar.seen[("POST", f"/collections/{cid}/tokens")] == 1
     assert outcomes[0].startswith("BlindSignatureError"), outcomes
     assert "not a signature under the collection's issuing key" in outcomes[0], outcomes
     entry = kept(tmp_path / "d.json")
     size = tokens.token_length(view) - tokens.INPUT_BYTES
     assert not entry["sent"] and len(sealed_of(entry)) == sealed_length(view.spec) + 3 + 2 * size  # no token kept
     await asyncio.sleep(0.6)
-    assert waiting(site, "t") == 0 and counted(site.server, "t") == 0
+    assert waiting(site, cid) == 0 and counted(site.server, cid) == 0
 
 
 async def test_a_node_device_refuses_a_key_it_cannot_check_or_a_missing_code_before_the_record_is_read(built, tmp_path):
@@ -361,11 +377,12 @@ async def test_the_node_devices_token_request_leaves_a_paced_time_after_the_spec
     """As in Python (tests/test_tokens.py): the token request is the first request after the draw,
     and leaves no sooner than the pace after the spec arrived."""
     site = enrolled
-    codes, _ = create_enrolled(site, "t", min_batch=2, codes=1)
-    warm, _ = create_enrolled(site, "u", min_batch=2, codes=1)  # the process's first submit calibrates first
+    cid = "paced"  # the collection of this test alone: the module shares one service
+    codes, _ = create_enrolled(site, cid, min_batch=2, codes=1)
+    warm, _ = create_enrolled(site, f"{cid}-warm", min_batch=2, codes=1)  # the process's first submit calibrates first
     async with Proxy(site.server.url) as front:
-        steps = [step("u", tmp_path / "n.json", warm[0]), step("t", tmp_path / "n.json", codes[0])]
+        steps = [step(f"{cid}-warm", tmp_path / "n.json", warm[0]), step(cid, tmp_path / "n.json", codes[0])]
         said = await js_device(built, front.url, tmp_path / "unused.json", steps, **node(site, pace=0.5, budget={"total": 8.0, "perDays": 30}))
     assert said == ["accepted", "accepted"]
-    gap = front.first_seen[("POST", "/collections/t/tokens")] - front.first_seen[("GET", "/collections/t")]
+    gap = front.first_seen[("POST", f"/collections/{cid}/tokens")] - front.first_seen[("GET", f"/collections/{cid}")]
     assert gap >= 0.5, gap
