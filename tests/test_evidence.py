@@ -237,7 +237,7 @@ def test_a_gaussian_collections_class_mean_errors_are_their_spread(epsilon):
 )
 def test_a_gaussian_coordinates_test_holds_its_level(approach, k, epsilon, m):
     """Where no coordinate depends on the class, each coordinate's p-value of equal class means
-    falls below 0.05 and 0.2 as often as it says, within three standard errors, over 2,000 exact
+    falls below 0.05 and 0.2 as often as it says, within three standard errors, over 1,000 exact
     collections. The values are skewed and lie far from 0 (prepared mean about -0.5), so that
     the class prior's noise, by which every mean is divided, counts: left out, approach 3 at
     ε = 4 rejects in 9 % of collections. At ε = 0.5 and 300 people the means are tested
@@ -255,7 +255,7 @@ def test_a_gaussian_coordinates_test_holds_its_level(approach, k, epsilon, m):
     X = np.clip(people.exponential(0.3, (m, 2)) - 0.8, -1, 1)
     inputs = population_inputs(spec, X, y)
     rng = np.random.default_rng(6)
-    p = np.array([gaussian_feature_p_values(simulate_collection(spec, inputs, rng, "fast")) for _ in range(2000)])
+    p = np.array([gaussian_feature_p_values(simulate_collection(spec, inputs, rng, "fast")) for _ in range(1000)])
     for level in (0.05, 0.2):
         rate = (p < level).mean(axis=0)
         assert np.all(np.abs(rate - level) < 3 * np.sqrt(level * (1 - level) / len(p))), (level, rate)
