@@ -29,7 +29,8 @@ def joint_decode(joint, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
 def encode_column(values, categories: Sequence[str], field: str) -> np.ndarray:
     """0-based codes of ``values`` (1-d) in ``categories``; raises :class:`RecordError` naming
     ``field`` and the first unknown value."""
-    values = np.asarray(values, dtype=object).astype(str)
+    if not (isinstance(values, np.ndarray) and values.dtype.kind == "U"):  # an array of strings is as written
+        values = np.asarray(values, dtype=object).astype(str)  # most of the cost: each value through Python
     cats = np.asarray(categories, dtype=str)
     order = np.argsort(cats)
     position = np.searchsorted(cats[order], values)
@@ -45,6 +46,8 @@ def encode_column(values, categories: Sequence[str], field: str) -> np.ndarray:
 def encode_labels(labels, spec: CollectionSpec) -> np.ndarray:
     """Class codes of ``labels`` (1-d), shape ``(m,)``."""
     # dtype=object keeps each label as written: numpy would make [1, 2.5] floats, and "1.0" no class.
+    if isinstance(labels, np.ndarray) and labels.dtype.kind == "U":  # strings, already as written
+        return encode_column(labels.reshape(-1), spec.classes, spec.label)
     return encode_column(np.asarray(labels, dtype=object).reshape(-1), spec.classes, spec.label)
 
 

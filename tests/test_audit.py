@@ -1,3 +1,4 @@
+import functools
 import math
 import warnings
 
@@ -79,13 +80,20 @@ class ScriptedDE(DirectEncoding):
         return self.scripted.pop(0)
 
 
+@functools.cache
+def exact_interval(k: int, n: int, level: float):
+    """scipy's exact binomial interval of ``k`` in ``n`` leaving ``level`` out on each side; each
+    count is the top of one ratio and the bottom of another, and the cases repeat counts."""
+    return binomtest(k, n).proportion_ci(1 - 2 * level, method="exact")
+
+
 def clopper_pearson_bound(for_a, for_b, alpha):
     """The audit's bound recomputed with scipy's exact binomial intervals, event by event:
     ``(bound, event)`` with events in the order a-over-b first, then b-over-a."""
     n, size = len(for_a), int(max(max(for_a), max(for_b))) + 1
     level = alpha / (4 * size)  # four one-sided bounds per event must hold together
     ca, cb = np.bincount(for_a, minlength=size), np.bincount(for_b, minlength=size)
-    interval = lambda k: binomtest(int(k), n).proportion_ci(1 - 2 * level, method="exact")
+    interval = lambda k: exact_interval(int(k), n, level)
     ratios = []
     for top, bottom in ((ca, cb), (cb, ca)):
         for e in range(size):

@@ -3,6 +3,8 @@ estimate over exact draws, the exact dependence test's calibration and power, an
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -146,17 +148,31 @@ def test_no_reports_no_evidence():
 def gaussian_collection(share_a: float, epsilon: float, m: int, rng):
     """A Gaussian collection (approach 3, two coordinates on [0, 1], DE class input) of ``m``
     people whose class is ``a`` with probability ``share_a``; the coordinates lie around 0.6 for
-    class ``a`` and 0.4 for ``b`` (prepared: ±0.2); returns its statistics."""
+    class ``a`` and 0.4 for ``b`` (prepared: ±0.2); returns its statistics. The people are the
+    same for the same arguments; only the reports are drawn from ``rng``."""
+    from sim.experiment import simulate_collection
+
+    spec, inputs = gaussian_people(share_a, epsilon, m)
+    return simulate_collection(spec, inputs, rng, "fast")
+
+
+@functools.cache
+def gaussian_people(share_a: float, epsilon: float, m: int):
+    """The spec and the inputs of :func:`gaussian_collection`'s people (drawn from seed 1), built
+    once: encoding them costs more than drawing their reports. ``simulate_collection`` only reads
+    the inputs."""
     from participant.continuous import ContinuousFeature, Preparation
     from participant.encoding import population_inputs
-    from sim.experiment import simulate_collection
 
     prep = Preparation([ContinuousFeature("h", 0.0, 1.0), ContinuousFeature("w", 0.0, 1.0)])
     spec = CollectionSpec([], ["a", "b"], "DE", epsilon, continuous=prep, model="gaussian", approach=3)
     people = np.random.default_rng(1)
     y = np.where(people.random(m) < share_a, "a", "b")
     X = np.clip(people.normal(0.5, 0.2, (m, 2)) + np.where(y == "a", 0.1, -0.1)[:, None], 0, 1)
-    return simulate_collection(spec, population_inputs(spec, X, y), rng, "fast")
+    inputs = population_inputs(spec, X, y)
+    for x in inputs:
+        x.flags.writeable = False
+    return spec, inputs
 
 
 def test_a_gaussian_collections_evidence_is_its_class_inputs():
@@ -221,7 +237,7 @@ def test_a_gaussian_collections_class_mean_errors_are_their_spread(epsilon):
 )
 def test_a_gaussian_coordinates_test_holds_its_level(approach, k, epsilon, m):
     """Where no coordinate depends on the class, each coordinate's p-value of equal class means
-    falls below 0.05 and 0.2 as often as it says, within three standard errors, over 2,000 exact
+    falls below 0.05 and 0.2 as often as it says, within three standard errors, over 1,000 exact
     collections. The values are skewed and lie far from 0 (prepared mean about -0.5), so that
     the class prior's noise, by which every mean is divided, counts: left out, approach 3 at
     ε = 4 rejects in 9 % of collections. At ε = 0.5 and 300 people the means are tested
@@ -239,7 +255,7 @@ def test_a_gaussian_coordinates_test_holds_its_level(approach, k, epsilon, m):
     X = np.clip(people.exponential(0.3, (m, 2)) - 0.8, -1, 1)
     inputs = population_inputs(spec, X, y)
     rng = np.random.default_rng(6)
-    p = np.array([gaussian_feature_p_values(simulate_collection(spec, inputs, rng, "fast")) for _ in range(2000)])
+    p = np.array([gaussian_feature_p_values(simulate_collection(spec, inputs, rng, "fast")) for _ in range(1000)])
     for level in (0.05, 0.2):
         rate = (p < level).mean(axis=0)
         assert np.all(np.abs(rate - level) < 3 * np.sqrt(level * (1 - level) / len(p))), (level, rate)

@@ -407,7 +407,7 @@ async def publisher():
         await runner.cleanup()
 
 
-PEOPLE = 200
+PEOPLE = 100
 
 
 @pytest.mark.parametrize("protocol", ["DE", "OUE", "SHE"])

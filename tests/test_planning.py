@@ -46,11 +46,12 @@ def exact_outlook(spec: CollectionSpec, people: int, collections: int, rng) -> t
 
 
 @pytest.mark.parametrize(
-    "fields, people",
-    [({}, 1382), ({"class_share": 0.4}, 1382), ({"budget": "per-input"}, 200), ({}, 600)],
+    "fields, people, collections",
+    [({}, 1382, 4000), ({"class_share": 0.4}, 1382, 4000), ({"budget": "per-input"}, 200, 1000), ({}, 600, 4000)],
 )
-def test_the_outlook_matches_exact_collections(fields, people):
-    """4,000 exact collections per case at ε = 0.5: the share naming another class within three
+def test_the_outlook_matches_exact_collections(fields, people, collections):
+    """4,000 exact collections per case at ε = 0.5 (1,000 under ``per-input``, where the
+    wrong planner below errs by over 60 standard errors): the share naming another class within three
     binomial standard errors (plus 0.005 for the Gaussian approximation) of the planner's, and the
     mean loss within 0.004 plus three standard errors. A planner that ignored the class share
     (1382 people, 0.4: 2.7 % against 0.8 %) or counted one report per person under ``per-input``
@@ -58,9 +59,9 @@ def test_the_outlook_matches_exact_collections(fields, people):
     rng = np.random.default_rng(3)
     spec = car_like(0.5, **fields)
     planned = majority_outlook(spec, CAR_PRIOR, people)
-    wrong, cost = exact_outlook(spec, people, 4000, rng)
-    assert abs(wrong - planned.wrong) <= 3 * np.sqrt(planned.wrong * (1 - planned.wrong) / 4000) + 0.005
-    assert abs(cost - planned.cost) <= 3 * 0.66 * np.sqrt(planned.wrong / 4000) + 0.004
+    wrong, cost = exact_outlook(spec, people, collections, rng)
+    assert abs(wrong - planned.wrong) <= 3 * np.sqrt(planned.wrong * (1 - planned.wrong) / collections) + 0.005
+    assert abs(cost - planned.cost) <= 3 * 0.66 * np.sqrt(planned.wrong / collections) + 0.004
     assert 0.005 < planned.wrong < 0.5  # every case is one where the class prior can go wrong
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from aggregator.operator.cli import main as serve_main
 from aggregator.service.app import create_app, open_store, start_site
 from aggregator.service.auth import TokenError
 from aggregator.service.keys import Config
@@ -34,17 +35,41 @@ def serve_command(db, *extra) -> list[str]:
     return [sys.executable, "-m", "aggregator", "serve", "--db", str(db), "--port", "0", *extra]
 
 
+def refusal(argv: list[str], capsys, monkeypatch) -> tuple[int, str]:
+    """``serve``'s ``main`` run in this process on ``argv`` (what it prints and its exit code;
+    :func:`test_a_weak_admin_token_stops_the_process_with_one_line` runs the process): its exit
+    code and its stderr. A service it would start instead fails the test rather than serve."""
+    from aggregator.operator import cli
+
+    def serve_forever(*_):
+        raise AssertionError(f"serve {argv} started the service")
+
+    monkeypatch.setattr(cli, "run_loop", serve_forever)
+    with pytest.raises(SystemExit) as exited:
+        serve_main(argv)
+    return exited.value.code, capsys.readouterr().err
+
+
 # 1. Admin token
 
 
 @pytest.mark.parametrize("token", ["", "short", " " * 30, "a" * 21, "\u00a0" * 25, "valid-length-but has space"])
-def test_a_weak_admin_token_is_refused_at_start_with_one_line(tmp_path, token):
+def test_a_weak_admin_token_is_refused_at_start_with_one_line(tmp_path, token, monkeypatch, capsys):
+    monkeypatch.setenv("LDPNB_ADMIN_TOKEN", token)
+    code, stderr = refusal(serve_command(tmp_path / "db.sqlite3")[3:], capsys, monkeypatch)
+    assert code == 2
+    assert "admin token" in stderr and "Traceback" not in stderr
+    assert len(stderr.strip().splitlines()) <= 2  # usage line and the error line
+
+
+def test_a_weak_admin_token_stops_the_process_with_one_line(tmp_path):
     result = subprocess.run(
         serve_command(tmp_path / "db.sqlite3"),
-        env={**os.environ, "LDPNB_ADMIN_TOKEN": token},
+        env={**os.environ, "LDPNB_ADMIN_TOKEN": "short"},
         capture_output=True,
         text=True,
         timeout=60,
+        check=False,
     )
     assert result.returncode == 2
     assert "admin token" in result.stderr and "Traceback" not in result.stderr
@@ -101,13 +126,14 @@ async def test_failed_admin_attempts_are_throttled(service):  # noqa: F811
             assert r.status == 429
 
 
-def test_the_admin_token_is_read_from_a_file_not_argv(tmp_path):
+def test_the_admin_token_is_read_from_a_file_not_argv(tmp_path, capsys, monkeypatch):
     token_file = tmp_path / "token"
     token_file.write_text("file-admin-token-0123456789\n")
     token_file.chmod(0o644)  # readable by every user of the machine: refused, naming the fix
-    result = subprocess.run(serve_command(tmp_path / "y.sqlite3", "--admin-token-file", str(token_file)),
-                            capture_output=True, text=True)  # fmt: skip
-    assert result.returncode == 2 and f"is readable by others (mode 0644); chmod 600 {token_file}" in result.stderr
+    code, stderr = refusal(
+        serve_command(tmp_path / "y.sqlite3", "--admin-token-file", str(token_file))[3:], capsys, monkeypatch
+    )
+    assert code == 2 and f"is readable by others (mode 0644); chmod 600 {token_file}" in stderr
     token_file.chmod(0o600)
     server = Server(tmp_path / "db.sqlite3", None, 1, "--admin-token-file", str(token_file))
     server.start()
@@ -121,8 +147,8 @@ def test_the_admin_token_is_read_from_a_file_not_argv(tmp_path):
             assert r.status == 200
     finally:
         server.stop()
-    result = subprocess.run(serve_command(tmp_path / "x.sqlite3", "--admin-token", "t" * 30), capture_output=True, text=True)
-    assert result.returncode == 2 and "unrecognized arguments: --admin-token" in result.stderr
+    code, stderr = refusal(serve_command(tmp_path / "x.sqlite3", "--admin-token", "t" * 30)[3:], capsys, monkeypatch)
+    assert code == 2 and "unrecognized arguments: --admin-token" in stderr
 
 
 # 2. Compressed bodies are never inflated
@@ -130,10 +156,17 @@ def test_the_admin_token_is_read_from_a_file_not_argv(tmp_path):
 
 @functools.lru_cache(maxsize=1)
 def bomb(inflated: int) -> bytes:
-    """``inflated`` bytes of zeros, gzipped (built once: a GiB takes half a minute on a loaded machine)."""
-    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)  # gzip framing
+    """``inflated`` bytes of zeros (a whole number of MiB), gzipped: one MiB deflated after a full
+    flush (which empties the window, so every MiB deflates to the same bytes), repeated, closed
+    by an empty final block, the CRC-32 and the length. Deflating the whole GiB instead takes
+    seconds of CPU."""
     chunk = bytes(1 << 20)
-    return b"".join([*(compressor.compress(chunk) for _ in range(inflated >> 20)), compressor.flush()])
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)  # raw deflate: the gzip framing is written here
+    block = compressor.compress(chunk) + compressor.flush(zlib.Z_FULL_FLUSH)
+    crc = functools.reduce(lambda c, _: zlib.crc32(chunk, c), range(inflated >> 20), 0)
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"  # gzip, deflate, no name, no time, best, unknown OS
+    trailer = compressor.flush() + crc.to_bytes(4, "little") + (inflated & 0xFFFFFFFF).to_bytes(4, "little")
+    return header + block * (inflated >> 20) + trailer
 
 
 async def test_a_gzip_bomb_is_refused_without_inflating_it(service):  # noqa: F811
@@ -387,9 +420,9 @@ async def test_the_same_id_with_another_value_is_a_conflict_and_the_first_is_kep
         assert 'reason="conflict"} 3.0' in await r.text()
 
 
-def test_a_negative_rate_limit_is_a_usage_error(tmp_path):
-    result = subprocess.run(serve_command(tmp_path / "r.sqlite3", "--rate-limit", "-1"), capture_output=True, text=True)
-    assert result.returncode == 2 and "--rate-limit" in result.stderr and "Traceback" not in result.stderr
+def test_a_negative_rate_limit_is_a_usage_error(tmp_path, capsys, monkeypatch):
+    code, stderr = refusal(serve_command(tmp_path / "r.sqlite3", "--rate-limit", "-1")[3:], capsys, monkeypatch)
+    assert code == 2 and "--rate-limit" in stderr and "Traceback" not in stderr
 
 
 def test_a_billion_bins_is_a_spec_error_not_an_allocation():

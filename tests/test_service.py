@@ -191,7 +191,7 @@ async def test_specs_are_published_and_immutable(service):
 async def test_model_over_http_equals_the_in_process_model(service, protocol):
     spec = table_1_spec(protocol=protocol, epsilon=2.0)
     await service.create(spec)
-    reports = simulated_reports(spec)
+    reports = simulated_reports(spec, reps=100)
     session = service.session
     clients = [AsyncClient(service.url, ledger=None, session=session) for _ in reports]
     statuses = await asyncio.gather(*(c.send_report("c1", pack_report(r, spec)) for c, r in zip(clients, reports)))
@@ -224,7 +224,7 @@ async def test_the_model_at_an_asked_strength_and_the_strength_it_chose(service)
 
     spec = table_1_spec(protocol="OUE", epsilon=1.0)
     await service.create(spec)
-    reports = simulated_reports(spec)
+    reports = simulated_reports(spec, reps=100)
     clients = [AsyncClient(service.url, ledger=None, session=service.session) for _ in reports]
     statuses = await asyncio.gather(*(c.send_report("c1", pack_report(r, spec)) for c, r in zip(clients, reports)))
     assert statuses == ["accepted"] * len(reports)
