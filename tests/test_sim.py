@@ -173,7 +173,9 @@ def test_help_explains_the_privacy_budget(capsys):
 
 
 def test_http_replay_matches_the_in_process_accuracy(capsys):
-    common = ["--dataset", "car", "--protocol", "OUE", "--eps", "1", "--reps", "2", "--seed", "5", "--json"]
+    # At eps 4 the model beats the constant: no run searches for the people it would need (2 s a
+    # run at eps 1), which the comparison does not look at.
+    common = ["--dataset", "car", "--protocol", "OUE", "--eps", "4", "--reps", "2", "--seed", "5", "--json"]
     assert main([*common, "--log-loss"]) == 0
     in_process = json.loads(capsys.readouterr().out)
     assert main([*common, "--log-loss", "--via", "http", "--clients", "64"]) == 0
@@ -184,7 +186,7 @@ def test_http_replay_matches_the_in_process_accuracy(capsys):
     # The service's model has the same temperature (its bootstrap is seeded by the same statistics).
     for key in ("log_loss_mean", "log_loss_std", "prior_log_loss_mean"):
         assert over_http[key] == pytest.approx(in_process[key], rel=1e-9), key
-    runs = [run_once(load_dataset("car"), "OUE", 1.0, seed, ("normsub",), log_loss=True) for seed in (5, 6)]
+    runs = [run_once(load_dataset("car"), "OUE", 4.0, seed, ("normsub",), log_loss=True) for seed in (5, 6)]
     assert in_process["log_loss_mean"] == pytest.approx(np.mean([r.log_loss["normsub"] for r in runs]))
     assert in_process["prior_log_loss_mean"] == pytest.approx(np.mean([r.prior_log_loss for r in runs]))
     assert main(common) == 0
