@@ -1,6 +1,7 @@
 """Moving a SQLite database into PostgreSQL: everything arrives, statistics equal a recomputation,
 and the service on PostgreSQL answers as it did on SQLite."""
 
+import asyncio
 import subprocess
 import sys
 
@@ -56,12 +57,7 @@ async def test_copy_moves_everything_and_statistics_equal_a_recomputation(tmp_pa
     source = str(tmp_path / "source.sqlite3")
     before = await fill(source)
     target = fresh_postgres_url(postgres)
-    result = subprocess.run(
-        [sys.executable, "-m", "aggregator", "copy", "--from", source, "--to", target],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = await copy(source, target)
     assert result.returncode == 0, result.stderr
     assert "copied 2 collections, 400 reports" in result.stdout
     store, _ = await open_store(target, ADMIN)  # the admin token's hash came along
@@ -96,12 +92,7 @@ async def test_copy_moves_everything_and_statistics_equal_a_recomputation(tmp_pa
     finally:
         await store.close()
     # A second copy would duplicate the collections: refused, in one line, nothing written.
-    again = subprocess.run(
-        [sys.executable, "-m", "aggregator", "copy", "--from", source, "--to", target],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    again = await copy(source, target)
     assert again.returncode == 2 and "already holds collections" in again.stderr and "Traceback" not in again.stderr
 
 
@@ -147,9 +138,38 @@ async def test_a_version_1_sqlite_database_is_migrated_at_start(tmp_path):
         await store.close()
 
 
-def copy(source, target, *extra: str) -> subprocess.CompletedProcess:
+def copy_process(source, target, *extra: str) -> subprocess.CompletedProcess:
+    """``python -m aggregator copy`` as its own process."""
     command = [sys.executable, "-m", "aggregator", "copy", "--from", str(source), "--to", target, *extra]
     return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+async def copy(source, target, *extra: str) -> subprocess.CompletedProcess:
+    """``python -m aggregator copy`` through the command line's main() in this process, on a thread
+    of its own (it runs its own event loop): what it prints and its exit status."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from aggregator.operator.cli import main
+
+    def run() -> subprocess.CompletedProcess:
+        argv = ["copy", "--from", str(source), "--to", target, *extra]
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as exit:
+                code = exit.code
+        return subprocess.CompletedProcess(argv, code or 0, out.getvalue(), err.getvalue())
+
+    return await asyncio.to_thread(run)
+
+
+async def started_once(url: str, token: str) -> None:
+    """What a service's start leaves in the database at ``url`` (its settings: ``serve`` opens it
+    with :func:`open_store` before it listens), without a process."""
+    store, _ = await open_store(url, token)
+    await store.close()
 
 
 def admin_status(server, token: str) -> int:
@@ -179,7 +199,7 @@ async def test_the_postgresql_guides_commands_leave_the_operator_with_the_token_
     await fill(str(source))
     exported = secrets.token_urlsafe(32)
     target = fresh_postgres_url(postgres)
-    done = copy(source, target)
+    done = await copy(source, target)
     assert done.returncode == 0 and "copied 2 collections" in done.stdout and "replaced" not in done.stdout, done.stderr
     server = Server(target, None, 1, "--rotate-admin-token", admin=exported).start()
     try:
@@ -188,18 +208,18 @@ async def test_the_postgresql_guides_commands_leave_the_operator_with_the_token_
         server.stop()
 
     started = fresh_postgres_url(postgres)
-    Server(started, admin=exported).start().stop()  # a service ran on the target: it has settings of its own
-    refused = copy(source, started)
+    await started_once(started, exported)  # a service ran on the target: it has settings of its own
+    refused = await copy(source, started)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert "its admin token" in refused.stderr and "--keep-target-settings" in refused.stderr and "--take-source-settings" in refused.stderr
-    kept = copy(source, started, "--keep-target-settings")
+    kept = await copy(source, started, "--keep-target-settings")
     assert kept.returncode == 2 and "enrolled" in kept.stderr and "enrollment key" in kept.stderr, kept.stderr
     store, _ = await open_store(started, exported)  # nothing was copied: the exported token still opens it
     try:
         assert await store.list_collections() == []
     finally:
         await store.close()
-    taken = copy(source, started, "--take-source-settings")
+    taken = await copy(source, started, "--take-source-settings")
     assert taken.returncode == 0 and "(the file's admin token, enrollment key replaced the target's)" in taken.stdout
 
     plain = tmp_path / "plain.sqlite3"
@@ -209,8 +229,8 @@ async def test_the_postgresql_guides_commands_leave_the_operator_with_the_token_
     finally:
         await store.close()
     other = fresh_postgres_url(postgres)
-    Server(other, admin=exported).start().stop()
-    assert copy(plain, other, "--keep-target-settings").returncode == 0
+    await started_once(other, exported)
+    assert (await copy(plain, other, "--keep-target-settings")).returncode == 0
     server = Server(other, admin=exported).start()
     try:
         assert admin_status(server, exported) == 200 and admin_status(server, ADMIN) == 403
@@ -245,7 +265,7 @@ def test_the_postgresql_guides_trial_database_starts_takes_the_copy_before_any_s
         assert (Path(directory) / "postmaster.pid").exists()  # running after the command returned
         source = tmp_path / "ldpnb.sqlite3"
         asyncio.run(fill(str(source)))
-        done = copy(source, url)
+        done = copy_process(source, url)  # the entry point, as its own process
         assert done.returncode == 0 and "copied 2 collections" in done.stdout, done.stderr
         stopped = subprocess.run(
             [sys.executable, "-c", stop.replace("/tmp/ldpnb-pg", directory)],

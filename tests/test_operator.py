@@ -26,12 +26,36 @@ def server(tmp_path_factory):
     server.stop()
 
 
-def cli(server, *args, token=ADMIN, url=None):
+def process(server, *args, token=ADMIN, url=None):
+    """``python -m aggregator ARGS`` run as its own process against ``server``."""
     env = {**os.environ, "LDPNB_URL": url or server.url}
     env.pop("LDPNB_ADMIN_TOKEN", None)
     if token:
         env["LDPNB_ADMIN_TOKEN"] = token
     return subprocess.run([sys.executable, "-m", "aggregator", *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+@pytest.fixture
+def cli(server, capsys, monkeypatch):
+    """``cli(*args, token=, url=)``: the command line's ``main(args)`` run in this process against
+    ``server`` (the commands here test what it does and says, not the process: a ``python -m`` run
+    costs a second of imports), as a :class:`subprocess.CompletedProcess`; a traceback is an error."""
+    from aggregator.operator.cli import main
+
+    def run(*args, token=ADMIN, url=None):
+        monkeypatch.setenv("LDPNB_URL", url or server.url)
+        monkeypatch.delenv("LDPNB_ADMIN_TOKEN", raising=False)
+        if token:
+            monkeypatch.setenv("LDPNB_ADMIN_TOKEN", token)
+        capsys.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as exit:
+            code = exit.code
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code or 0, out, err)
+
+    return run
 
 
 def one_line_error(result, *words):
@@ -62,33 +86,33 @@ def send(server, spec, n, seed):
         assert json.loads(r.read())["accepted"] == n
 
 
-def test_an_operator_runs_a_collection_from_the_command_line(server, tmp_path):
+def test_an_operator_runs_a_collection_from_the_command_line(server, cli, tmp_path):
     spec = table_1_spec(protocol="OUE", epsilon=4.0)
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(spec.to_json())
-    result = cli(server, "create", "--spec", str(spec_file), "--id", "survey", "--min-reports", "300")
-    assert result.returncode == 0, result.stderr
+    result = process(server, "create", "--spec", str(spec_file), "--id", "survey", "--min-reports", "300")
+    assert result.returncode == 0, result.stderr  # the entry point, as its own process
     assert "created survey" in result.stdout and "epsilon=4-LDP per person" in result.stdout
-    one_line_error(cli(server, "create", "--spec", str(spec_file), "--id", "survey"), "409", "exists")
+    one_line_error(cli("create", "--spec", str(spec_file), "--id", "survey"), "409", "exists")
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({**spec.to_dict(), "epsilon": 1000}))
-    one_line_error(cli(server, "create", "--spec", str(bad)), "400", "epsilon must be a number from 0.001 to 50")
+    one_line_error(cli("create", "--spec", str(bad)), "400", "epsilon must be a number from 0.001 to 50")
 
-    listing = cli(server, "list")
+    listing = cli("list")
     assert listing.returncode == 0 and "survey" in listing.stdout and "collecting" in listing.stdout
 
     send(server, spec, 200, seed=1)
-    status = cli(server, "status", "survey", "--interval", "0.1")
+    status = cli("status", "survey", "--interval", "0.1")
     assert status.returncode == 0, status.stderr
     assert "200 people's reports of 300 needed (67%)" in status.stdout and "missed_payment" in status.stdout
     assert "z: standard deviations between" in status.stdout  # every printed column explained
-    one_line_error(cli(server, "model", "survey", "--out", str(tmp_path / "m.joblib")), "409", "100 more")
+    one_line_error(cli("model", "survey", "--out", str(tmp_path / "m.joblib")), "409", "100 more")
 
     send(server, spec, 2000, seed=2)
-    assert "released" in cli(server, "list").stdout
+    assert "released" in cli("list").stdout
     for pipeline in (False, True):
         out = tmp_path / ("pipeline.joblib" if pipeline else "model.joblib")
-        result = cli(server, "model", "survey", "--out", str(out), *(["--pipeline"] if pipeline else []))
+        result = cli("model", "survey", "--out", str(out), *(["--pipeline"] if pipeline else []))
         assert result.returncode == 0, result.stderr
         card = json.loads(out.with_suffix(".card.json").read_text())
         assert card["spec_fingerprint"] == spec.fingerprint and card["reports"] == 2200
@@ -111,7 +135,7 @@ def test_an_operator_runs_a_collection_from_the_command_line(server, tmp_path):
     sample = tmp_path / "sample.csv"
     sample.write_text("age,income,gender,missed_payment\n" + "".join(",".join(r) + "\n" for r in rows))
     out = tmp_path / "calibrated.joblib"
-    result = cli(server, "model", "survey", "--out", str(out), "--calibrate", str(sample))
+    result = cli("model", "survey", "--out", str(out), "--calibrate", str(sample))
     assert result.returncode == 0, result.stderr
     card = json.loads(out.with_suffix(".card.json").read_text())
     fitted = card["temperature_fitted"]
@@ -139,7 +163,7 @@ def test_an_operator_runs_a_collection_from_the_command_line(server, tmp_path):
     minority = {"Yes": "No", "No": "Yes"}[majority]
     everyone = tmp_path / "minority.csv"
     everyone.write_text("age,income,gender,missed_payment\n" + "".join(",".join([*r[:3], minority]) + "\n" for r in rows))
-    result = cli(server, "model", "survey", "--out", str(out), "--calibrate", str(everyone), "--pool-sample")
+    result = cli("model", "survey", "--out", str(out), "--calibrate", str(everyone), "--pool-sample")
     assert result.returncode == 0, result.stderr
     card = json.loads(out.with_suffix(".card.json").read_text())
     pooled = card["temperature_fitted"]["pooled"]
@@ -147,12 +171,12 @@ def test_an_operator_runs_a_collection_from_the_command_line(server, tmp_path):
     assert card["class_prior"] == pytest.approx(pooled["class_prior"])
     assert pooled["pooled_right"] == 100 and pooled["served_right"] < 100 and "pooled with the sample's" in result.stdout
     assert (joblib.load(out).predict(codes) == minority).all()
-    one_line_error(cli(server, "model", "survey", "--out", str(out), "--pool-sample"), "goes with --calibrate")
+    one_line_error(cli("model", "survey", "--out", str(out), "--pool-sample"), "goes with --calibrate")
     (tmp_path / "unlabelled.csv").write_text("age,income,gender\nYoung,Low,Male\n")
-    one_line_error(cli(server, "model", "survey", "--out", str(out), "--calibrate", str(tmp_path / "unlabelled.csv")),
+    one_line_error(cli("model", "survey", "--out", str(out), "--calibrate", str(tmp_path / "unlabelled.csv")),
                    "no column missed_payment")  # fmt: skip
     (tmp_path / "other.csv").write_text("age,income,gender,missed_payment\nYoung,Low,Male,Maybe\n")
-    one_line_error(cli(server, "model", "survey", "--out", str(out), "--calibrate", str(tmp_path / "other.csv")),
+    one_line_error(cli("model", "survey", "--out", str(out), "--calibrate", str(tmp_path / "other.csv")),
                    "['Maybe'] are not the spec's classes")  # fmt: skip
     # A fresh process: load and predict on what a scikit-learn user passes (rows, a DataFrame with
     # the feature names and a label column, records as dicts), every warning an error.
@@ -175,42 +199,43 @@ def test_an_operator_runs_a_collection_from_the_command_line(server, tmp_path):
     assert "(2, 2)" in fresh.stdout and "CategoricalNB (1,)" in fresh.stdout
 
 
-def test_enrollment_tokens_are_written_privately(server, tmp_path):
+def test_enrollment_tokens_are_written_privately(cli, tmp_path):
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(table_1_spec(protocol="DE").to_json())
-    assert cli(server, "create", "--spec", str(spec_file), "--id", "enrolled", "--enrollment").returncode == 0
+    assert cli("create", "--spec", str(spec_file), "--id", "enrolled", "--enrollment").returncode == 0
     out = tmp_path / "tokens.txt"
     out.write_text("")
     out.chmod(0o644)  # an existing world-readable file: the tokens must not stay readable by others
-    result = cli(server, "enroll", "enrolled", "--count", "25", "--out", str(out))
+    result = cli("enroll", "enrolled", "--count", "25", "--out", str(out))
     assert result.returncode == 0, result.stderr
     tokens = out.read_text().split()
     assert len(tokens) == len(set(tokens)) == 25 and stat.S_IMODE(os.stat(out).st_mode) == 0o600
-    assert cli(server, "create", "--spec", str(spec_file), "--id", "open").returncode == 0
-    one_line_error(cli(server, "enroll", "open", "--count", "2", "--out", str(out)), "409", "without enrollment")
+    assert cli("create", "--spec", str(spec_file), "--id", "open").returncode == 0
+    one_line_error(cli("enroll", "open", "--count", "2", "--out", str(out)), "409", "without enrollment")
     assert out.read_text().split() == tokens  # a failed run leaves the tokens issued before
     fresh = tmp_path / "fresh.txt"
-    one_line_error(cli(server, "enroll", "open", "--count", "2", "--out", str(fresh)), "409")
+    one_line_error(cli("enroll", "open", "--count", "2", "--out", str(fresh)), "409")
     assert not fresh.exists()  # nor a file of its own
     nowhere = tmp_path / "missing" / "tokens.txt"
-    one_line_error(cli(server, "enroll", "enrolled", "--count", "2", "--out", str(nowhere)), "--out", "cannot write")
+    one_line_error(cli("enroll", "enrolled", "--count", "2", "--out", str(nowhere)), "--out", "cannot write")
 
 
-def test_bad_use_is_one_line_and_exit_2(server, tmp_path):
-    one_line_error(cli(server, "list", token=None), "admin token is needed")
-    one_line_error(cli(server, "list", token="wrong-token-wrong-token-0"), "403")
-    one_line_error(cli(server, "status", "nowhere", "--interval", "0.1"), "404", "nowhere")
-    one_line_error(cli(server, "status", "survey", "--interval", "0"), "--interval: must be greater than 0")
-    one_line_error(cli(server, "list", url=f"http://127.0.0.1:{free_port()}"), "cannot reach the service")
-    one_line_error(cli(server, "create", "--spec", str(tmp_path / "missing.json")), "cannot read the spec")
-    port = cli(server, "serve", "--port", "99999", "--db", str(tmp_path / "p.sqlite3"))  # not 99999 − 65536
+def test_bad_use_is_one_line_and_exit_2(server, cli, tmp_path):
+    one_line_error(process(server, "list", token=None), "admin token is needed")  # as its own process, too
+    one_line_error(cli("list", token=None), "admin token is needed")
+    one_line_error(cli("list", token="wrong-token-wrong-token-0"), "403")
+    one_line_error(cli("status", "nowhere", "--interval", "0.1"), "404", "nowhere")
+    one_line_error(cli("status", "survey", "--interval", "0"), "--interval: must be greater than 0")
+    one_line_error(cli("list", url=f"http://127.0.0.1:{free_port()}"), "cannot reach the service")
+    one_line_error(cli("create", "--spec", str(tmp_path / "missing.json")), "cannot read the spec")
+    port = cli("serve", "--port", "99999", "--db", str(tmp_path / "p.sqlite3"))  # not 99999 − 65536
     assert port.returncode == 2 and "Traceback" not in port.stderr
     assert "--port: a port lies in 0-65535" in port.stderr.strip().splitlines()[-1]
     draft = ["spec", "--csv", str(write_sample(tmp_path)), "--label", "y", "--out", str(tmp_path / "no" / "s.json")]
-    one_line_error(cli(server, *draft), "--out", "cannot write there")
-    usage = cli(server, "create")
+    one_line_error(cli(*draft), "--out", "cannot write there")
+    usage = cli("create")
     assert usage.returncode == 2 and "--spec" in usage.stderr and "Traceback" not in usage.stderr
-    assert "--admin-token " not in cli(server, "list", "--help").stdout  # never on the command line
+    assert "--admin-token " not in cli("list", "--help").stdout  # never on the command line
 
 
 def test_a_binned_numerical_model_calibrates_on_raw_values_and_a_gaussian_one_is_refused(tmp_path):
@@ -239,7 +264,7 @@ def test_a_binned_numerical_model_calibrates_on_raw_values_and_a_gaussian_one_is
         assert -own[np.arange(138), truth].mean() == pytest.approx(fitted["log_loss_after"])
 
 
-def test_ctrl_c_during_status_wait_stops_without_a_traceback(tmp_path):
+def test_ctrl_c_during_status_wait_stops_without_a_traceback(server, cli, tmp_path):
     """``status --wait`` interrupted (SIGINT, as Ctrl-C sends) ends at once with exit 130 and no
     traceback (it printed twelve frames)."""
     import signal
@@ -247,31 +272,27 @@ def test_ctrl_c_during_status_wait_stops_without_a_traceback(tmp_path):
     import sys
     import time
 
-    server = Server(tmp_path / "aggregator.sqlite3").start()
-    try:
-        spec_file = tmp_path / "spec.json"
-        spec_file.write_text(json.dumps(table_1_spec().to_dict()))
-        assert cli(server, "create", "--spec", str(spec_file), "--id", "wait", "--min-reports", "100").returncode == 0
-        env = {**os.environ, "LDPNB_ADMIN_TOKEN": ADMIN}
-        waiting = subprocess.Popen([sys.executable, "-m", "aggregator", "status", "wait", "--wait", "--url", server.url],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
-        # Interrupted once it talks to the service (a socket among its files): a loaded machine may
-        # take seconds to start it, and a signal before then would stop the interpreter, not the command.
-        def talking() -> bool:
-            for fd in os.listdir(f"/proc/{waiting.pid}/fd"):
-                try:
-                    if os.readlink(f"/proc/{waiting.pid}/fd/{fd}").startswith("socket:"):
-                        return True
-                except FileNotFoundError:  # closed meanwhile
-                    continue
-            return False
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(table_1_spec().to_dict()))
+    assert cli("create", "--spec", str(spec_file), "--id", "wait", "--min-reports", "100").returncode == 0
+    env = {**os.environ, "LDPNB_ADMIN_TOKEN": ADMIN}
+    waiting = subprocess.Popen([sys.executable, "-m", "aggregator", "status", "wait", "--wait", "--url", server.url],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    # Interrupted once it talks to the service (a socket among its files): a loaded machine may
+    # take seconds to start it, and a signal before then would stop the interpreter, not the command.
+    def talking() -> bool:
+        for fd in os.listdir(f"/proc/{waiting.pid}/fd"):
+            try:
+                if os.readlink(f"/proc/{waiting.pid}/fd/{fd}").startswith("socket:"):
+                    return True
+            except FileNotFoundError:  # closed meanwhile
+                continue
+        return False
 
-        deadline = time.monotonic() + 120
-        while not talking():
-            assert waiting.poll() is None and time.monotonic() < deadline, waiting.stderr.read()
-            time.sleep(0.05)
-        waiting.send_signal(signal.SIGINT)
-        out, err = waiting.communicate(timeout=30)
-        assert waiting.returncode == 130 and "Traceback" not in err, err
-    finally:
-        server.stop()
+    deadline = time.monotonic() + 120
+    while not talking():
+        assert waiting.poll() is None and time.monotonic() < deadline, waiting.stderr.read()
+        time.sleep(0.05)
+    waiting.send_signal(signal.SIGINT)
+    out, err = waiting.communicate(timeout=30)
+    assert waiting.returncode == 130 and "Traceback" not in err, err

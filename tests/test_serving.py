@@ -16,6 +16,7 @@ from participant import Participant
 from participant.wire import pack_report
 
 from .conftest import table_1_spec
+from .inprocess import run_main
 from .servers import AUTH, MSGPACK, Server
 
 REPORTS = 6_000
@@ -65,23 +66,36 @@ def serve(*args: str, env: dict | None = None, timeout: float = 30) -> subproces
     )  # fmt: skip
 
 
-def test_a_database_that_cannot_be_reached_at_start_is_one_line_naming_it_without_its_password(tmp_path):
+def test_a_database_that_cannot_be_reached_at_start_is_one_line_naming_it_without_its_password(
+    tmp_path, capsys, monkeypatch
+):
     absent = serve("--db", f"postgresql://ldpnb:hunter2@/ledger?host={tmp_path}/nowhere", "--db-timeout", "2")
     assert absent.returncode == 2 and len(absent.stderr.strip().splitlines()) == 1, absent.stderr
     assert "cannot open the database postgresql://ldpnb:***@/ledger" in absent.stderr
     assert "nothing is listening there" in absent.stderr and "hunter2" not in absent.stderr
-    # The address from a file or the environment: no password on the command line at all.
+    # The address from a file or the environment: no password on the command line at all. What
+    # these say is the command line's main() run in this process: the process is the one above.
+    from aggregator.operator.cli import main
+
+    monkeypatch.setenv("LDPNB_ADMIN_TOKEN", "serving-test-admin-token-0123456789")
+    monkeypatch.delenv("LDPNB_DB", raising=False)
+
+    def started(*args: str) -> subprocess.CompletedProcess:
+        return run_main(main, capsys, "serve", "--port", "0", *args)
+
     address = tmp_path / "db.txt"
     address.write_text(f"postgresql://ldpnb:hunter2@/ledger?host={tmp_path}/nowhere\n")
-    from_file = serve("--db-file", str(address), "--db-timeout", "2")
+    from_file = started("--db-file", str(address), "--db-timeout", "2")
     assert from_file.returncode == 2 and "ldpnb:***@/ledger" in from_file.stderr and "hunter2" not in from_file.stderr
-    from_env = serve("--db-timeout", "2", env={"LDPNB_DB": address.read_text().strip()})
+    monkeypatch.setenv("LDPNB_DB", address.read_text().strip())
+    from_env = started("--db-timeout", "2")
     assert from_env.returncode == 2 and "ldpnb:***@/ledger" in from_env.stderr
-    both = serve("--db", "x.sqlite3", "--db-file", str(address))
+    monkeypatch.delenv("LDPNB_DB")
+    both = started("--db", "x.sqlite3", "--db-file", str(address))
     assert both.returncode == 2 and "--db and --db-file name the database twice" in both.stderr
     empty = tmp_path / "empty.txt"
     empty.write_text("")
-    assert "its first line should be the database address" in serve("--db-file", str(empty)).stderr
+    assert "its first line should be the database address" in started("--db-file", str(empty)).stderr
 
 
 def test_the_database_address_can_come_from_a_file(tmp_path):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -26,6 +25,7 @@ from protocols.shuffling import (
 )
 
 from .conftest import table_1_spec
+from .inprocess import run_main
 
 
 def test_the_papers_published_example_falls_within_its_interval():
@@ -148,11 +148,17 @@ def test_a_call_sums_a_bounded_number_of_terms_up_to_ten_million_people(monkeypa
         assert 0 < evaluated[0] <= 2 * (shuffling.INTERVALS + 1) * 4 * shuffling._STEPS, (n, evaluated[0])
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "aggregator", "privacy", *args], capture_output=True, text=True, timeout=120)
+def aggregator(capsys, *args: str) -> subprocess.CompletedProcess:
+    """``python -m aggregator ARGS``, through its main() in this process."""
+    from aggregator.operator.cli import main
+
+    return run_main(main, capsys, *args)
 
 
-def test_the_command_line_prints_the_central_epsilon_or_the_largest_local_one():
+def test_the_command_line_prints_the_central_epsilon_or_the_largest_local_one(capsys):
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return aggregator(capsys, "privacy", *args)
+
     answer = json.loads(cli("--local-eps", "4", "--people", "100000", "--delta", "1e-6", "--json").stdout)
     assert set(answer) == {
         "local_epsilon", "people", "dummies", "delta", "central_epsilon", "flooded_epsilon", "amplified",
@@ -169,13 +175,14 @@ def test_the_command_line_prints_the_central_epsilon_or_the_largest_local_one():
         assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
 
 
-def sim(*args: str) -> dict:
-    result = subprocess.run([sys.executable, "-m", "sim", *args, "--json"], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return json.loads(result.stdout)
+def test_the_simulator_reports_at_the_local_epsilon_the_central_one_allows(capsys):
+    from sim.cli import main
 
+    def sim(*args: str) -> dict:
+        result = run_main(main, capsys, *args, "--json")
+        assert result.returncode == 0, result.stderr[-2000:]
+        return json.loads(result.stdout)
 
-def test_the_simulator_reports_at_the_local_epsilon_the_central_one_allows():
     out = sim("--dataset", "car", "--protocol", "OUE", "--central-eps", "0.5", "--reps", "2", "--mode", "fast")
     people = out["n_train"]
     dummies = default_dummies(people)
@@ -222,14 +229,12 @@ def test_a_shuffled_spec_states_both_guarantees_and_its_block_is_part_of_its_ide
         table_1_spec(shuffle=block, input_selection="assigned")
 
 
-def test_drafting_a_shuffled_spec_from_a_central_epsilon(tmp_path):
+def test_drafting_a_shuffled_spec_from_a_central_epsilon(tmp_path, capsys):
     sample = tmp_path / "sample.csv"
     sample.write_text("colour,size,class\n" + "".join(f"{c},{s},{k}\n" for c in ("red", "blue") for s in ("S", "L") for k in ("a", "b")))
     out = tmp_path / "spec.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "aggregator", "spec", "--csv", str(sample), "--label", "class", "--central-eps", "0.5",
-         "--people", "10000", "--out", str(out)], capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    result = aggregator(capsys, "spec", "--csv", str(sample), "--label", "class", "--central-eps", "0.5",
+                        "--people", "10000", "--out", str(out))  # fmt: skip
     assert result.returncode == 0, result.stderr
     spec = CollectionSpec.from_json(out.read_text())
     dummies = default_dummies(10000)
@@ -238,27 +243,22 @@ def test_drafting_a_shuffled_spec_from_a_central_epsilon(tmp_path):
     assert "Against the aggregator alone" in result.stderr and "whatever the aggregator sends the shuffler" in result.stderr
     # Batches of K smaller than the N people expected: the local ε follows from K (and its dummies),
     # and a worst case stated for a flooding aggregator bounds it too.
-    result = subprocess.run(
-        [sys.executable, "-m", "aggregator", "spec", "--csv", str(sample), "--label", "class", "--central-eps", "1",
-         "--people", "100000", "--min-batch", "500", "--dummies", "2000", "--flooded-eps", "1", "--out", str(out)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    result = aggregator(capsys, "spec", "--csv", str(sample), "--label", "class", "--central-eps", "1",
+                        "--people", "100000", "--min-batch", "500", "--dummies", "2000", "--flooded-eps", "1",
+                        "--out", str(out))  # fmt: skip
     assert result.returncode == 0, result.stderr
     spec = CollectionSpec.from_json(out.read_text())
     assert (spec.shuffle.min_batch, spec.shuffle.dummies, spec.shuffle.delta) == (500, 2000, default_delta(500))
     assert spec.epsilon == pytest.approx(local_epsilon_for(1.0, 500, 2000, default_delta(500), 1.0))
     assert spec.epsilon < largest_local_epsilon(1.0, 2500, default_delta(500))  # the flooded case binds
     assert guarantees(spec.epsilon, 500, 2000, default_delta(500))["flooded"] <= 1.0 + 1e-4
-    refused = subprocess.run(
-        [sys.executable, "-m", "aggregator", "spec", "--csv", str(sample), "--label", "class", "--central-eps", "0.5"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    refused = aggregator(capsys, "spec", "--csv", str(sample), "--label", "class", "--central-eps", "0.5")
     assert refused.returncode == 2 and "--people" in refused.stderr
 
 
-def test_privacy_says_when_nothing_is_amplified_and_speaks_of_one_person():
+def test_privacy_says_when_nothing_is_amplified_and_speaks_of_one_person(capsys):
     def privacy(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "aggregator", "privacy", *args], capture_output=True, text=True, timeout=60)
+        return aggregator(capsys, "privacy", *args)
 
     one = privacy("--local-eps", "0.85", "--people", "1")
     assert one.returncode == 0 and one.stdout.startswith("1 person,") and "1 people" not in one.stdout
@@ -308,18 +308,15 @@ def test_the_http_api_refuses_a_delta_that_says_nothing(tmp_path):
         server.stop()
 
 
-def test_a_spec_drafted_for_batches_smaller_than_the_people_takes_its_local_epsilon_from_the_batch(tmp_path):
+def test_a_spec_drafted_for_batches_smaller_than_the_people_takes_its_local_epsilon_from_the_batch(tmp_path, capsys):
     """Without --flooded-eps (whose bound would decide): batches of 500 people and 2,000 dummies,
     100,000 people expected. The local ε is the largest whose batch of 2,500 reports is within the
     central ε, not that of 102,000 reports shuffled together; the stated guarantee holds it."""
     sample = tmp_path / "sample.csv"
     sample.write_text("colour,size,class\n" + "".join(f"{c},{s},{k}\n" for c in ("red", "blue") for s in ("S", "L") for k in ("a", "b")))
     out = tmp_path / "spec.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "aggregator", "spec", "--csv", str(sample), "--label", "class", "--central-eps", "1",
-         "--people", "100000", "--min-batch", "500", "--dummies", "2000", "--out", str(out)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    result = aggregator(capsys, "spec", "--csv", str(sample), "--label", "class", "--central-eps", "1",
+                        "--people", "100000", "--min-batch", "500", "--dummies", "2000", "--out", str(out))  # fmt: skip
     assert result.returncode == 0, result.stderr
     spec = CollectionSpec.from_json(out.read_text())
     delta = default_delta(500)

@@ -1,8 +1,4 @@
 import json
-import os
-import subprocess
-import sys
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +8,8 @@ from aggregator.operator.csvdata import CSVOptions, DataError, read_csv
 from sim.cli import main
 from sim.datasets import DatasetInfo, DatasetNotFound, find_data_file, load_dataset
 from sim.experiment import run_once
+
+from .inprocess import run_main
 
 # Row and class counts from ../shared/datasets/README.md.
 EXPECTED = {
@@ -167,15 +165,17 @@ def test_cli_class_share_reaches_the_collection_and_the_majority_class_is_report
         assert stop.value.code == 2 and message in capsys.readouterr().err
 
 
-def test_help_explains_the_privacy_budget():
-    out = subprocess.run([sys.executable, "-m", "sim", "--help"], capture_output=True, text=True, check=True).stdout
+def test_help_explains_the_privacy_budget(capsys):
+    out = run_main(main, capsys, "--help").stdout
     assert "exactly one randomised report" in out
     assert "--estimator" in out and "--data-dir" in out
     assert "held-out 20% is printed" in out and "%%" not in out
 
 
 def test_http_replay_matches_the_in_process_accuracy(capsys):
-    common = ["--dataset", "car", "--protocol", "OUE", "--eps", "1", "--reps", "2", "--seed", "5", "--json"]
+    # At eps 4 the model beats the constant: no run searches for the people it would need (2 s a
+    # run at eps 1), which the comparison does not look at.
+    common = ["--dataset", "car", "--protocol", "OUE", "--eps", "4", "--reps", "2", "--seed", "5", "--json"]
     assert main([*common, "--log-loss"]) == 0
     in_process = json.loads(capsys.readouterr().out)
     assert main([*common, "--log-loss", "--via", "http", "--clients", "64"]) == 0
@@ -186,7 +186,7 @@ def test_http_replay_matches_the_in_process_accuracy(capsys):
     # The service's model has the same temperature (its bootstrap is seeded by the same statistics).
     for key in ("log_loss_mean", "log_loss_std", "prior_log_loss_mean"):
         assert over_http[key] == pytest.approx(in_process[key], rel=1e-9), key
-    runs = [run_once(load_dataset("car"), "OUE", 1.0, seed, ("normsub",), log_loss=True) for seed in (5, 6)]
+    runs = [run_once(load_dataset("car"), "OUE", 4.0, seed, ("normsub",), log_loss=True) for seed in (5, 6)]
     assert in_process["log_loss_mean"] == pytest.approx(np.mean([r.log_loss["normsub"] for r in runs]))
     assert in_process["prior_log_loss_mean"] == pytest.approx(np.mean([r.prior_log_loss for r in runs]))
     assert main(common) == 0
@@ -217,42 +217,38 @@ def test_the_local_aggregator_holds_every_participant_connection_at_once():
     assert answers.count(b"200") == 300, sorted(set(answers))
 
 
-def test_an_aggregator_refusing_the_replay_is_one_line_and_exit_2(tmp_path):
+def test_an_aggregator_refusing_the_replay_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
     """Whether the aggregator refuses to create the replay's collection or refuses its reports
     (here: bodies above --max-body), the replay says so in one line and exits 2."""
-    from .servers import ADMIN, AUTH, Server
+    import asyncio
+
+    from aggregator.service.app import open_store
+    from participant import CollectionSpec
+
+    from .servers import ADMIN, Server
+
+    async def create(db) -> str:
+        """car's collection in a new database, as the service stores one created over HTTP."""
+        spec = CollectionSpec.from_json(Path("sim/specs/car.json").read_text())
+        store, _ = await open_store(str(db), ADMIN)
+        try:
+            await store.create_collection("car", spec, 0)
+        finally:
+            await store.close()
+        return "car"
 
     db = tmp_path / "small-bodies.sqlite3"
-    server = Server(db).start()
-    try:
-        with open("sim/specs/car.json") as f:
-            spec = json.load(f)
-        request = urllib.request.Request(
-            f"{server.url}/collections", data=json.dumps({"spec": spec}).encode(),
-            headers={**AUTH, "Content-Type": "application/json"},
-        )  # fmt: skip
-        collection = json.loads(urllib.request.urlopen(request).read())["id"]
-    finally:
-        server.stop()
+    collection = asyncio.run(create(db))
     server = Server(db, None, 1, "--max-body", "40").start()  # a report is about 70 bytes
-    sim = [sys.executable, "-m", "sim", "--dataset", "car", "--via", "http", "--aggregator", server.url]
+    monkeypatch.setenv("LDPNB_ADMIN_TOKEN", ADMIN)
+    sim = ["--dataset", "car", "--via", "http", "--aggregator", server.url]
     try:
-        results = [
-            subprocess.run(
-                [*sim, *extra],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-                env={**os.environ, "LDPNB_ADMIN_TOKEN": ADMIN},
-            )  # fmt: skip
-            for extra in (["--reps", "1"], ["--collection", collection])
-        ]
+        results = [run_main(main, capsys, *sim, *extra) for extra in (["--reps", "1"], ["--collection", collection])]
     finally:
         server.stop()
     words_of = ["creating the collection failed (413)", f"the aggregator at {server.url} refused a report (413)"]
     for result, words in zip(results, words_of):
-        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert result.returncode == 2, result.stderr
         assert words in result.stderr.strip().splitlines()[-1], result.stderr
 
 
@@ -263,9 +259,10 @@ def test_an_aggregator_refusing_the_replay_is_one_line_and_exit_2(tmp_path):
     ["sweep", "--datasets", "car", "--out", "unused", "--eps", "-1"],
     ["sweep", "--datasets", "car", "--out", "unused", "--eps", "1,abc"],
 ])  # fmt: skip
-def test_a_bad_epsilon_is_one_line_and_exit_2_in_every_subcommand(command, tmp_path):
-    result = subprocess.run([sys.executable, "-m", "sim", *command], capture_output=True, text=True, cwd=tmp_path)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
+def test_a_bad_epsilon_is_one_line_and_exit_2_in_every_subcommand(command, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run_main(main, capsys, *command)
+    assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(f"python -m sim {command[0]}: error: argument --eps: ")
     assert "must lie in [0.001, 50]" in last or "expected numbers separated by commas" in last

@@ -54,3 +54,16 @@ def test_an_app_importing_the_participant_library_loads_no_network_stack():
     names = loaded("from participant import Client, Participant, CollectionSpec")
     assert "numpy" in names and "aiohttp" not in names
     assert "aiohttp" in loaded("from participant import Client; Client('http://127.0.0.1:1', ledger=None)")
+
+
+def test_an_operators_command_and_its_refusal_load_no_data_frame_library():
+    """The operator's commands talk HTTP (aiohttp) and, refused, name the database drivers'
+    errors (asyncpg): neither loads sqlite-utils, which loads pandas (0.4 s of CPU a command)."""
+    import os
+
+    command = [sys.executable, "-X", "importtime", "-m", "aggregator", "status", "survey", "--url", "http://127.0.0.1:9"]
+    env = {**os.environ, "LDPNB_ADMIN_TOKEN": "startup-test-admin-token-0123456789"}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 2 and "cannot reach the service" in result.stderr.splitlines()[-1], result.stderr[-2000:]
+    loaded = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
+    assert "aiohttp" in loaded and not loaded & {"pandas", "sqlite_utils", "sklearn"}, sorted(loaded & set(HEAVY))

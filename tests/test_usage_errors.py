@@ -14,6 +14,8 @@ from sim import compare, plan, sweep
 from sim.cli import build_parser as sim_parser
 from sim.cli_options import _columns
 
+from .inprocess import run_main
+
 # Options whose value is free text (a name, a path to write, a URL, a column list): no value is bad.
 FREE = (None, str, _columns)
 BAD = "abc-not-valid"
@@ -76,8 +78,10 @@ def test_a_bad_value_is_one_line_naming_the_option(prog, words, option, capsys):
         (["--dataset", "car", "--class-share", "1"], "argument --class-share: must lie in (0, 1), got 1"),
     ],
 )
-def test_the_mistakes_reviewers_made_are_one_line(args, says):
-    result = subprocess.run([sys.executable, "-m", "sim", *args], capture_output=True, text=True, timeout=60)
+def test_the_mistakes_reviewers_made_are_one_line(args, says, capsys):
+    from sim.cli import main
+
+    result = run_main(main, capsys, *args)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and says in result.stderr and "--help)" in result.stderr, result.stderr
 
@@ -94,8 +98,12 @@ def test_the_mistakes_reviewers_made_are_one_line(args, says):
         ("aggregator", ["create", "--spce", "s.json", "--id", "x"], "did you mean --spec?"),
     ],
 )
-def test_a_mistyped_option_or_command_names_the_closest(command, args, says):
-    result = subprocess.run([sys.executable, "-m", command, *args], capture_output=True, text=True, timeout=60)
+def test_a_mistyped_option_or_command_names_the_closest(command, args, says, capsys):
+    from aggregator.operator.cli import main as aggregator
+    from shuffler.cli import main as shuffler
+    from sim.cli import main as sim
+
+    result = run_main({"sim": sim, "aggregator": aggregator, "shuffler": shuffler}[command], capsys, *args)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and says in result.stderr, result.stderr
 
@@ -103,3 +111,17 @@ def test_a_mistyped_option_or_command_names_the_closest(command, args, says):
 def test_an_unknown_option_far_from_every_name_gets_no_guess():
     result = subprocess.run([sys.executable, "-m", "sim", "--dataset", "car", "--zzzzzz"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "unrecognized arguments: --zzzzzz (see" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "says"),
+    [
+        ("aggregator", ["serve", "--prot", "8080"], "did you mean --port?"),
+        ("shuffler", ["serve", "--agregator", "http://127.0.0.1:1"], "did you mean --aggregator?"),
+    ],
+)
+def test_each_entry_points_process_refuses_in_one_line_without_a_traceback(command, args, says):
+    """The same refusals as above, in a process of its own (``python -m sim`` is the test above)."""
+    result = subprocess.run([sys.executable, "-m", command, *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and says in result.stderr, result.stderr

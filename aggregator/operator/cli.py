@@ -633,50 +633,72 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return run(args)
+    except Exception as exc:
+        parser.exit(2, f"{parser.prog}: error: {refusal(args, exc)}\n")
+
+
+def run(args) -> int:
+    """Carries out the parsed command ``args``; returns its exit status."""
+    if args.command == "spec":
+        print(run_spec_draft(args), flush=True)
+        return 0
+    if args.command == "privacy":
+        print(run_privacy(args), flush=True)
+        return 0
+    if args.command in OPERATOR_COMMANDS:
+        try:
+            print(run_operator(args), flush=True)
+        except KeyboardInterrupt:  # Ctrl-C while waiting on the service (status --wait): stop, no traceback
+            print(file=sys.stderr)
+            return 130
+        return 0
+    if args.command == "copy":
+        from .copy import copy_database
+
+        summary = asyncio.run(copy_database(args.source, args.target, args.settings))
+        print(summary, flush=True)
+        return 0
+    from ..store import is_postgres_url
+    from ..store.postgres import redacted
+
+    args.db = database_address(args)
+    if args.workers > 1 and not is_postgres_url(args.db):
+        raise UsageError("--workers needs a PostgreSQL database: one process serves a SQLite file")
+    config_from(args)  # refuses a bad option before anything starts
+    sock = reserve_port(args)  # a busy port: nothing is created, no token shown
+    asyncio.run(prepare(args))
+    if args.workers == 1:
+        run_loop(serve_worker(args, sock, announce=True), args.loop)
+        return 0
+    args.db_location = redacted(args.db)
+    return serve_many(args, sock)
+
+
+def refusal(args, exc: Exception) -> str:
+    """The one line (without the program's name) that tells what made the command ``args`` fail
+    with ``exc``; re-raises ``exc`` when it is no refusal but a fault."""
+    # The drivers' exception classes are imported once a command has failed, so that the
+    # operator's commands run without asyncpg, aiohttp's server or sqlite-utils (which loads
+    # pandas: 0.4 s of CPU for each command). A store's class not yet imported raised nothing.
     import asyncpg
 
     from ..service.auth import TokenError
-    from ..store import StoreLocked, StoreUnavailable, is_postgres_url
+    from ..store import StoreUnavailable
     from ..store.postgres import redacted
-    from .copy import CopyError, copy_database
+    from .copy import CopyError
 
-    try:
-        if args.command == "spec":
-            print(run_spec_draft(args), flush=True)
-            return 0
-        if args.command == "privacy":
-            print(run_privacy(args), flush=True)
-            return 0
-        if args.command in OPERATOR_COMMANDS:
-            try:
-                print(run_operator(args), flush=True)
-            except KeyboardInterrupt:  # Ctrl-C while waiting on the service (status --wait): stop, no traceback
-                print(file=sys.stderr)
-                return 130
-            return 0
-        if args.command == "copy":
-            summary = asyncio.run(copy_database(args.source, args.target, args.settings))
-            print(summary, flush=True)
-            return 0
-        args.db = database_address(args)
-        if args.workers > 1 and not is_postgres_url(args.db):
-            raise UsageError("--workers needs a PostgreSQL database: one process serves a SQLite file")
-        config_from(args)  # refuses a bad option before anything starts
-        sock = reserve_port(args)  # a busy port: nothing is created, no token shown
-        asyncio.run(prepare(args))
-        if args.workers == 1:
-            run_loop(serve_worker(args, sock, announce=True), args.loop)
-            return 0
-        args.db_location = redacted(args.db)
-        return serve_many(args, sock)
-    except (UsageError, TokenError, StoreLocked, CopyError, OperatorError, ValueError) as exc:
-        parser.exit(2, f"{parser.prog}: error: {exc}\n")
-    except StoreUnavailable as exc:
-        parser.exit(2, f"{parser.prog}: error: the database cannot be used: {exc}\n")
-    except (OSError, TimeoutError, sqlite3.Error, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+    sqlite = sys.modules.get("aggregator.store.sqlite")
+    locked = (sqlite.StoreLocked,) if sqlite else ()
+    if isinstance(exc, (UsageError, TokenError, *locked, CopyError, OperatorError, ValueError)):
+        return str(exc)
+    if isinstance(exc, StoreUnavailable):
+        return f"the database cannot be used: {exc}"
+    if isinstance(exc, (OSError, TimeoutError, sqlite3.Error, asyncpg.PostgresError, asyncpg.InterfaceError)):
         where = redacted(args.db) if getattr(args, "db", None) else "the database"
-        parser.exit(2, f"{parser.prog}: error: cannot open the database {where}: {database_problem(exc)}\n")
-
+        return f"cannot open the database {where}: {database_problem(exc)}"
+    raise exc
 
 if __name__ == "__main__":
     sys.exit(main())
