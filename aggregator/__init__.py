@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from participant.extras import require_extra
 from participant.lazy import lazy_exports
 
-require_extra("aggregator", "aggregator", ["scipy", "sklearn", "sqlite_utils", "asyncpg", "prometheus_client", "tqdm", "cryptography"])
+require_extra("aggregator", "aggregator", ["scipy", "sklearn", "asyncpg", "prometheus_client", "tqdm", "cryptography"])
 
 # The extra is there. The public names are imported on first use (PEP 562), so that a command
 # which only parses its options loads neither scipy nor scikit-learn.

@@ -55,10 +55,15 @@ def post(server: Server, body: bytes, token: str) -> tuple:
     return answer(f"{server.url}/collections/c/shuffled", "POST", body, {**MSGPACK, "Authorization": f"Bearer {token}"})
 
 
-def killed_at_the_failpoint(database: str, body: bytes, token: str) -> None:
-    """Start an aggregator with the failpoint armed, send it ``body`` and SIGKILL it once it stops
-    between the batch's reports and its row."""
-    server = Server(database, env=FAILPOINT).start()
+def armed(database: str) -> Server:
+    """An aggregator started with the failpoint armed: it serves as any other until a batch arrives."""
+    return Server(database, env=FAILPOINT).start()
+
+
+def killed_at_the_failpoint(database: str, body: bytes, token: str, server: Server | None = None) -> None:
+    """Send ``body`` to ``server``, an aggregator with the failpoint armed (one started here when
+    None), and SIGKILL it once it stops between the batch's reports and its row."""
+    server = server or armed(database)
     reached = threading.Event()
 
     def watch() -> None:
@@ -88,13 +93,14 @@ def killed_at_the_failpoint(database: str, body: bytes, token: str) -> None:
 
 def test_a_batch_killed_between_its_reports_and_its_row_is_there_whole_or_not_at_all(database, tmp_path):
     token = token_file(tmp_path / "token.txt")
-    server = Server(database).start()
+    opened = armed(database)  # the collection created where the first batch is then killed: one start fewer
     try:
-        create(server, "c", "http://127.0.0.1:9", token, min_batch=3, dummies=2)
-        published = call(f"{server.url}/collections/c")
-        assert shown(server)["reports"] == 0
-    finally:
-        server.stop()
+        create(opened, "c", "http://127.0.0.1:9", token, min_batch=3, dummies=2)
+        published = call(f"{opened.url}/collections/c")
+        assert shown(opened)["reports"] == 0
+    except BaseException:
+        opened.stop()
+        raise
     view = ShuffledView("c", published["uid"], CollectionSpec.from_dict(published["spec"]), 3, 2)
     packed = [pack_report(Participant(view.spec).report(RECORD), view.spec) for _ in range(7)]
 
@@ -113,8 +119,8 @@ def test_a_batch_killed_between_its_reports_and_its_row_is_there_whole_or_not_at
             "batches": {"batches": 2, "reports": 12, "dummies": 4, "junk": 0, "smallest": 4}}  # fmt: skip
     batches = [("a1" * 16, batch("a1" * 16, packed[:4]), nothing, first),
                ("b2" * 16, batch("b2" * 16, packed[3:]), first, both)]  # fmt: skip
-    for name, body, before, after in batches:
-        killed_at_the_failpoint(database, body, token)
+    for i, (name, body, before, after) in enumerate(batches):
+        killed_at_the_failpoint(database, body, token, opened if i == 0 else None)
         server = Server(database).start()
         try:
             found = shown(server)

@@ -21,6 +21,7 @@ where the test must say what a hostile one would):
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import sqlite3
@@ -111,6 +112,24 @@ def view_answer(cid: str, uid: str, spec: CollectionSpec, min_batch: int, dummie
             "dummies": dummies, "digest": digest}  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def aggregator(tmp_path_factory):
+    """One real aggregator (SQLite) for the tests that need nothing of it but collections of their
+    own, each under ids no other test uses (:func:`fresh_id`): starting one costs about a second
+    of CPU."""
+    server = Server(tmp_path_factory.mktemp("shared") / "aggregator.sqlite3").start()
+    yield server
+    server.stop()
+
+
+_ids = itertools.count()
+
+
+def fresh_id() -> str:
+    """A collection id no other test on the shared aggregator has used."""
+    return f"c{next(_ids)}"
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def shuffler_db(request, tmp_path):
     """A shuffler's store: a SQLite file, or a fresh PostgreSQL database."""
@@ -119,26 +138,23 @@ def shuffler_db(request, tmp_path):
     return fresh_postgres_url(request.getfixturevalue("postgres"))
 
 
-async def test_a_released_batchs_dummies_lie_uniformly_among_its_people(shuffler_db, tmp_path):
+async def test_a_released_batchs_dummies_lie_uniformly_among_its_people(aggregator, shuffler_db, tmp_path):
     """100 people's reports and the view's 100 dummies make one batch: where the dummies lie in
     it is a uniformly random choice of 100 of its 200 places (their ranks against the people's,
     and the runs of dummies and people, as a random draw's), never the end or the start."""
     token = token_file(tmp_path / "token.txt")
-    server = Server(tmp_path / "aggregator.sqlite3").start()
-    try:
-        async with Proxy(server.url) as front:
-            shuffler = ShufflerProcess(shuffler_db, front.url, tmp_path / "token.txt", *FAST).start()
-            try:
-                create(server, "c", shuffler.url, token, min_batch=100, dummies=100)
-                view = ShuffledView.from_dict(await asyncio.to_thread(call, f"{shuffler.url}/collections/c/view"))
-                assert (view.min_batch, view.dummies) == (100, 100)
-                people = [sealed_under(view) for _ in range(100)]
-                await asyncio.to_thread(post_all, shuffler.url, "c", people)
-                await asyncio.to_thread(wait_for, lambda: len(front.batches) >= 1)
-            finally:
-                shuffler.stop()
-    finally:
-        server.stop()
+    server, cid = aggregator, fresh_id()
+    async with Proxy(server.url) as front:
+        shuffler = ShufflerProcess(shuffler_db, front.url, tmp_path / "token.txt", *FAST).start()
+        try:
+            create(server, cid, shuffler.url, token, min_batch=100, dummies=100)
+            view = ShuffledView.from_dict(await asyncio.to_thread(call, f"{shuffler.url}/collections/{cid}/view"))
+            assert (view.min_batch, view.dummies) == (100, 100)
+            people = [sealed_under(view) for _ in range(100)]
+            await asyncio.to_thread(post_all, shuffler.url, cid, people)
+            await asyncio.to_thread(wait_for, lambda: len(front.batches) >= 1)
+        finally:
+            shuffler.stop()
     batch = front.batches[0]
     assert batch["dummies"] == 100 and len(batch["reports"]) == 200 and set(people) <= set(batch["reports"])
     mine = set(people)
@@ -154,13 +170,13 @@ async def test_a_released_batchs_dummies_lie_uniformly_among_its_people(shuffler
     assert abs(runs - mean) / sd < 3.9, f"{runs} runs of dummies and people, a random order {mean:.0f} ± {sd:.0f}"
 
 
-async def test_the_published_view_takes_the_larger_floor_and_the_larger_dummies_each_on_its_own(tmp_path):
+async def test_the_published_view_takes_the_larger_floor_and_the_larger_dummies_each_on_its_own(aggregator, tmp_path):
     """A shuffler whose --min-batch (7) is above a spec's floor (3) publishes a view of 7, its
     default dummies a share of that 7; below a spec's floor (10), the spec's 10. Given --dummies
     1, the dummies are the larger of 1 and the spec's, whatever the floor: a spec's floor may be
     the larger while the shuffler's dummies are, and the other way round."""
     token = token_file(tmp_path / "token.txt")
-    server = Server(tmp_path / "aggregator.sqlite3").start()
+    server = aggregator
     common = ("--interval", "60", "--min-batch", "7", "--per-address", "0")
     by_default = ShufflerProcess(tmp_path / "a.sqlite3", server.url, tmp_path / "token.txt", *common).start()
     given = ShufflerProcess(tmp_path / "b.sqlite3", server.url, tmp_path / "token.txt", *common, "--dummies", "1").start()
@@ -174,7 +190,7 @@ async def test_the_published_view_takes_the_larger_floor_and_the_larger_dummies_
             (given, 3, 5, (7, 5)),
         ]
         for i, (shuffler, floor, dummies, expected) in enumerate(cases):
-            cid = f"c{i}"
+            cid = fresh_id()
             spec = create(server, cid, shuffler.url, token, min_batch=floor, dummies=dummies)
             published = call(f"{shuffler.url}/collections/{cid}/view")
             view = ShuffledView.from_dict(published)  # its fingerprint and digest checked as a device does
@@ -185,44 +201,40 @@ async def test_the_published_view_takes_the_larger_floor_and_the_larger_dummies_
     finally:
         by_default.stop()
         given.stop()
-        server.stop()
 
 
-async def test_a_view_whose_floor_alone_or_dummies_alone_is_below_the_specs_is_refused(built, tmp_path):
+async def test_a_view_whose_floor_alone_or_dummies_alone_is_below_the_specs_is_refused(aggregator, built, tmp_path):
     """The spec asks batches of 5 people and 2 dummies. A view of 4 people and 3 dummies (the
     floor alone below), or of 6 and 1 (the dummies alone below), is refused: by the aggregator,
     whole, as a batch's view; by the Python and the Node device, as the view their shuffler
     shows, before anything is drawn or sent. A view of 6 and 3 is reported under."""
     token = token_file(tmp_path / "token.txt")
-    server = Server(tmp_path / "aggregator.sqlite3").start()
-    try:
-        async with Stand() as shuffler:
-            spec = create(server, "c", shuffler.url, token, min_batch=5, dummies=2)
-            uid = call(f"{server.url}/collections/c")["uid"]
-            sealed = [b"x" * sealed_length(spec)] * 9
-            for floor, dummies in ((4, 3), (6, 1)):
-                body = msgpack.packb({"batch": "ab" * 16, "size": 9, "dummies": 3, "view": {"min_batch": floor, "dummies": dummies},
-                                      "reports": sealed})  # fmt: skip
-                status, _, said = await asyncio.to_thread(answer, f"{server.url}/collections/c/shuffled", "POST", body,
-                                                          {**MSGPACK, "Authorization": f"Bearer {token}"})  # fmt: skip
-                assert status == 409 and b"not this collection's" in said, (floor, dummies, status, said)
-                shuffler.answers["/collections/c/view"] = view_answer("c", uid, spec, floor, dummies)
-                said = await outcome(server.url, tmp_path / f"py-{floor}.json", shuffler.url)
-                assert said.startswith("SpecError") and "below the spec's 5 and 2" in said, said
-                ledger = tmp_path / f"node-{floor}.json"
-                [said] = await js_device(built, server.url, tmp_path / "unused.json", [["c", RECORD, str(ledger)]], full=True,
-                                         shuffler=shuffler.url, retries=0)  # fmt: skip
-                assert said.startswith("SpecError") and "below the spec's 5 and 2" in said, said
-                assert not (tmp_path / f"py-{floor}.json").exists() and not ledger.exists()
-            assert shuffler.posts == [] and counted(server, "c") == 0
-            # At or above the spec's on both counts, the same devices report.
-            shuffler.answers["/collections/c/view"] = view_answer("c", uid, spec, 6, 3)
-            assert await outcome(server.url, tmp_path / "py-ok.json", shuffler.url) == "accepted"
-            steps = [["c", RECORD, str(tmp_path / "node-ok.json")]]
-            assert await js_device(built, server.url, tmp_path / "unused.json", steps, shuffler=shuffler.url, retries=0) == ["accepted"]
-            assert shuffler.posts == ["/collections/c/reports"] * 2
-    finally:
-        server.stop()
+    server, cid = aggregator, fresh_id()
+    async with Stand() as shuffler:
+        spec = create(server, cid, shuffler.url, token, min_batch=5, dummies=2)
+        uid = call(f"{server.url}/collections/{cid}")["uid"]
+        sealed = [b"x" * sealed_length(spec)] * 9
+        for floor, dummies in ((4, 3), (6, 1)):
+            body = msgpack.packb({"batch": "ab" * 16, "size": 9, "dummies": 3, "view": {"min_batch": floor, "dummies": dummies},
+                                  "reports": sealed})  # fmt: skip
+            status, _, said = await asyncio.to_thread(answer, f"{server.url}/collections/{cid}/shuffled", "POST", body,
+                                                      {**MSGPACK, "Authorization": f"Bearer {token}"})  # fmt: skip
+            assert status == 409 and b"not this collection's" in said, (floor, dummies, status, said)
+            shuffler.answers[f"/collections/{cid}/view"] = view_answer(cid, uid, spec, floor, dummies)
+            said = await outcome(server.url, tmp_path / f"py-{floor}.json", shuffler.url, cid)
+            assert said.startswith("SpecError") and "below the spec's 5 and 2" in said, said
+            ledger = tmp_path / f"node-{floor}.json"
+            [said] = await js_device(built, server.url, tmp_path / "unused.json", [[cid, RECORD, str(ledger)]], full=True,
+                                     shuffler=shuffler.url, retries=0)  # fmt: skip
+            assert said.startswith("SpecError") and "below the spec's 5 and 2" in said, said
+            assert not (tmp_path / f"py-{floor}.json").exists() and not ledger.exists()
+        assert shuffler.posts == [] and counted(server, cid) == 0
+        # At or above the spec's on both counts, the same devices report.
+        shuffler.answers[f"/collections/{cid}/view"] = view_answer(cid, uid, spec, 6, 3)
+        assert await outcome(server.url, tmp_path / "py-ok.json", shuffler.url, cid) == "accepted"
+        steps = [[cid, RECORD, str(tmp_path / "node-ok.json")]]
+        assert await js_device(built, server.url, tmp_path / "unused.json", steps, shuffler=shuffler.url, retries=0) == ["accepted"]
+        assert shuffler.posts == [f"/collections/{cid}/reports"] * 2
 
 
 async def test_the_shuffler_pins_no_answer_whose_fingerprint_or_id_is_not_the_collections(tmp_path):
@@ -259,33 +271,30 @@ async def test_the_shuffler_pins_no_answer_whose_fingerprint_or_id_is_not_the_co
         assert [row[0] for row in db.execute("SELECT id FROM views")] == ["good"]
 
 
-async def test_a_device_refuses_a_shuffler_view_whose_stated_digest_is_not_the_views(built, tmp_path):
+async def test_a_device_refuses_a_shuffler_view_whose_stated_digest_is_not_the_views(aggregator, built, tmp_path):
     """The shuffler the app pins answers the collection's true view but states another digest (a
     view it would have reports sealed under): the Python and the Node device refuse before
     anything is drawn or sent; with the digest right, both report."""
     token = token_file(tmp_path / "token.txt")
-    server = Server(tmp_path / "aggregator.sqlite3").start()
-    try:
-        async with Stand() as shuffler:
-            spec = create(server, "c", shuffler.url, token, min_batch=3, dummies=3)
-            uid = call(f"{server.url}/collections/c")["uid"]
-            true = view_answer("c", uid, spec, 3, 3)
-            for stated in (view_answer("c", uid, spec, 3, 4)["digest"], view_answer("c", "f" * 32, spec, 3, 3)["digest"]):
-                shuffler.answers["/collections/c/view"] = {**true, "digest": stated}
-                said = await outcome(server.url, tmp_path / "py.json", shuffler.url)
-                assert said.startswith("ClientError") and "does not match its digest" in said, said
-                [said] = await js_device(built, server.url, tmp_path / "unused.json", [["c", RECORD, str(tmp_path / "node.json")]],
-                                         full=True, shuffler=shuffler.url, retries=0)  # fmt: skip
-                assert "does not match its digest" in said, said
-                assert not (tmp_path / "py.json").exists() and not (tmp_path / "node.json").exists()
-            assert shuffler.posts == []
-            shuffler.answers["/collections/c/view"] = true
-            assert await outcome(server.url, tmp_path / "py.json", shuffler.url) == "accepted"
-            steps = [["c", RECORD, str(tmp_path / "node.json")]]
-            assert await js_device(built, server.url, tmp_path / "unused.json", steps, shuffler=shuffler.url, retries=0) == ["accepted"]
-            assert shuffler.posts == ["/collections/c/reports"] * 2
-    finally:
-        server.stop()
+    server, cid = aggregator, fresh_id()
+    async with Stand() as shuffler:
+        spec = create(server, cid, shuffler.url, token, min_batch=3, dummies=3)
+        uid = call(f"{server.url}/collections/{cid}")["uid"]
+        true = view_answer(cid, uid, spec, 3, 3)
+        for stated in (view_answer(cid, uid, spec, 3, 4)["digest"], view_answer(cid, "f" * 32, spec, 3, 3)["digest"]):
+            shuffler.answers[f"/collections/{cid}/view"] = {**true, "digest": stated}
+            said = await outcome(server.url, tmp_path / "py.json", shuffler.url, cid)
+            assert said.startswith("ClientError") and "does not match its digest" in said, said
+            [said] = await js_device(built, server.url, tmp_path / "unused.json", [[cid, RECORD, str(tmp_path / "node.json")]],
+                                     full=True, shuffler=shuffler.url, retries=0)  # fmt: skip
+            assert "does not match its digest" in said, said
+            assert not (tmp_path / "py.json").exists() and not (tmp_path / "node.json").exists()
+        assert shuffler.posts == []
+        shuffler.answers[f"/collections/{cid}/view"] = true
+        assert await outcome(server.url, tmp_path / "py.json", shuffler.url, cid) == "accepted"
+        steps = [[cid, RECORD, str(tmp_path / "node.json")]]
+        assert await js_device(built, server.url, tmp_path / "unused.json", steps, shuffler=shuffler.url, retries=0) == ["accepted"]
+        assert shuffler.posts == [f"/collections/{cid}/reports"] * 2
 
 
 async def test_the_same_spec_recreated_under_a_new_uid_is_refused_and_named(tmp_path):
@@ -351,7 +360,7 @@ async def test_dummies_take_room_in_a_batch_under_a_tight_max_body(tmp_path):
         server.stop()
 
 
-async def test_a_closing_batch_whose_padding_uses_up_its_views_dummies_is_refused_whole(tmp_path):
+async def test_a_closing_batch_whose_padding_uses_up_its_views_dummies_is_refused_whole(aggregator, tmp_path):
     """The view holds batches to 5 people and 2 dummies. A closing batch of 3 people's reports and
     2 dummies, both standing in for the people it lacks, has the floor but none of the view's
     dummies: refused whole (409), nothing counted. With 2 dummies more it is counted, people and
@@ -359,56 +368,52 @@ async def test_a_closing_batch_whose_padding_uses_up_its_views_dummies_is_refuse
     from shuffler.release import sealed_dummies
 
     token = token_file(tmp_path / "token.txt")
-    server = Server(tmp_path / "aggregator.sqlite3").start()
-    try:
-        create(server, "c", "http://127.0.0.1:9", token, min_batch=5, dummies=2)
-        published = call(f"{server.url}/collections/c")
-        view = ShuffledView("c", published["uid"], CollectionSpec.from_dict(published["spec"]), 5, 2)
-        people = [sealed_under(view) for _ in range(3)]
-        dummies = sealed_dummies(view, 4)
+    server, cid = aggregator, fresh_id()
+    create(server, cid, "http://127.0.0.1:9", token, min_batch=5, dummies=2)
+    published = call(f"{server.url}/collections/{cid}")
+    view = ShuffledView(cid, published["uid"], CollectionSpec.from_dict(published["spec"]), 5, 2)
+    people = [sealed_under(view) for _ in range(3)]
+    dummies = sealed_dummies(view, 4)
 
-        def closing_batch(batch: str, extra: list[bytes], padding: int) -> tuple:
-            reports = people + extra
-            body = msgpack.packb({"batch": batch, "size": len(reports), "dummies": len(extra), "padding": padding,
-                                  "view": {"min_batch": 5, "dummies": 2}, "reports": reports})  # fmt: skip
-            return answer(f"{server.url}/collections/c/shuffled", "POST", body, {**MSGPACK, "Authorization": f"Bearer {token}"})
+    def closing_batch(batch: str, extra: list[bytes], padding: int) -> tuple:
+        reports = people + extra
+        body = msgpack.packb({"batch": batch, "size": len(reports), "dummies": len(extra), "padding": padding,
+                              "view": {"min_batch": 5, "dummies": 2}, "reports": reports})  # fmt: skip
+        return answer(f"{server.url}/collections/{cid}/shuffled", "POST", body, {**MSGPACK, "Authorization": f"Bearer {token}"})
 
-        status, _, said = closing_batch("ab" * 16, dummies[:2], padding=2)
-        assert status == 409 and b"below what the shuffler's view promises" in said, (status, said)
-        assert counted(server, "c") == 0
-        status, _, said = closing_batch("cd" * 16, dummies, padding=2)
-        assert status == 200 and json.loads(said)["accepted"] == 7, (status, said)
-        found = call(f"{server.url}/collections/c/status", headers=AUTH)
-        assert (found["reports"], found["people"], found["dummies"]) == (7, 3, 4), found
-        assert found["batches"]["batches"] == 1 and found["batches"]["dummies"] == 4
-    finally:
-        server.stop()
+    status, _, said = closing_batch("ab" * 16, dummies[:2], padding=2)
+    assert status == 409 and b"below what the shuffler's view promises" in said, (status, said)
+    assert counted(server, cid) == 0
+    status, _, said = closing_batch("cd" * 16, dummies, padding=2)
+    assert status == 200 and json.loads(said)["accepted"] == 7, (status, said)
+    found = call(f"{server.url}/collections/{cid}/status", headers=AUTH)
+    assert (found["reports"], found["people"], found["dummies"]) == (7, 3, 4), found
+    assert found["batches"]["batches"] == 1 and found["batches"]["dummies"] == 4
 
 
-def test_a_batch_post_that_would_cross_the_waiting_cap_is_refused_whole(tmp_path):
+def test_a_batch_post_that_would_cross_the_waiting_cap_is_refused_whole(aggregator, tmp_path):
     """At most 5 reports wait. 3 posted together wait; 3 more posted together would make 6: the
     whole post is refused (429), none of it stored; 2 posted together reach the cap; then even
     one more is refused."""
     token = token_file(tmp_path / "token.txt")
-    server = Server(tmp_path / "aggregator.sqlite3").start()
+    server, cid = aggregator, fresh_id()
     shuffler = ShufflerProcess(tmp_path / "s.sqlite3", server.url, tmp_path / "token.txt", "--interval", "60", "--min-batch", "2",
                                "--dummies", "0", "--max-waiting", "5", "--per-address", "0").start()  # fmt: skip
     try:
-        create(server, "c", shuffler.url, token, min_batch=100, dummies=0)
-        view = ShuffledView.from_dict(call(f"{shuffler.url}/collections/c/view"))
-        post_all(shuffler.url, "c", [sealed_under(view) for _ in range(3)])
+        create(server, cid, shuffler.url, token, min_batch=100, dummies=0)
+        view = ShuffledView.from_dict(call(f"{shuffler.url}/collections/{cid}/view"))
+        post_all(shuffler.url, cid, [sealed_under(view) for _ in range(3)])
         crossing = msgpack.packb({"reports": [sealed_under(view) for _ in range(3)]})
-        status, headers, body = answer(f"{shuffler.url}/collections/c/reports", "POST", crossing, MSGPACK)
+        status, headers, body = answer(f"{shuffler.url}/collections/{cid}/reports", "POST", crossing, MSGPACK)
         assert status == 429 and b"wait for a batch already" in body and int(dict(headers)["Retry-After"]) >= 1, (status, body)
         assert waiting_at_shuffler(shuffler.db) == 3
-        post_all(shuffler.url, "c", [sealed_under(view) for _ in range(2)])
+        post_all(shuffler.url, cid, [sealed_under(view) for _ in range(2)])
         assert waiting_at_shuffler(shuffler.db) == 5
-        status, _, body = answer(f"{shuffler.url}/collections/c/reports", "POST", sealed_under(view), SEALED)
+        status, _, body = answer(f"{shuffler.url}/collections/{cid}/reports", "POST", sealed_under(view), SEALED)
         assert status == 429, (status, body)
         assert waiting_at_shuffler(shuffler.db) == 5
     finally:
         shuffler.stop()
-        server.stop()
 
 
 async def test_junk_that_opens_but_is_refused_is_junk_and_people_and_dummies_are_counted_apart(database, tmp_path):

@@ -60,9 +60,12 @@ def wait_for(condition, timeout: float = 30.0) -> None:
         time.sleep(0.1)
 
 
-@pytest.fixture
-def shuffled(tmp_path):
-    """A real aggregator and a real shuffler releasing every 0.3 s: ``(aggregator, shuffler, token)``."""
+@pytest.fixture(scope="module")
+def shuffled(tmp_path_factory):
+    """A real aggregator and a real shuffler releasing every 0.3 s: ``(aggregator, shuffler, token)``,
+    shared by the module's tests (starting the pair costs about two seconds of CPU), each under
+    collection ids of its own."""
+    tmp_path = tmp_path_factory.mktemp("shuffled")
     token = token_file(tmp_path / "token.txt")
     server = Server(tmp_path / "aggregator.sqlite3").start()
     shuffler = ShufflerProcess(tmp_path / "shuffler.sqlite3", server.url, tmp_path / "token.txt", "--interval", "0.3", "--min-batch", "2", "--dummies", "0")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import os
 import socket
 import sqlite3
@@ -82,13 +83,27 @@ def post_all(shuffler: str, cid: str, reports: list[bytes]) -> None:
         assert got.status == 200 and b'"accepted": %d' % len(reports) in got.read()
 
 
-@pytest.fixture
-def aggregator(tmp_path):
-    """A real aggregator: ``(server, token)``, the token its shuffler presents."""
-    token = token_file(tmp_path / "token.txt")
-    server = Server(tmp_path / "aggregator.sqlite3").start()
-    yield server, token
+@pytest.fixture(scope="module")
+def shared_aggregator(tmp_path_factory):
+    """One real aggregator for this module's tests (starting one costs about a second of CPU);
+    each creates collections under ids of its own (:func:`fresh_id`)."""
+    server = Server(tmp_path_factory.mktemp("shared") / "aggregator.sqlite3").start()
+    yield server
     server.stop()
+
+
+@pytest.fixture
+def aggregator(shared_aggregator, tmp_path):
+    """A real aggregator: ``(server, token)``, the token its shuffler presents (in ``tmp_path / "token.txt"``)."""
+    return shared_aggregator, token_file(tmp_path / "token.txt")
+
+
+_ids = itertools.count()
+
+
+def fresh_id() -> str:
+    """A collection id no other test on the shared aggregator has used."""
+    return f"c{next(_ids)}"
 
 
 async def test_a_flooding_aggregator_replaying_a_batch_is_left_with_chance(aggregator, database, tmp_path):
@@ -99,36 +114,37 @@ async def test_a_flooding_aggregator_replaying_a_batch_is_left_with_chance(aggre
     answer, so the aggregator finds it with probability 1/101, not 8 times of 8. After a close,
     every re-post hears the same refusal. (SQLite and PostgreSQL stores: their dedup differs.)"""
     server, token = aggregator
+    cid = fresh_id()
     store = database if database.startswith("postgres") else str(tmp_path / "shuffler.sqlite3")
     async with Proxy(server.url) as front:
         shuffler = ShufflerProcess(store, front.url, tmp_path / "token.txt", "--interval", "0.3", "--per-address", "0").start()
         try:
-            create(server, "c", shuffler.url, token, min_batch=100)  # the spec asks for no dummies
-            view = ShuffledView.from_dict(await asyncio.to_thread(call, f"{shuffler.url}/collections/c/view"))
+            create(server, cid, shuffler.url, token, min_batch=100)  # the spec asks for no dummies
+            view = ShuffledView.from_dict(await asyncio.to_thread(call, f"{shuffler.url}/collections/{cid}/view"))
             assert (view.min_batch, view.dummies) == (100, 100)  # the shuffler's default: as many as the floor
-            before = await asyncio.to_thread(observed, shuffler.url, "c")
+            before = await asyncio.to_thread(observed, shuffler.url, cid)
             own = [sealed_under(view) for _ in range(99)]
-            await asyncio.to_thread(post_all, shuffler.url, "c", own)
-            assert await asyncio.to_thread(observed, shuffler.url, "c") == before
+            await asyncio.to_thread(post_all, shuffler.url, cid, own)
+            assert await asyncio.to_thread(observed, shuffler.url, cid) == before
             async with AsyncClient(front.url, ledger=tmp_path / "target.json", pace=0.001, shuffler=shuffler.url) as device:
-                assert await device.submit("c", RECORD) == "accepted"  # a device under the default limits
-            await asyncio.to_thread(wait_for, lambda: call(f"{shuffler.url}/collections/c")["forwarded"] == 100)
+                assert await device.submit(cid, RECORD) == "accepted"  # a device under the default limits
+            await asyncio.to_thread(wait_for, lambda: call(f"{shuffler.url}/collections/{cid}")["forwarded"] == 100)
             batch = front.batches[0]["reports"]
             assert len(batch) == 200 and front.batches[0]["dummies"] == 100
             others = [r for r in batch if r not in set(own)]
             assert len(others) == 101  # the target and the dummies
-            answers = await asyncio.to_thread(reposted, shuffler.url, "c", batch)
+            answers = await asyncio.to_thread(reposted, shuffler.url, cid, batch)
             assert len(set(answers)) == 1 and answers[0][0] == 200, set(answers)
             # The aggregator's best guess is any report whose answer is the target's: 101 of them.
             target_like = [r for r, a in zip(batch, answers) if r in others and a == answers[batch.index(others[0])]]
             assert len(target_like) == 101
             # Re-posted, nothing was taken again: no second batch, the same people forwarded.
             await asyncio.sleep(1.0)
-            assert len(front.batches) == 1 and call(f"{shuffler.url}/collections/c")["forwarded"] == 100
-            closing = answer(f"{shuffler.url}/collections/c/close", "POST", b'{"pad": true}',
+            assert len(front.batches) == 1 and call(f"{shuffler.url}/collections/{cid}")["forwarded"] == 100
+            closing = answer(f"{shuffler.url}/collections/{cid}/close", "POST", b'{"pad": true}',
                              {"Authorization": f"Bearer {token}", "Content-Type": "application/json"})  # fmt: skip
             assert closing[0] == 200, closing
-            after = await asyncio.to_thread(reposted, shuffler.url, "c", batch)
+            after = await asyncio.to_thread(reposted, shuffler.url, cid, batch)
             assert len(set(after)) == 1 and after[0][0] == 410
         finally:
             shuffler.stop()
@@ -159,8 +175,23 @@ def no_arrival_order(order: list[int], what: str) -> None:
     assert tau.pvalue > 2e-4, f"{what}: tau {tau.statistic:.3f} (p {tau.pvalue:.2g}) over {len(order)}"
     rng = np.random.default_rng(0)
     found = arrival_runs(order)
-    random = [arrival_runs(list(rng.permutation(len(order)))) for _ in range(10_000)]
-    assert np.mean([r >= found for r in random]) > 2e-4, f"{what}: {found} items in runs of 4 (random: at most {max(random)})"
+    random = arrival_runs_of_rows(np.array([rng.permutation(len(order)) for _ in range(10_000)]))
+    assert np.mean(random >= found) > 2e-4, f"{what}: {found} items in runs of 4 (random: at most {random.max()})"
+
+
+def arrival_runs_of_rows(orders: np.ndarray, length: int = 4) -> np.ndarray:
+    """:func:`arrival_runs` of each row of ``orders`` (one order of arrival indices a row), at once:
+    the 10,000 orders of the null distribution took over a second of CPU one at a time."""
+    total = np.zeros(len(orders))
+    for step in (1, -1):
+        # A run of k items is k - 1 consecutive steps; where each maximal stretch of steps begins and ends.
+        steps = np.diff(orders, axis=1) == step
+        edges = np.diff(np.pad(steps, ((0, 0), (1, 1))).astype(np.int8), axis=1)
+        rows, begins = np.nonzero(edges == 1)
+        _, ends = np.nonzero(edges == -1)
+        items = ends - begins + 1
+        total += np.bincount(rows, weights=np.where(items >= length, items, 0), minlength=len(orders))
+    return total
 
 
 def logged(db) -> bytes:
@@ -228,19 +259,20 @@ async def test_a_report_that_could_never_be_stored_learns_nothing_of_the_cap(agg
     length, another view) hears 400 as at any other time, so that nobody probes the cap without
     spending a report of their own on it. Posted in a batch, the cap counts its storable reports."""
     server, token = aggregator
+    cid = fresh_id()
     shuffler = ShufflerProcess(tmp_path / "s.sqlite3", server.url, tmp_path / "token.txt", "--interval", "60",
                                "--max-waiting", "3", "--per-address", "0").start()  # fmt: skip
     try:
-        create(server, "c", shuffler.url, token, min_batch=100)
-        view = ShuffledView.from_dict(call(f"{shuffler.url}/collections/c/view"))
+        create(server, cid, shuffler.url, token, min_batch=100)
+        view = ShuffledView.from_dict(call(f"{shuffler.url}/collections/{cid}/view"))
         malformed = view.digest + b"\x00" * 10
-        assert answer(f"{shuffler.url}/collections/c/reports", "POST", malformed, SEALED)[0] == 400
+        assert answer(f"{shuffler.url}/collections/{cid}/reports", "POST", malformed, SEALED)[0] == 400
         for _ in range(3):
-            assert post(shuffler.url, "c", sealed_under(view)) == 201
-        assert answer(f"{shuffler.url}/collections/c/reports", "POST", malformed, SEALED)[0] == 400
-        assert answer(f"{shuffler.url}/collections/c/reports", "POST", sealed_under(view), SEALED)[0] == 429
+            assert post(shuffler.url, cid, sealed_under(view)) == 201
+        assert answer(f"{shuffler.url}/collections/{cid}/reports", "POST", malformed, SEALED)[0] == 400
+        assert answer(f"{shuffler.url}/collections/{cid}/reports", "POST", sealed_under(view), SEALED)[0] == 429
         junk_batch = msgpack.packb({"reports": [malformed, b"x"]})
-        status, _, body = answer(f"{shuffler.url}/collections/c/reports", "POST", junk_batch, {"Content-Type": "application/msgpack"})
+        status, _, body = answer(f"{shuffler.url}/collections/{cid}/reports", "POST", junk_batch, {"Content-Type": "application/msgpack"})
         assert status == 200 and b'"rejected": 2' in body
     finally:
         shuffler.stop()

@@ -71,9 +71,12 @@ def tokened(server: Server, view: ShuffledView, code: str) -> tuple[bytes, bytes
     return sealed, tokens.finish(view, sealed, answer["response"], inverse)
 
 
-@pytest.fixture
-def enrolled(tmp_path):
-    """A real aggregator and shuffler: ``(aggregator, shuffler, token)``."""
+@pytest.fixture(scope="module")
+def enrolled(tmp_path_factory):
+    """A real aggregator and shuffler: ``(aggregator, shuffler, token)``, shared by this module's
+    tests (starting the pair costs about two seconds of CPU), each under collection ids of its own;
+    the shuffler's token file is ``shuffler.token_file``."""
+    tmp_path = tmp_path_factory.mktemp("enrolled")
     token = token_file(tmp_path / "token.txt")
     server = Server(tmp_path / "aggregator.sqlite3").start()
     shuffler = ShufflerProcess(tmp_path / "s.sqlite3", server.url, tmp_path / "token.txt", "--interval", "0.3",
@@ -85,17 +88,17 @@ def enrolled(tmp_path):
 
 async def test_enrolled_people_are_counted_once_and_nothing_else_is_batched(enrolled, tmp_path):
     server, shuffler, token = enrolled
-    codes = create_enrolled(server, "t", shuffler.url, token, min_batch=3, codes=6)
-    other_codes = create_enrolled(server, "u", shuffler.url, token, min_batch=3, codes=1)
-    view = ShuffledView.from_dict(call(f"{shuffler.url}/collections/t/view"))
-    other = ShuffledView.from_dict(call(f"{shuffler.url}/collections/u/view"))
+    codes = create_enrolled(server, "t1", shuffler.url, token, min_batch=3, codes=6)
+    other_codes = create_enrolled(server, "u1", shuffler.url, token, min_batch=3, codes=1)
+    view = ShuffledView.from_dict(call(f"{shuffler.url}/collections/t1/view"))
+    other = ShuffledView.from_dict(call(f"{shuffler.url}/collections/u1/view"))
     assert view.spec.shuffle.issuer_key != other.spec.shuffle.issuer_key  # one issuing key per collection
     # Every kind of token that is not this report's is refused before anything waits, in one line.
     sealed, token_t = tokened(server, view, codes[0])
     sealed_u, token_u = tokened(server, other, other_codes[0])
     forged = token_t[: tokens.INPUT_BYTES] + os.urandom(len(token_t) - tokens.INPUT_BYTES)
     another = sealed_under(view)
-    url = f"{shuffler.url}/collections/t/reports"
+    url = f"{shuffler.url}/collections/t1/reports"
     for body, why in [
         (sealed, "none came"),
         (sealed + forged, "does not verify"),
@@ -114,31 +117,31 @@ async def test_enrolled_people_are_counted_once_and_nothing_else_is_batched(enro
     assert posted(url, sealed + token_t) == (200, {"status": "duplicate"})
     for i, code in enumerate(codes[1:3]):
         async with AsyncClient(server.url, ledger=tmp_path / f"d{i}.json", pace=0.001, shuffler=shuffler.url, limits=LIMITS) as device:
-            assert await device.submit("t", RECORD, token=code) == "accepted"
-    await asyncio.to_thread(wait_for, lambda: counted(server, "t") == 3)
-    assert call(f"{server.url}/collections/t/status", headers=AUTH)["batches"]["junk"] == 0
+            assert await device.submit("t1", RECORD, token=code) == "accepted"
+    await asyncio.to_thread(wait_for, lambda: counted(server, "t1") == 3)
+    assert call(f"{server.url}/collections/t1/status", headers=AUTH)["batches"]["junk"] == 0
     # A used code obtains nothing more, and a device without a code sends nothing.
     async with AsyncClient(server.url, ledger=tmp_path / "e.json", pace=0.001, shuffler=shuffler.url, limits=LIMITS, retries=0) as device:
         with pytest.raises(ReportRejected, match="409.*one token per code"):
-            await device.submit("t", RECORD, token=codes[1])
+            await device.submit("t1", RECORD, token=codes[1])
     async with AsyncClient(server.url, ledger=tmp_path / "f.json", pace=0.001, shuffler=shuffler.url, limits=LIMITS) as device:
         with pytest.raises(SpecError, match="only from enrolled people"):
-            await device.submit("t", RECORD)
+            await device.submit("t1", RECORD)
     assert not Ledger(tmp_path / "f.json").entries()
     await asyncio.sleep(1.0)
-    assert counted(server, "t") == 3
+    assert counted(server, "t1") == 3
 
 
 async def test_a_code_obtains_one_token_and_the_same_request_again_the_same_answer(enrolled):
     server, shuffler, token = enrolled
-    codes = create_enrolled(server, "t", shuffler.url, token, min_batch=3, codes=2)
-    foreign = create_enrolled(server, "u", shuffler.url, token, min_batch=3, codes=1)[0]
-    view = ShuffledView.from_dict(call(f"{shuffler.url}/collections/t/view"))
+    codes = create_enrolled(server, "t2", shuffler.url, token, min_batch=3, codes=2)
+    foreign = create_enrolled(server, "u2", shuffler.url, token, min_batch=3, codes=1)[0]
+    view = ShuffledView.from_dict(call(f"{shuffler.url}/collections/t2/view"))
     request, _ = tokens.token_request(view, sealed_under(view))
-    first = issue(server, "t", codes[0], request)
-    assert first[0] == 200 and issue(server, "t", codes[0], request) == first  # an answer lost: asked again
+    first = issue(server, "t2", codes[0], request)
+    assert first[0] == 200 and issue(server, "t2", codes[0], request) == first  # an answer lost: asked again
     again, _ = tokens.token_request(view, sealed_under(view))
-    assert issue(server, "t", codes[0], again)[0] == 409
+    assert issue(server, "t2", codes[0], again)[0] == 409
     size = blind_rsa.modulus_bytes(tokens.issuing_key(view.spec.shuffle.issuer_key))
     for code, body, status, reason in [
         (foreign, request, 403, "bad_code"),
@@ -149,13 +152,13 @@ async def test_a_code_obtains_one_token_and_the_same_request_again_the_same_answ
         (codes[1], request[:3] + b"\xff" * size, 400, "malformed"),  # not below the modulus
         (codes[1], "not base64 !", 400, "malformed"),
     ]:
-        got = issue(server, "t", code, body)
+        got = issue(server, "t2", code, body)
         assert got[0] == status and got[1]["reason"] == reason, got
-    assert issue(server, "t", codes[1], request)[0] == 200  # a refused request spent nothing
+    assert issue(server, "t2", codes[1], request)[0] == 200  # a refused request spent nothing
     # A collection without enrollment issues nothing.
-    body = {"spec": SPEC.to_dict(), "id": "open", "shuffler": {"url": shuffler.url, "token": token, "min_batch": 3}}
+    body = {"spec": SPEC.to_dict(), "id": "open2", "shuffler": {"url": shuffler.url, "token": token, "min_batch": 3}}
     call(f"{server.url}/collections", "POST", body, AUTH)
-    assert issue(server, "open", codes[1], request)[0] == 409
+    assert issue(server, "open2", codes[1], request)[0] == 409
 
 
 async def test_the_aggregator_never_sees_a_token_and_the_issuer_cannot_tell_which_issuance_a_token_came_from(tmp_path):
@@ -329,7 +332,7 @@ async def test_the_operator_creates_an_enrolled_shuffled_collection_and_hands_ou
                               text=True, timeout=120, env=env, check=False)  # fmt: skip
 
     made = await asyncio.to_thread(cli, "create", "--spec", str(spec_file), "--id", "cli", "--min-reports", "1",
-                                   "--shuffler", shuffler.url, "--shuffler-token-file", str(tmp_path / "token.txt"),
+                                   "--shuffler", shuffler.url, "--shuffler-token-file", shuffler.token_file,
                                    "--min-batch", "2", "--dummies", "0", "--enrollment")  # fmt: skip
     assert made.returncode == 0, made.stderr
     assert call(f"{server.url}/collections/cli")["spec"]["shuffle"]["issuer_key"]
@@ -350,10 +353,10 @@ async def test_the_token_request_leaves_a_paced_time_after_the_spec_arrived(enro
     carry the draw's time, which follows the input and noise drawn (it left right after the draw:
     an outside review told which input a person reported, AUC 0.80, on a SHE spec)."""
     server, shuffler, token = enrolled
-    codes = create_enrolled(server, "t", shuffler.url, token, min_batch=2, codes=1)
-    call(f"{shuffler.url}/collections/t/view")  # pinned: the device's view is a quick answer
+    codes = create_enrolled(server, "t3", shuffler.url, token, min_batch=2, codes=1)
+    call(f"{shuffler.url}/collections/t3/view")  # pinned: the device's view is a quick answer
     async with Proxy(server.url) as front:
         async with AsyncClient(front.url, ledger=tmp_path / "d.json", pace=0.5, shuffler=shuffler.url, limits=LIMITS) as device:
-            assert await device.submit("t", RECORD, token=codes[0]) == "accepted"
-    gap = front.first_seen[("POST", "/collections/t/tokens")] - front.first_seen[("GET", "/collections/t")]
+            assert await device.submit("t3", RECORD, token=codes[0]) == "accepted"
+    gap = front.first_seen[("POST", "/collections/t3/tokens")] - front.first_seen[("GET", "/collections/t3")]
     assert gap >= 0.5, gap

@@ -24,7 +24,7 @@ from .base import (
     StoreUnavailable,
 )
 
-# The implementations load their drivers (asyncpg, sqlite-utils and pandas): imported on first use
+# The implementations load their drivers (asyncpg; sqlite3 with numpy): imported on first use
 # (PEP 562), so that reading the database defaults, as `--help` does, loads neither.
 __getattr__, __dir__ = lazy_exports(__name__, {".postgres": ("PostgresStore", "is_postgres_url"),
                                                 ".sqlite": ("SQLiteStore", "StoreLocked")})  # fmt: skip

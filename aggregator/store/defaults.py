@@ -1,5 +1,5 @@
 """The database settings' defaults, apart from the drivers, so that the command line shows them
-without loading asyncpg or sqlite-utils."""
+without loading asyncpg or the SQLite store."""
 
 #: Seconds a query, a connection or a wait for a free pooled connection may take before the
 #: request is answered 503 (``serve --db-timeout``).
