@@ -58,7 +58,7 @@ def test_an_app_importing_the_participant_library_loads_no_network_stack():
 
 def test_an_operators_command_and_its_refusal_load_no_data_frame_library():
     """The operator's commands talk HTTP (aiohttp) and, refused, name the database drivers'
-    errors (asyncpg): neither loads sqlite-utils, which loads pandas (0.4 s of CPU a command)."""
+    errors (asyncpg): neither loads a data-frame library (pandas costs 0.4 s of CPU a command)."""
     import os
 
     command = [sys.executable, "-X", "importtime", "-m", "aggregator", "status", "survey", "--url", "http://127.0.0.1:9"]

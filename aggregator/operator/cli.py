@@ -680,18 +680,15 @@ def refusal(args, exc: Exception) -> str:
     """The one line (without the program's name) that tells what made the command ``args`` fail
     with ``exc``; re-raises ``exc`` when it is no refusal but a fault."""
     # The drivers' exception classes are imported once a command has failed, so that the
-    # operator's commands run without asyncpg, aiohttp's server or sqlite-utils (which loads
-    # pandas: 0.4 s of CPU for each command). A store's class not yet imported raised nothing.
+    # operator's commands run without loading asyncpg or aiohttp's server.
     import asyncpg
 
     from ..service.auth import TokenError
-    from ..store import StoreUnavailable
+    from ..store import StoreLocked, StoreUnavailable
     from ..store.postgres import redacted
     from .copy import CopyError
 
-    sqlite = sys.modules.get("aggregator.store.sqlite")
-    locked = (sqlite.StoreLocked,) if sqlite else ()
-    if isinstance(exc, (UsageError, TokenError, *locked, CopyError, OperatorError, ValueError)):
+    if isinstance(exc, (UsageError, TokenError, StoreLocked, CopyError, OperatorError, ValueError)):
         return str(exc)
     if isinstance(exc, StoreUnavailable):
         return f"the database cannot be used: {exc}"

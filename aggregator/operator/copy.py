@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import msgpack
 
 from ..store.base import DUMMIES
 from ..store.postgres import PostgresStore
-
-if TYPE_CHECKING:
-    from ..store.sqlite import SQLiteStore
+from ..store.sqlite import SQLiteStore
 
 CHUNK = 50_000
 
@@ -39,10 +35,6 @@ async def copy_database(source: str, target: str, settings: str | None = None) -
     key, sealing keys) differ from the file's unless ``settings`` says whose to keep: ``"target"``
     (refused if a copied collection needs the file's enrollment or sealing key) or ``"source"``.
     Returns a one-line summary."""
-    # Imported here: sqlite-utils loads pandas, which the command line (importing CopyError for
-    # every failed command) does without.
-    from ..store.sqlite import SQLiteStore
-
     sqlite = await SQLiteStore.open(source)
     try:
         postgres = await PostgresStore.open(target)

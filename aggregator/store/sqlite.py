@@ -106,8 +106,6 @@ class SQLiteStore(Store):
             # no statement waits inside SQLite: a lock held elsewhere is waited for on the event
             # loop's clock (_unlocked), so that the loop never blocks on it.
             conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=timeout)
-            # Plain sqlite3, not sqlite-utils: that loads pandas when installed (0.45 s of CPU at
-            # every start), and the store needs none of its helpers.
             self.db = conn
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
