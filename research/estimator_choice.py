@@ -52,17 +52,24 @@ PLUG_IN_DRAWS = 4000
 LARGE = 1000
 
 
-def cell(problem: str, epsilon: float, reps: int) -> pd.DataFrame:
-    """Every run of one (problem, ε) cell, one row each."""
+def collections(problem: str, epsilon: float, reps: int):
+    """Each run of one (problem, ε) cell: ``(runner, seed, statistics)`` for seeds 0 … reps − 1,
+    the collection drawn as two halves in exact fast mode (protocol ``auto``, one report each)."""
     warnings.simplefilter("ignore")
-    from aggregator.estimation.estimators import build_model, estimator_choice
     from sim.experiment import runner_for
 
     runner = runner_for(load_problem(problem))
     setting = ("auto", epsilon, None, "one-report")
-    rows = []
     for seed in range(reps):
-        stats = runner.statistics(setting, seed, mode="fast", halves=True)
+        yield runner, seed, runner.statistics(setting, seed, mode="fast", halves=True)
+
+
+def cell(problem: str, epsilon: float, reps: int) -> pd.DataFrame:
+    """Every run of one (problem, ε) cell, one row each."""
+    from aggregator.estimation.estimators import build_model, estimator_choice
+
+    rows = []
+    for runner, seed, stats in collections(problem, epsilon, reps):
         models = [build_model(stats, name, temperature=1.0) for name in ESTIMATORS]
         accuracy, _ = runner._score(models, seed, log_loss=False)
         _, test, _ = runner.split(seed)
@@ -138,14 +145,8 @@ def plug_in_choice(halves) -> tuple[np.ndarray, np.ndarray]:
 def plug_in_cell(problem: str, epsilon: float, reps: int) -> pd.DataFrame:
     """The plug-in score's gains and standard errors in every run of one cell (the same seeds,
     splits and reports as :func:`cell`)."""
-    warnings.simplefilter("ignore")
-    from sim.experiment import runner_for
-
-    runner = runner_for(load_problem(problem))
-    setting = ("auto", epsilon, None, "one-report")
     rows = []
-    for seed in range(reps):
-        stats = runner.statistics(setting, seed, mode="fast", halves=True)
+    for _, seed, stats in collections(problem, epsilon, reps):
         gain, error = plug_in_choice(stats.halves)
         row = {"problem": problem, "eps": epsilon, "seed": seed}
         for j, name in enumerate(ESTIMATORS[1:], start=1):

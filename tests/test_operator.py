@@ -14,6 +14,7 @@ from participant import Participant
 from participant.wire import pack_batch
 
 from .conftest import TABLE_1, table_1_spec
+from .inprocess import run_main
 from .servers import ADMIN, Server, free_port
 
 FIELDS = ["age", "income", "gender", "missed_payment"]
@@ -47,13 +48,7 @@ def cli(server, capsys, monkeypatch):
         monkeypatch.delenv("LDPNB_ADMIN_TOKEN", raising=False)
         if token:
             monkeypatch.setenv("LDPNB_ADMIN_TOKEN", token)
-        capsys.readouterr()
-        try:
-            code = main(list(args))
-        except SystemExit as exit:
-            code = exit.code
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(args, code or 0, out, err)
+        return run_main(main, capsys, *args)
 
     return run
 
